@@ -1,0 +1,285 @@
+//! Record batch format, identical on the wire and on disk (little-endian):
+//!
+//! ```text
+//!  0 u32 length        total bytes of the batch, header included
+//!  4 u32 crc           CRC32 (IEEE) of bytes [8, length)
+//!  8 u64 base_offset   queue offset of the first record, stamped by the shard
+//! 16 u32 queue         queue id, stamped by the shard
+//! 20 u16 magic         BATCH_MAGIC
+//! 22 u16 attributes    bit 0: padding batch (fills a segment's end)
+//! 24 u32 record_count
+//! 28 u32 reserved      zero
+//! 32 i64 first_timestamp_ms
+//! 40 records           see record.rs
+//! ```
+//!
+//! The shard stamps bytes 8..20 at append. The CRC of the stamped copy is
+//! derived from the producer's CRC pass over the body (bytes 20..) with
+//! `crc32fast::Hasher::combine`, so every byte is hashed once per append.
+
+use crate::error::{Result, StorageError};
+use crate::record::{Record, RecordIter};
+
+/// Size of the batch header.
+pub const HEADER_BYTES: usize = 40;
+/// Identifies a ringmq record batch ("RB").
+pub const BATCH_MAGIC: u16 = 0x5242;
+/// Attribute bit of the batch that pads the end of a segment.
+pub const ATTR_PADDING: u16 = 1;
+const STAMP: std::ops::Range<usize> = 8..20;
+
+/// The decoded header of a batch.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BatchHeader {
+    pub length: u32,
+    pub crc: u32,
+    pub base_offset: u64,
+    pub queue: u32,
+    pub attributes: u16,
+    pub record_count: u32,
+    pub first_timestamp_ms: i64,
+}
+
+impl BatchHeader {
+    /// Decodes a header; `bytes` must hold at least HEADER_BYTES.
+    pub fn decode(bytes: &[u8]) -> Option<BatchHeader> {
+        if bytes.len() < HEADER_BYTES || u16_at(bytes, 20) != BATCH_MAGIC || u32_at(bytes, 28) != 0 {
+            return None;
+        }
+        Some(BatchHeader {
+            length: u32_at(bytes, 0),
+            crc: u32_at(bytes, 4),
+            base_offset: u64_at(bytes, 8),
+            queue: u32_at(bytes, 16),
+            attributes: u16_at(bytes, 22),
+            record_count: u32_at(bytes, 24),
+            first_timestamp_ms: u64_at(bytes, 32) as i64,
+        })
+    }
+
+    /// True for the filler batch at a segment's end.
+    pub fn is_padding(&self) -> bool {
+        self.attributes & ATTR_PADDING != 0
+    }
+
+    /// The offset after this batch's last record.
+    pub fn next_offset(&self) -> u64 {
+        self.base_offset + u64::from(self.record_count)
+    }
+}
+
+/// What append learns from validating a producer's batch.
+#[derive(Debug, Clone)]
+pub struct CheckedBatch {
+    pub record_count: u32,
+    body_crc: crc32fast::Hasher,
+}
+
+/// Validates a producer's batch: length, CRC and record framing.
+pub fn check(bytes: &[u8], batch_bytes_max: usize) -> Result<CheckedBatch> {
+    if bytes.len() < HEADER_BYTES {
+        return Err(StorageError::BatchTooShort { len: bytes.len(), min: HEADER_BYTES });
+    }
+    let declared = u32_at(bytes, 0) as usize;
+    if declared != bytes.len() {
+        return Err(StorageError::LengthMismatch { declared, actual: bytes.len() });
+    }
+    if bytes.len() > batch_bytes_max {
+        return Err(StorageError::BatchTooLarge { len: bytes.len(), max: batch_bytes_max });
+    }
+    let header = BatchHeader::decode(bytes).ok_or(StorageError::Malformed("bad magic or reserved bytes"))?;
+    if header.is_padding() {
+        return Err(StorageError::Malformed("producers cannot send padding batches"));
+    }
+    let mut body_crc = crc32fast::Hasher::new();
+    body_crc.update(&bytes[STAMP.end..]);
+    let computed = crc_with_stamp(&bytes[STAMP], &body_crc);
+    if computed != header.crc {
+        return Err(StorageError::CrcMismatch { stored: header.crc, computed });
+    }
+    let mut count = 0u32;
+    for record in RecordIter::new(&bytes[HEADER_BYTES..]) {
+        record?;
+        count += 1;
+    }
+    if count != header.record_count || count == 0 {
+        return Err(StorageError::Malformed("record count does not match the records in the batch"));
+    }
+    Ok(CheckedBatch { record_count: count, body_crc })
+}
+
+/// Writes the shard's base offset and queue into a copy of a checked batch and
+/// fixes its CRC.
+pub fn stamp(copy: &mut [u8], checked: &CheckedBatch, base_offset: u64, queue: u32) {
+    copy[8..16].copy_from_slice(&base_offset.to_le_bytes());
+    copy[16..20].copy_from_slice(&queue.to_le_bytes());
+    let crc = crc_with_stamp(&copy[STAMP], &checked.body_crc);
+    copy[4..8].copy_from_slice(&crc.to_le_bytes());
+}
+
+/// Re-checks a stored batch read back from the log: header, length and CRC.
+pub fn verify_stored(bytes: &[u8]) -> std::result::Result<BatchHeader, &'static str> {
+    let header = BatchHeader::decode(bytes).ok_or("bad header")?;
+    let end = if header.is_padding() { HEADER_BYTES } else { header.length as usize };
+    if (header.length as usize) < HEADER_BYTES || bytes.len() < end {
+        return Err("bad length");
+    }
+    if crc32fast::hash(&bytes[8..end]) != header.crc {
+        return Err("CRC mismatch");
+    }
+    Ok(header)
+}
+
+/// Builds the header of the padding batch that fills `length` bytes up to a
+/// segment's end. Only its header is written and covered by its CRC.
+pub fn padding_header(length: u32) -> [u8; HEADER_BYTES] {
+    let mut h = [0u8; HEADER_BYTES];
+    h[0..4].copy_from_slice(&length.to_le_bytes());
+    h[16..20].copy_from_slice(&u32::MAX.to_le_bytes());
+    h[20..22].copy_from_slice(&BATCH_MAGIC.to_le_bytes());
+    h[22..24].copy_from_slice(&ATTR_PADDING.to_le_bytes());
+    let crc = crc32fast::hash(&h[8..]);
+    h[4..8].copy_from_slice(&crc.to_le_bytes());
+    h
+}
+
+fn crc_with_stamp(stamp: &[u8], body: &crc32fast::Hasher) -> u32 {
+    let mut h = crc32fast::Hasher::new();
+    h.update(stamp);
+    h.combine(body);
+    h.finalize()
+}
+
+/// Builds a record batch as a producer does.
+#[derive(Debug)]
+pub struct BatchBuilder {
+    buf: Vec<u8>,
+    count: u32,
+    first_timestamp_ms: i64,
+}
+
+impl BatchBuilder {
+    /// Starts a batch whose records' timestamps are relative to `first_timestamp_ms`.
+    pub fn new(first_timestamp_ms: i64) -> Self {
+        let mut buf = Vec::with_capacity(HEADER_BYTES + 256);
+        buf.resize(HEADER_BYTES, 0);
+        BatchBuilder { buf, count: 0, first_timestamp_ms }
+    }
+
+    /// Appends one record.
+    pub fn push(&mut self, record: &Record<'_>) -> &mut Self {
+        record.encode(&mut self.buf);
+        self.count += 1;
+        self
+    }
+
+    /// Number of records pushed so far.
+    pub fn len(&self) -> usize {
+        self.count as usize
+    }
+
+    /// True if no record was pushed.
+    pub fn is_empty(&self) -> bool {
+        self.count == 0
+    }
+
+    /// Bytes the batch would have if finished now.
+    pub fn size_bytes(&self) -> usize {
+        self.buf.len()
+    }
+
+    /// Finishes the header (length, count, CRC) and returns the batch bytes.
+    pub fn finish(mut self) -> Vec<u8> {
+        let len = self.buf.len() as u32;
+        let b = &mut self.buf;
+        b[0..4].copy_from_slice(&len.to_le_bytes());
+        b[20..22].copy_from_slice(&BATCH_MAGIC.to_le_bytes());
+        b[24..28].copy_from_slice(&self.count.to_le_bytes());
+        b[32..40].copy_from_slice(&self.first_timestamp_ms.to_le_bytes());
+        let crc = crc32fast::hash(&b[8..]);
+        b[4..8].copy_from_slice(&crc.to_le_bytes());
+        self.buf
+    }
+}
+
+/// Splits concatenated stored batches (as returned by a read) into single batches.
+pub fn split(mut bytes: &[u8]) -> impl Iterator<Item = &[u8]> {
+    std::iter::from_fn(move || {
+        if bytes.len() < HEADER_BYTES {
+            return None;
+        }
+        let len = u32_at(bytes, 0) as usize;
+        if len < HEADER_BYTES || len > bytes.len() {
+            return None;
+        }
+        let (batch, rest) = bytes.split_at(len);
+        bytes = rest;
+        Some(batch)
+    })
+}
+
+pub(crate) fn u16_at(b: &[u8], at: usize) -> u16 {
+    u16::from_le_bytes([b[at], b[at + 1]])
+}
+
+pub(crate) fn u32_at(b: &[u8], at: usize) -> u32 {
+    u32::from_le_bytes(b[at..at + 4].try_into().expect("4 bytes"))
+}
+
+pub(crate) fn u64_at(b: &[u8], at: usize) -> u64 {
+    u64::from_le_bytes(b[at..at + 8].try_into().expect("8 bytes"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn one_record_batch(value: &[u8]) -> Vec<u8> {
+        let mut b = BatchBuilder::new(1_000);
+        b.push(&Record { value, tag: b"TagA", ..Record::default() });
+        b.finish()
+    }
+
+    #[test]
+    fn stamped_batch_verifies_with_new_offset_and_queue() {
+        let bytes = one_record_batch(b"hello");
+        let checked = check(&bytes, 1 << 20).unwrap();
+        let mut copy = bytes.clone();
+        stamp(&mut copy, &checked, 42, 7);
+        let header = verify_stored(&copy).unwrap();
+        assert_eq!((header.base_offset, header.queue, header.record_count), (42, 7, 1));
+    }
+
+    #[test]
+    fn flipped_body_bit_is_a_crc_mismatch() {
+        let mut bytes = one_record_batch(b"hello");
+        let last = bytes.len() - 1;
+        bytes[last] ^= 0x10;
+        assert!(matches!(check(&bytes, 1 << 20), Err(StorageError::CrcMismatch { .. })));
+    }
+
+    #[test]
+    fn wrong_length_field_and_short_and_oversized_batches_are_rejected() {
+        let bytes = one_record_batch(b"hello");
+        assert!(matches!(check(&bytes[..bytes.len() - 1], 1 << 20), Err(StorageError::LengthMismatch { .. })));
+        assert!(matches!(check(&bytes[..10], 1 << 20), Err(StorageError::BatchTooShort { .. })));
+        assert!(matches!(check(&bytes, 50), Err(StorageError::BatchTooLarge { .. })));
+    }
+
+    #[test]
+    fn record_count_mismatch_is_malformed() {
+        let mut bytes = one_record_batch(b"hello");
+        bytes[24..28].copy_from_slice(&2u32.to_le_bytes());
+        let crc = crc32fast::hash(&bytes[8..]);
+        bytes[4..8].copy_from_slice(&crc.to_le_bytes());
+        assert!(matches!(check(&bytes, 1 << 20), Err(StorageError::Malformed(_))));
+    }
+
+    #[test]
+    fn padding_header_verifies_and_is_padding() {
+        let h = padding_header(8192);
+        let header = verify_stored(&h).unwrap();
+        assert!(header.is_padding());
+        assert_eq!(header.length, 8192);
+    }
+}

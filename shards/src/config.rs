@@ -1,0 +1,133 @@
+//! Shard configuration: every bound has a name and a default.
+
+use crate::error::{Result, StorageError};
+use crate::position::PAGE_BYTES;
+use std::path::PathBuf;
+use std::time::Duration;
+
+/// When an append is acknowledged.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum FlushPolicy {
+    /// Acknowledge after the batch's bytes are fdatasync'd (default).
+    #[default]
+    Sync,
+    /// Acknowledge once queued; bytes are flushed by interval and by size.
+    Async,
+}
+
+/// Configuration of one shard's storage.
+#[derive(Debug, Clone)]
+pub struct ShardConfig {
+    /// Directory owned by this shard.
+    pub dir: PathBuf,
+    /// Size of every commit log segment.
+    pub segment_bytes: u64,
+    /// Largest group-commit round (one write, one fdatasync).
+    pub round_bytes_max: usize,
+    /// Largest batch accepted by append.
+    pub batch_bytes_max: usize,
+    /// Bytes appended but not yet written and synced before appends wait (back-pressure).
+    pub pending_bytes_max: usize,
+    /// How long the flusher waits for more appends before closing a small round (0 = never waits).
+    pub flush_delay: Duration,
+    /// Async policy: flush at least this often.
+    pub async_flush_interval: Duration,
+    /// Async policy: flush once this many bytes are unsynced.
+    pub async_flush_bytes: usize,
+    /// Policy of queues created without one.
+    pub default_flush_policy: FlushPolicy,
+    /// Memory of the user-space log cache.
+    pub cache_bytes: usize,
+    /// Unit of the log cache and of log reads from disk.
+    pub cache_chunk_bytes: usize,
+    /// Chunks read ahead after a sequential miss.
+    pub readahead_chunks: usize,
+    /// Entries per queue index file (16 bytes each).
+    pub index_file_entries: u64,
+    /// Index pages (4 KiB) cached for reads of old offsets.
+    pub index_cache_pages: usize,
+    /// Index entries kept in memory before a checkpoint writes them out.
+    pub index_mem_entries_max: usize,
+    /// Interval between checkpoints (index written and synced; recovery scans from there).
+    pub checkpoint_interval: Duration,
+    /// Delete segments whose newest data is older than this.
+    pub retention_age: Option<Duration>,
+    /// Delete the oldest segments while the log is larger than this.
+    pub retention_bytes: Option<u64>,
+    /// How often retention runs.
+    pub retention_interval: Duration,
+}
+
+impl ShardConfig {
+    /// Defaults for a production shard in `dir`.
+    pub fn new(dir: impl Into<PathBuf>) -> Self {
+        ShardConfig {
+            dir: dir.into(),
+            segment_bytes: 1 << 30,
+            round_bytes_max: 1 << 20,
+            batch_bytes_max: (1 << 20) - 2 * PAGE_BYTES as usize,
+            pending_bytes_max: 16 << 20,
+            flush_delay: Duration::ZERO,
+            async_flush_interval: Duration::from_millis(500),
+            async_flush_bytes: 4 * PAGE_BYTES as usize,
+            default_flush_policy: FlushPolicy::Sync,
+            cache_bytes: 256 << 20,
+            cache_chunk_bytes: 64 << 10,
+            readahead_chunks: 4,
+            index_file_entries: 1 << 16,
+            index_cache_pages: 1024,
+            index_mem_entries_max: 1 << 20,
+            checkpoint_interval: Duration::from_secs(10),
+            retention_age: None,
+            retention_bytes: None,
+            retention_interval: Duration::from_secs(60),
+        }
+    }
+
+    /// Small sizes for tests: 1 MiB segments, 4 MiB cache, 1024-entry index files.
+    pub fn small(dir: impl Into<PathBuf>) -> Self {
+        ShardConfig {
+            segment_bytes: 1 << 20,
+            round_bytes_max: 256 << 10,
+            batch_bytes_max: (256 << 10) - 2 * PAGE_BYTES as usize,
+            pending_bytes_max: 1 << 20,
+            cache_bytes: 4 << 20,
+            index_file_entries: 1024,
+            index_cache_pages: 16,
+            index_mem_entries_max: 4096,
+            ..ShardConfig::new(dir)
+        }
+    }
+
+    /// Checks the relations between the sizes.
+    pub fn validate(&self) -> Result<()> {
+        let page = PAGE_BYTES as usize;
+        let chunk = self.cache_chunk_bytes;
+        let fail = |m: String| Err(StorageError::Config(m));
+        if chunk < page || !chunk.is_power_of_two() {
+            return fail(format!("cache_chunk_bytes {chunk} must be a power of two of at least {page}"));
+        }
+        if self.segment_bytes < 1 << 20 || self.segment_bytes % chunk as u64 != 0 {
+            return fail(format!("segment_bytes {} must be at least 1 MiB and a multiple of cache_chunk_bytes", self.segment_bytes));
+        }
+        if self.round_bytes_max < 4 * page || self.round_bytes_max % page != 0 {
+            return fail(format!("round_bytes_max {} must be a multiple of {page} and at least 4 pages", self.round_bytes_max));
+        }
+        if self.batch_bytes_max > self.round_bytes_max || self.batch_bytes_max as u64 > self.segment_bytes / 2 {
+            return fail(format!("batch_bytes_max {} must fit in a round and in half a segment", self.batch_bytes_max));
+        }
+        if self.pending_bytes_max < self.round_bytes_max {
+            return fail("pending_bytes_max must be at least round_bytes_max".into());
+        }
+        if self.cache_bytes < 2 * chunk {
+            return fail("cache_bytes must hold at least two chunks".into());
+        }
+        if self.index_file_entries == 0 || self.index_file_entries % crate::index::ENTRIES_PER_PAGE != 0 {
+            return fail(format!("index_file_entries must be a positive multiple of {}", crate::index::ENTRIES_PER_PAGE));
+        }
+        if self.index_cache_pages == 0 {
+            return fail("index_cache_pages must be at least 1".into());
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,44 @@
+//! Typed errors of the storage engine, each with a message a user can act on.
+
+use std::sync::Arc;
+
+/// Everything the storage engine can refuse or fail with.
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum StorageError {
+    #[error("batch of {len} bytes is shorter than its {min}-byte header")]
+    BatchTooShort { len: usize, min: usize },
+    #[error("batch length field says {declared} bytes but {actual} bytes were given")]
+    LengthMismatch { declared: usize, actual: usize },
+    #[error("batch of {len} bytes exceeds the limit of {max} bytes (raise batch_bytes_max or send smaller batches)")]
+    BatchTooLarge { len: usize, max: usize },
+    #[error("batch CRC mismatch: stored {stored:#010x}, computed {computed:#010x}; the batch was damaged or built wrongly")]
+    CrcMismatch { stored: u32, computed: u32 },
+    #[error("malformed batch: {0}")]
+    Malformed(&'static str),
+    #[error("unknown queue {0}; create it before appending or reading")]
+    UnknownQueue(u32),
+    #[error("queue {0} already exists")]
+    QueueExists(u32),
+    #[error("offset {offset} of queue {queue} is out of range: the queue holds offsets [{start}, {end})")]
+    OffsetOutOfRange { queue: u32, offset: u64, start: u64, end: u64 },
+    #[error("corrupt {what} at log position {position}: {detail}")]
+    Corruption { what: &'static str, position: u64, detail: String },
+    #[error("I/O error while {op} {path}: {source}")]
+    Io { op: &'static str, path: String, source: Arc<std::io::Error> },
+    #[error("the shard stopped accepting writes after an earlier failure ({0}); restart it to recover from the durable log")]
+    Failed(String),
+    #[error("invalid shard configuration: {0}")]
+    Config(String),
+    #[error("the shard is closed")]
+    Closed,
+}
+
+impl StorageError {
+    /// Wraps an I/O error with the operation and the file it happened on.
+    pub fn io(op: &'static str, path: impl AsRef<std::path::Path>, err: impl Into<std::io::Error>) -> Self {
+        StorageError::Io { op, path: path.as_ref().display().to_string(), source: Arc::new(err.into()) }
+    }
+}
+
+/// Result type of the storage engine.
+pub type Result<T> = std::result::Result<T, StorageError>;

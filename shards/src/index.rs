@@ -1,0 +1,213 @@
+//! Per-queue index: one fixed-size entry per record (log position of its
+//! batch, batch size, tag hash), so a queue offset maps to a log position in
+//! O(1). Entries live in memory from the last checkpointed page onward and on
+//! disk in preallocated, zero-filled Direct I/O files of `index_file_entries`
+//! entries, named by their 20-digit base offset. The index may lag the log:
+//! recovery rebuilds entries past the checkpoint from the log.
+
+use crate::config::FlushPolicy;
+use crate::error::{Result, StorageError};
+use crate::fs;
+use crate::position::{LogPos, QueueId, PAGE_BYTES};
+use crate::signal::Signal;
+use glommio::io::{DmaFile, OpenOptions};
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::rc::Rc;
+
+/// Bytes per index entry.
+pub const ENTRY_BYTES: usize = 16;
+/// Entries per 4 KiB index page.
+pub const ENTRIES_PER_PAGE: u64 = PAGE_BYTES / ENTRY_BYTES as u64;
+const INDEX_SUFFIX: &str = ".idx";
+
+/// Where one record's batch lives in the log.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct IndexEntry {
+    pub position: LogPos,
+    pub size: u32,
+    pub tag_hash: u32,
+}
+
+impl IndexEntry {
+    fn encode(&self, out: &mut [u8]) {
+        out[0..8].copy_from_slice(&self.position.0.to_le_bytes());
+        out[8..12].copy_from_slice(&self.size.to_le_bytes());
+        out[12..16].copy_from_slice(&self.tag_hash.to_le_bytes());
+    }
+
+    /// Decodes entry `slot` of an index page.
+    pub fn decode(page: &[u8], slot: usize) -> IndexEntry {
+        let b = &page[slot * ENTRY_BYTES..(slot + 1) * ENTRY_BYTES];
+        IndexEntry {
+            position: LogPos(crate::batch::u64_at(b, 0)),
+            size: crate::batch::u32_at(b, 8),
+            tag_hash: crate::batch::u32_at(b, 12),
+        }
+    }
+}
+
+/// One queue's offsets and index.
+pub(crate) struct QueueIndex {
+    pub id: QueueId,
+    pub dir: PathBuf,
+    pub policy: FlushPolicy,
+    /// First offset still stored (retention moves it up).
+    pub start: u64,
+    /// Next offset to assign at append.
+    pub next: u64,
+    /// Readable offsets are [start, visible): written (and synced, under the sync policy).
+    pub visible: u64,
+    /// Entries below this offset are durable in the index files.
+    pub disk_next: u64,
+    /// Offset of `mem[0]`; a page boundary, at or below `disk_next`.
+    pub mem_base: u64,
+    pub mem: Vec<IndexEntry>,
+    pub files: BTreeMap<u64, Rc<DmaFile>>,
+    /// Notified when `visible` moves (long polls wait on it).
+    pub arrivals: Rc<Signal>,
+    /// Id of the last group-commit round that touched this queue.
+    pub last_round: u64,
+}
+
+impl QueueIndex {
+    /// A queue whose durable index ends at `disk_next`.
+    pub fn new(id: QueueId, dir: PathBuf, policy: FlushPolicy, start: u64, disk_next: u64) -> Self {
+        let mem_base = disk_next - disk_next % ENTRIES_PER_PAGE;
+        QueueIndex {
+            id,
+            dir,
+            policy,
+            start,
+            next: disk_next,
+            visible: disk_next,
+            disk_next,
+            mem_base,
+            mem: Vec::new(),
+            files: BTreeMap::new(),
+            arrivals: Rc::new(Signal::default()),
+            last_round: u64::MAX,
+        }
+    }
+
+    /// Records the entry of offset `next` and advances it.
+    pub fn push(&mut self, entry: IndexEntry) {
+        debug_assert_eq!(self.mem_base + self.mem.len() as u64, self.next);
+        debug_assert!(self.mem.last().is_none_or(|e| e.position <= entry.position), "positions grow with offsets");
+        self.mem.push(entry);
+        self.next += 1;
+    }
+
+    /// The entry of `offset` if it is in memory.
+    pub fn mem_entry(&self, offset: u64) -> Option<IndexEntry> {
+        offset.checked_sub(self.mem_base).and_then(|i| self.mem.get(i as usize)).copied()
+    }
+
+    /// Makes every entry whose batch ends at or before `written_end` readable.
+    pub fn publish(&mut self, written_end: u64) -> bool {
+        let before = self.visible;
+        while let Some(e) = self.mem_entry(self.visible) {
+            if e.position.0 + u64::from(e.size) > written_end {
+                break;
+            }
+            self.visible += 1;
+        }
+        self.visible != before
+    }
+
+    /// Offsets whose batches lie wholly before log position `end`, counted from `visible` down.
+    pub fn next_before(&self, end: u64) -> u64 {
+        let mut n = self.visible;
+        while n > self.mem_base {
+            match self.mem_entry(n - 1) {
+                Some(e) if e.position.0 + u64::from(e.size) > end => n -= 1,
+                _ => break,
+            }
+        }
+        n.max(self.disk_next)
+    }
+
+    /// Drops in-memory pages that lie wholly below `disk_next`.
+    pub fn trim_memory(&mut self) {
+        let keep_from = self.disk_next - self.disk_next % ENTRIES_PER_PAGE;
+        if keep_from > self.mem_base {
+            self.mem.drain(..(keep_from - self.mem_base) as usize);
+            self.mem_base = keep_from;
+        }
+    }
+
+    /// Encodes pages [first_page, first_page + pages) from memory; entries at or
+    /// past `upto` are left zero.
+    pub fn encode_pages(&self, first_page: u64, pages: u64, upto: u64, out: &mut [u8]) {
+        out.fill(0);
+        let first = first_page * ENTRIES_PER_PAGE;
+        for offset in first.max(self.mem_base)..upto.min(first + pages * ENTRIES_PER_PAGE) {
+            let e = self.mem_entry(offset).expect("entries below next are in memory");
+            let at = ((offset - first) as usize) * ENTRY_BYTES;
+            e.encode(&mut out[at..at + ENTRY_BYTES]);
+        }
+    }
+
+    /// Index files wholly below `start`.
+    pub fn files_below(&self, start: u64, file_entries: u64) -> Vec<u64> {
+        self.files.keys().copied().filter(|base| base + file_entries <= start).collect()
+    }
+}
+
+/// Directory of a queue's index files.
+pub fn queue_dir(shard_dir: &Path, queue: QueueId) -> PathBuf {
+    shard_dir.join("index").join(format!("{:010}", queue.0))
+}
+
+/// Parses a queue directory name.
+pub fn parse_queue_dir(name: &str) -> Option<QueueId> {
+    (name.len() == 10).then(|| name.parse().ok().map(QueueId))?
+}
+
+/// Path of the index file starting at `base` offset.
+pub fn file_path(dir: &Path, base: u64) -> PathBuf {
+    dir.join(format!("{base:020}{INDEX_SUFFIX}"))
+}
+
+/// Base offsets of the index files in `dir`; removes leftover temporaries.
+pub fn list_files(dir: &Path) -> Result<Vec<u64>> {
+    let mut bases = Vec::new();
+    for entry in std::fs::read_dir(dir).map_err(|e| StorageError::io("listing", dir, e))? {
+        let entry = entry.map_err(|e| StorageError::io("listing", dir, e))?;
+        let name = entry.file_name().to_string_lossy().into_owned();
+        if name.ends_with(".tmp") {
+            std::fs::remove_file(entry.path()).map_err(|e| StorageError::io("removing leftover", entry.path(), e))?;
+        } else if let Some(base) = name.strip_suffix(INDEX_SUFFIX).and_then(|d| d.parse().ok()) {
+            bases.push(base);
+        }
+    }
+    bases.sort_unstable();
+    Ok(bases)
+}
+
+/// Opens an existing index file.
+pub async fn open_file(dir: &Path, base: u64) -> Result<Rc<DmaFile>> {
+    Ok(Rc::new(fs::open_rw(&file_path(dir, base)).await?))
+}
+
+/// Creates an index file preallocated and zero-filled, under a temporary name
+/// first so a crash never leaves a partial file.
+pub async fn create_file(dir: &Path, base: u64, file_entries: u64) -> Result<Rc<DmaFile>> {
+    let path = file_path(dir, base);
+    let tmp = dir.join(format!("{base:020}{INDEX_SUFFIX}.tmp"));
+    let bytes = file_entries * ENTRY_BYTES as u64;
+    let file = OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .dma_open(&tmp)
+        .await
+        .map_err(|e| StorageError::io("creating index file", &tmp, e))?;
+    file.pre_allocate(bytes, false).await.map_err(|e| StorageError::io("preallocating", &tmp, e))?;
+    crate::segment::zero_fill(&file, &tmp, bytes).await?;
+    file.fdatasync().await.map_err(|e| StorageError::io("syncing", &tmp, e))?;
+    file.rename(&path).await.map_err(|e| StorageError::io("renaming", &tmp, e))?;
+    fs::sync_dir(dir).await?;
+    Ok(Rc::new(file))
+}

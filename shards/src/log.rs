@@ -1,0 +1,167 @@
+//! The shard's commit log in memory: its segments, the append frontier and the
+//! group-commit rounds between the frontier and the durable end.
+
+use crate::batch::{self, CheckedBatch, HEADER_BYTES};
+use crate::config::FlushPolicy;
+use crate::index::{IndexEntry, QueueIndex};
+use crate::position::{LogPos, PAGE_BYTES};
+use crate::record::RecordIter;
+use crate::round::Round;
+use crate::segment::Segment;
+use crate::signal::Completion;
+use std::collections::{BTreeMap, VecDeque};
+use std::rc::Rc;
+
+/// Where an appended batch landed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Appended {
+    /// Offset of the batch's first record in its queue.
+    pub base_offset: u64,
+    pub record_count: u32,
+    /// Log position of the batch.
+    pub position: LogPos,
+}
+
+/// Why an append must wait before it can be placed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Blocked {
+    /// Too many bytes are waiting to be written and synced.
+    Backpressure,
+    /// The next segment is still being preallocated.
+    Segment,
+}
+
+/// A placed append: where it landed and the round that makes it durable.
+pub(crate) struct Placed {
+    pub appended: Appended,
+    pub done: Rc<Completion>,
+    pub policy: FlushPolicy,
+}
+
+/// The commit log's state.
+pub(crate) struct Log {
+    pub segment_bytes: u64,
+    pub round_bytes_max: usize,
+    pub pending_bytes_max: usize,
+    pub segments: BTreeMap<u64, Rc<Segment>>,
+    /// Preallocated next segment, ready for rollover.
+    pub spare: Option<Rc<Segment>>,
+    pub active: Rc<Segment>,
+    /// Position of the next append.
+    pub end: u64,
+    /// Everything before this is written to the segment files.
+    pub written_end: u64,
+    /// Everything before this is fdatasync'd.
+    pub synced_end: u64,
+    pub open: Option<Round>,
+    pub sealed: VecDeque<Round>,
+    /// Batch bytes appended but not yet written (and synced if asked).
+    pub pending_bytes: usize,
+    /// The bytes of the partial page before `end`.
+    pub tail_page: Box<[u8]>,
+    pub next_round_id: u64,
+}
+
+impl Log {
+    /// Places a checked batch for `queue`: stamps it into the open round and
+    /// records its index entries (readable once the round is written).
+    pub fn append(&mut self, queue: &mut QueueIndex, bytes: &[u8], checked: &CheckedBatch) -> Result<Placed, Blocked> {
+        let len = bytes.len();
+        if self.pending_bytes > 0 && self.pending_bytes + len > self.pending_bytes_max {
+            return Err(Blocked::Backpressure);
+        }
+        let segment_end = self.active.end(self.segment_bytes);
+        if self.end + (len + HEADER_BYTES) as u64 > segment_end {
+            let spare = self.spare.take().ok_or(Blocked::Segment)?;
+            self.pad_and_roll(spare);
+        }
+        if !self.open.as_ref().is_some_and(|r| r.fits(len)) {
+            self.seal_open();
+            self.open = Some(self.new_round());
+        }
+        let position = self.end;
+        let round = self.open.as_mut().expect("opened above");
+        batch::stamp(round.put(bytes), checked, queue.next, queue.id.0);
+        let base_offset = queue.next;
+        for record in RecordIter::new(&bytes[HEADER_BYTES..]) {
+            let tag_hash = record.expect("checked batch").tag_hash();
+            queue.push(IndexEntry { position: LogPos(position), size: len as u32, tag_hash });
+        }
+        self.end += len as u64;
+        self.pending_bytes += len;
+        round.batch_bytes += len;
+        round.records += u64::from(checked.record_count);
+        round.needs_sync |= queue.policy == FlushPolicy::Sync;
+        if queue.last_round != round.id {
+            queue.last_round = round.id;
+            round.touched.push(queue.id);
+        }
+        let appended = Appended { base_offset, record_count: checked.record_count, position: LogPos(position) };
+        Ok(Placed { appended, done: round.done.clone(), policy: queue.policy })
+    }
+
+    /// Moves the open round to the sealed queue, if it holds anything.
+    pub fn seal_open(&mut self) {
+        if let Some(mut round) = self.open.take() {
+            if round.is_empty() && round.end == round.start {
+                return;
+            }
+            round.seal(&mut self.tail_page);
+            self.sealed.push_back(round);
+        }
+    }
+
+    /// Fills the rest of the active segment with a padding batch and makes
+    /// `spare` the active segment.
+    fn pad_and_roll(&mut self, spare: Rc<Segment>) {
+        let segment_end = self.active.end(self.segment_bytes);
+        debug_assert_eq!(spare.base, segment_end, "segments are contiguous");
+        let pad = (segment_end - self.end) as u32;
+        if self.open.is_none() {
+            self.open = Some(self.new_round());
+        }
+        let round = self.open.as_mut().expect("opened above");
+        round.put(&batch::padding_header(pad));
+        round.end = segment_end;
+        round.needs_sync = true;
+        self.seal_open();
+        self.end = segment_end;
+        self.tail_page.fill(0);
+        self.segments.insert(spare.base, spare.clone());
+        self.active = spare;
+    }
+
+    fn new_round(&mut self) -> Round {
+        self.next_round_id += 1;
+        Round::open(self.next_round_id, self.active.clone(), self.end, &self.tail_page, self.round_bytes_max)
+    }
+
+    /// Creates the log state at `end` in `active`, with `tail_page` holding the
+    /// partial page before `end`.
+    pub fn new(config: &crate::config::ShardConfig, segments: BTreeMap<u64, Rc<Segment>>, end: u64, tail_page: Box<[u8]>) -> Log {
+        let active = segments.range(..=end).next_back().map(|(_, s)| s.clone()).expect("a segment holds the end");
+        debug_assert_eq!(tail_page.len(), PAGE_BYTES as usize);
+        Log {
+            segment_bytes: config.segment_bytes,
+            round_bytes_max: config.round_bytes_max,
+            pending_bytes_max: config.pending_bytes_max,
+            segments,
+            spare: None,
+            active,
+            end,
+            written_end: end,
+            synced_end: end,
+            open: None,
+            sealed: VecDeque::new(),
+            pending_bytes: 0,
+            tail_page,
+            next_round_id: 0,
+        }
+    }
+
+    /// The segment holding log position `pos`.
+    pub fn segment_at(&self, pos: u64) -> Option<Rc<Segment>> {
+        let (base, seg) = self.segments.range(..=pos).next_back()?;
+        (pos < base + self.segment_bytes).then(|| seg.clone())
+    }
+}

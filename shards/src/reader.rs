@@ -1,0 +1,216 @@
+//! Reads: a queue offset goes through the index to a log position, the batch
+//! bytes come from the user-space cache, and misses read whole chunks with
+//! O_DIRECT (reading ahead after sequential misses). Every batch handed out is
+//! re-checked (CRC, queue, offset), so corrupt data is never returned.
+
+use crate::batch::verify_stored;
+use crate::cache::ChunkCache;
+use crate::error::{Result, StorageError};
+use crate::index::{IndexEntry, ENTRIES_PER_PAGE};
+use crate::join::join_all;
+use crate::position::{QueueId, PAGE_BYTES};
+use crate::shard::Inner;
+use crate::stats::add;
+use std::time::Duration;
+
+/// Whole batches read from a queue.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ReadBatches {
+    /// Concatenated stored batches; split them with [`crate::batch::split`].
+    /// The first batch may start before the requested offset.
+    pub bytes: Vec<u8>,
+    /// Offset to read next.
+    pub next_offset: u64,
+    /// The queue's readable end when the read was served.
+    pub end_offset: u64,
+}
+
+/// What a read does when the offset is at the readable end.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ReadWait {
+    /// Return empty at once.
+    No,
+    /// Park until data arrives or the duration passes (long polling).
+    Upto(Duration),
+}
+
+impl Inner {
+    /// Reads whole batches of `queue` from `offset`, up to about `max_bytes`
+    /// (at least one batch is returned when one is readable).
+    pub(crate) async fn read(&self, queue: QueueId, offset: u64, max_bytes: usize, wait: ReadWait) -> Result<ReadBatches> {
+        let end = self.wait_readable(queue, offset, wait).await?;
+        let mut out = ReadBatches { bytes: Vec::new(), next_offset: offset, end_offset: end };
+        while out.next_offset < end {
+            let entry = self.entry(queue, out.next_offset).await?;
+            if !out.bytes.is_empty() && out.bytes.len() + entry.size as usize > max_bytes {
+                break;
+            }
+            let at = out.bytes.len();
+            self.read_log(entry.position.0, entry.size as usize, &mut out.bytes).await?;
+            let header = verify_stored(&out.bytes[at..]).map_err(|detail| corrupt(entry.position.0, detail))?;
+            let offset = out.next_offset;
+            if header.queue != queue.0 || header.base_offset > offset || header.next_offset() <= offset || header.length != entry.size {
+                return Err(corrupt(entry.position.0, "batch does not hold the offset its index entry points at"));
+            }
+            out.next_offset = header.next_offset();
+        }
+        Ok(out)
+    }
+
+    /// Returns the queue's readable end once `offset` is below it (or at once,
+    /// if it is not and the caller does not wait).
+    async fn wait_readable(&self, queue: QueueId, offset: u64, wait: ReadWait) -> Result<u64> {
+        let deadline = match wait {
+            ReadWait::No => None,
+            ReadWait::Upto(d) => Some(std::time::Instant::now() + d),
+        };
+        loop {
+            let arrivals = {
+                let st = self.state.borrow();
+                let q = st.queues.get(&queue).ok_or(StorageError::UnknownQueue(queue.0))?;
+                if offset < q.start || offset > q.visible {
+                    return Err(StorageError::OffsetOutOfRange { queue: queue.0, offset, start: q.start, end: q.visible });
+                }
+                if offset < q.visible || self.closed.get() {
+                    return Ok(q.visible);
+                }
+                q.arrivals.clone()
+            };
+            let left = deadline.map(|d| d.saturating_duration_since(std::time::Instant::now())).unwrap_or_default();
+            if left.is_zero() || !arrivals.wait_for(left).await {
+                return Ok(offset);
+            }
+        }
+    }
+
+    /// The index entry of `offset`, from memory or from an index page.
+    pub(crate) async fn entry(&self, queue: QueueId, offset: u64) -> Result<IndexEntry> {
+        let page = offset / ENTRIES_PER_PAGE;
+        let slot = (offset % ENTRIES_PER_PAGE) as usize;
+        let file = {
+            let mut st = self.state.borrow_mut();
+            let q = st.queues.get(&queue).ok_or(StorageError::UnknownQueue(queue.0))?;
+            if let Some(e) = q.mem_entry(offset) {
+                return Ok(e);
+            }
+            let file_base = offset - offset % self.config.index_file_entries;
+            let file = q.files.get(&file_base).cloned();
+            if let Some(bytes) = st.index_cache.get((queue, page)) {
+                return Ok(IndexEntry::decode(bytes, slot));
+            }
+            file.ok_or_else(|| corrupt(0, "index file missing for a stored offset"))?
+        };
+        self.probes.read().map_err(|e| StorageError::io("reading index of queue", queue.to_string(), e))?;
+        let in_file = (page * PAGE_BYTES) % (self.config.index_file_entries * crate::index::ENTRY_BYTES as u64);
+        let data = file
+            .read_at_aligned(in_file, PAGE_BYTES as usize)
+            .await
+            .map_err(|e| StorageError::io("reading index of queue", queue.to_string(), e))?;
+        add(&self.counters.index_page_reads, 1);
+        let entry = IndexEntry::decode(&data, slot);
+        if let Some(slot_bytes) = self.state.borrow_mut().index_cache.insert((queue, page)) {
+            slot_bytes.copy_from_slice(&data);
+        }
+        Ok(entry)
+    }
+
+    /// Appends `len` log bytes at `pos` to `out`, from the cache or the disk.
+    async fn read_log(&self, pos: u64, len: usize, out: &mut Vec<u8>) -> Result<()> {
+        let chunk_bytes = self.config.cache_chunk_bytes as u64;
+        let mut at = pos;
+        let end = pos + len as u64;
+        while at < end {
+            let chunk = at / chunk_bytes;
+            let hit = {
+                let mut st = self.state.borrow_mut();
+                match st.cache.get(chunk) {
+                    Some(data) => {
+                        let from = (at % chunk_bytes) as usize;
+                        let to = (end.min((chunk + 1) * chunk_bytes) - chunk * chunk_bytes) as usize;
+                        out.extend_from_slice(&data[from..to]);
+                        at = chunk * chunk_bytes + to as u64;
+                        true
+                    }
+                    None => false,
+                }
+            };
+            if hit {
+                add(&self.counters.cache_hits, 1);
+            } else {
+                add(&self.counters.cache_misses, 1);
+                self.load_chunks(chunk).await?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Reads `chunk` from its segment into the cache, plus the following chunks
+    /// when the previous miss was the chunk just before (sequential reader).
+    async fn load_chunks(&self, chunk: u64) -> Result<()> {
+        let chunk_bytes = self.config.cache_chunk_bytes as u64;
+        let (segment, count) = {
+            let st = self.state.borrow();
+            let segment = st.log.segment_at(chunk * chunk_bytes).ok_or_else(|| corrupt(chunk * chunk_bytes, "no segment holds this position"))?;
+            let sequential = self.last_miss.replace(chunk) == chunk.wrapping_sub(1);
+            let segment_last = (segment.base + self.config.segment_bytes) / chunk_bytes - 1;
+            // Never read ahead at or past the write frontier: those chunks are not complete on disk.
+            let frontier = st.log.written_end / chunk_bytes;
+            let ahead = if sequential { self.config.readahead_chunks as u64 } else { 0 };
+            let last = (chunk + ahead).min(segment_last).min(frontier.saturating_sub(1)).max(chunk);
+            (segment, last - chunk + 1)
+        };
+        let reads = (chunk..chunk + count).map(|c| {
+            let segment = segment.clone();
+            async move {
+                self.probes.read().map_err(|e| StorageError::io("reading", &segment.path, e))?;
+                let data = segment
+                    .file
+                    .read_at_aligned(c * chunk_bytes - segment.base, chunk_bytes as usize)
+                    .await
+                    .map_err(|e| StorageError::io("reading", &segment.path, e))?;
+                Ok::<_, StorageError>((c, data))
+            }
+        });
+        for result in join_all(reads.collect()).await {
+            let (c, data) = result?;
+            let mut st = self.state.borrow_mut();
+            if st.cache.contains(c) {
+                continue;
+            }
+            let before = st.cache.evictions();
+            if let Some(slot) = st.cache.insert(c) {
+                slot[..data.len()].copy_from_slice(&data);
+            }
+            add(&self.counters.cache_evictions, st.cache.evictions() - before);
+            if c != chunk {
+                add(&self.counters.cache_readahead, 1);
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Copies newly written log bytes at `pos` into the chunks that cache them. A
+/// chunk that starts inside this write is created; one that started earlier is
+/// updated only if cached (the write frontier's chunk is pinned, so it is).
+pub(crate) fn cache_write_through(cache: &mut ChunkCache<u64>, pos: u64, bytes: &[u8]) {
+    let chunk_bytes = cache.chunk_bytes() as u64;
+    let mut at = pos;
+    let end = pos + bytes.len() as u64;
+    while at < end {
+        let chunk = at / chunk_bytes;
+        let chunk_end = ((chunk + 1) * chunk_bytes).min(end);
+        let src = &bytes[(at - pos) as usize..(chunk_end - pos) as usize];
+        let from = (at % chunk_bytes) as usize;
+        let slot = if from == 0 { cache.insert(chunk) } else { cache.get_mut(chunk) };
+        if let Some(slot) = slot {
+            slot[from..from + src.len()].copy_from_slice(src);
+        }
+        at = chunk_end;
+    }
+}
+
+fn corrupt(position: u64, detail: &str) -> StorageError {
+    StorageError::Corruption { what: "log batch", position, detail: detail.to_string() }
+}
+

@@ -1,0 +1,221 @@
+//! Opening a shard directory: load the checkpoint, scan the log from there,
+//! stop at the first batch with a bad header, length or CRC, wipe the torn
+//! tail, and rebuild the index entries the checkpoint did not cover.
+
+use crate::batch::{verify_stored, BatchHeader, HEADER_BYTES};
+use crate::checkpoint::Checkpoint;
+use crate::config::ShardConfig;
+use crate::error::{Result, StorageError};
+use crate::fs;
+use crate::index::{self, IndexEntry, QueueIndex, ENTRIES_PER_PAGE, ENTRY_BYTES};
+use crate::position::{page_down, page_up, LogPos, QueueId, PAGE_BYTES};
+use crate::record::RecordIter;
+use crate::segment::{self, Segment};
+use std::collections::{BTreeMap, HashMap};
+use std::rc::Rc;
+
+/// Bytes read per I/O while scanning the log.
+const SCAN_READ_BYTES: usize = 1 << 20;
+
+/// A shard's storage as found on disk.
+pub(crate) struct Recovered {
+    pub segments: BTreeMap<u64, Rc<Segment>>,
+    /// Log position after the last good batch.
+    pub end: u64,
+    /// The page holding `end`, zero from `end` on.
+    pub tail_page: Box<[u8]>,
+    pub queues: HashMap<QueueId, QueueIndex>,
+}
+
+/// Recovers the shard in `config.dir`, creating it if new.
+pub(crate) async fn recover(config: &ShardConfig) -> Result<Recovered> {
+    let dir = &config.dir;
+    fs::create_dir(dir).await?;
+    fs::probe_device(dir).await?;
+    fs::create_dir(&dir.join("index")).await?;
+    let checkpoint = Checkpoint::load(dir).await?;
+    let mut queues = load_queues(config, checkpoint.as_ref()).await?;
+    let mut segments = BTreeMap::new();
+    for base in segment::list_segments(dir)? {
+        segments.insert(base, Segment::open(dir, base).await?);
+    }
+    let first = segments.keys().next().copied().unwrap_or(0);
+    let from = checkpoint.as_ref().map_or(first, |c| c.position.max(first));
+    let mut scan = Scan { config, segments: &segments, buf: Vec::new(), buf_pos: 0 };
+    let end = scan.run(from, &mut queues).await?;
+    if !segments.contains_key(&end) && segments.range(..end).next_back().is_none_or(|(b, _)| end >= b + config.segment_bytes) {
+        segments.insert(end, Segment::create(dir, end, config.segment_bytes).await?);
+    }
+    let tail_page = wipe_torn_tail(config, &mut segments, end).await?;
+    for q in queues.values_mut() {
+        q.visible = q.next;
+    }
+    tracing::info!(dir = %dir.display(), end, queues = queues.len(), "shard recovered");
+    Ok(Recovered { segments, end, tail_page, queues })
+}
+
+/// Queues from the index directories, with offsets from the checkpoint and
+/// the checkpoint's partial index page back in memory.
+async fn load_queues(config: &ShardConfig, checkpoint: Option<&Checkpoint>) -> Result<HashMap<QueueId, QueueIndex>> {
+    let index_dir = config.dir.join("index");
+    let saved: HashMap<QueueId, (u64, u64)> =
+        checkpoint.map(|c| c.queues.iter().map(|&(q, s, n)| (q, (s, n))).collect()).unwrap_or_default();
+    let mut queues = HashMap::new();
+    for entry in std::fs::read_dir(&index_dir).map_err(|e| StorageError::io("listing", &index_dir, e))? {
+        let entry = entry.map_err(|e| StorageError::io("listing", &index_dir, e))?;
+        let Some(id) = index::parse_queue_dir(&entry.file_name().to_string_lossy()) else { continue };
+        let (start, next) = saved.get(&id).copied().unwrap_or((0, 0));
+        let mut q = QueueIndex::new(id, entry.path(), config.default_flush_policy, start, next);
+        for base in index::list_files(&q.dir)? {
+            q.files.insert(base, index::open_file(&q.dir, base).await?);
+        }
+        load_partial_page(config, &mut q).await?;
+        queues.insert(id, q);
+    }
+    Ok(queues)
+}
+
+/// Reads entries [mem_base, next) of the checkpointed partial page.
+async fn load_partial_page(config: &ShardConfig, q: &mut QueueIndex) -> Result<()> {
+    let count = (q.next - q.mem_base) as usize;
+    if count == 0 {
+        return Ok(());
+    }
+    let file_base = q.mem_base - q.mem_base % config.index_file_entries;
+    let path = index::file_path(&q.dir, file_base);
+    let file = q.files.get(&file_base).ok_or_else(|| StorageError::Corruption {
+        what: "queue index",
+        position: 0,
+        detail: format!("{} is missing but the checkpoint covers offsets in it", path.display()),
+    })?;
+    let at = (q.mem_base - file_base) * ENTRY_BYTES as u64;
+    let page = file.read_at_aligned(at, PAGE_BYTES as usize).await.map_err(|e| StorageError::io("reading", &path, e))?;
+    debug_assert!(count < ENTRIES_PER_PAGE as usize);
+    q.mem = (0..count).map(|slot| IndexEntry::decode(&page, slot)).collect();
+    Ok(())
+}
+
+/// Sequential reader over the log for the recovery scan.
+struct Scan<'a> {
+    config: &'a ShardConfig,
+    segments: &'a BTreeMap<u64, Rc<Segment>>,
+    buf: Vec<u8>,
+    /// Log position of `buf[0]`.
+    buf_pos: u64,
+}
+
+impl Scan<'_> {
+    /// Walks batches from `pos`, indexing each good one; returns the position
+    /// of the first batch that is missing or damaged.
+    async fn run(&mut self, mut pos: u64, queues: &mut HashMap<QueueId, QueueIndex>) -> Result<u64> {
+        let segment_bytes = self.config.segment_bytes;
+        while let Some(seg) = self.segments.range(..=pos).next_back().map(|(_, s)| s.clone()) {
+            let segment_end = seg.base + segment_bytes;
+            if pos >= segment_end || segment_end - pos < HEADER_BYTES as u64 {
+                break;
+            }
+            let head = self.bytes(&seg, pos, HEADER_BYTES).await?;
+            let Some(header) = BatchHeader::decode(head) else { break };
+            let len = header.length as u64;
+            if len < HEADER_BYTES as u64 || pos + len > segment_end {
+                break;
+            }
+            if header.is_padding() {
+                if verify_stored(head).is_err() || pos + len != segment_end {
+                    break;
+                }
+                pos = segment_end;
+                continue;
+            }
+            let batch = self.bytes(&seg, pos, len as usize).await?;
+            let Ok(header) = verify_stored(batch) else { break };
+            index_batch(queues, &header, batch, pos)?;
+            pos += len;
+        }
+        Ok(pos)
+    }
+
+    /// `len` bytes at log position `pos` of `seg`, reading ahead in big chunks.
+    async fn bytes(&mut self, seg: &Segment, pos: u64, len: usize) -> Result<&[u8]> {
+        let have = pos >= self.buf_pos && pos + len as u64 <= self.buf_pos + self.buf.len() as u64;
+        if !have {
+            let start = page_down(pos);
+            let end = (page_up(pos + len as u64).max(start + SCAN_READ_BYTES as u64)).min(seg.base + self.config.segment_bytes);
+            let data = seg
+                .file
+                .read_at_aligned(start - seg.base, (end - start) as usize)
+                .await
+                .map_err(|e| StorageError::io("scanning", &seg.path, e))?;
+            self.buf.clear();
+            self.buf.extend_from_slice(&data);
+            self.buf_pos = start;
+            if self.buf.len() < (pos + len as u64 - start) as usize {
+                return Err(StorageError::io("scanning", &seg.path, std::io::Error::other("short read inside a preallocated segment")));
+            }
+        }
+        let at = (pos - self.buf_pos) as usize;
+        Ok(&self.buf[at..at + len])
+    }
+}
+
+/// Rebuilds the index entries of one good batch found by the scan.
+fn index_batch(queues: &mut HashMap<QueueId, QueueIndex>, header: &BatchHeader, batch: &[u8], pos: u64) -> Result<()> {
+    let corrupt = |detail: String| StorageError::Corruption { what: "log batch", position: pos, detail };
+    let q = queues
+        .get_mut(&QueueId(header.queue))
+        .ok_or_else(|| corrupt(format!("batch with a valid CRC names queue {}, which has no index directory", header.queue)))?;
+    if header.base_offset != q.next {
+        return Err(corrupt(format!("queue {} expects offset {} but the batch starts at {}", header.queue, q.next, header.base_offset)));
+    }
+    let mut count = 0;
+    for record in RecordIter::new(&batch[HEADER_BYTES..]) {
+        let record = record.map_err(|e| corrupt(e.to_string()))?;
+        q.push(IndexEntry { position: LogPos(pos), size: header.length, tag_hash: record.tag_hash() });
+        count += 1;
+    }
+    if count != header.record_count {
+        return Err(corrupt("record count does not match the records".into()));
+    }
+    Ok(())
+}
+
+/// Zeroes what a torn write may have left past `end` (at most the bytes that
+/// can be in flight beyond the durable end), deletes later segments, and
+/// returns the tail page. Stale bytes past the end could otherwise be read as
+/// batches after the next crash.
+async fn wipe_torn_tail(config: &ShardConfig, segments: &mut BTreeMap<u64, Rc<Segment>>, end: u64) -> Result<Box<[u8]>> {
+    let seg = segments.range(..=end).next_back().map(|(_, s)| s.clone()).expect("a segment holds the end");
+    let later: Vec<u64> = segments.range(seg.base + 1..).map(|(b, _)| *b).collect();
+    for base in later {
+        let doomed = segments.remove(&base).expect("listed above");
+        std::fs::remove_file(&doomed.path).map_err(|e| StorageError::io("removing", &doomed.path, e))?;
+    }
+    let segment_end = seg.base + config.segment_bytes;
+    let window = (config.pending_bytes_max + config.round_bytes_max) as u64 + 2 * PAGE_BYTES;
+    let page_start = page_down(end);
+    let wipe_end = (page_start + window).min(segment_end);
+    let mut tail_page = vec![0u8; PAGE_BYTES as usize].into_boxed_slice();
+    if page_start < segment_end {
+        let in_file = page_start - seg.base;
+        let page = seg.file.read_at_aligned(in_file, PAGE_BYTES as usize).await.map_err(|e| StorageError::io("reading", &seg.path, e))?;
+        let keep = (end - page_start) as usize;
+        tail_page[..keep].copy_from_slice(&page[..keep]);
+        let mut buf = seg.file.alloc_dma_buffer(PAGE_BYTES as usize);
+        buf.as_bytes_mut().copy_from_slice(&tail_page);
+        seg.file.write_at(buf, in_file).await.map_err(|e| StorageError::io("wiping torn tail of", &seg.path, e))?;
+        wipe(&seg, page_start + PAGE_BYTES, wipe_end).await?;
+        seg.file.fdatasync().await.map_err(|e| StorageError::io("syncing", &seg.path, e))?;
+    }
+    fs::sync_dir(&config.dir).await?;
+    Ok(tail_page)
+}
+
+async fn wipe(seg: &Segment, from: u64, to: u64) -> Result<()> {
+    if from >= to {
+        return Ok(());
+    }
+    let mut zeros = seg.file.alloc_dma_buffer((to - from) as usize);
+    zeros.as_bytes_mut().fill(0);
+    seg.file.write_at(zeros, from - seg.base).await.map_err(|e| StorageError::io("wiping torn tail of", &seg.path, e))?;
+    Ok(())
+}

@@ -1,0 +1,124 @@
+//! Retention: deletes whole old segments, by age and by the log's total size,
+//! and the index files that only covered them. Queue start offsets move past
+//! the deleted data and are checkpointed before any file is deleted, so a
+//! crash in between never leaves an index pointing into a missing segment.
+
+use crate::error::{Result, StorageError};
+use crate::fs;
+use crate::position::QueueId;
+use crate::shard::Inner;
+use crate::stats::add;
+use std::rc::Rc;
+use std::time::SystemTime;
+
+impl Inner {
+    /// Deletes the segments retention allows; returns how many.
+    pub(crate) async fn apply_retention(&self) -> Result<usize> {
+        let cfg = &self.config;
+        if cfg.retention_age.is_none() && cfg.retention_bytes.is_none() {
+            return Ok(0);
+        }
+        let covered = self.checkpoint().await?;
+        let doomed = self.doomed_segments(covered)?;
+        let Some(&(last_base, _)) = doomed.last() else { return Ok(0) };
+        let new_log_start = last_base + cfg.segment_bytes;
+        let queues: Vec<QueueId> = self.state.borrow().queues.keys().copied().collect();
+        for queue in queues {
+            let start = self.first_offset_at_or_after(queue, new_log_start).await?;
+            if let Some(q) = self.state.borrow_mut().queues.get_mut(&queue) {
+                q.start = q.start.max(start);
+            }
+        }
+        self.checkpoint().await?;
+        self.delete(&doomed, new_log_start).await?;
+        Ok(doomed.len())
+    }
+
+    /// The oldest segments, wholly below `covered`, that age or size retention
+    /// dooms; never the active segment.
+    fn doomed_segments(&self, covered: u64) -> Result<Vec<(u64, std::path::PathBuf)>> {
+        let cfg = &self.config;
+        let st = self.state.borrow();
+        let mut total = st.log.segments.len() as u64 * cfg.segment_bytes;
+        let mut doomed = Vec::new();
+        for (base, seg) in &st.log.segments {
+            if *base == st.log.active.base || base + cfg.segment_bytes > covered {
+                break;
+            }
+            let too_big = cfg.retention_bytes.is_some_and(|max| total > max);
+            let too_old = match cfg.retention_age {
+                Some(age) => {
+                    let modified = std::fs::metadata(&seg.path)
+                        .and_then(|m| m.modified())
+                        .map_err(|e| StorageError::io("reading the age of", &seg.path, e))?;
+                    SystemTime::now().duration_since(modified).unwrap_or_default() >= age
+                }
+                None => false,
+            };
+            if !too_big && !too_old {
+                break;
+            }
+            total -= cfg.segment_bytes;
+            doomed.push((*base, seg.path.clone()));
+        }
+        Ok(doomed)
+    }
+
+    /// First offset of `queue` whose batch lies at or after `log_start`
+    /// (binary search: positions grow with offsets).
+    async fn first_offset_at_or_after(&self, queue: QueueId, log_start: u64) -> Result<u64> {
+        let (mut lo, mut hi) = {
+            let st = self.state.borrow();
+            let q = st.queues.get(&queue).ok_or(StorageError::UnknownQueue(queue.0))?;
+            (q.start, q.visible)
+        };
+        while lo < hi {
+            let mid = lo + (hi - lo) / 2;
+            if self.entry(queue, mid).await?.position.0 < log_start {
+                lo = mid + 1;
+            } else {
+                hi = mid;
+            }
+        }
+        Ok(lo)
+    }
+
+    async fn delete(&self, doomed: &[(u64, std::path::PathBuf)], new_log_start: u64) -> Result<()> {
+        let file_entries = self.config.index_file_entries;
+        let chunk_bytes = self.config.cache_chunk_bytes as u64;
+        let mut dead_index_files = Vec::new();
+        {
+            let mut st = self.state.borrow_mut();
+            for (base, _) in doomed {
+                st.log.segments.remove(base);
+            }
+            st.cache.remove_where(|chunk| chunk * chunk_bytes < new_log_start);
+            for q in st.queues.values_mut() {
+                for base in q.files_below(q.start, file_entries) {
+                    q.files.remove(&base);
+                    dead_index_files.push(crate::index::file_path(&q.dir, base));
+                }
+            }
+        }
+        for (_, path) in doomed {
+            std::fs::remove_file(path).map_err(|e| StorageError::io("deleting old segment", path, e))?;
+        }
+        for path in &dead_index_files {
+            std::fs::remove_file(path).map_err(|e| StorageError::io("deleting old index file", path, e))?;
+        }
+        fs::sync_dir(&self.config.dir).await?;
+        add(&self.counters.segments_deleted, doomed.len() as u64);
+        tracing::info!(segments = doomed.len(), index_files = dead_index_files.len(), new_log_start, "retention deleted old data");
+        Ok(())
+    }
+}
+
+/// Runs retention on its interval until the shard closes.
+pub(crate) async fn run(inner: Rc<Inner>) {
+    while !inner.closed.get() {
+        glommio::timer::sleep(inner.config.retention_interval).await;
+        if let Err(error) = inner.apply_retention().await {
+            tracing::warn!(%error, "retention pass failed; will retry");
+        }
+    }
+}

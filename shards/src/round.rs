@@ -1,0 +1,106 @@
+//! A group-commit round: the batches appended while the previous round was
+//! being written, laid out contiguously in one page-aligned DMA buffer exactly
+//! as they will sit in the segment, so the flusher writes them with one I/O.
+
+use crate::position::{page_down, page_up, QueueId, PAGE_BYTES};
+use crate::segment::Segment;
+use crate::signal::Completion;
+use glommio::io::DmaBuffer;
+use std::rc::Rc;
+
+/// One group-commit round.
+pub(crate) struct Round {
+    pub id: u64,
+    pub segment: Rc<Segment>,
+    /// `buf[0]` sits at log position `aligned_start`.
+    pub buf: Rc<DmaBuffer>,
+    pub aligned_start: u64,
+    /// First byte this round adds (the bytes before it rewrite the tail page).
+    pub start: u64,
+    /// After the last byte in `buf`.
+    pub data_end: u64,
+    /// Log position after the round; past `data_end` only for a padding round.
+    pub end: u64,
+    /// Bytes of the appended batches (padding excluded).
+    pub batch_bytes: usize,
+    pub records: u64,
+    pub needs_sync: bool,
+    pub touched: Vec<QueueId>,
+    pub done: Rc<Completion>,
+    data_room: usize,
+}
+
+impl Round {
+    /// Opens a round at log position `end` in `segment`; `tail_page` holds the
+    /// bytes of the partial page before `end`, which the round rewrites.
+    pub fn open(id: u64, segment: Rc<Segment>, end: u64, tail_page: &[u8], round_bytes_max: usize) -> Round {
+        let aligned_start = page_down(end);
+        let prefix = (end - aligned_start) as usize;
+        // One page for the rewritten prefix, one for a padding header.
+        let mut buf = segment.file.alloc_dma_buffer(round_bytes_max + 2 * PAGE_BYTES as usize);
+        buf.as_bytes_mut()[..prefix].copy_from_slice(&tail_page[..prefix]);
+        Round {
+            id,
+            segment,
+            buf: Rc::new(buf),
+            aligned_start,
+            start: end,
+            data_end: end,
+            end,
+            batch_bytes: 0,
+            records: 0,
+            needs_sync: false,
+            touched: Vec::new(),
+            done: Rc::new(Completion::default()),
+            data_room: round_bytes_max + PAGE_BYTES as usize,
+        }
+    }
+
+    /// True if a batch of `len` bytes still fits.
+    pub fn fits(&self, len: usize) -> bool {
+        (self.data_end - self.aligned_start) as usize + len <= self.data_room
+    }
+
+    /// True if nothing was appended yet.
+    pub fn is_empty(&self) -> bool {
+        self.data_end == self.start
+    }
+
+    /// Copies `bytes` to the end of the round and returns the copy.
+    pub fn put(&mut self, bytes: &[u8]) -> &mut [u8] {
+        let at = (self.data_end - self.aligned_start) as usize;
+        self.data_end += bytes.len() as u64;
+        self.end = self.data_end;
+        let buf = Rc::get_mut(&mut self.buf).expect("an open round owns its buffer");
+        let copy = &mut buf.as_bytes_mut()[at..at + bytes.len()];
+        copy.copy_from_slice(bytes);
+        copy
+    }
+
+    /// Closes the round for appends: zeroes the rest of its last page (the
+    /// segment past the data must stay zero, recovery reads zero as the end),
+    /// trims the buffer to whole pages and saves the new partial tail page.
+    pub fn seal(&mut self, tail_page: &mut [u8]) {
+        let used = (self.data_end - self.aligned_start) as usize;
+        let span = (page_up(self.data_end) - self.aligned_start) as usize;
+        let buf = Rc::get_mut(&mut self.buf).expect("an open round owns its buffer");
+        buf.as_bytes_mut()[used..span].fill(0);
+        buf.trim_to_size(span);
+        if self.end == self.data_end {
+            let page_start = (page_down(self.end) - self.aligned_start) as usize;
+            tail_page[..used - page_start].copy_from_slice(&buf.as_bytes()[page_start..used]);
+        }
+    }
+
+    /// Byte offset of the round's write inside its segment file.
+    pub fn file_position(&self) -> u64 {
+        self.aligned_start - self.segment.base
+    }
+
+    /// The bytes this round adds, from `start` to `data_end`.
+    pub fn new_bytes(&self) -> &[u8] {
+        let from = (self.start - self.aligned_start) as usize;
+        let to = (self.data_end - self.aligned_start) as usize;
+        &self.buf.as_bytes()[from..to]
+    }
+}

@@ -1,0 +1,271 @@
+//! A shard: one core's storage of its queues. Everything here runs on one
+//! glommio executor; state sits in a RefCell that is never borrowed across
+//! an await.
+
+use crate::batch;
+use crate::cache::ChunkCache;
+use crate::config::{FlushPolicy, ShardConfig};
+use crate::error::{Result, StorageError};
+use crate::fault::FailureProbes;
+use crate::index::{self, IndexEntry, QueueIndex};
+use crate::log::{Appended, Blocked, Log};
+use crate::position::{QueueId, PAGE_BYTES};
+use crate::reader::{ReadBatches, ReadWait};
+use crate::signal::Signal;
+use crate::stats::{add, Counters, ShardStats};
+use std::cell::{Cell, RefCell};
+use std::collections::HashMap;
+use std::rc::Rc;
+
+/// One core's storage engine. Cheap to clone; all clones share the shard.
+#[derive(Clone)]
+pub struct Shard {
+    inner: Rc<Inner>,
+}
+
+pub(crate) struct Inner {
+    pub config: ShardConfig,
+    pub state: RefCell<State>,
+    /// Appends arrived: the flusher has work.
+    pub flush_needed: Signal,
+    /// Pending bytes drained, a spare segment arrived, or the shard failed.
+    pub space_freed: Signal,
+    /// The spare segment was taken.
+    pub spare_needed: Signal,
+    /// The in-memory index is past its bound.
+    pub checkpoint_needed: Signal,
+    pub checkpoint_lock: glommio::sync::Semaphore,
+    pub closed: Cell<bool>,
+    pub probes: FailureProbes,
+    pub counters: Counters,
+    /// Last chunk that missed the cache, to detect sequential readers.
+    pub last_miss: Cell<u64>,
+    tasks: RefCell<Vec<glommio::Task<()>>>,
+    flusher: RefCell<Option<glommio::Task<()>>>,
+}
+
+pub(crate) struct State {
+    pub queues: HashMap<QueueId, QueueIndex>,
+    pub log: Log,
+    pub cache: ChunkCache<u64>,
+    pub index_cache: ChunkCache<(QueueId, u64)>,
+    /// Set after a failed write or sync: the shard refuses appends.
+    pub failed: Option<String>,
+}
+
+impl Shard {
+    /// Opens (recovering) or creates the shard in `config.dir` and starts its
+    /// flusher, segment preallocator, checkpointer and retention tasks. Must
+    /// run inside a glommio executor.
+    pub async fn open(config: ShardConfig) -> Result<Shard> {
+        config.validate()?;
+        let recovered = crate::recovery::recover(&config).await?;
+        let chunk_bytes = config.cache_chunk_bytes;
+        let mut cache = ChunkCache::new(config.cache_bytes / chunk_bytes, chunk_bytes);
+        seed_frontier_chunk(&mut cache, &recovered.segments, recovered.end, config.segment_bytes).await?;
+        let log = Log::new(&config, recovered.segments, recovered.end, recovered.tail_page);
+        let state = State {
+            queues: recovered.queues,
+            log,
+            cache,
+            index_cache: ChunkCache::new(config.index_cache_pages, PAGE_BYTES as usize),
+            failed: None,
+        };
+        let inner = Rc::new(Inner {
+            config,
+            state: RefCell::new(state),
+            flush_needed: Signal::default(),
+            space_freed: Signal::default(),
+            spare_needed: Signal::default(),
+            checkpoint_needed: Signal::default(),
+            checkpoint_lock: glommio::sync::Semaphore::new(1),
+            closed: Cell::new(false),
+            probes: FailureProbes::default(),
+            counters: Counters::default(),
+            last_miss: Cell::new(u64::MAX - 1),
+            tasks: RefCell::new(Vec::new()),
+            flusher: RefCell::new(None),
+        });
+        *inner.flusher.borrow_mut() = Some(glommio::spawn_local(crate::flusher::run(inner.clone())));
+        inner.tasks.borrow_mut().extend([
+            glommio::spawn_local(crate::preallocator::run(inner.clone())),
+            glommio::spawn_local(crate::checkpoint::run(inner.clone())),
+            glommio::spawn_local(crate::retention::run(inner.clone())),
+        ]);
+        Ok(Shard { inner })
+    }
+
+    /// Creates a queue (its index directory is durable before this returns).
+    pub async fn create_queue(&self, queue: QueueId, policy: Option<FlushPolicy>) -> Result<()> {
+        let dir = index::queue_dir(&self.inner.config.dir, queue);
+        if self.inner.state.borrow().queues.contains_key(&queue) {
+            return Err(StorageError::QueueExists(queue.0));
+        }
+        crate::fs::create_dir(&dir).await?;
+        let policy = policy.unwrap_or(self.inner.config.default_flush_policy);
+        let mut st = self.inner.state.borrow_mut();
+        if st.queues.contains_key(&queue) {
+            return Err(StorageError::QueueExists(queue.0));
+        }
+        st.queues.insert(queue, QueueIndex::new(queue, dir, policy, 0, 0));
+        Ok(())
+    }
+
+    /// Sets when appends to `queue` are acknowledged (not persisted here: the
+    /// broker's topic metadata owns it and sets it again after a restart).
+    pub fn set_flush_policy(&self, queue: QueueId, policy: FlushPolicy) -> Result<()> {
+        let mut st = self.inner.state.borrow_mut();
+        st.queues.get_mut(&queue).ok_or(StorageError::UnknownQueue(queue.0))?.policy = policy;
+        Ok(())
+    }
+
+    /// The shard's queues, ascending.
+    pub fn queues(&self) -> Vec<QueueId> {
+        let mut q: Vec<QueueId> = self.inner.state.borrow().queues.keys().copied().collect();
+        q.sort_unstable();
+        q
+    }
+
+    /// The readable offsets of `queue`: [start, end).
+    pub fn offsets(&self, queue: QueueId) -> Result<(u64, u64)> {
+        let st = self.inner.state.borrow();
+        let q = st.queues.get(&queue).ok_or(StorageError::UnknownQueue(queue.0))?;
+        Ok((q.start, q.visible))
+    }
+
+    /// Appends a producer's record batch to `queue`: checks its length and CRC,
+    /// stamps its base offset, and returns once it is durable (sync policy) or
+    /// queued (async policy).
+    pub async fn append(&self, queue: QueueId, batch: &[u8]) -> Result<Appended> {
+        let inner = &self.inner;
+        let checked = batch::check(batch, inner.config.batch_bytes_max)?;
+        let placed = loop {
+            let wait = {
+                let mut st = inner.state.borrow_mut();
+                if inner.closed.get() {
+                    return Err(StorageError::Closed);
+                }
+                if let Some(reason) = &st.failed {
+                    return Err(StorageError::Failed(reason.clone()));
+                }
+                let State { queues, log, .. } = &mut *st;
+                let q = queues.get_mut(&queue).ok_or(StorageError::UnknownQueue(queue.0))?;
+                match log.append(q, batch, &checked) {
+                    Ok(placed) => break placed,
+                    Err(Blocked::Backpressure) => add(&inner.counters.backpressure_waits, 1),
+                    Err(Blocked::Segment) => {
+                        add(&inner.counters.segment_waits, 1);
+                        inner.spare_needed.notify();
+                    }
+                }
+                inner.flush_needed.notify();
+                inner.space_freed.wait()
+            };
+            wait.await;
+        };
+        if inner.state.borrow().log.spare.is_none() {
+            inner.spare_needed.notify();
+        }
+        let c = &inner.counters;
+        add(&c.appends, 1);
+        add(&c.records, u64::from(placed.appended.record_count));
+        add(&c.append_bytes, batch.len() as u64);
+        inner.flush_needed.notify();
+        if placed.policy == FlushPolicy::Sync {
+            placed.done.wait().await?;
+        }
+        Ok(placed.appended)
+    }
+
+    /// Reads whole batches of `queue` from `offset`, up to about `max_bytes`
+    /// (always at least one batch when one is readable). At the readable end it
+    /// returns empty at once or parks, as `wait` says.
+    pub async fn read(&self, queue: QueueId, offset: u64, max_bytes: usize, wait: ReadWait) -> Result<ReadBatches> {
+        self.inner.read(queue, offset, max_bytes, wait).await
+    }
+
+    /// The index entry of a stored offset (log position, batch size, tag hash).
+    pub async fn entry(&self, queue: QueueId, offset: u64) -> Result<IndexEntry> {
+        let (start, end) = self.offsets(queue)?;
+        if offset < start || offset >= end {
+            return Err(StorageError::OffsetOutOfRange { queue: queue.0, offset, start, end });
+        }
+        self.inner.entry(queue, offset).await
+    }
+
+    /// Writes the index out and records a checkpoint now.
+    pub async fn checkpoint(&self) -> Result<()> {
+        self.inner.checkpoint().await.map(|_| ())
+    }
+
+    /// Runs retention now; returns the number of segments deleted.
+    pub async fn apply_retention(&self) -> Result<usize> {
+        self.inner.apply_retention().await
+    }
+
+    /// A snapshot of the shard's counters.
+    pub fn stats(&self) -> ShardStats {
+        self.inner.counters.snapshot()
+    }
+
+    /// Failure probes, for tests that exercise error paths.
+    pub fn probes(&self) -> &FailureProbes {
+        &self.inner.probes
+    }
+
+    /// Base positions of the log's segments, ascending (spare excluded).
+    pub fn segment_bases(&self) -> Vec<u64> {
+        self.inner.state.borrow().log.segments.keys().copied().collect()
+    }
+
+    /// Stops appends, flushes and syncs what was appended, checkpoints, and
+    /// stops the background tasks.
+    pub async fn close(&self) -> Result<()> {
+        let inner = &self.inner;
+        if inner.closed.replace(true) {
+            return Ok(());
+        }
+        inner.flush_needed.notify();
+        inner.space_freed.notify();
+        inner.checkpoint_needed.notify();
+        let flusher = inner.flusher.borrow_mut().take();
+        if let Some(flusher) = flusher {
+            flusher.await;
+        }
+        let failed = inner.state.borrow().failed.clone();
+        let result = match failed {
+            Some(reason) => Err(StorageError::Failed(reason)),
+            None => inner.checkpoint().await.map(|_| ()),
+        };
+        inner.tasks.borrow_mut().clear();
+        result
+    }
+}
+
+/// Puts the chunk holding the write frontier in the cache: later rounds fill
+/// it in place, so it must hold the bytes already on disk.
+async fn seed_frontier_chunk(
+    cache: &mut ChunkCache<u64>,
+    segments: &std::collections::BTreeMap<u64, Rc<crate::segment::Segment>>,
+    end: u64,
+    segment_bytes: u64,
+) -> Result<()> {
+    let chunk_bytes = cache.chunk_bytes() as u64;
+    let chunk = end / chunk_bytes;
+    cache.pin(Some(chunk));
+    if end % chunk_bytes == 0 {
+        return Ok(());
+    }
+    let seg = segments.range(..=end).next_back().map(|(_, s)| s.clone()).expect("a segment holds the end");
+    debug_assert!(end < seg.base + segment_bytes);
+    let data = seg
+        .file
+        .read_at_aligned(chunk * chunk_bytes - seg.base, chunk_bytes as usize)
+        .await
+        .map_err(|e| StorageError::io("reading", &seg.path, e))?;
+    let keep = (end - chunk * chunk_bytes) as usize;
+    if let Some(slot) = cache.insert(chunk) {
+        slot[..keep].copy_from_slice(&data[..keep]);
+    }
+    Ok(())
+}

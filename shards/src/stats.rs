@@ -1,0 +1,94 @@
+//! Counters of one shard, owned by the shard and read as a snapshot.
+
+use std::cell::Cell;
+
+/// A snapshot of a shard's counters.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ShardStats {
+    /// Batches appended.
+    pub appends: u64,
+    /// Records appended.
+    pub records: u64,
+    /// Bytes of batches appended.
+    pub append_bytes: u64,
+    /// Group-commit rounds written.
+    pub rounds: u64,
+    /// Bytes written to the log, tail-page rewrites included.
+    pub write_bytes: u64,
+    /// fdatasync calls on log segments.
+    pub fsyncs: u64,
+    /// Records made durable by those fdatasyncs.
+    pub synced_records: u64,
+    /// Batch bytes made durable by those fdatasyncs.
+    pub synced_bytes: u64,
+    /// Appends that waited for pending bytes to drain (back-pressure).
+    pub backpressure_waits: u64,
+    /// Appends that waited for the next segment to be preallocated.
+    pub segment_waits: u64,
+    /// Segments created (preallocated and zero-filled).
+    pub segments_created: u64,
+    /// Segments deleted by retention.
+    pub segments_deleted: u64,
+    /// Log cache hits, misses, evictions and chunks read ahead.
+    pub cache_hits: u64,
+    pub cache_misses: u64,
+    pub cache_evictions: u64,
+    pub cache_readahead: u64,
+    /// Index pages read from disk.
+    pub index_page_reads: u64,
+    /// Checkpoints written.
+    pub checkpoints: u64,
+}
+
+/// Live counters, one Cell each (the shard is single-threaded).
+#[derive(Debug, Default)]
+pub(crate) struct Counters {
+    pub appends: Cell<u64>,
+    pub records: Cell<u64>,
+    pub append_bytes: Cell<u64>,
+    pub rounds: Cell<u64>,
+    pub write_bytes: Cell<u64>,
+    pub fsyncs: Cell<u64>,
+    pub synced_records: Cell<u64>,
+    pub synced_bytes: Cell<u64>,
+    pub backpressure_waits: Cell<u64>,
+    pub segment_waits: Cell<u64>,
+    pub segments_created: Cell<u64>,
+    pub segments_deleted: Cell<u64>,
+    pub cache_hits: Cell<u64>,
+    pub cache_misses: Cell<u64>,
+    pub cache_evictions: Cell<u64>,
+    pub cache_readahead: Cell<u64>,
+    pub index_page_reads: Cell<u64>,
+    pub checkpoints: Cell<u64>,
+}
+
+/// Adds `n` to a counter.
+pub(crate) fn add(counter: &Cell<u64>, n: u64) {
+    counter.set(counter.get() + n);
+}
+
+impl Counters {
+    pub fn snapshot(&self) -> ShardStats {
+        ShardStats {
+            appends: self.appends.get(),
+            records: self.records.get(),
+            append_bytes: self.append_bytes.get(),
+            rounds: self.rounds.get(),
+            write_bytes: self.write_bytes.get(),
+            fsyncs: self.fsyncs.get(),
+            synced_records: self.synced_records.get(),
+            synced_bytes: self.synced_bytes.get(),
+            backpressure_waits: self.backpressure_waits.get(),
+            segment_waits: self.segment_waits.get(),
+            segments_created: self.segments_created.get(),
+            segments_deleted: self.segments_deleted.get(),
+            cache_hits: self.cache_hits.get(),
+            cache_misses: self.cache_misses.get(),
+            cache_evictions: self.cache_evictions.get(),
+            cache_readahead: self.cache_readahead.get(),
+            index_page_reads: self.index_page_reads.get(),
+            checkpoints: self.checkpoints.get(),
+        }
+    }
+}
