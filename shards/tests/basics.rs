@@ -1,0 +1,154 @@
+//! Appends, reads, restarts and bad input on one shard.
+
+mod common;
+
+use common::*;
+use ringmq_shards::{QueueId, ReadWait, StorageError};
+use std::time::{Duration, Instant};
+
+#[test]
+fn appended_batches_read_back_in_order_after_a_clean_restart() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().to_path_buf();
+    let p = path.clone();
+    run(move || async move {
+        let shard = open_with(config(&p), &[1, 2]).await;
+        for i in 0..50u64 {
+            let q = QueueId(1 + (i % 2) as u32);
+            let a = shard.append(q, &batch_with(&[&value(q.0, i, 100), &value(q.0, i + 1000, 10)])).await.unwrap();
+            assert_eq!(a.base_offset, (i / 2) * 2, "offsets are per queue and count records");
+            assert_eq!(a.record_count, 2);
+        }
+        shard.close().await.unwrap();
+    });
+    run(move || async move {
+        let shard = open_with(config(&path), &[]).await;
+        assert_eq!(shard.queues(), vec![QueueId(1), QueueId(2)]);
+        for q in [1u32, 2] {
+            let got = read_all(&shard, QueueId(q), 0).await;
+            assert_eq!(got.len(), 50);
+            let expected: Vec<u64> = (0..50).collect();
+            assert_eq!(got.iter().map(|(o, _)| *o).collect::<Vec<_>>(), expected);
+            let seqs: Vec<u64> = (0..50).filter(|i| i % 2 == u64::from(q - 1)).collect();
+            for (k, i) in seqs.iter().enumerate() {
+                assert_eq!(got[2 * k].1, value(q, *i, 100));
+                assert_eq!(got[2 * k + 1].1, value(q, *i + 1000, 10));
+            }
+        }
+        let a = shard.append(QueueId(1), &batch_of(b"after restart")).await.unwrap();
+        assert_eq!(a.base_offset, 50, "appends continue after the last offset");
+        shard.close().await.unwrap();
+    });
+}
+
+#[test]
+fn bad_input_gets_typed_errors_and_stored_data_stays_readable() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path().to_path_buf();
+    run(move || async move {
+        let shard = open_with(config(&p), &[1]).await;
+        shard.append(QueueId(1), &batch_of(b"kept")).await.unwrap();
+
+        let good = batch_of(b"payload");
+        let mut bad_crc = good.clone();
+        *bad_crc.last_mut().unwrap() ^= 1;
+        assert!(matches!(shard.append(QueueId(1), &bad_crc).await, Err(StorageError::CrcMismatch { .. })));
+        assert!(matches!(shard.append(QueueId(1), &good[..good.len() - 3]).await, Err(StorageError::LengthMismatch { .. })));
+        assert!(matches!(shard.append(QueueId(1), &good[..12]).await, Err(StorageError::BatchTooShort { .. })));
+        let huge = batch_of(&vec![0u8; 300 << 10]);
+        assert!(matches!(shard.append(QueueId(1), &huge).await, Err(StorageError::BatchTooLarge { .. })));
+        assert!(matches!(shard.append(QueueId(9), &good).await, Err(StorageError::UnknownQueue(9))));
+        assert!(matches!(shard.read(QueueId(9), 0, 1024, ReadWait::No).await, Err(StorageError::UnknownQueue(9))));
+        assert!(matches!(
+            shard.read(QueueId(1), 5, 1024, ReadWait::No).await,
+            Err(StorageError::OffsetOutOfRange { offset: 5, start: 0, end: 1, .. })
+        ));
+        assert!(matches!(shard.create_queue(QueueId(1), None).await, Err(StorageError::QueueExists(1))));
+        let err = shard.append(QueueId(1), &bad_crc).await.unwrap_err().to_string();
+        assert!(err.contains("CRC mismatch"), "message says what is wrong: {err}");
+
+        assert_eq!(read_all(&shard, QueueId(1), 0).await, vec![(0, b"kept".to_vec())]);
+        assert_eq!(shard.append(QueueId(1), &good).await.unwrap().base_offset, 1);
+        shard.close().await.unwrap();
+    });
+}
+
+#[test]
+fn long_poll_parks_until_data_arrives_or_the_wait_ends() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path().to_path_buf();
+    run(move || async move {
+        let shard = open_with(config(&p), &[1]).await;
+        let empty = shard.read(QueueId(1), 0, 1024, ReadWait::No).await.unwrap();
+        assert!(empty.bytes.is_empty());
+        let waited = Instant::now();
+        let timed_out = shard.read(QueueId(1), 0, 1024, ReadWait::Upto(Duration::from_millis(50))).await.unwrap();
+        assert!(timed_out.bytes.is_empty() && waited.elapsed() >= Duration::from_millis(50));
+
+        let reader = shard.clone();
+        let parked = glommio::spawn_local(async move { reader.read(QueueId(1), 0, 1024, ReadWait::Upto(Duration::from_secs(60))).await });
+        glommio::timer::sleep(Duration::from_millis(20)).await;
+        let started = Instant::now();
+        shard.append(QueueId(1), &batch_of(b"wake up")).await.unwrap();
+        let got = parked.await.unwrap();
+        assert_eq!(records(&got.bytes), vec![(0, b"wake up".to_vec())]);
+        assert!(started.elapsed() < Duration::from_secs(30), "woken by the append, not by the 60 s limit");
+        shard.close().await.unwrap();
+    });
+}
+
+#[test]
+fn async_policy_acknowledges_before_sync_and_data_becomes_readable() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path().to_path_buf();
+    run(move || async move {
+        let shard = open_with(config(&p), &[]).await;
+        shard.create_queue(QueueId(1), Some(ringmq_shards::FlushPolicy::Async)).await.unwrap();
+        for i in 0..20u64 {
+            shard.append(QueueId(1), &batch_of(&value(1, i, 64))).await.unwrap();
+        }
+        let got = shard.read(QueueId(1), 0, 1 << 20, ReadWait::Upto(Duration::from_secs(5))).await.unwrap();
+        assert!(!got.bytes.is_empty(), "async appends become readable after the flusher writes them");
+        shard.close().await.unwrap();
+        let stats = shard.stats();
+        assert!(stats.fsyncs >= 1, "close syncs what async appends left unsynced");
+        assert!(stats.fsyncs < 20, "async appends do not each wait for an fdatasync: {stats:?}");
+    });
+}
+
+#[test]
+fn segments_roll_over_into_preallocated_zero_filled_files() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path().to_path_buf();
+    let seg_bytes = 1u64 << 20;
+    let (bases, shard_dir) = run(move || async move {
+        let shard = open_with(config(&p), &[1]).await;
+        for i in 0..40u64 {
+            shard.append(QueueId(1), &batch_of(&value(1, i, 100 << 10))).await.unwrap();
+        }
+        let bases = shard.segment_bases();
+        let stats = shard.stats();
+        assert!(stats.segments_created >= 3, "{stats:?}");
+        glommio::timer::sleep(Duration::from_millis(200)).await;
+        shard.close().await.unwrap();
+        (bases, p)
+    });
+    assert!(bases.len() >= 4, "40 x 100 KiB fill at least 4 segments of 1 MiB: {bases:?}");
+    for (i, base) in bases.iter().enumerate() {
+        assert_eq!(*base, i as u64 * seg_bytes, "segments are contiguous, named by base position");
+        let path = shard_dir.join(ringmq_shards::segment_name(*base));
+        let meta = std::fs::metadata(&path).unwrap();
+        assert_eq!(meta.len(), seg_bytes, "segments are created at full size");
+    }
+    // The spare segment made ahead of need is allocated and zero-filled.
+    let mut names: Vec<_> = std::fs::read_dir(&shard_dir).unwrap().map(|e| e.unwrap().file_name().into_string().unwrap()).collect();
+    names.sort();
+    let spare = names.iter().filter_map(|n| ringmq_shards::parse_segment_name(n)).max().unwrap();
+    assert!(spare > *bases.last().unwrap(), "a spare segment was preallocated: {names:?}");
+    let bytes = std::fs::read(shard_dir.join(ringmq_shards::segment_name(spare))).unwrap();
+    assert_eq!(bytes.len() as u64, seg_bytes);
+    assert!(bytes.iter().all(|b| *b == 0), "the spare segment is zero-filled");
+    let out = std::process::Command::new("du").arg("-B1").arg(shard_dir.join(ringmq_shards::segment_name(spare))).output().unwrap();
+    let used: u64 = String::from_utf8_lossy(&out.stdout).split_whitespace().next().unwrap().parse().unwrap();
+    assert!(used >= seg_bytes, "the spare segment's blocks are allocated, not sparse: {used}");
+}

@@ -1,0 +1,81 @@
+//! Helpers shared by the storage engine's integration tests.
+#![allow(dead_code)]
+
+use ringmq_shards::batch::{self, BatchBuilder};
+use ringmq_shards::{QueueId, ReadWait, Record, Shard, ShardConfig};
+use std::future::Future;
+use std::path::Path;
+
+/// Runs `fut` on a fresh glommio executor; when it returns, the executor and
+/// every task still on it are dropped, as if the process had died there.
+pub fn run<T: Send + 'static, F: Future<Output = T> + 'static>(make: impl FnOnce() -> F + Send + 'static) -> T {
+    glommio::LocalExecutorBuilder::new(glommio::Placement::Unbound)
+        .name("test-shard")
+        .spawn(move || async move { make().await })
+        .expect("spawn executor")
+        .join()
+        .expect("executor thread")
+}
+
+/// A one-record batch whose value is `value`.
+pub fn batch_of(value: &[u8]) -> Vec<u8> {
+    batch_with(&[value])
+}
+
+/// A batch with one record per value.
+pub fn batch_with(values: &[&[u8]]) -> Vec<u8> {
+    let mut b = BatchBuilder::new(1_700_000_000_000);
+    for v in values {
+        b.push(&Record { value: v, tag: b"t", ..Record::default() });
+    }
+    b.finish()
+}
+
+/// A value that names its queue and sequence number, padded to `len`.
+pub fn value(queue: u32, seq: u64, len: usize) -> Vec<u8> {
+    let mut v = format!("q{queue}-m{seq}-").into_bytes();
+    v.resize(len.max(v.len()), b'x');
+    v
+}
+
+/// Values of every record of every batch in `bytes`, with their offsets.
+pub fn records(bytes: &[u8]) -> Vec<(u64, Vec<u8>)> {
+    let mut out = Vec::new();
+    for b in batch::split(bytes) {
+        let header = batch::verify_stored(b).expect("returned batches verify");
+        for (i, r) in ringmq_shards::record::RecordIter::new(&b[batch::HEADER_BYTES..]).enumerate() {
+            out.push((header.base_offset + i as u64, r.unwrap().value.to_vec()));
+        }
+    }
+    out
+}
+
+/// Reads every record of `queue` from `from` to its readable end.
+pub async fn read_all(shard: &Shard, queue: QueueId, from: u64) -> Vec<(u64, Vec<u8>)> {
+    let (_, end) = shard.offsets(queue).unwrap();
+    let mut out = Vec::new();
+    let mut offset = from;
+    while offset < end {
+        let r = shard.read(queue, offset, 64 << 10, ReadWait::No).await.unwrap();
+        out.extend(records(&r.bytes).into_iter().filter(|(o, _)| *o >= offset));
+        assert!(r.next_offset > offset, "reads make progress");
+        offset = r.next_offset;
+    }
+    out
+}
+
+/// Small-sized shard configuration in `dir`, with checkpoints only on demand.
+pub fn config(dir: &Path) -> ShardConfig {
+    ShardConfig { checkpoint_interval: std::time::Duration::from_secs(3600), ..ShardConfig::small(dir) }
+}
+
+/// Opens a shard in `dir` and makes sure `queues` exist.
+pub async fn open_with(cfg: ShardConfig, queues: &[u32]) -> Shard {
+    let shard = Shard::open(cfg).await.expect("open shard");
+    for q in queues {
+        if !shard.queues().contains(&QueueId(*q)) {
+            shard.create_queue(QueueId(*q), None).await.unwrap();
+        }
+    }
+    shard
+}
