@@ -83,7 +83,7 @@ impl Inner {
     /// Writes out and syncs the index up to the durable log end, then records
     /// the checkpoint; returns the log position it covers. One runs at a time.
     pub(crate) async fn checkpoint(&self) -> Result<u64> {
-        let _one_at_a_time = self.checkpoint_lock.acquire(1).await;
+        let _one_at_a_time = self.checkpoint_lock.acquire_permit(1).await;
         let (position, plan) = {
             let st = self.state.borrow();
             let position = st.log.synced_end;

@@ -177,11 +177,9 @@ impl Inner {
             if st.cache.contains(c) {
                 continue;
             }
-            let before = st.cache.evictions();
             if let Some(slot) = st.cache.insert(c) {
                 slot[..data.len()].copy_from_slice(&data);
             }
-            add(&self.counters.cache_evictions, st.cache.evictions() - before);
             if c != chunk {
                 add(&self.counters.cache_readahead, 1);
             }

@@ -205,7 +205,7 @@ impl Shard {
 
     /// A snapshot of the shard's counters.
     pub fn stats(&self) -> ShardStats {
-        self.inner.counters.snapshot()
+        self.inner.counters.snapshot(self.inner.state.borrow().cache.evictions())
     }
 
     /// Failure probes, for tests that exercise error paths.

@@ -57,7 +57,6 @@ pub(crate) struct Counters {
     pub segments_deleted: Cell<u64>,
     pub cache_hits: Cell<u64>,
     pub cache_misses: Cell<u64>,
-    pub cache_evictions: Cell<u64>,
     pub cache_readahead: Cell<u64>,
     pub index_page_reads: Cell<u64>,
     pub checkpoints: Cell<u64>,
@@ -69,7 +68,7 @@ pub(crate) fn add(counter: &Cell<u64>, n: u64) {
 }
 
 impl Counters {
-    pub fn snapshot(&self) -> ShardStats {
+    pub fn snapshot(&self, cache_evictions: u64) -> ShardStats {
         ShardStats {
             appends: self.appends.get(),
             records: self.records.get(),
@@ -85,7 +84,7 @@ impl Counters {
             segments_deleted: self.segments_deleted.get(),
             cache_hits: self.cache_hits.get(),
             cache_misses: self.cache_misses.get(),
-            cache_evictions: self.cache_evictions.get(),
+            cache_evictions,
             cache_readahead: self.cache_readahead.get(),
             index_page_reads: self.index_page_reads.get(),
             checkpoints: self.checkpoints.get(),

@@ -1,0 +1,62 @@
+//! The user-space cache: reads after eviction come from disk and equal the
+//! bytes a cached read returned.
+
+mod common;
+
+use common::*;
+use ringmq_shards::{QueueId, ReadWait, ShardConfig};
+
+#[test]
+fn a_read_after_eviction_returns_the_same_bytes_as_a_cached_read() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path().to_path_buf();
+    run(move || async move {
+        // 4 chunks of 64 KiB: 2 MiB of data cannot stay cached.
+        let cfg = ShardConfig { cache_bytes: 256 << 10, segment_bytes: 4 << 20, ..config(&p) };
+        let shard = open_with(cfg, &[1]).await;
+        let mut cached = Vec::new();
+        for i in 0..256u64 {
+            shard.append(QueueId(1), &batch_with(&[&value(1, i, 8000)])).await.unwrap();
+            // Read right after the append: the tail comes from memory.
+            cached.push(shard.read(QueueId(1), i, 1, ReadWait::No).await.unwrap());
+        }
+        let tail = shard.stats();
+        assert_eq!(tail.cache_misses, 0, "reads at the tail never touch the disk: {tail:?}");
+        assert!(tail.cache_evictions > 0, "{tail:?}");
+        for (i, expected) in cached.iter().enumerate() {
+            let again = shard.read(QueueId(1), i as u64, 1, ReadWait::No).await.unwrap();
+            let first_diff = again.bytes.iter().zip(&expected.bytes).position(|(a, b)| a != b);
+            assert!(
+                again.bytes == expected.bytes,
+                "offset {i}: {} vs {} bytes, first difference at {first_diff:?}",
+                again.bytes.len(),
+                expected.bytes.len()
+            );
+        }
+        let after = shard.stats();
+        assert!(after.cache_misses > 0, "old data was evicted and read back with O_DIRECT: {after:?}");
+        assert!(after.cache_readahead > 0, "sequential misses read ahead: {after:?}");
+        assert!(after.cache_misses < 256 / 2, "read-ahead saves misses: {after:?}");
+        shard.close().await.unwrap();
+    });
+}
+
+#[test]
+fn old_index_pages_are_read_back_from_disk_after_a_checkpoint() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path().to_path_buf();
+    run(move || async move {
+        let shard = open_with(config(&p), &[1]).await;
+        for i in 0..3000u64 {
+            shard.append(QueueId(1), &batch_with(&[&value(1, i, 16)])).await.unwrap();
+        }
+        let before = read_all(&shard, QueueId(1), 0).await;
+        shard.checkpoint().await.unwrap();
+        let after = read_all(&shard, QueueId(1), 0).await;
+        assert_eq!(before, after);
+        assert!(shard.stats().index_page_reads > 0, "entries below the checkpoint come from index files");
+        let e = shard.entry(QueueId(1), 5).await.unwrap();
+        assert_eq!(e.tag_hash, ringmq_shards::record::tag_hash(b"t"));
+        shard.close().await.unwrap();
+    });
+}
