@@ -1,0 +1,101 @@
+//! Property test: random appends, reads, checkpoints, clean and crash
+//! restarts and segment rollovers give the same results as a simple in-memory
+//! model of per-queue record lists.
+
+mod common;
+
+use common::*;
+use proptest::prelude::*;
+use ringmq_shards::{QueueId, ReadWait, ShardConfig, StorageError};
+use std::path::PathBuf;
+
+const QUEUES: u32 = 3;
+
+#[derive(Debug, Clone)]
+enum Op {
+    Append { queue: u32, sizes: Vec<usize> },
+    Read { queue: u32, offset_pick: u64, max_bytes: usize },
+    Checkpoint,
+    Restart { clean: bool },
+}
+
+fn op() -> impl Strategy<Value = Op> {
+    prop_oneof![
+        6 => (0..QUEUES, prop::collection::vec(1usize..40_000, 1..4)).prop_map(|(queue, sizes)| Op::Append { queue, sizes }),
+        4 => (0..QUEUES, any::<u64>(), 1usize..200_000).prop_map(|(queue, offset_pick, max_bytes)| Op::Read { queue, offset_pick, max_bytes }),
+        1 => Just(Op::Checkpoint),
+        1 => any::<bool>().prop_map(|clean| Op::Restart { clean }),
+    ]
+}
+
+type Model = Vec<Vec<Vec<u8>>>;
+
+/// Runs ops on one shard life until a restart op; returns where it stopped.
+fn life(dir: PathBuf, ops: Vec<Op>, mut model: Model, from: usize) -> (Model, usize) {
+    run(move || async move {
+        let cfg = ShardConfig { segment_bytes: 1 << 20, ..config(&dir) };
+        let shard = open_with(cfg, &(0..QUEUES).collect::<Vec<_>>()).await;
+        for q in 0..QUEUES {
+            let (start, end) = shard.offsets(QueueId(q)).unwrap();
+            assert_eq!((start, end), (0, model[q as usize].len() as u64), "queue {q} after restart");
+        }
+        let mut i = from;
+        while i < ops.len() {
+            match &ops[i] {
+                Op::Append { queue, sizes } => {
+                    let base = model[*queue as usize].len() as u64;
+                    let values: Vec<Vec<u8>> = sizes.iter().enumerate().map(|(k, s)| value(*queue, base + k as u64, *s)).collect();
+                    let refs: Vec<&[u8]> = values.iter().map(|v| v.as_slice()).collect();
+                    let a = shard.append(QueueId(*queue), &batch_with(&refs)).await.unwrap();
+                    assert_eq!(a.base_offset, base);
+                    model[*queue as usize].extend(values);
+                }
+                Op::Read { queue, offset_pick, max_bytes } => {
+                    let stored = &model[*queue as usize];
+                    let offset = offset_pick % (stored.len() as u64 + 2);
+                    let result = shard.read(QueueId(*queue), offset, *max_bytes, ReadWait::No).await;
+                    if offset > stored.len() as u64 {
+                        assert!(matches!(result, Err(StorageError::OffsetOutOfRange { .. })), "{result:?}");
+                    } else {
+                        let r = result.unwrap();
+                        let got: Vec<(u64, Vec<u8>)> = records(&r.bytes).into_iter().filter(|(o, _)| *o >= offset).collect();
+                        if offset < stored.len() as u64 {
+                            assert!(!got.is_empty(), "a readable offset returns at least one batch");
+                        }
+                        for (k, (o, v)) in got.iter().enumerate() {
+                            assert_eq!(*o, offset + k as u64, "records are contiguous from the offset");
+                            assert!(v == &stored[*o as usize], "record {o} of queue {queue} differs from the model");
+                        }
+                        assert_eq!(r.next_offset, offset + got.len() as u64);
+                    }
+                }
+                Op::Checkpoint => shard.checkpoint().await.unwrap(),
+                Op::Restart { clean } => {
+                    if *clean {
+                        shard.close().await.unwrap();
+                    }
+                    return (model, i + 1);
+                }
+            }
+            i += 1;
+        }
+        shard.close().await.unwrap();
+        (model, ops.len())
+    })
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 24, failure_persistence: None, ..ProptestConfig::default() })]
+
+    #[test]
+    fn shard_matches_an_in_memory_model(ops in prop::collection::vec(op(), 1..60)) {
+        let dir = tempfile::tempdir().unwrap();
+        let mut model: Model = vec![Vec::new(); QUEUES as usize];
+        let mut at = 0;
+        while at < ops.len() {
+            (model, at) = life(dir.path().to_path_buf(), ops.clone(), model, at);
+        }
+        // A last restart checks that everything acknowledged survived.
+        life(dir.path().to_path_buf(), vec![], model, 0);
+    }
+}
