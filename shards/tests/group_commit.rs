@@ -50,3 +50,46 @@ fn concurrent_appenders_share_fdatasyncs_and_get_contiguous_distinct_offsets() {
         shard.close().await.unwrap();
     });
 }
+
+#[test]
+fn a_crash_under_load_keeps_every_acknowledged_batch_without_duplicates() {
+    use std::cell::RefCell;
+    use std::rc::Rc;
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path().to_path_buf();
+    let acked = run(move || async move {
+        let shard = open_with(config(&p), &[1, 2]).await;
+        let acked: Rc<RefCell<Vec<(u32, u64, Vec<u8>)>>> = Rc::default();
+        for w in 0..16u32 {
+            let (shard, acked) = (shard.clone(), acked.clone());
+            glommio::spawn_local(async move {
+                for i in 0.. {
+                    let q = 1 + w % 2;
+                    let v = value(w, i, 3000);
+                    let Ok(a) = shard.append(QueueId(q), &batch_of(&v)).await else { return };
+                    acked.borrow_mut().push((q, a.base_offset, v));
+                }
+            })
+            .detach();
+        }
+        glommio::timer::sleep(std::time::Duration::from_millis(300)).await;
+        // Returning ends the executor mid-flight, like a killed process.
+        let acked = acked.borrow().clone();
+        acked
+    });
+    assert!(acked.len() > 50, "the load ran: {} acked", acked.len());
+    let p = dir.path().to_path_buf();
+    run(move || async move {
+        let shard = open_with(config(&p), &[]).await;
+        for q in [1u32, 2] {
+            let stored = read_all(&shard, QueueId(q), 0).await;
+            let offsets: Vec<u64> = stored.iter().map(|(o, _)| *o).collect();
+            assert_eq!(offsets, (0..stored.len() as u64).collect::<Vec<_>>(), "no gaps or duplicates in queue {q}");
+            for (qq, offset, v) in acked.iter().filter(|(qq, _, _)| *qq == q) {
+                let found = stored.get(*offset as usize).map(|(_, s)| s == v);
+                assert_eq!(found, Some(true), "acknowledged batch at {qq}/{offset} survived");
+            }
+        }
+        shard.close().await.unwrap();
+    });
+}
