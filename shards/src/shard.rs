@@ -57,8 +57,10 @@ impl Shard {
     /// Opens (recovering) or creates the shard in `config.dir` and starts its
     /// flusher, segment preallocator, checkpointer and retention tasks. Must
     /// run inside a glommio executor.
-    pub async fn open(config: ShardConfig) -> Result<Shard> {
+    pub async fn open(mut config: ShardConfig) -> Result<Shard> {
         config.validate()?;
+        // Absolute, so that syncing the parent directory always has a parent.
+        config.dir = std::path::absolute(&config.dir).map_err(|e| StorageError::io("resolving", &config.dir, e))?;
         let recovered = crate::recovery::recover(&config).await?;
         let chunk_bytes = config.cache_chunk_bytes;
         let mut cache = ChunkCache::new(config.cache_bytes / chunk_bytes, chunk_bytes);
