@@ -2,20 +2,20 @@
 //!
 //! ```text
 //!  0 u32 length        total bytes of the batch, header included
-//!  4 u32 crc           CRC32 (IEEE) of bytes [8, length)
+//!  4 u32 crc           CRC32 (IEEE) of bytes [24, length), set by the producer
 //!  8 u64 base_offset   queue offset of the first record, stamped by the shard
 //! 16 u32 queue         queue id, stamped by the shard
-//! 20 u16 magic         BATCH_MAGIC
-//! 22 u16 attributes    bit 0: padding batch (fills a segment's end)
-//! 24 u32 record_count
-//! 28 u32 reserved      zero
+//! 20 u32 header_crc    CRC32 of bytes [0, 20), set by the shard when it stamps
+//! 24 u16 magic         BATCH_MAGIC
+//! 26 u16 attributes    bit 0: padding batch (fills a segment's end)
+//! 28 u32 record_count
 //! 32 i64 first_timestamp_ms
 //! 40 records           see record.rs
 //! ```
 //!
-//! The shard stamps bytes 8..20 at append. The CRC of the stamped copy is
-//! derived from the producer's CRC pass over the body (bytes 20..) with
-//! `crc32fast::Hasher::combine`, so every byte is hashed once per append.
+//! Two checksums, so that stamping never re-hashes the body: the producer's
+//! `crc` covers everything the producer sets, `header_crc` covers the length,
+//! that crc and the fields the shard stamps. Together they cover every byte.
 
 use crate::error::{Result, StorageError};
 use crate::record::{Record, RecordIter};
@@ -26,7 +26,8 @@ pub const HEADER_BYTES: usize = 40;
 pub const BATCH_MAGIC: u16 = 0x5242;
 /// Attribute bit of the batch that pads the end of a segment.
 pub const ATTR_PADDING: u16 = 1;
-const STAMP: std::ops::Range<usize> = 8..20;
+/// Bytes covered by the producer's CRC start here.
+const BODY_START: usize = 24;
 
 /// The decoded header of a batch.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -35,6 +36,7 @@ pub struct BatchHeader {
     pub crc: u32,
     pub base_offset: u64,
     pub queue: u32,
+    pub header_crc: u32,
     pub attributes: u16,
     pub record_count: u32,
     pub first_timestamp_ms: i64,
@@ -43,7 +45,7 @@ pub struct BatchHeader {
 impl BatchHeader {
     /// Decodes a header; `bytes` must hold at least HEADER_BYTES.
     pub fn decode(bytes: &[u8]) -> Option<BatchHeader> {
-        if bytes.len() < HEADER_BYTES || u16_at(bytes, 20) != BATCH_MAGIC || u32_at(bytes, 28) != 0 {
+        if bytes.len() < HEADER_BYTES || u16_at(bytes, 24) != BATCH_MAGIC {
             return None;
         }
         Some(BatchHeader {
@@ -51,8 +53,9 @@ impl BatchHeader {
             crc: u32_at(bytes, 4),
             base_offset: u64_at(bytes, 8),
             queue: u32_at(bytes, 16),
-            attributes: u16_at(bytes, 22),
-            record_count: u32_at(bytes, 24),
+            header_crc: u32_at(bytes, 20),
+            attributes: u16_at(bytes, 26),
+            record_count: u32_at(bytes, 28),
             first_timestamp_ms: u64_at(bytes, 32) as i64,
         })
     }
@@ -69,10 +72,9 @@ impl BatchHeader {
 }
 
 /// What append learns from validating a producer's batch.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Copy)]
 pub struct CheckedBatch {
     pub record_count: u32,
-    body_crc: crc32fast::Hasher,
 }
 
 /// Validates a producer's batch: length, CRC and record framing.
@@ -87,13 +89,11 @@ pub fn check(bytes: &[u8], batch_bytes_max: usize) -> Result<CheckedBatch> {
     if bytes.len() > batch_bytes_max {
         return Err(StorageError::BatchTooLarge { len: bytes.len(), max: batch_bytes_max });
     }
-    let header = BatchHeader::decode(bytes).ok_or(StorageError::Malformed("bad magic or reserved bytes"))?;
+    let header = BatchHeader::decode(bytes).ok_or(StorageError::Malformed("bad magic number"))?;
     if header.is_padding() {
         return Err(StorageError::Malformed("producers cannot send padding batches"));
     }
-    let mut body_crc = crc32fast::Hasher::new();
-    body_crc.update(&bytes[STAMP.end..]);
-    let computed = crc_with_stamp(&bytes[STAMP], &body_crc);
+    let computed = crc32fast::hash(&bytes[BODY_START..]);
     if computed != header.crc {
         return Err(StorageError::CrcMismatch { stored: header.crc, computed });
     }
@@ -105,26 +105,29 @@ pub fn check(bytes: &[u8], batch_bytes_max: usize) -> Result<CheckedBatch> {
     if count != header.record_count || count == 0 {
         return Err(StorageError::Malformed("record count does not match the records in the batch"));
     }
-    Ok(CheckedBatch { record_count: count, body_crc })
+    Ok(CheckedBatch { record_count: count })
 }
 
 /// Writes the shard's base offset and queue into a copy of a checked batch and
-/// fixes its CRC.
-pub fn stamp(copy: &mut [u8], checked: &CheckedBatch, base_offset: u64, queue: u32) {
+/// seals them with the header CRC.
+pub fn stamp(copy: &mut [u8], base_offset: u64, queue: u32) {
     copy[8..16].copy_from_slice(&base_offset.to_le_bytes());
     copy[16..20].copy_from_slice(&queue.to_le_bytes());
-    let crc = crc_with_stamp(&copy[STAMP], &checked.body_crc);
-    copy[4..8].copy_from_slice(&crc.to_le_bytes());
+    let header_crc = crc32fast::hash(&copy[..20]);
+    copy[20..24].copy_from_slice(&header_crc.to_le_bytes());
 }
 
-/// Re-checks a stored batch read back from the log: header, length and CRC.
+/// Re-checks a stored batch read back from the log: header, length and both CRCs.
 pub fn verify_stored(bytes: &[u8]) -> std::result::Result<BatchHeader, &'static str> {
     let header = BatchHeader::decode(bytes).ok_or("bad header")?;
     let end = if header.is_padding() { HEADER_BYTES } else { header.length as usize };
     if (header.length as usize) < HEADER_BYTES || bytes.len() < end {
         return Err("bad length");
     }
-    if crc32fast::hash(&bytes[8..end]) != header.crc {
+    if crc32fast::hash(&bytes[..20]) != header.header_crc {
+        return Err("header CRC mismatch");
+    }
+    if crc32fast::hash(&bytes[BODY_START..end]) != header.crc {
         return Err("CRC mismatch");
     }
     Ok(header)
@@ -135,19 +138,12 @@ pub fn verify_stored(bytes: &[u8]) -> std::result::Result<BatchHeader, &'static 
 pub fn padding_header(length: u32) -> [u8; HEADER_BYTES] {
     let mut h = [0u8; HEADER_BYTES];
     h[0..4].copy_from_slice(&length.to_le_bytes());
-    h[16..20].copy_from_slice(&u32::MAX.to_le_bytes());
-    h[20..22].copy_from_slice(&BATCH_MAGIC.to_le_bytes());
-    h[22..24].copy_from_slice(&ATTR_PADDING.to_le_bytes());
-    let crc = crc32fast::hash(&h[8..]);
+    h[24..26].copy_from_slice(&BATCH_MAGIC.to_le_bytes());
+    h[26..28].copy_from_slice(&ATTR_PADDING.to_le_bytes());
+    let crc = crc32fast::hash(&h[BODY_START..]);
     h[4..8].copy_from_slice(&crc.to_le_bytes());
+    stamp(&mut h, 0, u32::MAX);
     h
-}
-
-fn crc_with_stamp(stamp: &[u8], body: &crc32fast::Hasher) -> u32 {
-    let mut h = crc32fast::Hasher::new();
-    h.update(stamp);
-    h.combine(body);
-    h.finalize()
 }
 
 /// Builds a record batch as a producer does.
@@ -193,10 +189,10 @@ impl BatchBuilder {
         let len = self.buf.len() as u32;
         let b = &mut self.buf;
         b[0..4].copy_from_slice(&len.to_le_bytes());
-        b[20..22].copy_from_slice(&BATCH_MAGIC.to_le_bytes());
-        b[24..28].copy_from_slice(&self.count.to_le_bytes());
+        b[24..26].copy_from_slice(&BATCH_MAGIC.to_le_bytes());
+        b[28..32].copy_from_slice(&self.count.to_le_bytes());
         b[32..40].copy_from_slice(&self.first_timestamp_ms.to_le_bytes());
-        let crc = crc32fast::hash(&b[8..]);
+        let crc = crc32fast::hash(&b[BODY_START..]);
         b[4..8].copy_from_slice(&crc.to_le_bytes());
         self.buf
     }
@@ -243,9 +239,9 @@ mod tests {
     #[test]
     fn stamped_batch_verifies_with_new_offset_and_queue() {
         let bytes = one_record_batch(b"hello");
-        let checked = check(&bytes, 1 << 20).unwrap();
+        check(&bytes, 1 << 20).unwrap();
         let mut copy = bytes.clone();
-        stamp(&mut copy, &checked, 42, 7);
+        stamp(&mut copy, 42, 7);
         let header = verify_stored(&copy).unwrap();
         assert_eq!((header.base_offset, header.queue, header.record_count), (42, 7, 1));
     }
@@ -269,10 +265,19 @@ mod tests {
     #[test]
     fn record_count_mismatch_is_malformed() {
         let mut bytes = one_record_batch(b"hello");
-        bytes[24..28].copy_from_slice(&2u32.to_le_bytes());
-        let crc = crc32fast::hash(&bytes[8..]);
+        bytes[28..32].copy_from_slice(&2u32.to_le_bytes());
+        let crc = crc32fast::hash(&bytes[BODY_START..]);
         bytes[4..8].copy_from_slice(&crc.to_le_bytes());
         assert!(matches!(check(&bytes, 1 << 20), Err(StorageError::Malformed(_))));
+    }
+
+    #[test]
+    fn a_damaged_stamped_field_fails_the_header_crc() {
+        let bytes = one_record_batch(b"hello");
+        let mut copy = bytes.clone();
+        stamp(&mut copy, 42, 7);
+        copy[9] ^= 1;
+        assert_eq!(verify_stored(&copy), Err("header CRC mismatch"));
     }
 
     #[test]

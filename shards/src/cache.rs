@@ -34,7 +34,7 @@ impl<K: Copy + Eq + Hash> ChunkCache<K> {
     /// Allocates and touches all the memory now, so RSS shows it from the start.
     pub fn new(capacity: usize, chunk_bytes: usize) -> Self {
         let slots = (0..capacity)
-            .map(|_| Slot { key: None, data: vec![0u8; chunk_bytes].into_boxed_slice(), prev: NIL, next: NIL })
+            .map(|_| Slot { key: None, data: touched(chunk_bytes), prev: NIL, next: NIL })
             .collect();
         ChunkCache {
             chunk_bytes,
@@ -161,6 +161,17 @@ impl<K: Copy + Eq + Hash> ChunkCache<K> {
         self.slots[slot].prev = NIL;
         self.slots[slot].next = NIL;
     }
+}
+
+/// A zeroed buffer whose pages are resident now (calloc'd memory is not
+/// until written), so the cache's memory is claimed at open, not under load.
+fn touched(bytes: usize) -> Box<[u8]> {
+    let mut data = vec![0u8; bytes].into_boxed_slice();
+    for page in data.chunks_mut(4096) {
+        // SAFETY: a valid, exclusively borrowed byte; volatile so the store is kept.
+        unsafe { std::ptr::write_volatile(page.as_mut_ptr(), 0) };
+    }
+    data
 }
 
 #[cfg(test)]

@@ -81,7 +81,7 @@ impl Log {
         }
         let position = self.end;
         let round = self.open.as_mut().expect("opened above");
-        batch::stamp(round.put(bytes), checked, queue.next, queue.id.0);
+        batch::stamp(round.put(bytes), queue.next, queue.id.0);
         let base_offset = queue.next;
         for record in RecordIter::new(&bytes[HEADER_BYTES..]) {
             let tag_hash = record.expect("checked batch").tag_hash();

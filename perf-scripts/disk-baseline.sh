@@ -1,0 +1,69 @@
+#!/usr/bin/env bash
+# Measures the disk's own limit for ringmq's durable write pattern: sequential
+# O_DIRECT writes of --bs bytes, each followed by one fdatasync, into a file
+# that was written before (like ringmq's zero-filled segments). Prints MB/s,
+# writes/s and fdatasync latency percentiles; --json prints one JSON object.
+set -euo pipefail
+
+usage() {
+  cat <<USAGE
+usage: $0 [--dir DIR] [--bs BYTES] [--runtime SECS] [--size MIB] [--cpu N] [--json]
+  --dir DIR       directory on the disk to measure (default: ./fio-baseline-data, removed after)
+  --bs BYTES      bytes per write, each followed by fdatasync (default: 4096)
+  --runtime SECS  seconds to measure (default: 10)
+  --size MIB      size of the test file (default: 1024)
+  --cpu N         pin fio to this CPU (default: unpinned)
+  --json          print {"bs":..,"mb_per_s":..,"writes_per_s":..,"sync_p50_us":..,...}
+USAGE
+}
+
+dir=./fio-baseline-data bs=4096 runtime=10 size=1024 cpu="" json=0
+while [[ $# -gt 0 ]]; do
+  case "$1" in
+    --dir) dir=$2; shift 2 ;;
+    --bs) bs=$2; shift 2 ;;
+    --runtime) runtime=$2; shift 2 ;;
+    --size) size=$2; shift 2 ;;
+    --cpu) cpu=$2; shift 2 ;;
+    --json) json=1; shift ;;
+    -h|--help) usage; exit 0 ;;
+    *) echo "unknown argument: $1" >&2; usage >&2; exit 2 ;;
+  esac
+done
+
+if ! command -v fio >/dev/null; then
+  echo "fio not found; installing it from Debian's packages" >&2
+  apt-get update -qq >/dev/null && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq fio >/dev/null
+fi
+
+mkdir -p "$dir"
+cleanup() { rm -f "$dir/fio-baseline.test"; rmdir "$dir" 2>/dev/null || true; }
+trap cleanup EXIT
+
+pin=()
+[[ -n "$cpu" ]] && pin=(taskset -c "$cpu")
+out=$("${pin[@]}" fio --name=write-fdatasync --filename="$dir/fio-baseline.test" --size="${size}M" \
+  --bs="$bs" --rw=write --direct=1 --ioengine=psync --fdatasync=1 --iodepth=1 \
+  --runtime="$runtime" --time_based --loops=1000 --output-format=json)
+
+FIO_JSON="$out" BS="$bs" AS_JSON="$json" python3 - <<'PY'
+import json, os
+job = json.loads(os.environ["FIO_JSON"])["jobs"][0]
+w, s = job["write"], job["sync"]
+pct = s["lat_ns"].get("percentile", {})
+def us(key): return round(pct.get(key, 0) / 1000, 1)
+r = {
+    "bs": int(os.environ["BS"]),
+    "mb_per_s": round(w["bw_bytes"] / 1e6, 2),
+    "writes_per_s": round(w["iops"], 0),
+    "write_p50_us": round(w["clat_ns"]["percentile"]["50.000000"] / 1000, 1),
+    "sync_p50_us": us("50.000000"),
+    "sync_p99_us": us("99.000000"),
+    "sync_p999_us": us("99.900000"),
+}
+if os.environ["AS_JSON"] == "1":
+    print(json.dumps(r))
+else:
+    for k, v in r.items():
+        print(f"{k:>14}  {v}")
+PY
