@@ -33,9 +33,8 @@ pub(crate) struct ChunkCache<K> {
 impl<K: Copy + Eq + Hash> ChunkCache<K> {
     /// Allocates and touches all the memory now, so RSS shows it from the start.
     pub fn new(capacity: usize, chunk_bytes: usize) -> Self {
-        let slots = (0..capacity)
-            .map(|_| Slot { key: None, data: touched(chunk_bytes), prev: NIL, next: NIL })
-            .collect();
+        let slots =
+            (0..capacity).map(|_| Slot { key: None, data: touched(chunk_bytes), prev: NIL, next: NIL }).collect();
         ChunkCache {
             chunk_bytes,
             map: HashMap::with_capacity(capacity),

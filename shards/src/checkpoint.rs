@@ -73,7 +73,10 @@ impl Checkpoint {
             Some(bytes) => Checkpoint::decode(&bytes).map(Some).ok_or_else(|| StorageError::Corruption {
                 what: "checkpoint file",
                 position: 0,
-                detail: format!("{} fails its magic, version or CRC check; it is only replaced by rename, so this is disk damage", path.display()),
+                detail: format!(
+                    "{} fails its magic, version or CRC check; it is only replaced by rename, so this is disk damage",
+                    path.display()
+                ),
             }),
         }
     }
@@ -94,7 +97,8 @@ impl Inner {
         for &(queue, _, from, upto) in &plan {
             self.write_index(queue, from, upto).await?;
         }
-        let checkpoint = Checkpoint { position, queues: plan.iter().map(|&(q, start, _, upto)| (q, start, upto)).collect() };
+        let checkpoint =
+            Checkpoint { position, queues: plan.iter().map(|&(q, start, _, upto)| (q, start, upto)).collect() };
         fs::write_atomic(&self.config.dir, CHECKPOINT_FILE, &checkpoint.encode()).await?;
         let mut st = self.state.borrow_mut();
         for &(queue, _, _, upto) in &plan {
@@ -135,7 +139,11 @@ impl Inner {
     }
 
     /// The queue's index file starting at `base`, created if missing.
-    async fn index_file(&self, queue: QueueId, base: u64) -> Result<(std::rc::Rc<glommio::io::DmaFile>, std::path::PathBuf)> {
+    async fn index_file(
+        &self,
+        queue: QueueId,
+        base: u64,
+    ) -> Result<(std::rc::Rc<glommio::io::DmaFile>, std::path::PathBuf)> {
         let dir = {
             let st = self.state.borrow();
             let q = st.queues.get(&queue).ok_or(StorageError::UnknownQueue(queue.0))?;

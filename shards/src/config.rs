@@ -107,11 +107,17 @@ impl ShardConfig {
         if chunk < page || !chunk.is_power_of_two() {
             return fail(format!("cache_chunk_bytes {chunk} must be a power of two of at least {page}"));
         }
-        if self.segment_bytes < 1 << 20 || self.segment_bytes % chunk as u64 != 0 {
-            return fail(format!("segment_bytes {} must be at least 1 MiB and a multiple of cache_chunk_bytes", self.segment_bytes));
+        if self.segment_bytes < 1 << 20 || !self.segment_bytes.is_multiple_of(chunk as u64) {
+            return fail(format!(
+                "segment_bytes {} must be at least 1 MiB and a multiple of cache_chunk_bytes",
+                self.segment_bytes
+            ));
         }
-        if self.round_bytes_max < 4 * page || self.round_bytes_max % page != 0 {
-            return fail(format!("round_bytes_max {} must be a multiple of {page} and at least 4 pages", self.round_bytes_max));
+        if self.round_bytes_max < 4 * page || !self.round_bytes_max.is_multiple_of(page) {
+            return fail(format!(
+                "round_bytes_max {} must be a multiple of {page} and at least 4 pages",
+                self.round_bytes_max
+            ));
         }
         if self.batch_bytes_max > self.round_bytes_max || self.batch_bytes_max as u64 > self.segment_bytes / 2 {
             return fail(format!("batch_bytes_max {} must fit in a round and in half a segment", self.batch_bytes_max));
@@ -122,8 +128,11 @@ impl ShardConfig {
         if self.cache_bytes < 2 * chunk {
             return fail("cache_bytes must hold at least two chunks".into());
         }
-        if self.index_file_entries == 0 || self.index_file_entries % crate::index::ENTRIES_PER_PAGE != 0 {
-            return fail(format!("index_file_entries must be a positive multiple of {}", crate::index::ENTRIES_PER_PAGE));
+        if self.index_file_entries == 0 || !self.index_file_entries.is_multiple_of(crate::index::ENTRIES_PER_PAGE) {
+            return fail(format!(
+                "index_file_entries must be a positive multiple of {}",
+                crate::index::ENTRIES_PER_PAGE
+            ));
         }
         if self.index_cache_pages == 0 {
             return fail("index_cache_pages must be at least 1".into());

@@ -11,7 +11,9 @@ pub enum StorageError {
     LengthMismatch { declared: usize, actual: usize },
     #[error("batch of {len} bytes exceeds the limit of {max} bytes (raise batch_bytes_max or send smaller batches)")]
     BatchTooLarge { len: usize, max: usize },
-    #[error("batch CRC mismatch: stored {stored:#010x}, computed {computed:#010x}; the batch was damaged or built wrongly")]
+    #[error(
+        "batch CRC mismatch: stored {stored:#010x}, computed {computed:#010x}; the batch was damaged or built wrongly"
+    )]
     CrcMismatch { stored: u32, computed: u32 },
     #[error("malformed batch: {0}")]
     Malformed(&'static str),
@@ -25,7 +27,9 @@ pub enum StorageError {
     Corruption { what: &'static str, position: u64, detail: String },
     #[error("I/O error while {op} {path}: {source}")]
     Io { op: &'static str, path: String, source: Arc<std::io::Error> },
-    #[error("the shard stopped accepting writes after an earlier failure ({0}); restart it to recover from the durable log")]
+    #[error(
+        "the shard stopped accepting writes after an earlier failure ({0}); restart it to recover from the durable log"
+    )]
     Failed(String),
     #[error("invalid shard configuration: {0}")]
     Config(String),

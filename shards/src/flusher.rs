@@ -21,7 +21,8 @@ use std::time::{Duration, Instant};
 
 /// Flushes until the shard closes or fails.
 pub(crate) async fn run(inner: Rc<Inner>) {
-    let mut flusher = Flusher { inner, unsynced: Vec::new(), unsynced_bytes: 0, unsynced_records: 0, last_sync: Instant::now() };
+    let mut flusher =
+        Flusher { inner, unsynced: Vec::new(), unsynced_bytes: 0, unsynced_records: 0, last_sync: Instant::now() };
     while flusher.step().await {}
 }
 
@@ -67,9 +68,20 @@ impl Flusher {
             st.log.seal_open();
             st.log.sealed.drain(..).collect::<Vec<_>>()
         };
-        if let Err(e) = self.write(&rounds).await {
+        // A lone sync round with nothing else unsynced is written durable in one I/O.
+        let dsync = rounds.len() == 1 && rounds[0].needs_sync && self.unsynced.is_empty();
+        if let Err(e) = self.write(&rounds, dsync).await {
             self.fail(rounds, e);
             return false;
+        }
+        if dsync {
+            let c = &inner.counters;
+            add(&c.fsyncs, 1);
+            add(&c.synced_bytes, rounds[0].batch_bytes as u64);
+            add(&c.synced_records, rounds[0].records);
+            self.last_sync = Instant::now();
+            self.publish(rounds, true);
+            return true;
         }
         let needs_sync = rounds.iter().any(|r| r.needs_sync)
             || self.unsynced_bytes >= inner.config.async_flush_bytes
@@ -83,22 +95,29 @@ impl Flusher {
 
     fn open_round_is_small(&self) -> bool {
         let st = self.inner.state.borrow();
-        st.log.sealed.is_empty() && st.log.open.as_ref().is_some_and(|r| r.batch_bytes < self.inner.config.round_bytes_max / 2)
+        st.log.sealed.is_empty()
+            && st.log.open.as_ref().is_some_and(|r| r.batch_bytes < self.inner.config.round_bytes_max / 2)
     }
 
-    /// Writes every round, all submitted before any is awaited.
-    async fn write(&mut self, rounds: &[Round]) -> Result<(), StorageError> {
+    /// Writes every round, all submitted before any is awaited; `dsync` writes
+    /// through the O_DSYNC descriptor, durable on completion.
+    async fn write(&mut self, rounds: &[Round], dsync: bool) -> Result<(), StorageError> {
         let inner = &*self.inner;
         let writes = rounds.iter().map(|r| async move {
             inner.probes.write().map_err(|e| StorageError::io("writing", &r.segment.path, e))?;
-            r.segment
-                .file
-                .write_rc_at(r.buf.clone(), r.file_position())
+            if dsync {
+                inner.probes.sync().map_err(|e| StorageError::io("syncing", &r.segment.path, e))?;
+            }
+            let file = if dsync { &r.segment.dsync } else { &r.segment.file };
+            file.write_rc_at(r.buf.clone(), r.file_position())
                 .await
                 .map_err(|e| StorageError::io("writing", &r.segment.path, e))
         });
         for result in join_all(writes.collect()).await {
             add(&self.inner.counters.write_bytes, result? as u64);
+        }
+        if dsync {
+            return Ok(());
         }
         for r in rounds {
             if !self.unsynced.iter().any(|s| Rc::ptr_eq(s, &r.segment)) {
@@ -153,7 +172,8 @@ impl Flusher {
             for q in &round.touched {
                 let queue = st.queues.get_mut(q).expect("queues are never removed while appended to");
                 // Sync-policy data becomes readable only once durable.
-                let readable_end = if synced || queue.policy == FlushPolicy::Async { written_end } else { st.log.synced_end };
+                let readable_end =
+                    if synced || queue.policy == FlushPolicy::Async { written_end } else { st.log.synced_end };
                 if queue.publish(readable_end) {
                     queue.arrivals.notify();
                 }

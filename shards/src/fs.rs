@@ -6,12 +6,7 @@ use std::path::Path;
 
 /// Opens an existing file read-write with O_DIRECT.
 pub async fn open_rw(path: &Path) -> Result<DmaFile> {
-    OpenOptions::new()
-        .read(true)
-        .write(true)
-        .dma_open(path)
-        .await
-        .map_err(|e| StorageError::io("opening", path, e))
+    OpenOptions::new().read(true).write(true).dma_open(path).await.map_err(|e| StorageError::io("opening", path, e))
 }
 
 /// fsyncs a directory so that renames and new files in it are durable.

@@ -138,7 +138,12 @@ impl Log {
 
     /// Creates the log state at `end` in `active`, with `tail_page` holding the
     /// partial page before `end`.
-    pub fn new(config: &crate::config::ShardConfig, segments: BTreeMap<u64, Rc<Segment>>, end: u64, tail_page: Box<[u8]>) -> Log {
+    pub fn new(
+        config: &crate::config::ShardConfig,
+        segments: BTreeMap<u64, Rc<Segment>>,
+        end: u64,
+        tail_page: Box<[u8]>,
+    ) -> Log {
         let active = segments.range(..=end).next_back().map(|(_, s)| s.clone()).expect("a segment holds the end");
         debug_assert_eq!(tail_page.len(), PAGE_BYTES as usize);
         Log {

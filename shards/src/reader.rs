@@ -37,7 +37,13 @@ pub enum ReadWait {
 impl Inner {
     /// Reads whole batches of `queue` from `offset`, up to about `max_bytes`
     /// (at least one batch is returned when one is readable).
-    pub(crate) async fn read(&self, queue: QueueId, offset: u64, max_bytes: usize, wait: ReadWait) -> Result<ReadBatches> {
+    pub(crate) async fn read(
+        &self,
+        queue: QueueId,
+        offset: u64,
+        max_bytes: usize,
+        wait: ReadWait,
+    ) -> Result<ReadBatches> {
         let end = self.wait_readable(queue, offset, wait).await?;
         let mut out = ReadBatches { bytes: Vec::new(), next_offset: offset, end_offset: end };
         while out.next_offset < end {
@@ -49,7 +55,11 @@ impl Inner {
             self.read_log(entry.position.0, entry.size as usize, &mut out.bytes).await?;
             let header = verify_stored(&out.bytes[at..]).map_err(|detail| corrupt(entry.position.0, detail))?;
             let offset = out.next_offset;
-            if header.queue != queue.0 || header.base_offset > offset || header.next_offset() <= offset || header.length != entry.size {
+            if header.queue != queue.0
+                || header.base_offset > offset
+                || header.next_offset() <= offset
+                || header.length != entry.size
+            {
                 return Err(corrupt(entry.position.0, "batch does not hold the offset its index entry points at"));
             }
             out.next_offset = header.next_offset();
@@ -69,7 +79,12 @@ impl Inner {
                 let st = self.state.borrow();
                 let q = st.queues.get(&queue).ok_or(StorageError::UnknownQueue(queue.0))?;
                 if offset < q.start || offset > q.visible {
-                    return Err(StorageError::OffsetOutOfRange { queue: queue.0, offset, start: q.start, end: q.visible });
+                    return Err(StorageError::OffsetOutOfRange {
+                        queue: queue.0,
+                        offset,
+                        start: q.start,
+                        end: q.visible,
+                    });
                 }
                 if offset < q.visible || self.closed.get() {
                     return Ok(q.visible);
@@ -150,7 +165,10 @@ impl Inner {
         let chunk_bytes = self.config.cache_chunk_bytes as u64;
         let (segment, count) = {
             let st = self.state.borrow();
-            let segment = st.log.segment_at(chunk * chunk_bytes).ok_or_else(|| corrupt(chunk * chunk_bytes, "no segment holds this position"))?;
+            let segment = st
+                .log
+                .segment_at(chunk * chunk_bytes)
+                .ok_or_else(|| corrupt(chunk * chunk_bytes, "no segment holds this position"))?;
             let sequential = self.last_miss.replace(chunk) == chunk.wrapping_sub(1);
             let segment_last = (segment.base + self.config.segment_bytes) / chunk_bytes - 1;
             // Never read ahead at or past the write frontier: those chunks are not complete on disk.
@@ -211,4 +229,3 @@ pub(crate) fn cache_write_through(cache: &mut ChunkCache<u64>, pos: u64, bytes: 
 fn corrupt(position: u64, detail: &str) -> StorageError {
     StorageError::Corruption { what: "log batch", position, detail: detail.to_string() }
 }
-

@@ -73,7 +73,8 @@ impl<'a> Headers<'a> {
 impl<'a> Record<'a> {
     /// Appends the encoded record to `out`.
     pub fn encode(&self, out: &mut Vec<u8>) {
-        let body = 4 + 16 + 2 + self.key.len() + 2 + self.tag.len() + 4 + self.value.len() + 2 + self.headers.bytes.len();
+        let body =
+            4 + 16 + 2 + self.key.len() + 2 + self.tag.len() + 4 + self.value.len() + 2 + self.headers.bytes.len();
         out.reserve(4 + body);
         out.extend_from_slice(&(body as u32).to_le_bytes());
         out.extend_from_slice(&self.timestamp_delta_ms.to_le_bytes());
@@ -117,7 +118,14 @@ impl<'a> Record<'a> {
         if !walk.is_empty() {
             return None;
         }
-        Some(Record { timestamp_delta_ms, message_id, key, tag, value, headers: Headers { count, bytes: header_bytes } })
+        Some(Record {
+            timestamp_delta_ms,
+            message_id,
+            key,
+            tag,
+            value,
+            headers: Headers { count, bytes: header_bytes },
+        })
     }
 }
 

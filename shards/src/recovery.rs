@@ -43,7 +43,9 @@ pub(crate) async fn recover(config: &ShardConfig) -> Result<Recovered> {
     let from = checkpoint.as_ref().map_or(first, |c| c.position.max(first));
     let mut scan = Scan { config, segments: &segments, buf: Vec::new(), buf_pos: 0 };
     let end = scan.run(from, &mut queues).await?;
-    if !segments.contains_key(&end) && segments.range(..end).next_back().is_none_or(|(b, _)| end >= b + config.segment_bytes) {
+    if !segments.contains_key(&end)
+        && segments.range(..end).next_back().is_none_or(|(b, _)| end >= b + config.segment_bytes)
+    {
         segments.insert(end, Segment::create(dir, end, config.segment_bytes).await?);
     }
     let tail_page = wipe_torn_tail(config, &mut segments, end).await?;
@@ -89,7 +91,8 @@ async fn load_partial_page(config: &ShardConfig, q: &mut QueueIndex) -> Result<(
         detail: format!("{} is missing but the checkpoint covers offsets in it", path.display()),
     })?;
     let at = (q.mem_base - file_base) * ENTRY_BYTES as u64;
-    let page = file.read_at_aligned(at, PAGE_BYTES as usize).await.map_err(|e| StorageError::io("reading", &path, e))?;
+    let page =
+        file.read_at_aligned(at, PAGE_BYTES as usize).await.map_err(|e| StorageError::io("reading", &path, e))?;
     debug_assert!(count < ENTRIES_PER_PAGE as usize);
     q.mem = (0..count).map(|slot| IndexEntry::decode(&page, slot)).collect();
     Ok(())
@@ -140,7 +143,8 @@ impl Scan<'_> {
         let have = pos >= self.buf_pos && pos + len as u64 <= self.buf_pos + self.buf.len() as u64;
         if !have {
             let start = page_down(pos);
-            let end = (page_up(pos + len as u64).max(start + SCAN_READ_BYTES as u64)).min(seg.base + self.config.segment_bytes);
+            let end = (page_up(pos + len as u64).max(start + SCAN_READ_BYTES as u64))
+                .min(seg.base + self.config.segment_bytes);
             let data = seg
                 .file
                 .read_at_aligned(start - seg.base, (end - start) as usize)
@@ -150,7 +154,11 @@ impl Scan<'_> {
             self.buf.extend_from_slice(&data);
             self.buf_pos = start;
             if self.buf.len() < (pos + len as u64 - start) as usize {
-                return Err(StorageError::io("scanning", &seg.path, std::io::Error::other("short read inside a preallocated segment")));
+                return Err(StorageError::io(
+                    "scanning",
+                    &seg.path,
+                    std::io::Error::other("short read inside a preallocated segment"),
+                ));
             }
         }
         let at = (pos - self.buf_pos) as usize;
@@ -161,11 +169,14 @@ impl Scan<'_> {
 /// Rebuilds the index entries of one good batch found by the scan.
 fn index_batch(queues: &mut HashMap<QueueId, QueueIndex>, header: &BatchHeader, batch: &[u8], pos: u64) -> Result<()> {
     let corrupt = |detail: String| StorageError::Corruption { what: "log batch", position: pos, detail };
-    let q = queues
-        .get_mut(&QueueId(header.queue))
-        .ok_or_else(|| corrupt(format!("batch with a valid CRC names queue {}, which has no index directory", header.queue)))?;
+    let q = queues.get_mut(&QueueId(header.queue)).ok_or_else(|| {
+        corrupt(format!("batch with a valid CRC names queue {}, which has no index directory", header.queue))
+    })?;
     if header.base_offset != q.next {
-        return Err(corrupt(format!("queue {} expects offset {} but the batch starts at {}", header.queue, q.next, header.base_offset)));
+        return Err(corrupt(format!(
+            "queue {} expects offset {} but the batch starts at {}",
+            header.queue, q.next, header.base_offset
+        )));
     }
     let mut count = 0;
     for record in RecordIter::new(&batch[HEADER_BYTES..]) {
@@ -183,7 +194,11 @@ fn index_batch(queues: &mut HashMap<QueueId, QueueIndex>, header: &BatchHeader, 
 /// can be in flight beyond the durable end), deletes later segments, and
 /// returns the tail page. Stale bytes past the end could otherwise be read as
 /// batches after the next crash.
-async fn wipe_torn_tail(config: &ShardConfig, segments: &mut BTreeMap<u64, Rc<Segment>>, end: u64) -> Result<Box<[u8]>> {
+async fn wipe_torn_tail(
+    config: &ShardConfig,
+    segments: &mut BTreeMap<u64, Rc<Segment>>,
+    end: u64,
+) -> Result<Box<[u8]>> {
     let seg = segments.range(..=end).next_back().map(|(_, s)| s.clone()).expect("a segment holds the end");
     let later: Vec<u64> = segments.range(seg.base + 1..).map(|(b, _)| *b).collect();
     for base in later {
@@ -197,7 +212,11 @@ async fn wipe_torn_tail(config: &ShardConfig, segments: &mut BTreeMap<u64, Rc<Se
     let mut tail_page = vec![0u8; PAGE_BYTES as usize].into_boxed_slice();
     if page_start < segment_end {
         let in_file = page_start - seg.base;
-        let page = seg.file.read_at_aligned(in_file, PAGE_BYTES as usize).await.map_err(|e| StorageError::io("reading", &seg.path, e))?;
+        let page = seg
+            .file
+            .read_at_aligned(in_file, PAGE_BYTES as usize)
+            .await
+            .map_err(|e| StorageError::io("reading", &seg.path, e))?;
         let keep = (end - page_start) as usize;
         tail_page[..keep].copy_from_slice(&page[..keep]);
         let mut buf = seg.file.alloc_dma_buffer(PAGE_BYTES as usize);
@@ -216,6 +235,9 @@ async fn wipe(seg: &Segment, from: u64, to: u64) -> Result<()> {
     }
     let mut zeros = seg.file.alloc_dma_buffer((to - from) as usize);
     zeros.as_bytes_mut().fill(0);
-    seg.file.write_at(zeros, from - seg.base).await.map_err(|e| StorageError::io("wiping torn tail of", &seg.path, e))?;
+    seg.file
+        .write_at(zeros, from - seg.base)
+        .await
+        .map_err(|e| StorageError::io("wiping torn tail of", &seg.path, e))?;
     Ok(())
 }

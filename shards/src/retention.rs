@@ -108,7 +108,12 @@ impl Inner {
         }
         fs::sync_dir(&self.config.dir).await?;
         add(&self.counters.segments_deleted, doomed.len() as u64);
-        tracing::info!(segments = doomed.len(), index_files = dead_index_files.len(), new_log_start, "retention deleted old data");
+        tracing::info!(
+            segments = doomed.len(),
+            index_files = dead_index_files.len(),
+            new_log_start,
+            "retention deleted old data"
+        );
         Ok(())
     }
 }

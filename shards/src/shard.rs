@@ -255,7 +255,7 @@ async fn seed_frontier_chunk(
     let chunk_bytes = cache.chunk_bytes() as u64;
     let chunk = end / chunk_bytes;
     cache.pin(Some(chunk));
-    if end % chunk_bytes == 0 {
+    if end.is_multiple_of(chunk_bytes) {
         return Ok(());
     }
     let seg = segments.range(..=end).next_back().map(|(_, s)| s.clone()).expect("a segment holds the end");

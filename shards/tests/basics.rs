@@ -53,7 +53,10 @@ fn bad_input_gets_typed_errors_and_stored_data_stays_readable() {
         let mut bad_crc = good.clone();
         *bad_crc.last_mut().unwrap() ^= 1;
         assert!(matches!(shard.append(QueueId(1), &bad_crc).await, Err(StorageError::CrcMismatch { .. })));
-        assert!(matches!(shard.append(QueueId(1), &good[..good.len() - 3]).await, Err(StorageError::LengthMismatch { .. })));
+        assert!(matches!(
+            shard.append(QueueId(1), &good[..good.len() - 3]).await,
+            Err(StorageError::LengthMismatch { .. })
+        ));
         assert!(matches!(shard.append(QueueId(1), &good[..12]).await, Err(StorageError::BatchTooShort { .. })));
         let huge = batch_of(&vec![0u8; 300 << 10]);
         assert!(matches!(shard.append(QueueId(1), &huge).await, Err(StorageError::BatchTooLarge { .. })));
@@ -86,7 +89,9 @@ fn long_poll_parks_until_data_arrives_or_the_wait_ends() {
         assert!(timed_out.bytes.is_empty() && waited.elapsed() >= Duration::from_millis(50));
 
         let reader = shard.clone();
-        let parked = glommio::spawn_local(async move { reader.read(QueueId(1), 0, 1024, ReadWait::Upto(Duration::from_secs(60))).await });
+        let parked = glommio::spawn_local(async move {
+            reader.read(QueueId(1), 0, 1024, ReadWait::Upto(Duration::from_secs(60))).await
+        });
         glommio::timer::sleep(Duration::from_millis(20)).await;
         let started = Instant::now();
         shard.append(QueueId(1), &batch_of(b"wake up")).await.unwrap();
@@ -141,14 +146,19 @@ fn segments_roll_over_into_preallocated_zero_filled_files() {
         assert_eq!(meta.len(), seg_bytes, "segments are created at full size");
     }
     // The spare segment made ahead of need is allocated and zero-filled.
-    let mut names: Vec<_> = std::fs::read_dir(&shard_dir).unwrap().map(|e| e.unwrap().file_name().into_string().unwrap()).collect();
+    let mut names: Vec<_> =
+        std::fs::read_dir(&shard_dir).unwrap().map(|e| e.unwrap().file_name().into_string().unwrap()).collect();
     names.sort();
     let spare = names.iter().filter_map(|n| ringmq_shards::parse_segment_name(n)).max().unwrap();
     assert!(spare > *bases.last().unwrap(), "a spare segment was preallocated: {names:?}");
     let bytes = std::fs::read(shard_dir.join(ringmq_shards::segment_name(spare))).unwrap();
     assert_eq!(bytes.len() as u64, seg_bytes);
     assert!(bytes.iter().all(|b| *b == 0), "the spare segment is zero-filled");
-    let out = std::process::Command::new("du").arg("-B1").arg(shard_dir.join(ringmq_shards::segment_name(spare))).output().unwrap();
+    let out = std::process::Command::new("du")
+        .arg("-B1")
+        .arg(shard_dir.join(ringmq_shards::segment_name(spare)))
+        .output()
+        .unwrap();
     let used: u64 = String::from_utf8_lossy(&out.stdout).split_whitespace().next().unwrap().parse().unwrap();
     assert!(used >= seg_bytes, "the spare segment's blocks are allocated, not sparse: {used}");
 }

@@ -59,7 +59,9 @@ fn a_crash_under_load_keeps_every_acknowledged_batch_without_duplicates() {
     let p = dir.path().to_path_buf();
     let acked = run(move || async move {
         let shard = open_with(config(&p), &[1, 2]).await;
-        let acked: Rc<RefCell<Vec<(u32, u64, Vec<u8>)>>> = Rc::default();
+        // (queue, offset, value) of every acknowledged append.
+        type AckLog = Rc<RefCell<Vec<(u32, u64, Vec<u8>)>>>;
+        let acked: AckLog = Rc::default();
         for w in 0..16u32 {
             let (shard, acked) = (shard.clone(), acked.clone());
             glommio::spawn_local(async move {

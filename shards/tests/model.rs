@@ -44,7 +44,8 @@ fn life(dir: PathBuf, ops: Vec<Op>, mut model: Model, from: usize) -> (Model, us
             match &ops[i] {
                 Op::Append { queue, sizes } => {
                     let base = model[*queue as usize].len() as u64;
-                    let values: Vec<Vec<u8>> = sizes.iter().enumerate().map(|(k, s)| value(*queue, base + k as u64, *s)).collect();
+                    let values: Vec<Vec<u8>> =
+                        sizes.iter().enumerate().map(|(k, s)| value(*queue, base + k as u64, *s)).collect();
                     let refs: Vec<&[u8]> = values.iter().map(|v| v.as_slice()).collect();
                     let a = shard.append(QueueId(*queue), &batch_with(&refs)).await.unwrap();
                     assert_eq!(a.base_offset, base);
@@ -58,7 +59,8 @@ fn life(dir: PathBuf, ops: Vec<Op>, mut model: Model, from: usize) -> (Model, us
                         assert!(matches!(result, Err(StorageError::OffsetOutOfRange { .. })), "{result:?}");
                     } else {
                         let r = result.unwrap();
-                        let got: Vec<(u64, Vec<u8>)> = records(&r.bytes).into_iter().filter(|(o, _)| *o >= offset).collect();
+                        let got: Vec<(u64, Vec<u8>)> =
+                            records(&r.bytes).into_iter().filter(|(o, _)| *o >= offset).collect();
                         if offset < stored.len() as u64 {
                             assert!(!got.is_empty(), "a readable offset returns at least one batch");
                         }

@@ -38,7 +38,13 @@ fn write_then_crash(dir: &Path, seed: u64) -> Vec<Acked> {
             let v = value(queue, i, 100 + (next(&mut rng) % 40_000) as usize);
             let bytes = batch_of(&v);
             let a = shard.append(QueueId(queue), &bytes).await.unwrap();
-            acked.push(Acked { queue, offset: a.base_offset, position: a.position.0, size: bytes.len() as u64, value: v });
+            acked.push(Acked {
+                queue,
+                offset: a.base_offset,
+                position: a.position.0,
+                size: bytes.len() as u64,
+                value: v,
+            });
         }
         acked
     })
@@ -54,7 +60,8 @@ fn reopen_and_check(dir: &Path, expected: Vec<Acked>, what: &str) {
     run(move || async move {
         let shard = open_with(cfg(&p), &[]).await;
         for q in [1u32, 2] {
-            let want: Vec<(u64, Vec<u8>)> = exp.iter().filter(|a| a.queue == q).map(|a| (a.offset, a.value.clone())).collect();
+            let want: Vec<(u64, Vec<u8>)> =
+                exp.iter().filter(|a| a.queue == q).map(|a| (a.offset, a.value.clone())).collect();
             let got = read_all(&shard, QueueId(q), 0).await;
             assert!(got == want, "{what}: queue {q} holds {} records, expected {}", got.len(), want.len());
             let a = shard.append(QueueId(q), &batch_of(b"after recovery")).await.unwrap();
@@ -162,7 +169,8 @@ fn garbage_past_the_log_end_is_wiped_so_it_never_resurfaces() {
     let copy = bytes[(src.position - base) as usize..(src.position - base + src.size) as usize].to_vec();
     let ghost_at = end + 3 * 4096;
     if ghost_at + src.size < base + SEGMENT_BYTES {
-        let mut f = std::fs::OpenOptions::new().write(true).open(dir.path().join(ringmq_shards::segment_name(base))).unwrap();
+        let mut f =
+            std::fs::OpenOptions::new().write(true).open(dir.path().join(ringmq_shards::segment_name(base))).unwrap();
         f.seek(SeekFrom::Start(ghost_at - base)).unwrap();
         f.write_all(&copy).unwrap();
     }

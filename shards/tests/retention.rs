@@ -7,7 +7,9 @@ use common::*;
 use ringmq_shards::{QueueId, ReadWait, ShardConfig, StorageError};
 use std::time::Duration;
 
-fn fill(values: u64) -> impl Fn(ShardConfig) -> std::pin::Pin<Box<dyn std::future::Future<Output = ringmq_shards::Shard>>> {
+fn fill(
+    values: u64,
+) -> impl Fn(ShardConfig) -> std::pin::Pin<Box<dyn std::future::Future<Output = ringmq_shards::Shard>>> {
     move |cfg| {
         Box::pin(async move {
             let shard = open_with(cfg, &[1, 2]).await;

@@ -69,7 +69,10 @@ struct Outcome {
 }
 
 fn main() {
-    tracing_subscriber::fmt().with_writer(std::io::stderr).with_env_filter(tracing_subscriber::EnvFilter::from_default_env()).init();
+    tracing_subscriber::fmt()
+        .with_writer(std::io::stderr)
+        .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
+        .init();
     let args = Args::parse();
     let cpu = args.cpu.unwrap_or_else(|| std::thread::available_parallelism().map_or(0, |n| n.get() - 1));
     let run_args = args.clone();
@@ -106,7 +109,8 @@ async fn run(args: Args) -> Result<Outcome, ringmq_shards::StorageError> {
             shard.create_queue(QueueId(q), None).await?;
         }
     }
-    let latency = Rc::new(RefCell::new(Histogram::<u64>::new_with_bounds(1_000, 60_000_000_000, 3).expect("histogram bounds")));
+    let latency =
+        Rc::new(RefCell::new(Histogram::<u64>::new_with_bounds(1_000, 60_000_000_000, 3).expect("histogram bounds")));
     let measuring = Rc::new(std::cell::Cell::new(false));
     let start = Instant::now();
     let warmup_end = start + Duration::from_secs_f64(args.warmup);
