@@ -25,19 +25,81 @@ pub async fn create_dir(dir: &Path) -> Result<()> {
     Ok(())
 }
 
+/// Creates (or empties) `path` for reading and writing with O_DIRECT.
+async fn create_truncated(path: &Path) -> Result<DmaFile> {
+    OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .dma_open(path)
+        .await
+        .map_err(|e| StorageError::io("creating", path, e))
+}
+
+/// Numbers of the files in `dir` whose names `parse` accepts, ascending;
+/// removes `.tmp` leftovers of creations a crash interrupted.
+pub fn list_numbered(dir: &Path, parse: impl Fn(&str) -> Option<u64>) -> Result<Vec<u64>> {
+    let mut numbers = Vec::new();
+    for entry in std::fs::read_dir(dir).map_err(|e| StorageError::io("listing", dir, e))? {
+        let entry = entry.map_err(|e| StorageError::io("listing", dir, e))?;
+        let name = entry.file_name().to_string_lossy().into_owned();
+        if name.ends_with(".tmp") {
+            std::fs::remove_file(entry.path()).map_err(|e| StorageError::io("removing leftover", entry.path(), e))?;
+        } else if let Some(n) = parse(&name) {
+            numbers.push(n);
+        }
+    }
+    numbers.sort_unstable();
+    Ok(numbers)
+}
+
+/// Bytes per zero-fill write.
+const ZERO_FILL_BYTES: usize = 1 << 20;
+
+/// Creates `path` at `bytes` long: under a temporary name, fallocate'd,
+/// zero-filled (overwriting written blocks syncs faster than writing into
+/// unwritten extents), synced, renamed into place and its directory synced,
+/// so a crash never leaves a half-made file under the real name.
+pub async fn create_zero_filled(path: &Path, bytes: u64) -> Result<DmaFile> {
+    let dir = path.parent().expect("files live in a directory");
+    let tmp = path.with_extension(format!("{}.tmp", path.extension().and_then(|e| e.to_str()).unwrap_or("")));
+    let file = create_truncated(&tmp).await?;
+    file.pre_allocate(bytes, false).await.map_err(|e| StorageError::io("preallocating", &tmp, e))?;
+    zero_fill(&file, &tmp, bytes).await?;
+    file.fdatasync().await.map_err(|e| StorageError::io("syncing", &tmp, e))?;
+    file.rename(path).await.map_err(|e| StorageError::io("renaming", &tmp, e))?;
+    sync_dir(dir).await?;
+    Ok(file)
+}
+
+/// Overwrites `bytes` of `file` with zeros, one write at a time so the fill
+/// never takes more than one request's worth of disk bandwidth from appends.
+async fn zero_fill(file: &DmaFile, path: &Path, bytes: u64) -> Result<()> {
+    let mut zeros = file.alloc_dma_buffer(ZERO_FILL_BYTES);
+    zeros.as_bytes_mut().fill(0);
+    let zeros = std::rc::Rc::new(zeros);
+    let mut pos = 0;
+    while pos < bytes {
+        let n = if bytes - pos >= ZERO_FILL_BYTES as u64 {
+            file.write_rc_at(zeros.clone(), pos).await
+        } else {
+            let mut tail = file.alloc_dma_buffer((bytes - pos) as usize);
+            tail.as_bytes_mut().fill(0);
+            file.write_at(tail, pos).await
+        };
+        pos += n.map_err(|e| StorageError::io("zero-filling", path, e))? as u64;
+    }
+    Ok(())
+}
+
 /// Writes `bytes` (padded with zeros to whole pages) to `dir/name` atomically:
 /// a new file is written and synced, renamed over the old one, and the
 /// directory synced.
 pub async fn write_atomic(dir: &Path, name: &str, bytes: &[u8]) -> Result<()> {
     let tmp = dir.join(format!("{name}.tmp"));
     let path = dir.join(name);
-    let file = OpenOptions::new()
-        .write(true)
-        .create(true)
-        .truncate(true)
-        .dma_open(&tmp)
-        .await
-        .map_err(|e| StorageError::io("creating", &tmp, e))?;
+    let file = create_truncated(&tmp).await?;
     let len = crate::position::page_up(bytes.len() as u64) as usize;
     let mut buf = file.alloc_dma_buffer(len);
     buf.as_bytes_mut()[..bytes.len()].copy_from_slice(bytes);

@@ -6,11 +6,11 @@
 //! recovery rebuilds entries past the checkpoint from the log.
 
 use crate::config::FlushPolicy;
-use crate::error::{Result, StorageError};
+use crate::error::Result;
 use crate::fs;
 use crate::position::{LogPos, QueueId, PAGE_BYTES};
 use crate::signal::Signal;
-use glommio::io::{DmaFile, OpenOptions};
+use glommio::io::DmaFile;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::rc::Rc;
@@ -171,18 +171,10 @@ pub fn file_path(dir: &Path, base: u64) -> PathBuf {
 
 /// Base offsets of the index files in `dir`; removes leftover temporaries.
 pub fn list_files(dir: &Path) -> Result<Vec<u64>> {
-    let mut bases = Vec::new();
-    for entry in std::fs::read_dir(dir).map_err(|e| StorageError::io("listing", dir, e))? {
-        let entry = entry.map_err(|e| StorageError::io("listing", dir, e))?;
-        let name = entry.file_name().to_string_lossy().into_owned();
-        if name.ends_with(".tmp") {
-            std::fs::remove_file(entry.path()).map_err(|e| StorageError::io("removing leftover", entry.path(), e))?;
-        } else if let Some(base) = name.strip_suffix(INDEX_SUFFIX).and_then(|d| d.parse().ok()) {
-            bases.push(base);
-        }
-    }
-    bases.sort_unstable();
-    Ok(bases)
+    fs::list_numbered(dir, |name| {
+        let digits = name.strip_suffix(INDEX_SUFFIX)?;
+        (digits.len() == 20).then(|| digits.parse().ok())?
+    })
 }
 
 /// Opens an existing index file.
@@ -190,24 +182,8 @@ pub async fn open_file(dir: &Path, base: u64) -> Result<Rc<DmaFile>> {
     Ok(Rc::new(fs::open_rw(&file_path(dir, base)).await?))
 }
 
-/// Creates an index file preallocated and zero-filled, under a temporary name
-/// first so a crash never leaves a partial file.
+/// Creates an index file preallocated and zero-filled.
 pub async fn create_file(dir: &Path, base: u64, file_entries: u64) -> Result<Rc<DmaFile>> {
-    let path = file_path(dir, base);
-    let tmp = dir.join(format!("{base:020}{INDEX_SUFFIX}.tmp"));
     let bytes = file_entries * ENTRY_BYTES as u64;
-    let file = OpenOptions::new()
-        .read(true)
-        .write(true)
-        .create(true)
-        .truncate(true)
-        .dma_open(&tmp)
-        .await
-        .map_err(|e| StorageError::io("creating index file", &tmp, e))?;
-    file.pre_allocate(bytes, false).await.map_err(|e| StorageError::io("preallocating", &tmp, e))?;
-    crate::segment::zero_fill(&file, &tmp, bytes).await?;
-    file.fdatasync().await.map_err(|e| StorageError::io("syncing", &tmp, e))?;
-    file.rename(&path).await.map_err(|e| StorageError::io("renaming", &tmp, e))?;
-    fs::sync_dir(dir).await?;
-    Ok(Rc::new(file))
+    Ok(Rc::new(fs::create_zero_filled(&file_path(dir, base), bytes).await?))
 }

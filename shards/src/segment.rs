@@ -10,8 +10,6 @@ use std::rc::Rc;
 
 /// Suffix of segment files.
 pub const SEGMENT_SUFFIX: &str = ".log";
-/// Bytes per zero-fill write when a segment is created.
-const ZERO_FILL_BYTES: usize = 1 << 20;
 
 /// One open segment of the commit log.
 pub struct Segment {
@@ -57,20 +55,7 @@ impl Segment {
     /// crash never leaves a half-made segment under a real name.
     pub async fn create(dir: &Path, base: u64, bytes: u64) -> Result<Rc<Segment>> {
         let path = dir.join(segment_name(base));
-        let tmp = dir.join(format!("{}.tmp", segment_name(base)));
-        let file = OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create(true)
-            .truncate(true)
-            .dma_open(&tmp)
-            .await
-            .map_err(|e| StorageError::io("creating segment", &tmp, e))?;
-        file.pre_allocate(bytes, false).await.map_err(|e| StorageError::io("preallocating segment", &tmp, e))?;
-        zero_fill(&file, &tmp, bytes).await?;
-        file.fdatasync().await.map_err(|e| StorageError::io("syncing new segment", &tmp, e))?;
-        file.rename(&path).await.map_err(|e| StorageError::io("renaming new segment", &tmp, e))?;
-        fs::sync_dir(dir).await?;
+        let file = fs::create_zero_filled(&path, bytes).await?;
         let dsync = open_dsync(&path).await?;
         Ok(Rc::new(Segment { base, file, dsync, path }))
     }
@@ -90,40 +75,9 @@ async fn open_dsync(path: &Path) -> Result<DmaFile> {
         .map_err(|e| StorageError::io("opening (O_DSYNC)", path, e))
 }
 
-/// Overwrites `bytes` of `file` with zeros, one write at a time so the fill
-/// never takes more than one request's worth of disk bandwidth from appends.
-pub async fn zero_fill(file: &DmaFile, path: &Path, bytes: u64) -> Result<()> {
-    let mut zeros = file.alloc_dma_buffer(ZERO_FILL_BYTES);
-    zeros.as_bytes_mut().fill(0);
-    let zeros = Rc::new(zeros);
-    let mut pos = 0;
-    while pos < bytes {
-        let n = if bytes - pos >= ZERO_FILL_BYTES as u64 {
-            file.write_rc_at(zeros.clone(), pos).await
-        } else {
-            let mut tail = file.alloc_dma_buffer((bytes - pos) as usize);
-            tail.as_bytes_mut().fill(0);
-            file.write_at(tail, pos).await
-        };
-        pos += n.map_err(|e| StorageError::io("zero-filling", path, e))? as u64;
-    }
-    Ok(())
-}
-
 /// Bases of the segments in `dir`, ascending; removes leftover temporary files.
 pub fn list_segments(dir: &Path) -> Result<Vec<u64>> {
-    let mut bases = Vec::new();
-    for entry in std::fs::read_dir(dir).map_err(|e| StorageError::io("listing", dir, e))? {
-        let entry = entry.map_err(|e| StorageError::io("listing", dir, e))?;
-        let name = entry.file_name().to_string_lossy().into_owned();
-        if name.ends_with(".tmp") {
-            std::fs::remove_file(entry.path()).map_err(|e| StorageError::io("removing leftover", entry.path(), e))?;
-        } else if let Some(base) = parse_segment_name(&name) {
-            bases.push(base);
-        }
-    }
-    bases.sort_unstable();
-    Ok(bases)
+    fs::list_numbered(dir, parse_segment_name)
 }
 
 #[cfg(test)]
