@@ -101,10 +101,11 @@ impl Inner {
             Checkpoint { position, queues: plan.iter().map(|&(q, start, _, upto)| (q, start, upto)).collect() };
         fs::write_atomic(&self.config.dir, CHECKPOINT_FILE, &checkpoint.encode()).await?;
         let mut st = self.state.borrow_mut();
+        let st = &mut *st;
         for &(queue, _, _, upto) in &plan {
             if let Some(q) = st.queues.get_mut(&queue) {
                 q.disk_next = q.disk_next.max(upto);
-                q.trim_memory();
+                st.index_mem_entries -= q.trim_memory();
             }
         }
         add(&self.counters.checkpoints, 1);
@@ -113,6 +114,9 @@ impl Inner {
 
     /// Writes and syncs the index pages holding entries [from, upto) of `queue`.
     async fn write_index(&self, queue: QueueId, from: u64, upto: u64) -> Result<()> {
+        if from >= upto {
+            return Ok(());
+        }
         let file_entries = self.config.index_file_entries;
         let mut page = from / ENTRIES_PER_PAGE;
         let last_page = upto.div_ceil(ENTRIES_PER_PAGE);

@@ -181,7 +181,7 @@ impl Flusher {
             round.done.complete(Ok(()));
         }
         add(&inner.counters.rounds, rounds.len() as u64);
-        if st.queues.values().map(|q| q.mem.len()).sum::<usize>() > inner.config.index_mem_entries_max {
+        if st.index_mem_entries > inner.config.index_mem_entries_max {
             inner.checkpoint_needed.notify();
         }
         inner.space_freed.notify();

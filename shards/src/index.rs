@@ -127,13 +127,17 @@ impl QueueIndex {
         n.max(self.disk_next)
     }
 
-    /// Drops in-memory pages that lie wholly below `disk_next`.
-    pub fn trim_memory(&mut self) {
+    /// Drops in-memory pages that lie wholly below `disk_next`; returns how
+    /// many entries it dropped.
+    pub fn trim_memory(&mut self) -> usize {
         let keep_from = self.disk_next - self.disk_next % ENTRIES_PER_PAGE;
-        if keep_from > self.mem_base {
-            self.mem.drain(..(keep_from - self.mem_base) as usize);
-            self.mem_base = keep_from;
+        if keep_from <= self.mem_base {
+            return 0;
         }
+        let dropped = (keep_from - self.mem_base) as usize;
+        self.mem.drain(..dropped);
+        self.mem_base = keep_from;
+        dropped
     }
 
     /// Encodes pages [first_page, first_page + pages) from memory; entries at or

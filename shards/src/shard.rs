@@ -49,6 +49,8 @@ pub(crate) struct State {
     pub log: Log,
     pub cache: ChunkCache<u64>,
     pub index_cache: ChunkCache<(QueueId, u64)>,
+    /// Index entries held in memory over all queues (a checkpoint trims them).
+    pub index_mem_entries: usize,
     /// Set after a failed write or sync: the shard refuses appends.
     pub failed: Option<String>,
 }
@@ -66,7 +68,9 @@ impl Shard {
         let mut cache = ChunkCache::new(config.cache_bytes / chunk_bytes, chunk_bytes);
         seed_frontier_chunk(&mut cache, &recovered.segments, recovered.end, config.segment_bytes).await?;
         let log = Log::new(&config, recovered.segments, recovered.end, recovered.tail_page);
+        let index_mem_entries = recovered.queues.values().map(|q| q.mem.len()).sum();
         let state = State {
+            index_mem_entries,
             queues: recovered.queues,
             log,
             cache,
@@ -150,10 +154,13 @@ impl Shard {
                 if let Some(reason) = &st.failed {
                     return Err(StorageError::Failed(reason.clone()));
                 }
-                let State { queues, log, .. } = &mut *st;
+                let State { queues, log, index_mem_entries, .. } = &mut *st;
                 let q = queues.get_mut(&queue).ok_or(StorageError::UnknownQueue(queue.0))?;
                 match log.append(q, batch, &checked) {
-                    Ok(placed) => break placed,
+                    Ok(placed) => {
+                        *index_mem_entries += placed.appended.record_count as usize;
+                        break placed;
+                    }
                     Err(Blocked::Backpressure) => add(&inner.counters.backpressure_waits, 1),
                     Err(Blocked::Segment) => {
                         add(&inner.counters.segment_waits, 1);
