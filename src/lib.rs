@@ -1,6 +1,8 @@
 //! ringmq: a durable thread-per-core message broker.
 //!
-//! The broker, protocol and client SDK are built on the per-core storage engine,
-//! re-exported here as [`shards`].
+//! The per-core storage engine is re-exported as [`shards`]; [`protocol`] is
+//! the native wire protocol shared by the broker and the client SDK.
+
+pub mod protocol;
 
 pub use ringmq_shards as shards;

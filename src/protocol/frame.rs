@@ -1,0 +1,91 @@
+//! Frames: `u32 length` (bytes after it), then for a request
+//! `u16 api_key, u16 api_version, u32 correlation_id, body`, and for a
+//! response `u32 correlation_id, u16 error_code, [u16 len + message if the
+//! code is not 0], body`.
+
+use super::api::ErrorCode;
+use super::codec::{DecodeError, Reader, Writer};
+
+/// Bytes of a request header after the length field.
+pub const REQUEST_HEADER_BYTES: usize = 8;
+
+/// The fixed part of a request frame.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RequestHeader {
+    pub api_key: u16,
+    pub api_version: u16,
+    pub correlation_id: u32,
+}
+
+impl RequestHeader {
+    /// Splits a request frame payload (after the length) into header and body.
+    pub fn parse(payload: &[u8]) -> Result<(RequestHeader, &[u8]), DecodeError> {
+        let mut r = Reader::new(payload);
+        let header = RequestHeader { api_key: r.u16()?, api_version: r.u16()?, correlation_id: r.u32()? };
+        Ok((header, &payload[REQUEST_HEADER_BYTES..]))
+    }
+}
+
+/// Builds a complete request frame.
+pub fn request(api_key: u16, api_version: u16, correlation_id: u32, body: &[u8]) -> Vec<u8> {
+    let mut w = Writer::new(Vec::with_capacity(4 + REQUEST_HEADER_BYTES + body.len()));
+    w.u32((REQUEST_HEADER_BYTES + body.len()) as u32).u16(api_key).u16(api_version).u32(correlation_id);
+    w.buf.extend_from_slice(body);
+    w.buf
+}
+
+/// Builds a complete response frame.
+pub fn response(correlation_id: u32, error: ErrorCode, message: &str, body: &[u8]) -> Vec<u8> {
+    let mut w = Writer::new(Vec::with_capacity(16 + message.len() + body.len()));
+    w.u32(0).u32(correlation_id).u16(error as u16);
+    if error != ErrorCode::None {
+        w.string(message);
+    }
+    w.buf.extend_from_slice(body);
+    let len = (w.buf.len() - 4) as u32;
+    w.buf[0..4].copy_from_slice(&len.to_le_bytes());
+    w.buf
+}
+
+/// A decoded response frame payload (after the length).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Response<'a> {
+    pub correlation_id: u32,
+    pub error: ErrorCode,
+    pub message: String,
+    pub body: &'a [u8],
+}
+
+impl<'a> Response<'a> {
+    /// Parses a response payload.
+    pub fn parse(payload: &'a [u8]) -> Result<Response<'a>, DecodeError> {
+        let mut r = Reader::new(payload);
+        let correlation_id = r.u32()?;
+        let error = ErrorCode::from_u16(r.u16()?);
+        let mut at = 6;
+        let mut message = String::new();
+        if error != ErrorCode::None {
+            message = r.string()?;
+            at += 2 + message.len();
+        }
+        Ok(Response { correlation_id, error, message, body: &payload[at..] })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn request_and_response_frames_round_trip() {
+        let f = request(5, 0, 77, b"body");
+        assert_eq!(u32::from_le_bytes(f[0..4].try_into().unwrap()) as usize, f.len() - 4);
+        let (h, body) = RequestHeader::parse(&f[4..]).unwrap();
+        assert_eq!((h.api_key, h.api_version, h.correlation_id, body), (5, 0, 77, &b"body"[..]));
+        let r = response(77, ErrorCode::UnknownTopic, "no topic t", b"");
+        let parsed = Response::parse(&r[4..]).unwrap();
+        assert_eq!((parsed.correlation_id, parsed.error, parsed.message.as_str()), (77, ErrorCode::UnknownTopic, "no topic t"));
+        let ok = response(1, ErrorCode::None, "", b"xyz");
+        assert_eq!(Response::parse(&ok[4..]).unwrap().body, b"xyz");
+    }
+}

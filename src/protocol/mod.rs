@@ -1,0 +1,10 @@
+//! The native binary protocol: length-prefixed frames over long-lived TCP
+//! connections, pipelined by correlation id (docs/PROTOCOL.md).
+
+pub mod api;
+pub mod codec;
+pub mod frame;
+pub mod messages;
+
+pub use api::{ApiKey, ErrorCode};
+pub use codec::{DecodeError, Reader, Writer};
