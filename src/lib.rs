@@ -4,5 +4,6 @@
 //! the native wire protocol shared by the broker and the client SDK.
 
 pub mod protocol;
+pub mod server;
 
 pub use ringmq_shards as shards;

@@ -1,0 +1,58 @@
+//! Broker configuration: flags of `ringmq serve` and the limits it enforces.
+
+use ringmq_shards::FlushPolicy;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+/// Everything `ringmq serve` needs to start.
+#[derive(Debug, Clone)]
+pub struct ServerConfig {
+    /// Root of the broker's data; shard N lives in `shard-N/`.
+    pub data_dir: PathBuf,
+    /// CPUs to run one shard each on.
+    pub cores: Vec<usize>,
+    /// Shard 0's address; shard N listens on port + N (or an ephemeral port when 0).
+    pub listen: SocketAddr,
+    /// Flush policy of topics created without one.
+    pub default_flush: FlushPolicy,
+    pub segment_bytes: u64,
+    pub cache_bytes: usize,
+    /// Largest frame accepted, checked before the frame is buffered.
+    pub max_frame_bytes: usize,
+    /// Largest record batch accepted.
+    pub max_batch_bytes: usize,
+    /// Connections per shard.
+    pub max_connections: usize,
+    /// Requests in flight per connection before the broker stops reading from it.
+    pub max_inflight_per_connection: usize,
+    /// Longest long-poll wait a fetch may ask for.
+    pub max_fetch_wait: Duration,
+    pub retention_age: Option<Duration>,
+    pub retention_bytes: Option<u64>,
+    /// How long an idle shard spins for I/O completions before sleeping.
+    pub spin_before_park: Duration,
+}
+
+impl ServerConfig {
+    /// Defaults: all CPUs, 127.0.0.1:9292, sync flush, 1 GiB segments, 256 MiB cache per shard.
+    pub fn new(data_dir: impl Into<PathBuf>) -> Self {
+        let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
+        ServerConfig {
+            data_dir: data_dir.into(),
+            cores: (0..cpus).collect(),
+            listen: "127.0.0.1:9292".parse().expect("valid address"),
+            default_flush: FlushPolicy::Sync,
+            segment_bytes: 1 << 30,
+            cache_bytes: 256 << 20,
+            max_frame_bytes: 8 << 20,
+            max_batch_bytes: (1 << 20) - 8192,
+            max_connections: 1024,
+            max_inflight_per_connection: 256,
+            max_fetch_wait: Duration::from_secs(60),
+            retention_age: None,
+            retention_bytes: None,
+            spin_before_park: Duration::from_micros(50),
+        }
+    }
+}

@@ -1,0 +1,96 @@
+//! Client connections of one shard: frames are read one after another, each
+//! request is served in its own task (pipelining, bounded per connection) and
+//! its response is written as soon as it is ready, tagged with its
+//! correlation id. A framing error closes that connection only.
+
+use super::handler;
+use super::shard_server::ShardCtx;
+use crate::protocol::frame::{self, REQUEST_HEADER_BYTES};
+use crate::protocol::ErrorCode;
+use futures_lite::io::{AsyncReadExt, AsyncWriteExt, WriteHalf};
+use glommio::net::{TcpListener, TcpStream};
+use std::cell::RefCell;
+use std::rc::Rc;
+
+/// Accepts connections until the task is dropped.
+pub async fn accept_loop(ctx: Rc<ShardCtx>, listener: TcpListener) {
+    loop {
+        let stream = match listener.accept().await {
+            Ok(s) => s,
+            Err(error) => {
+                tracing::warn!(shard = ctx.id, %error, "accept failed");
+                glommio::timer::sleep(std::time::Duration::from_millis(10)).await;
+                continue;
+            }
+        };
+        if ctx.connections.get() >= ctx.config.max_connections {
+            let m = format!("shard {} already serves {} connections (max_connections)", ctx.id, ctx.config.max_connections);
+            let mut stream = stream;
+            let _ = stream.write_all(&frame::response(0, ErrorCode::TooManyConnections, &m, &[])).await;
+            let _ = stream.close().await;
+            continue;
+        }
+        ctx.connections.set(ctx.connections.get() + 1);
+        let ctx2 = ctx.clone();
+        glommio::spawn_local(async move {
+            serve(ctx2.clone(), stream).await;
+            ctx2.connections.set(ctx2.connections.get() - 1);
+        })
+        .detach();
+    }
+}
+
+/// The write side, taken out while one response is written so that no
+/// RefCell borrow is held across an await.
+struct Writer {
+    half: RefCell<Option<WriteHalf<TcpStream>>>,
+    turn: glommio::sync::Semaphore,
+}
+
+impl Writer {
+    async fn send(&self, bytes: &[u8]) -> bool {
+        let _turn = self.turn.acquire_permit(1).await;
+        let Some(mut half) = self.half.borrow_mut().take() else { return false };
+        let ok = half.write_all(bytes).await.is_ok();
+        *self.half.borrow_mut() = Some(half);
+        ok
+    }
+}
+
+async fn serve(ctx: Rc<ShardCtx>, stream: TcpStream) {
+    let _ = stream.set_nodelay(true);
+    let (mut reader, writer) = futures_lite::io::split(stream);
+    let writer = Rc::new(Writer { half: RefCell::new(Some(writer)), turn: glommio::sync::Semaphore::new(1) });
+    let inflight = Rc::new(glommio::sync::Semaphore::new(ctx.config.max_inflight_per_connection as u64));
+    loop {
+        let mut len_bytes = [0u8; 4];
+        if reader.read_exact(&mut len_bytes).await.is_err() {
+            return;
+        }
+        let len = u32::from_le_bytes(len_bytes) as usize;
+        if len < REQUEST_HEADER_BYTES || len > ctx.config.max_frame_bytes {
+            let (code, m) = if len < REQUEST_HEADER_BYTES {
+                (ErrorCode::Malformed, format!("frame of {len} bytes is shorter than the {REQUEST_HEADER_BYTES}-byte request header"))
+            } else {
+                (ErrorCode::FrameTooLarge, format!("frame of {len} bytes exceeds max_frame_bytes {}", ctx.config.max_frame_bytes))
+            };
+            writer.send(&frame::response(0, code, &format!("{m}; closing the connection"), &[])).await;
+            return;
+        }
+        // The limit was checked above, so this allocation is bounded.
+        let mut request = vec![0u8; 4 + len];
+        request[..4].copy_from_slice(&len_bytes);
+        if reader.read_exact(&mut request[4..]).await.is_err() {
+            return;
+        }
+        let Ok(permit) = inflight.clone().acquire_static_permit(1).await else { return };
+        let (ctx, writer) = (ctx.clone(), writer.clone());
+        glommio::spawn_local(async move {
+            if let Some(response) = handler::handle(&ctx, request).await {
+                writer.send(&response).await;
+            }
+            drop(permit);
+        })
+        .detach();
+    }
+}

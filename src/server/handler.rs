@@ -1,0 +1,230 @@
+//! Serves one request frame on the shard that received it: requests for
+//! queues owned elsewhere are forwarded over the mesh, metadata changes go to
+//! shard 0, everything else is served from this shard's storage.
+
+use super::metadata::{self, Metadata, QueueSlot, QUEUES_MAX};
+use super::shard_server::ShardCtx;
+use crate::protocol::frame::{self, RequestHeader};
+use crate::protocol::messages::{self as msg, CreateTopic, Fetch, Fetched, GroupOffset, Produce, QueueRef};
+use crate::protocol::{ApiKey, DecodeError, ErrorCode, Reader, Writer};
+use ringmq_shards::{FlushPolicy, QueueId, ReadWait, StorageError};
+use std::rc::Rc;
+use std::time::Duration;
+
+/// A failed request: the code and a message a user can act on.
+struct Failure(ErrorCode, String);
+
+impl From<DecodeError> for Failure {
+    fn from(e: DecodeError) -> Self {
+        Failure(ErrorCode::Malformed, e.to_string())
+    }
+}
+
+impl From<StorageError> for Failure {
+    fn from(e: StorageError) -> Self {
+        let code = match &e {
+            StorageError::BatchTooShort { .. } | StorageError::LengthMismatch { .. } | StorageError::Malformed(_) => {
+                ErrorCode::InvalidBatch
+            }
+            StorageError::BatchTooLarge { .. } => ErrorCode::BatchTooLarge,
+            StorageError::CrcMismatch { .. } => ErrorCode::CrcMismatch,
+            StorageError::UnknownQueue(_) => ErrorCode::UnknownQueue,
+            StorageError::OffsetOutOfRange { .. } => ErrorCode::OffsetOutOfRange,
+            StorageError::Closed => ErrorCode::ShuttingDown,
+            StorageError::Failed(_) | StorageError::Io { .. } | StorageError::Corruption { .. } => ErrorCode::StorageFailed,
+            StorageError::QueueExists(_) | StorageError::Config(_) => ErrorCode::Internal,
+        };
+        Failure(code, e.to_string())
+    }
+}
+
+/// What a served request sends back.
+enum Reply {
+    /// A response body, to wrap in a frame with this request's correlation id.
+    Body(Vec<u8>),
+    /// A complete response frame from the shard that served a forwarded request.
+    Frame(Vec<u8>),
+    /// Nothing (a produce with acks none).
+    Nothing,
+}
+
+type Outcome = Result<Reply, Failure>;
+
+/// Serves a request frame (length prefix included). None: no response (acks none).
+pub async fn handle(ctx: &Rc<ShardCtx>, frame: Vec<u8>) -> Option<Vec<u8>> {
+    let (header, body) = match RequestHeader::parse(&frame[4..]) {
+        Ok(parsed) => parsed,
+        Err(e) => return Some(frame::response(0, ErrorCode::Malformed, &e.to_string(), &[])),
+    };
+    let corr = header.correlation_id;
+    let Some(api) = ApiKey::from_u16(header.api_key) else {
+        return Some(frame::response(corr, ErrorCode::UnknownApi, &format!("unknown API key {}", header.api_key), &[]));
+    };
+    let (min, max) = api.versions();
+    if header.api_version < min || header.api_version > max {
+        let m = format!("{api:?} version {} is not supported; this broker speaks {min}..={max}", header.api_version);
+        return Some(frame::response(corr, ErrorCode::UnsupportedVersion, &m, &[]));
+    }
+    let outcome = serve(ctx, api, body, &frame).await;
+    match outcome {
+        Ok(Reply::Body(body)) => Some(frame::response(corr, ErrorCode::None, "", &body)),
+        Ok(Reply::Frame(frame)) => Some(frame),
+        Ok(Reply::Nothing) => None,
+        Err(Failure(code, m)) => Some(frame::response(corr, code, &m, &[])),
+    }
+}
+
+async fn serve(ctx: &Rc<ShardCtx>, api: ApiKey, body: &[u8], frame: &[u8]) -> Outcome {
+    let mut r = Reader::new(body);
+    let mut w = Writer::default();
+    match api {
+        ApiKey::ApiVersions => {
+            w.u32(ApiKey::ALL.len() as u32);
+            for k in ApiKey::ALL {
+                let (min, max) = k.versions();
+                w.u16(k as u16).u16(min).u16(max);
+            }
+        }
+        ApiKey::Metadata => {
+            let names = msg::decode_names(&mut r)?;
+            ctx.metadata().describe(&ctx.addrs, &names).encode(&mut w);
+        }
+        ApiKey::ListTopics => {
+            msg::encode_names(&ctx.metadata().topics.keys().cloned().collect::<Vec<_>>(), &mut w);
+        }
+        ApiKey::CreateTopic | ApiKey::DeleteTopic if ctx.id != 0 => return forward(ctx, 0, frame).await,
+        ApiKey::CreateTopic => create_topic(ctx, CreateTopic::decode(&mut r)?).await?,
+        ApiKey::DeleteTopic => delete_topic(ctx, &r.string()?).await?,
+        ApiKey::Produce => {
+            let p = Produce::decode(&mut r)?;
+            let slot = ctx.locate(&p.queue).map_err(|f| f.into_failure())?;
+            if slot.shard as usize != ctx.id {
+                return forward(ctx, slot.shard as usize, frame).await;
+            }
+            let mut results = Vec::with_capacity(p.batches.len());
+            for b in &p.batches {
+                let a = ctx.storage.append(QueueId(slot.storage_id), b).await?;
+                results.push((a.base_offset, a.record_count));
+            }
+            if p.acks == msg::ACKS_NONE {
+                return Ok(Reply::Nothing);
+            }
+            msg::encode_produced(&results, &mut w);
+        }
+        ApiKey::Fetch => {
+            let f = Fetch::decode(&mut r)?;
+            let slot = ctx.locate(&f.queue).map_err(|f| f.into_failure())?;
+            if slot.shard as usize != ctx.id {
+                return forward(ctx, slot.shard as usize, frame).await;
+            }
+            let wait = Duration::from_millis(u64::from(f.max_wait_ms)).min(ctx.config.max_fetch_wait);
+            let wait = if wait.is_zero() { ReadWait::No } else { ReadWait::Upto(wait) };
+            let q = QueueId(slot.storage_id);
+            let read = ctx.storage.read(q, f.offset, f.max_bytes as usize, wait).await?;
+            let (start, _) = ctx.storage.offsets(q)?;
+            Fetched { start, end: read.end_offset, next_offset: read.next_offset, batches: &read.bytes }.encode(&mut w);
+        }
+        ApiKey::ListOffsets => {
+            let q = QueueRef::decode(&mut r)?;
+            let slot = ctx.locate(&q).map_err(|f| f.into_failure())?;
+            if slot.shard as usize != ctx.id {
+                return forward(ctx, slot.shard as usize, frame).await;
+            }
+            let (start, end) = ctx.storage.offsets(QueueId(slot.storage_id))?;
+            w.u64(start).u64(end);
+        }
+        ApiKey::CommitOffset => {
+            let c = GroupOffset::decode(&mut r)?;
+            let slot = ctx.locate(&c.queue).map_err(|f| f.into_failure())?;
+            if slot.shard as usize != ctx.id {
+                return forward(ctx, slot.shard as usize, frame).await;
+            }
+            ctx.offsets.commit(&ctx.storage, &c.group, &c.queue.topic, c.queue.queue, c.offset).await?;
+        }
+        ApiKey::FetchOffset => {
+            let group = r.string()?;
+            let q = QueueRef::decode(&mut r)?;
+            let slot = ctx.locate(&q).map_err(|f| f.into_failure())?;
+            if slot.shard as usize != ctx.id {
+                return forward(ctx, slot.shard as usize, frame).await;
+            }
+            w.u64(ctx.offsets.get(&group, &q.topic, q.queue).unwrap_or(msg::NO_OFFSET));
+        }
+    }
+    r.finish()?;
+    Ok(Reply::Body(w.buf))
+}
+
+/// Why a queue reference does not resolve.
+pub enum Unresolved {
+    Topic(String),
+    Queue(String, u32, usize),
+}
+
+impl Unresolved {
+    fn into_failure(self) -> Failure {
+        match self {
+            Unresolved::Topic(t) => Failure(ErrorCode::UnknownTopic, format!("unknown topic {t:?}; create it first")),
+            Unresolved::Queue(t, q, n) => Failure(ErrorCode::UnknownQueue, format!("topic {t:?} has queues 0..{n}, not {q}")),
+        }
+    }
+}
+
+/// Serves the request on `shard`; its response frame travels back as is.
+async fn forward(ctx: &Rc<ShardCtx>, shard: usize, frame: &[u8]) -> Outcome {
+    let reply = ctx.mesh.forward(shard, frame.to_vec()).await.map_err(|e| Failure(ErrorCode::ShuttingDown, e.to_string()))?;
+    Ok(if reply.is_empty() { Reply::Nothing } else { Reply::Frame(reply) })
+}
+
+async fn create_topic(ctx: &Rc<ShardCtx>, req: CreateTopic) -> Result<(), Failure> {
+    if !metadata::valid_topic_name(&req.name) {
+        return Err(Failure(ErrorCode::InvalidTopic, format!("topic name {:?} must be 1-200 characters of A-Z a-z 0-9 . _ -", req.name)));
+    }
+    if req.queues == 0 || req.queues > QUEUES_MAX {
+        return Err(Failure(ErrorCode::InvalidRequest, format!("a topic has 1..={QUEUES_MAX} queues, not {}", req.queues)));
+    }
+    if req.flush > 1 {
+        return Err(Failure(ErrorCode::InvalidRequest, "flush must be 0 (sync) or 1 (async)".into()));
+    }
+    let _one_change_at_a_time = ctx.metadata_lock.acquire_permit(1).await;
+    let current = ctx.metadata();
+    if current.topics.contains_key(&req.name) {
+        return Err(Failure(ErrorCode::TopicExists, format!("topic {:?} already exists", req.name)));
+    }
+    let next = current.with_topic(&req.name, req.queues, req.flush, ctx.mesh.peers() as u32);
+    publish(ctx, next).await
+}
+
+async fn delete_topic(ctx: &Rc<ShardCtx>, name: &str) -> Result<(), Failure> {
+    let _one_change_at_a_time = ctx.metadata_lock.acquire_permit(1).await;
+    let mut next = (*ctx.metadata()).clone();
+    if next.topics.remove(name).is_none() {
+        return Err(Failure(ErrorCode::UnknownTopic, format!("unknown topic {name:?}")));
+    }
+    publish(ctx, next).await
+}
+
+/// Stores new metadata durably, then applies it on every shard.
+async fn publish(ctx: &Rc<ShardCtx>, next: Metadata) -> Result<(), Failure> {
+    next.store(&ctx.config.data_dir).map_err(|e| Failure(ErrorCode::StorageFailed, format!("storing metadata: {e}")))?;
+    let snapshot = next.encode();
+    for peer in (0..ctx.mesh.peers()).filter(|p| *p != ctx.id) {
+        ctx.mesh.push_metadata(peer, snapshot.clone()).await.map_err(|e| Failure(ErrorCode::Internal, e.to_string()))?;
+    }
+    ctx.apply_metadata(next).await.map_err(Failure::from)
+}
+
+/// The storage policy of a topic's flush code.
+pub fn flush_policy(code: u8) -> FlushPolicy {
+    if code == 1 {
+        FlushPolicy::Async
+    } else {
+        FlushPolicy::Sync
+    }
+}
+
+/// Resolves a topic queue in `metadata`.
+pub fn resolve(metadata: &Metadata, q: &QueueRef) -> Result<QueueSlot, Unresolved> {
+    let topic = metadata.topics.get(&q.topic).ok_or_else(|| Unresolved::Topic(q.topic.clone()))?;
+    topic.queues.get(q.queue as usize).copied().ok_or(Unresolved::Queue(q.topic.clone(), q.queue, topic.queues.len()))
+}

@@ -1,0 +1,117 @@
+//! The broker: one glommio executor pinned per core, each running a shard
+//! server (storage, listener, connections, mesh end). Shard N listens on the
+//! base port + N; metadata names every shard's address so clients reach the
+//! owning core directly.
+
+pub mod config;
+mod connection;
+mod handler;
+mod mesh;
+pub mod metadata;
+mod offsets;
+mod shard_server;
+
+pub use config::ServerConfig;
+
+use glommio::channels::channel_mesh::MeshBuilder;
+use glommio::{LocalExecutorBuilder, Placement};
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{mpsc, Arc};
+use std::time::Duration;
+
+/// Why the broker could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum ServerError {
+    #[error("CPU {0} does not exist on this machine ({1} CPUs); pass --cores with CPUs that exist")]
+    NoSuchCpu(usize, usize),
+    #[error("no cores given; pass --cores")]
+    NoCores,
+    #[error("cannot create the data directory {0}: {1}")]
+    DataDir(String, std::io::Error),
+    #[error("cannot start the executor of shard {0}: {1}")]
+    Executor(usize, String),
+    #[error("shard {0} failed to start: {1}")]
+    Shard(usize, String),
+}
+
+/// A running broker.
+pub struct Server {
+    /// Each shard's client address, by shard index.
+    pub addrs: Vec<SocketAddr>,
+    shutdown: Arc<AtomicBool>,
+    shards: Vec<glommio::ExecutorJoinHandle<()>>,
+}
+
+/// Longest a shard may take to open its storage and bind.
+const START_TIMEOUT: Duration = Duration::from_secs(300);
+
+/// Starts one shard per configured core and returns once all serve.
+pub fn start(config: ServerConfig) -> Result<Server, ServerError> {
+    let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
+    if config.cores.is_empty() {
+        return Err(ServerError::NoCores);
+    }
+    if let Some(&bad) = config.cores.iter().find(|c| **c >= cpus) {
+        return Err(ServerError::NoSuchCpu(bad, cpus));
+    }
+    std::fs::create_dir_all(&config.data_dir).map_err(|e| ServerError::DataDir(config.data_dir.display().to_string(), e))?;
+    let n = config.cores.len();
+    let mesh = MeshBuilder::full(n, 1024);
+    let shutdown = Arc::new(AtomicBool::new(false));
+    let (report_tx, report_rx) = mpsc::channel();
+    let mut addr_txs = Vec::new();
+    let mut shards = Vec::new();
+    for (index, &cpu) in config.cores.iter().enumerate() {
+        let (addr_tx, addr_rx) = mpsc::channel();
+        addr_txs.push(addr_tx);
+        let startup = shard_server::Startup {
+            index,
+            config: config.clone(),
+            mesh: mesh.clone(),
+            report: report_tx.clone(),
+            addrs: addr_rx,
+            shutdown: shutdown.clone(),
+        };
+        let handle = LocalExecutorBuilder::new(Placement::Fixed(cpu))
+            .name(&format!("ringmq-shard-{index}"))
+            .spin_before_park(config.spin_before_park)
+            .spawn(move || shard_server::run(startup))
+            .map_err(|e| ServerError::Executor(index, e.to_string()))?;
+        shards.push(handle);
+    }
+    let mut server = Server { addrs: vec![SocketAddr::from(([0, 0, 0, 0], 0)); n], shutdown, shards };
+    let fail = |server: Server, index, e| {
+        server.stop();
+        Err(ServerError::Shard(index, e))
+    };
+    for _ in 0..n {
+        match report_rx.recv_timeout(START_TIMEOUT) {
+            Ok((i, Ok(Some(addr)))) => server.addrs[i] = addr,
+            Ok((i, Ok(None))) => return fail(server, i, "reported ready before binding".into()),
+            Ok((i, Err(e))) => return fail(server, i, e),
+            Err(_) => return fail(server, 0, "did not bind in time".into()),
+        }
+    }
+    for tx in &addr_txs {
+        let _ = tx.send(server.addrs.clone());
+    }
+    for _ in 0..n {
+        match report_rx.recv_timeout(START_TIMEOUT) {
+            Ok((_, Ok(_))) => {}
+            Ok((i, Err(e))) => return fail(server, i, e),
+            Err(_) => return fail(server, 0, "did not become ready in time".into()),
+        }
+    }
+    Ok(server)
+}
+
+impl Server {
+    /// Stops accepting, flushes and closes every shard's storage, and waits.
+    pub fn stop(self) {
+        self.shutdown.store(true, Ordering::Relaxed);
+        for handle in self.shards {
+            let _ = handle.join();
+        }
+    }
+}

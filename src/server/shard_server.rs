@@ -1,0 +1,156 @@
+//! One core's server: its storage shard, its listener, its connections and
+//! its end of the mesh. Everything here runs on that core's executor.
+
+use super::config::ServerConfig;
+use super::handler::{self, flush_policy, Unresolved};
+use super::mesh::{Mesh, MeshMsg, MeshService};
+use super::metadata::{Metadata, QueueSlot};
+use super::offsets::Offsets;
+use crate::protocol::messages::QueueRef;
+use glommio::channels::channel_mesh::FullMesh;
+use glommio::net::TcpListener;
+use ringmq_shards::{QueueId, Shard, ShardConfig, StorageError};
+use std::cell::{Cell, RefCell};
+use std::future::Future;
+use std::net::SocketAddr;
+use std::pin::Pin;
+use std::rc::Rc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// State of one shard's server.
+pub struct ShardCtx {
+    pub id: usize,
+    pub config: ServerConfig,
+    pub storage: Shard,
+    metadata: RefCell<Rc<Metadata>>,
+    /// Every shard's client address, by shard index.
+    pub addrs: Vec<String>,
+    pub mesh: Rc<Mesh>,
+    pub offsets: Offsets,
+    pub connections: Cell<usize>,
+    /// Serializes metadata changes (used on shard 0).
+    pub metadata_lock: glommio::sync::Semaphore,
+}
+
+impl ShardCtx {
+    /// The current metadata snapshot.
+    pub fn metadata(&self) -> Rc<Metadata> {
+        self.metadata.borrow().clone()
+    }
+
+    /// Resolves a topic queue to its slot.
+    pub fn locate(&self, q: &QueueRef) -> Result<QueueSlot, Unresolved> {
+        handler::resolve(&self.metadata(), q)
+    }
+
+    /// Creates the storage queues this shard owns in `next`, sets their flush
+    /// policies, then makes `next` current.
+    pub async fn apply_metadata(&self, next: Metadata) -> Result<(), StorageError> {
+        let existing = self.storage.queues();
+        for topic in next.topics.values() {
+            for slot in topic.queues.iter().filter(|s| s.shard as usize == self.id) {
+                let q = QueueId(slot.storage_id);
+                if !existing.contains(&q) {
+                    self.storage.create_queue(q, Some(flush_policy(topic.flush))).await?;
+                } else {
+                    self.storage.set_flush_policy(q, flush_policy(topic.flush))?;
+                }
+            }
+        }
+        *self.metadata.borrow_mut() = Rc::new(next);
+        Ok(())
+    }
+}
+
+impl MeshService for ShardCtx {
+    fn serve(self: Rc<Self>, frame: Vec<u8>) -> Pin<Box<dyn Future<Output = Vec<u8>>>> {
+        Box::pin(async move { handler::handle(&self, frame).await.unwrap_or_default() })
+    }
+
+    fn apply(self: Rc<Self>, snapshot: Vec<u8>) -> Pin<Box<dyn Future<Output = ()>>> {
+        Box::pin(async move {
+            match Metadata::decode(&snapshot) {
+                Ok(next) => {
+                    if let Err(error) = self.apply_metadata(next).await {
+                        tracing::error!(shard = self.id, %error, "applying metadata failed");
+                    }
+                }
+                Err(error) => tracing::error!(shard = self.id, %error, "undecodable metadata snapshot"),
+            }
+        })
+    }
+}
+
+/// What the starting thread and a shard tell each other.
+pub struct Startup {
+    pub index: usize,
+    pub config: ServerConfig,
+    pub mesh: FullMesh<MeshMsg>,
+    /// The shard reports its bound address, then that it is serving (or why not).
+    pub report: mpsc::Sender<(usize, Result<Option<SocketAddr>, String>)>,
+    /// Every shard's address, once all are bound.
+    pub addrs: mpsc::Receiver<Vec<SocketAddr>>,
+    pub shutdown: Arc<AtomicBool>,
+}
+
+/// Runs one shard until shutdown; returns when its storage is closed.
+pub async fn run(s: Startup) {
+    let index = s.index;
+    let report = s.report.clone();
+    if let Err(error) = serve(s).await {
+        tracing::error!(shard = index, %error, "shard failed");
+        let _ = report.send((index, Err(error)));
+    }
+}
+
+async fn serve(s: Startup) -> Result<(), String> {
+    let cfg = &s.config;
+    let storage_cfg = ShardConfig {
+        segment_bytes: cfg.segment_bytes,
+        cache_bytes: cfg.cache_bytes,
+        batch_bytes_max: cfg.max_batch_bytes,
+        default_flush_policy: cfg.default_flush,
+        retention_age: cfg.retention_age,
+        retention_bytes: cfg.retention_bytes,
+        ..ShardConfig::new(cfg.data_dir.join(format!("shard-{}", s.index)))
+    };
+    let storage = Shard::open(storage_cfg).await.map_err(|e| format!("opening storage: {e}"))?;
+    let mut addr = cfg.listen;
+    if addr.port() != 0 {
+        addr.set_port(addr.port() + s.index as u16);
+    }
+    let listener = TcpListener::bind(addr).map_err(|e| format!("listening on {addr}: {e}"))?;
+    let bound = listener.local_addr().map_err(|e| e.to_string())?;
+    s.report.send((s.index, Ok(Some(bound)))).map_err(|e| e.to_string())?;
+    let addrs = s.addrs.recv().map_err(|_| "start-up was abandoned".to_string())?;
+    let (senders, receivers) = s.mesh.join().await.map_err(|_| "joining the shard mesh failed".to_string())?;
+    let mesh = Mesh::new(senders);
+    let offsets = Offsets::open(&storage).await.map_err(|e| format!("loading consumer offsets: {e}"))?;
+    let metadata = Metadata::load(&cfg.data_dir).map_err(|e| format!("loading metadata: {e}"))?;
+    let ctx = Rc::new(ShardCtx {
+        id: s.index,
+        config: s.config.clone(),
+        storage,
+        metadata: RefCell::new(Rc::new(Metadata::default())),
+        addrs: addrs.iter().map(|a| a.to_string()).collect(),
+        mesh: mesh.clone(),
+        offsets,
+        connections: Cell::new(0),
+        metadata_lock: glommio::sync::Semaphore::new(1),
+    });
+    ctx.apply_metadata(metadata).await.map_err(|e| format!("creating queues: {e}"))?;
+    let mesh_tasks = mesh.spawn_receivers(receivers, ctx.clone());
+    let acceptor = glommio::spawn_local(super::connection::accept_loop(ctx.clone(), listener));
+    s.report.send((s.index, Ok(None))).map_err(|e| e.to_string())?;
+    while !s.shutdown.load(Ordering::Relaxed) {
+        glommio::timer::sleep(Duration::from_millis(50)).await;
+    }
+    drop(acceptor);
+    tracing::info!(shard = s.index, "shutting down: flushing and closing storage");
+    let closed = ctx.storage.close().await;
+    drop(mesh_tasks);
+    closed.map_err(|e| format!("closing storage: {e}"))
+}
