@@ -3,6 +3,7 @@
 //! The per-core storage engine is re-exported as [`shards`]; [`protocol`] is
 //! the native wire protocol shared by the broker and the client SDK.
 
+pub mod client;
 pub mod protocol;
 pub mod server;
 

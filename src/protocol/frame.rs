@@ -84,7 +84,10 @@ mod tests {
         assert_eq!((h.api_key, h.api_version, h.correlation_id, body), (5, 0, 77, &b"body"[..]));
         let r = response(77, ErrorCode::UnknownTopic, "no topic t", b"");
         let parsed = Response::parse(&r[4..]).unwrap();
-        assert_eq!((parsed.correlation_id, parsed.error, parsed.message.as_str()), (77, ErrorCode::UnknownTopic, "no topic t"));
+        assert_eq!(
+            (parsed.correlation_id, parsed.error, parsed.message.as_str()),
+            (77, ErrorCode::UnknownTopic, "no topic t")
+        );
         let ok = response(1, ErrorCode::None, "", b"xyz");
         assert_eq!(Response::parse(&ok[4..]).unwrap().body, b"xyz");
     }

@@ -44,7 +44,8 @@ impl MetadataResponse {
     }
 
     pub fn decode(r: &mut Reader) -> Result<Self, DecodeError> {
-        let shards = (0..r.count(6)?).map(|_| Ok(ShardAddr { shard: r.u32()?, addr: r.string()? })).collect::<Result<_, _>>()?;
+        let shards =
+            (0..r.count(6)?).map(|_| Ok(ShardAddr { shard: r.u32()?, addr: r.string()? })).collect::<Result<_, _>>()?;
         let topics = (0..r.count(7)?)
             .map(|_| {
                 let name = r.string()?;
@@ -224,7 +225,11 @@ mod tests {
         let mut w = Writer::default();
         m.encode(&mut w);
         assert_eq!(MetadataResponse::decode(&mut Reader::new(&w.buf)).unwrap(), m);
-        let p = Produce { queue: QueueRef { topic: "t".into(), queue: 2 }, acks: ACKS_DURABLE, batches: vec![b"abc", b"de"] };
+        let p = Produce {
+            queue: QueueRef { topic: "t".into(), queue: 2 },
+            acks: ACKS_DURABLE,
+            batches: vec![b"abc", b"de"],
+        };
         let mut w = Writer::default();
         p.encode(&mut w);
         assert_eq!(Produce::decode(&mut Reader::new(&w.buf)).unwrap(), p);

@@ -24,7 +24,8 @@ pub async fn accept_loop(ctx: Rc<ShardCtx>, listener: TcpListener) {
             }
         };
         if ctx.connections.get() >= ctx.config.max_connections {
-            let m = format!("shard {} already serves {} connections (max_connections)", ctx.id, ctx.config.max_connections);
+            let m =
+                format!("shard {} already serves {} connections (max_connections)", ctx.id, ctx.config.max_connections);
             let mut stream = stream;
             let _ = stream.write_all(&frame::response(0, ErrorCode::TooManyConnections, &m, &[])).await;
             let _ = stream.close().await;
@@ -70,9 +71,15 @@ async fn serve(ctx: Rc<ShardCtx>, stream: TcpStream) {
         let len = u32::from_le_bytes(len_bytes) as usize;
         if len < REQUEST_HEADER_BYTES || len > ctx.config.max_frame_bytes {
             let (code, m) = if len < REQUEST_HEADER_BYTES {
-                (ErrorCode::Malformed, format!("frame of {len} bytes is shorter than the {REQUEST_HEADER_BYTES}-byte request header"))
+                (
+                    ErrorCode::Malformed,
+                    format!("frame of {len} bytes is shorter than the {REQUEST_HEADER_BYTES}-byte request header"),
+                )
             } else {
-                (ErrorCode::FrameTooLarge, format!("frame of {len} bytes exceeds max_frame_bytes {}", ctx.config.max_frame_bytes))
+                (
+                    ErrorCode::FrameTooLarge,
+                    format!("frame of {len} bytes exceeds max_frame_bytes {}", ctx.config.max_frame_bytes),
+                )
             };
             writer.send(&frame::response(0, code, &format!("{m}; closing the connection"), &[])).await;
             return;

@@ -31,7 +31,9 @@ impl From<StorageError> for Failure {
             StorageError::UnknownQueue(_) => ErrorCode::UnknownQueue,
             StorageError::OffsetOutOfRange { .. } => ErrorCode::OffsetOutOfRange,
             StorageError::Closed => ErrorCode::ShuttingDown,
-            StorageError::Failed(_) | StorageError::Io { .. } | StorageError::Corruption { .. } => ErrorCode::StorageFailed,
+            StorageError::Failed(_) | StorageError::Io { .. } | StorageError::Corruption { .. } => {
+                ErrorCode::StorageFailed
+            }
             StorageError::QueueExists(_) | StorageError::Config(_) => ErrorCode::Internal,
         };
         Failure(code, e.to_string())
@@ -165,23 +167,32 @@ impl Unresolved {
     fn into_failure(self) -> Failure {
         match self {
             Unresolved::Topic(t) => Failure(ErrorCode::UnknownTopic, format!("unknown topic {t:?}; create it first")),
-            Unresolved::Queue(t, q, n) => Failure(ErrorCode::UnknownQueue, format!("topic {t:?} has queues 0..{n}, not {q}")),
+            Unresolved::Queue(t, q, n) => {
+                Failure(ErrorCode::UnknownQueue, format!("topic {t:?} has queues 0..{n}, not {q}"))
+            }
         }
     }
 }
 
 /// Serves the request on `shard`; its response frame travels back as is.
 async fn forward(ctx: &Rc<ShardCtx>, shard: usize, frame: &[u8]) -> Outcome {
-    let reply = ctx.mesh.forward(shard, frame.to_vec()).await.map_err(|e| Failure(ErrorCode::ShuttingDown, e.to_string()))?;
+    let reply =
+        ctx.mesh.forward(shard, frame.to_vec()).await.map_err(|e| Failure(ErrorCode::ShuttingDown, e.to_string()))?;
     Ok(if reply.is_empty() { Reply::Nothing } else { Reply::Frame(reply) })
 }
 
 async fn create_topic(ctx: &Rc<ShardCtx>, req: CreateTopic) -> Result<(), Failure> {
     if !metadata::valid_topic_name(&req.name) {
-        return Err(Failure(ErrorCode::InvalidTopic, format!("topic name {:?} must be 1-200 characters of A-Z a-z 0-9 . _ -", req.name)));
+        return Err(Failure(
+            ErrorCode::InvalidTopic,
+            format!("topic name {:?} must be 1-200 characters of A-Z a-z 0-9 . _ -", req.name),
+        ));
     }
     if req.queues == 0 || req.queues > QUEUES_MAX {
-        return Err(Failure(ErrorCode::InvalidRequest, format!("a topic has 1..={QUEUES_MAX} queues, not {}", req.queues)));
+        return Err(Failure(
+            ErrorCode::InvalidRequest,
+            format!("a topic has 1..={QUEUES_MAX} queues, not {}", req.queues),
+        ));
     }
     if req.flush > 1 {
         return Err(Failure(ErrorCode::InvalidRequest, "flush must be 0 (sync) or 1 (async)".into()));
@@ -206,10 +217,14 @@ async fn delete_topic(ctx: &Rc<ShardCtx>, name: &str) -> Result<(), Failure> {
 
 /// Stores new metadata durably, then applies it on every shard.
 async fn publish(ctx: &Rc<ShardCtx>, next: Metadata) -> Result<(), Failure> {
-    next.store(&ctx.config.data_dir).map_err(|e| Failure(ErrorCode::StorageFailed, format!("storing metadata: {e}")))?;
+    next.store(&ctx.config.data_dir)
+        .map_err(|e| Failure(ErrorCode::StorageFailed, format!("storing metadata: {e}")))?;
     let snapshot = next.encode();
     for peer in (0..ctx.mesh.peers()).filter(|p| *p != ctx.id) {
-        ctx.mesh.push_metadata(peer, snapshot.clone()).await.map_err(|e| Failure(ErrorCode::Internal, e.to_string()))?;
+        ctx.mesh
+            .push_metadata(peer, snapshot.clone())
+            .await
+            .map_err(|e| Failure(ErrorCode::Internal, e.to_string()))?;
     }
     ctx.apply_metadata(next).await.map_err(Failure::from)
 }

@@ -83,7 +83,11 @@ impl Mesh {
 
     /// Receives from every peer until the mesh closes: replies complete calls,
     /// requests and snapshots are served by `service` and answered.
-    pub fn spawn_receivers(self: &Rc<Self>, mut receivers: Receivers<MeshMsg>, service: Rc<impl MeshService>) -> Vec<glommio::Task<()>> {
+    pub fn spawn_receivers(
+        self: &Rc<Self>,
+        mut receivers: Receivers<MeshMsg>,
+        service: Rc<impl MeshService>,
+    ) -> Vec<glommio::Task<()>> {
         receivers
             .streams()
             .into_iter()

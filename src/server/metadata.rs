@@ -56,7 +56,10 @@ impl Metadata {
 
     /// Decodes and checks the CRC.
     pub fn decode(bytes: &[u8]) -> Result<Metadata, DecodeError> {
-        if bytes.len() < 4 || crc32fast::hash(&bytes[..bytes.len() - 4]) != u32::from_le_bytes(bytes[bytes.len() - 4..].try_into().expect("4")) {
+        if bytes.len() < 4
+            || crc32fast::hash(&bytes[..bytes.len() - 4])
+                != u32::from_le_bytes(bytes[bytes.len() - 4..].try_into().expect("4"))
+        {
             return Err(DecodeError("metadata CRC mismatch"));
         }
         let mut r = Reader::new(&bytes[..bytes.len() - 4]);
@@ -68,7 +71,9 @@ impl Metadata {
         for _ in 0..r.count(7)? {
             let name = r.string()?;
             let flush = r.u8()?;
-            let queues = (0..r.count(8)?).map(|_| Ok(QueueSlot { shard: r.u32()?, storage_id: r.u32()? })).collect::<Result<_, _>>()?;
+            let queues = (0..r.count(8)?)
+                .map(|_| Ok(QueueSlot { shard: r.u32()?, storage_id: r.u32()? }))
+                .collect::<Result<_, _>>()?;
             topics.insert(name, Topic { flush, queues });
         }
         r.finish()?;
@@ -78,7 +83,9 @@ impl Metadata {
     /// Loads the metadata file, or empty metadata if there is none.
     pub fn load(data_dir: &Path) -> std::io::Result<Metadata> {
         match std::fs::read(data_dir.join(FILE)) {
-            Ok(bytes) => Metadata::decode(&bytes).map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidData, format!("{}: {e}", data_dir.join(FILE).display()))),
+            Ok(bytes) => Metadata::decode(&bytes).map_err(|e| {
+                std::io::Error::new(std::io::ErrorKind::InvalidData, format!("{}: {e}", data_dir.join(FILE).display()))
+            }),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(Metadata::default()),
             Err(e) => Err(e),
         }
@@ -100,7 +107,9 @@ impl Metadata {
     pub fn with_topic(&self, name: &str, queues: u32, flush: u8, shards: u32) -> Metadata {
         let first = name.bytes().fold(0u32, |h, b| h.wrapping_mul(31).wrapping_add(u32::from(b))) % shards;
         let mut next = self.clone();
-        let slots = (0..queues).map(|q| QueueSlot { shard: (first + q) % shards, storage_id: self.next_storage_id + q }).collect();
+        let slots = (0..queues)
+            .map(|q| QueueSlot { shard: (first + q) % shards, storage_id: self.next_storage_id + q })
+            .collect();
         next.topics.insert(name.to_string(), Topic { flush, queues: slots });
         next.next_storage_id += queues;
         next
@@ -113,7 +122,11 @@ impl Metadata {
             .topics
             .iter()
             .filter(|(n, _)| names.is_empty() || names.contains(n))
-            .map(|(n, t)| TopicInfo { name: n.clone(), flush: t.flush, queue_shards: t.queues.iter().map(|q| q.shard).collect() })
+            .map(|(n, t)| TopicInfo {
+                name: n.clone(),
+                flush: t.flush,
+                queue_shards: t.queues.iter().map(|q| q.shard).collect(),
+            })
             .collect();
         MetadataResponse { shards, topics }
     }

@@ -55,7 +55,8 @@ pub fn start(config: ServerConfig) -> Result<Server, ServerError> {
     if let Some(&bad) = config.cores.iter().find(|c| **c >= cpus) {
         return Err(ServerError::NoSuchCpu(bad, cpus));
     }
-    std::fs::create_dir_all(&config.data_dir).map_err(|e| ServerError::DataDir(config.data_dir.display().to_string(), e))?;
+    std::fs::create_dir_all(&config.data_dir)
+        .map_err(|e| ServerError::DataDir(config.data_dir.display().to_string(), e))?;
     let n = config.cores.len();
     let mesh = MeshBuilder::full(n, 1024);
     let shutdown = Arc::new(AtomicBool::new(false));

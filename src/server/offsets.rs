@@ -41,7 +41,14 @@ impl Offsets {
     }
 
     /// Durably records `offset` as the group's position in the queue.
-    pub async fn commit(&self, storage: &Shard, group: &str, topic: &str, queue: u32, offset: u64) -> Result<(), StorageError> {
+    pub async fn commit(
+        &self,
+        storage: &Shard,
+        group: &str,
+        topic: &str,
+        queue: u32,
+        offset: u64,
+    ) -> Result<(), StorageError> {
         let key = format!("{group}\0{topic}\0{queue}");
         let value = offset.to_le_bytes();
         let mut b = BatchBuilder::new(0);

@@ -1,0 +1,199 @@
+//! The client: follows metadata to the shard that owns each queue and keeps
+//! one pipelined connection per shard, so requests never cost the broker a
+//! cross-core hop.
+
+use super::connection::{Connection, Reply, ReplyTo};
+use super::error::ClientError;
+use crate::protocol::messages::{self as msg, CreateTopic, MetadataResponse, QueueRef, TopicInfo};
+use crate::protocol::{ApiKey, ErrorCode, Reader, Writer};
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, RwLock};
+use std::time::Duration;
+
+/// Client settings.
+#[derive(Debug, Clone)]
+pub struct ClientConfig {
+    /// Any shard's address; metadata names the others.
+    pub bootstrap: String,
+    pub connect_timeout: Duration,
+    pub request_timeout: Duration,
+    /// Attempts after the first for retriable errors.
+    pub retries: u32,
+    pub retry_backoff: Duration,
+    pub max_frame_bytes: usize,
+}
+
+impl ClientConfig {
+    /// Defaults: 5 s connect, 30 s requests, 3 retries 100 ms apart.
+    pub fn new(bootstrap: impl Into<String>) -> Self {
+        ClientConfig {
+            bootstrap: bootstrap.into(),
+            connect_timeout: Duration::from_secs(5),
+            request_timeout: Duration::from_secs(30),
+            retries: 3,
+            retry_backoff: Duration::from_millis(100),
+            max_frame_bytes: 8 << 20,
+        }
+    }
+}
+
+/// A connection pool following the broker's metadata.
+pub struct Client {
+    pub config: ClientConfig,
+    metadata: RwLock<Arc<MetadataResponse>>,
+    connections: Mutex<HashMap<String, Arc<Connection>>>,
+}
+
+impl Client {
+    /// Connects to the bootstrap shard and loads metadata.
+    pub fn connect(config: ClientConfig) -> Result<Arc<Client>, ClientError> {
+        let client = Arc::new(Client { config, metadata: RwLock::default(), connections: Mutex::default() });
+        client.refresh_metadata()?;
+        Ok(client)
+    }
+
+    /// Reloads metadata from the bootstrap shard.
+    pub fn refresh_metadata(&self) -> Result<Arc<MetadataResponse>, ClientError> {
+        let mut w = Writer::default();
+        msg::encode_names(&[], &mut w);
+        let reply = self.call_addr(&self.config.bootstrap.clone(), ApiKey::Metadata, &w.buf)?;
+        let m = Arc::new(MetadataResponse::decode(&mut Reader::new(&reply.body))?);
+        *self.metadata.write().expect("metadata lock") = m.clone();
+        Ok(m)
+    }
+
+    /// The cached metadata.
+    pub fn metadata(&self) -> Arc<MetadataResponse> {
+        self.metadata.read().expect("metadata lock").clone()
+    }
+
+    /// A topic from metadata, refreshing once if it is not known yet.
+    pub fn topic(&self, name: &str) -> Result<TopicInfo, ClientError> {
+        let find = |m: &MetadataResponse| m.topics.iter().find(|t| t.name == name).cloned();
+        if let Some(t) = find(&self.metadata()) {
+            return Ok(t);
+        }
+        find(&*self.refresh_metadata()?).ok_or_else(|| ClientError::UnknownTopic(name.to_string()))
+    }
+
+    /// Address of the shard that owns `queue` of `topic`.
+    pub fn owner(&self, topic: &str, queue: u32) -> Result<String, ClientError> {
+        let t = self.topic(topic)?;
+        let shard = *t.queue_shards.get(queue as usize).ok_or(ClientError::UnknownQueue {
+            topic: topic.to_string(),
+            queue,
+            queues: t.queue_shards.len() as u32,
+        })?;
+        let m = self.metadata();
+        m.shards
+            .iter()
+            .find(|s| s.shard == shard)
+            .map(|s| s.addr.clone())
+            .ok_or_else(|| ClientError::Protocol(format!("metadata names no address for shard {shard}")))
+    }
+
+    /// The (pooled) connection to `addr`.
+    pub fn connection(&self, addr: &str) -> Result<Arc<Connection>, ClientError> {
+        let mut pool = self.connections.lock().expect("pool lock");
+        if let Some(c) = pool.get(addr).filter(|c| c.is_alive()) {
+            return Ok(c.clone());
+        }
+        let c = Connection::open(addr, self.config.connect_timeout, self.config.max_frame_bytes)?;
+        pool.insert(addr.to_string(), c.clone());
+        Ok(c)
+    }
+
+    /// One request to `addr`; a broker error becomes `ClientError::Broker`.
+    pub fn call_addr(&self, addr: &str, api: ApiKey, body: &[u8]) -> Result<Reply, ClientError> {
+        let reply = self.connection(addr)?.call(api as u16, body, self.config.request_timeout)?;
+        match reply.error {
+            ErrorCode::None => Ok(reply),
+            code => Err(ClientError::Broker { code, message: reply.message }),
+        }
+    }
+
+    /// A request about one queue, sent to its owner, retried on retriable
+    /// errors with a metadata refresh in between.
+    pub fn call_queue(&self, topic: &str, queue: u32, api: ApiKey, body: &[u8]) -> Result<Reply, ClientError> {
+        self.retrying(|| self.call_addr(&self.owner(topic, queue)?, api, body))
+    }
+
+    /// Sends a request about one queue without waiting; the reply goes to `reply_to`.
+    pub fn send_queue(
+        &self,
+        topic: &str,
+        queue: u32,
+        api: ApiKey,
+        body: &[u8],
+        reply_to: Option<ReplyTo>,
+    ) -> Result<(), ClientError> {
+        self.connection(&self.owner(topic, queue)?)?.send(api as u16, body, reply_to)
+    }
+
+    /// Runs `f`, retrying retriable failures after a pause and a metadata refresh.
+    pub fn retrying<T>(&self, mut f: impl FnMut() -> Result<T, ClientError>) -> Result<T, ClientError> {
+        let mut attempt = 0;
+        loop {
+            match f() {
+                Err(e) if e.is_retriable() && attempt < self.config.retries => {
+                    attempt += 1;
+                    tracing::debug!(error = %e, attempt, "retrying");
+                    std::thread::sleep(self.config.retry_backoff * attempt);
+                    let _ = self.refresh_metadata();
+                }
+                other => return other,
+            }
+        }
+    }
+
+    /// Creates a topic of `queues` queues (flush 0 sync, 1 async).
+    pub fn create_topic(&self, name: &str, queues: u32, flush: u8) -> Result<(), ClientError> {
+        let mut w = Writer::default();
+        CreateTopic { name: name.to_string(), queues, flush }.encode(&mut w);
+        self.call_addr(&self.config.bootstrap.clone(), ApiKey::CreateTopic, &w.buf)?;
+        self.refresh_metadata()?;
+        Ok(())
+    }
+
+    /// Deletes a topic.
+    pub fn delete_topic(&self, name: &str) -> Result<(), ClientError> {
+        let mut w = Writer::default();
+        w.string(name);
+        self.call_addr(&self.config.bootstrap.clone(), ApiKey::DeleteTopic, &w.buf)?;
+        self.refresh_metadata()?;
+        Ok(())
+    }
+
+    /// Names of all topics.
+    pub fn list_topics(&self) -> Result<Vec<String>, ClientError> {
+        let reply = self.call_addr(&self.config.bootstrap.clone(), ApiKey::ListTopics, &[])?;
+        Ok(msg::decode_names(&mut Reader::new(&reply.body))?)
+    }
+
+    /// The queue's stored offsets: [start, end).
+    pub fn list_offsets(&self, topic: &str, queue: u32) -> Result<(u64, u64), ClientError> {
+        let mut w = Writer::default();
+        QueueRef { topic: topic.to_string(), queue }.encode(&mut w);
+        let reply = self.call_queue(topic, queue, ApiKey::ListOffsets, &w.buf)?;
+        let mut r = Reader::new(&reply.body);
+        Ok((r.u64()?, r.u64()?))
+    }
+
+    /// Durably stores a consumer group's next offset for a queue.
+    pub fn commit_offset(&self, group: &str, topic: &str, queue: u32, offset: u64) -> Result<(), ClientError> {
+        let mut w = Writer::default();
+        msg::GroupOffset { group: group.to_string(), queue: QueueRef { topic: topic.to_string(), queue }, offset }
+            .encode(&mut w);
+        self.call_queue(topic, queue, ApiKey::CommitOffset, &w.buf).map(|_| ())
+    }
+
+    /// The group's committed offset of a queue, if any.
+    pub fn fetch_offset(&self, group: &str, topic: &str, queue: u32) -> Result<Option<u64>, ClientError> {
+        let mut w = Writer::default();
+        w.string(group);
+        QueueRef { topic: topic.to_string(), queue }.encode(&mut w);
+        let reply = self.call_queue(topic, queue, ApiKey::FetchOffset, &w.buf)?;
+        let offset = Reader::new(&reply.body).u64()?;
+        Ok((offset != msg::NO_OFFSET).then_some(offset))
+    }
+}

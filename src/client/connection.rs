@@ -1,0 +1,143 @@
+//! One pipelined connection to one shard: requests are written as they come,
+//! a reader thread routes each response to its waiter by correlation id.
+
+use super::error::ClientError;
+use crate::protocol::frame::{self, Response};
+use crate::protocol::ErrorCode;
+use std::collections::HashMap;
+use std::io::{Read, Write};
+use std::net::{TcpStream, ToSocketAddrs};
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::sync::mpsc;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+/// A response as received: error code, message and body.
+#[derive(Debug, Clone)]
+pub struct Reply {
+    pub error: ErrorCode,
+    pub message: String,
+    pub body: Vec<u8>,
+}
+
+/// A reply with the tag its receiver knows it by.
+pub type Tagged = (u64, Result<Reply, ClientError>);
+
+/// Where a reply goes: a channel and a tag the receiver knows it by.
+pub type ReplyTo = (mpsc::Sender<Tagged>, u64);
+
+type Pending = Arc<Mutex<HashMap<u32, ReplyTo>>>;
+
+/// A connection to one shard.
+pub struct Connection {
+    pub addr: String,
+    writer: Mutex<TcpStream>,
+    pending: Pending,
+    next_corr: AtomicU32,
+    alive: Arc<AtomicBool>,
+    max_frame_bytes: usize,
+}
+
+impl Connection {
+    /// Connects and starts the reader thread.
+    pub fn open(addr: &str, timeout: Duration, max_frame_bytes: usize) -> Result<Arc<Connection>, ClientError> {
+        let connect_err = |reason: String| ClientError::Connect { addr: addr.to_string(), reason };
+        let sock = addr
+            .to_socket_addrs()
+            .map_err(|e| connect_err(e.to_string()))?
+            .next()
+            .ok_or_else(|| connect_err("no address".into()))?;
+        let stream = TcpStream::connect_timeout(&sock, timeout).map_err(|e| connect_err(e.to_string()))?;
+        stream.set_nodelay(true).map_err(|e| connect_err(e.to_string()))?;
+        let reader = stream.try_clone().map_err(|e| connect_err(e.to_string()))?;
+        let conn = Arc::new(Connection {
+            addr: addr.to_string(),
+            writer: Mutex::new(stream),
+            pending: Arc::default(),
+            next_corr: AtomicU32::new(1),
+            alive: Arc::new(AtomicBool::new(true)),
+            max_frame_bytes,
+        });
+        let (pending, alive, a) = (conn.pending.clone(), conn.alive.clone(), addr.to_string());
+        std::thread::Builder::new()
+            .name("ringmq-conn".into())
+            .spawn(move || read_loop(reader, pending, alive, a, max_frame_bytes))
+            .map_err(|e| connect_err(e.to_string()))?;
+        Ok(conn)
+    }
+
+    /// True until the connection fails.
+    pub fn is_alive(&self) -> bool {
+        self.alive.load(Ordering::Relaxed)
+    }
+
+    /// Sends a request; its reply, if one is expected, goes to `reply_to`.
+    pub fn send(&self, api: u16, body: &[u8], reply_to: Option<ReplyTo>) -> Result<(), ClientError> {
+        let corr = self.next_corr.fetch_add(1, Ordering::Relaxed).max(1);
+        let request = frame::request(api, 0, corr, body);
+        if request.len() - 4 > self.max_frame_bytes {
+            return Err(ClientError::Invalid(format!(
+                "request of {} bytes exceeds the frame limit {}",
+                request.len(),
+                self.max_frame_bytes
+            )));
+        }
+        if let Some(r) = reply_to {
+            self.pending.lock().expect("pending lock").insert(corr, r);
+        }
+        let mut w = self.writer.lock().expect("writer lock");
+        if let Err(e) = w.write_all(&request) {
+            self.pending.lock().expect("pending lock").remove(&corr);
+            self.alive.store(false, Ordering::Relaxed);
+            return Err(ClientError::ConnectionClosed { addr: self.addr.clone(), reason: e.to_string() });
+        }
+        Ok(())
+    }
+
+    /// Sends a request and waits for its reply.
+    pub fn call(&self, api: u16, body: &[u8], timeout: Duration) -> Result<Reply, ClientError> {
+        let (tx, rx) = mpsc::channel();
+        self.send(api, body, Some((tx, 0)))?;
+        match rx.recv_timeout(timeout) {
+            Ok((_, reply)) => reply,
+            Err(_) => Err(ClientError::Timeout { addr: self.addr.clone(), timeout_ms: timeout.as_millis() as u64 }),
+        }
+    }
+}
+
+impl Drop for Connection {
+    fn drop(&mut self) {
+        if let Ok(w) = self.writer.lock() {
+            let _ = w.shutdown(std::net::Shutdown::Both);
+        }
+    }
+}
+
+fn read_loop(mut stream: TcpStream, pending: Pending, alive: Arc<AtomicBool>, addr: String, max_frame_bytes: usize) {
+    let reason = loop {
+        let mut len = [0u8; 4];
+        if let Err(e) = stream.read_exact(&mut len) {
+            break e.to_string();
+        }
+        let len = u32::from_le_bytes(len) as usize;
+        if len < 6 || len > max_frame_bytes.max(1 << 20) {
+            break format!("broker sent a frame of {len} bytes");
+        }
+        let mut payload = vec![0u8; len];
+        if let Err(e) = stream.read_exact(&mut payload) {
+            break e.to_string();
+        }
+        let Ok(r) = Response::parse(&payload) else { break "broker sent an undecodable response".into() };
+        if r.correlation_id == 0 {
+            // A connection-level error (too many connections, frame too large): the broker closes.
+            break format!("{:?}: {}", r.error, r.message);
+        }
+        if let Some((tx, tag)) = pending.lock().expect("pending lock").remove(&r.correlation_id) {
+            let _ = tx.send((tag, Ok(Reply { error: r.error, message: r.message, body: r.body.to_vec() })));
+        }
+    };
+    alive.store(false, Ordering::Relaxed);
+    for (_, (tx, tag)) in pending.lock().expect("pending lock").drain() {
+        let _ = tx.send((tag, Err(ClientError::ConnectionClosed { addr: addr.clone(), reason: reason.clone() })));
+    }
+}

@@ -1,0 +1,18 @@
+//! The Rust client SDK: a metadata-following client with one pipelined
+//! connection per shard, a producer and a consumer.
+
+#[allow(clippy::module_inception)] // the Client lives in client.rs, as the style asks
+mod client;
+mod connection;
+mod consumer;
+mod error;
+mod message_id;
+mod producer;
+mod promise;
+
+pub use client::{Client, ClientConfig};
+pub use consumer::{ConsumedMessage, Consumer, StartFrom};
+pub use error::ClientError;
+pub use message_id::{MessageId, MessageIdGenerator};
+pub use producer::{Message, Producer, ProducerConfig, QueueSelector, SelectorFn, SendFuture, SendResult};
+pub use promise::Promise;

@@ -1,0 +1,372 @@
+//! The `ringmq` command: the broker (`serve`) and client commands for topics,
+//! producing and consuming.
+
+use clap::{Args, Parser, Subcommand, ValueEnum};
+use ringmq::client::{Client, ClientConfig, ClientError, Consumer, Message, Producer, ProducerConfig, StartFrom};
+use ringmq::server::{self, ServerConfig};
+use std::io::{BufRead, Write};
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+/// ringmq: a durable thread-per-core message broker.
+#[derive(Parser)]
+#[command(name = "ringmq", version, about)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Run the broker: one shard per core, shard N on the listen port + N.
+    Serve(ServeArgs),
+    /// Create, list, describe or delete topics.
+    Topic {
+        #[command(subcommand)]
+        action: TopicAction,
+    },
+    /// Send lines from stdin as messages, one per line.
+    Produce(ProduceArgs),
+    /// Print messages of a topic, one value per line (or JSON).
+    Consume(ConsumeArgs),
+}
+
+#[derive(Args)]
+struct ServeArgs {
+    /// Data directory (shard N keeps its files in DIR/shard-N).
+    #[arg(long, default_value = "./data")]
+    data_dir: PathBuf,
+    /// CPUs to run shards on, e.g. 0,1 (default: all).
+    #[arg(long, value_delimiter = ',')]
+    cores: Vec<usize>,
+    /// Address of shard 0; shard N listens on port + N (port 0: ephemeral ports).
+    #[arg(long, default_value = "127.0.0.1:9292")]
+    listen: std::net::SocketAddr,
+    /// Default flush policy of new topics.
+    #[arg(long, value_enum, default_value_t = Flush::Sync)]
+    flush: Flush,
+    /// Commit log segment size, MiB.
+    #[arg(long, default_value_t = 1024)]
+    segment_mib: u64,
+    /// User-space cache per shard, MiB.
+    #[arg(long, default_value_t = 256)]
+    cache_mib: usize,
+    /// Largest request frame, bytes (checked before the frame is read).
+    #[arg(long, default_value_t = 8 << 20)]
+    max_frame_bytes: usize,
+    /// Largest record batch, bytes.
+    #[arg(long, default_value_t = (1 << 20) - 8192)]
+    max_batch_bytes: usize,
+    /// Connections per shard.
+    #[arg(long, default_value_t = 1024)]
+    max_connections: usize,
+    /// Delete log segments older than this many hours.
+    #[arg(long)]
+    retention_hours: Option<u64>,
+    /// Keep at most this many GiB of log per shard.
+    #[arg(long)]
+    retention_gib: Option<u64>,
+}
+
+#[derive(Clone, Copy, ValueEnum)]
+enum Flush {
+    /// Acknowledge after fdatasync.
+    Sync,
+    /// Acknowledge when queued; flush by interval and size.
+    Async,
+}
+
+#[derive(Args, Clone)]
+struct BrokerArg {
+    /// Any shard's address.
+    #[arg(long, default_value = "127.0.0.1:9292")]
+    broker: String,
+}
+
+#[derive(Subcommand)]
+enum TopicAction {
+    /// Create a topic.
+    Create {
+        name: String,
+        /// Number of queues (spread over all shards).
+        #[arg(long, default_value_t = 8)]
+        queues: u32,
+        #[arg(long, value_enum, default_value_t = Flush::Sync)]
+        flush: Flush,
+        #[command(flatten)]
+        broker: BrokerArg,
+    },
+    /// List topic names.
+    List {
+        #[command(flatten)]
+        broker: BrokerArg,
+    },
+    /// Show a topic's queues, owning shards and offsets.
+    Describe {
+        name: String,
+        #[command(flatten)]
+        broker: BrokerArg,
+    },
+    /// Delete a topic.
+    Delete {
+        name: String,
+        #[command(flatten)]
+        broker: BrokerArg,
+    },
+}
+
+#[derive(Clone, Copy, ValueEnum)]
+enum Mode {
+    /// Wait for each message to be durable.
+    Sync,
+    /// Batch and pipeline; wait for all at the end.
+    Async,
+    /// No acknowledgement.
+    Oneway,
+}
+
+#[derive(Args)]
+struct ProduceArgs {
+    topic: String,
+    /// Key of every message (messages with a key go to the queue its hash picks).
+    #[arg(long)]
+    key: Option<String>,
+    /// Tag of every message.
+    #[arg(long)]
+    tag: Option<String>,
+    /// Header name=value, repeatable.
+    #[arg(long = "header", value_parser = parse_header)]
+    headers: Vec<(String, String)>,
+    #[arg(long, value_enum, default_value_t = Mode::Sync)]
+    mode: Mode,
+    #[command(flatten)]
+    broker: BrokerArg,
+}
+
+#[derive(Args)]
+struct ConsumeArgs {
+    topic: String,
+    /// earliest, latest, committed, or an offset.
+    #[arg(long, default_value = "earliest")]
+    from: String,
+    /// Consumer group: start from and commit its offsets.
+    #[arg(long)]
+    group: Option<String>,
+    /// Stop after this many messages.
+    #[arg(long)]
+    count: Option<u64>,
+    /// Stop after this many milliseconds without a message.
+    #[arg(long)]
+    idle_exit_ms: Option<u64>,
+    #[arg(long, value_enum, default_value_t = Format::Text)]
+    format: Format,
+    #[command(flatten)]
+    broker: BrokerArg,
+}
+
+#[derive(Clone, Copy, ValueEnum)]
+enum Format {
+    /// The value, one per line.
+    Text,
+    /// One JSON object per line.
+    Json,
+}
+
+fn parse_header(s: &str) -> Result<(String, String), String> {
+    s.split_once('=')
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .ok_or_else(|| format!("header {s:?} is not name=value"))
+}
+
+static STOP: AtomicBool = AtomicBool::new(false);
+
+extern "C" fn on_signal(_: libc::c_int) {
+    STOP.store(true, Ordering::Relaxed);
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    tracing_subscriber::fmt()
+        .with_writer(std::io::stderr)
+        .with_env_filter(tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into()))
+        .init();
+    let result = match cli.command {
+        Command::Serve(a) => serve(a),
+        Command::Topic { action } => topic(action),
+        Command::Produce(a) => produce(a),
+        Command::Consume(a) => consume(a),
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("error: {e}");
+            ExitCode::from(1)
+        }
+    }
+}
+
+fn serve(a: ServeArgs) -> Result<(), String> {
+    let mut cfg = ServerConfig::new(&a.data_dir);
+    if !a.cores.is_empty() {
+        cfg.cores = a.cores;
+    }
+    cfg.listen = a.listen;
+    cfg.default_flush = match a.flush {
+        Flush::Sync => ringmq::shards::FlushPolicy::Sync,
+        Flush::Async => ringmq::shards::FlushPolicy::Async,
+    };
+    cfg.segment_bytes = a.segment_mib << 20;
+    cfg.cache_bytes = a.cache_mib << 20;
+    cfg.max_frame_bytes = a.max_frame_bytes;
+    cfg.max_batch_bytes = a.max_batch_bytes;
+    cfg.max_connections = a.max_connections;
+    cfg.retention_age = a.retention_hours.map(|h| Duration::from_secs(h * 3600));
+    cfg.retention_bytes = a.retention_gib.map(|g| g << 30);
+    // SAFETY: the handler only stores to an atomic, which is async-signal-safe.
+    unsafe {
+        libc::signal(libc::SIGINT, on_signal as *const () as libc::sighandler_t);
+        libc::signal(libc::SIGTERM, on_signal as *const () as libc::sighandler_t);
+    }
+    let server = server::start(cfg).map_err(|e| e.to_string())?;
+    let addrs: Vec<String> = server.addrs.iter().map(|a| a.to_string()).collect();
+    println!("ringmq listening on {} (shards: {})", addrs[0], addrs.join(" "));
+    std::io::stdout().flush().map_err(|e| e.to_string())?;
+    while !STOP.load(Ordering::Relaxed) {
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    eprintln!("ringmq: shutting down");
+    server.stop();
+    Ok(())
+}
+
+fn connect(b: &BrokerArg) -> Result<std::sync::Arc<Client>, String> {
+    Client::connect(ClientConfig::new(&b.broker)).map_err(|e| e.to_string())
+}
+
+fn topic(action: TopicAction) -> Result<(), String> {
+    match action {
+        TopicAction::Create { name, queues, flush, broker } => {
+            connect(&broker)?.create_topic(&name, queues, flush as u8).map_err(|e| e.to_string())?;
+            println!("created topic {name} with {queues} queues");
+        }
+        TopicAction::List { broker } => {
+            for name in connect(&broker)?.list_topics().map_err(|e| e.to_string())? {
+                println!("{name}");
+            }
+        }
+        TopicAction::Describe { name, broker } => {
+            let client = connect(&broker)?;
+            let t = client.topic(&name).map_err(|e| e.to_string())?;
+            println!("topic {} flush {}", t.name, if t.flush == 1 { "async" } else { "sync" });
+            println!("{:>6} {:>6} {:>22} {:>12} {:>12}", "queue", "shard", "address", "start", "end");
+            for (q, shard) in t.queue_shards.iter().enumerate() {
+                let (start, end) = client.list_offsets(&name, q as u32).map_err(|e| e.to_string())?;
+                let addr = client.owner(&name, q as u32).map_err(|e| e.to_string())?;
+                println!("{q:>6} {shard:>6} {addr:>22} {start:>12} {end:>12}");
+            }
+        }
+        TopicAction::Delete { name, broker } => {
+            connect(&broker)?.delete_topic(&name).map_err(|e| e.to_string())?;
+            println!("deleted topic {name}");
+        }
+    }
+    Ok(())
+}
+
+fn produce(a: ProduceArgs) -> Result<(), String> {
+    let client = connect(&a.broker)?;
+    let selector = if a.key.is_some() { ringmq::client::QueueSelector::KeyHash } else { Default::default() };
+    let producer = Producer::new(client, ProducerConfig { selector, ..Default::default() });
+    let mut pending = Vec::new();
+    let mut sent = 0u64;
+    for line in std::io::stdin().lock().lines() {
+        let line = line.map_err(|e| e.to_string())?;
+        let mut m = Message::new(line.into_bytes());
+        m.key = a.key.clone().map(String::into_bytes);
+        m.tag = a.tag.clone();
+        m.headers = a.headers.iter().map(|(k, v)| (k.clone(), v.clone().into_bytes())).collect();
+        match a.mode {
+            Mode::Sync => {
+                let r = producer.send(&a.topic, &m).map_err(|e| e.to_string())?;
+                eprintln!("sent {} to queue {} offset {}", r.message_id, r.queue, r.offset);
+            }
+            Mode::Async => pending.push(producer.send_async(&a.topic, m)),
+            Mode::Oneway => {
+                producer.send_oneway(&a.topic, &m).map_err(|e| e.to_string())?;
+            }
+        }
+        sent += 1;
+    }
+    for p in pending {
+        p.wait().map_err(|e| e.to_string())?;
+    }
+    eprintln!("sent {sent} messages");
+    Ok(())
+}
+
+fn consume(a: ConsumeArgs) -> Result<(), String> {
+    let client = connect(&a.broker)?;
+    let start = match a.from.as_str() {
+        "earliest" => StartFrom::Earliest,
+        "latest" => StartFrom::Latest,
+        "committed" => StartFrom::Committed,
+        n => StartFrom::Offset(
+            n.parse().map_err(|_| format!("--from {n:?}: expected earliest, latest, committed or an offset"))?,
+        ),
+    };
+    let mut consumer = Consumer::new(client, a.group.clone());
+    consumer.assign_all(&a.topic, start).map_err(|e: ClientError| e.to_string())?;
+    let mut seen = 0u64;
+    let mut last = Instant::now();
+    let mut out = std::io::stdout().lock();
+    while a.count.is_none_or(|c| seen < c) {
+        if a.idle_exit_ms.is_some_and(|ms| last.elapsed() >= Duration::from_millis(ms)) {
+            break;
+        }
+        let messages = consumer.poll(Duration::from_millis(500)).map_err(|e| e.to_string())?;
+        if !messages.is_empty() {
+            last = Instant::now();
+        }
+        for m in messages.iter().take(a.count.map_or(usize::MAX, |c| (c - seen) as usize)) {
+            match a.format {
+                Format::Text => writeln!(out, "{}", String::from_utf8_lossy(&m.value)),
+                Format::Json => writeln!(
+                    out,
+                    "{{\"queue\":{},\"offset\":{},\"id\":\"{}\",\"key\":{},\"tag\":{},\"timestamp_ms\":{},\"value\":{}}}",
+                    m.queue,
+                    m.offset,
+                    m.message_id,
+                    json_string(&String::from_utf8_lossy(&m.key)),
+                    json_string(&m.tag),
+                    m.timestamp_ms,
+                    json_string(&String::from_utf8_lossy(&m.value))
+                ),
+            }
+            .map_err(|e| e.to_string())?;
+            seen += 1;
+        }
+    }
+    out.flush().map_err(|e| e.to_string())?;
+    if a.group.is_some() {
+        consumer.commit().map_err(|e| e.to_string())?;
+    }
+    Ok(())
+}
+
+fn json_string(s: &str) -> String {
+    let mut out = String::with_capacity(s.len() + 2);
+    out.push('"');
+    for c in s.chars() {
+        match c {
+            '"' => out.push_str("\\\""),
+            '\\' => out.push_str("\\\\"),
+            '\n' => out.push_str("\\n"),
+            c if (c as u32) < 0x20 => out.push_str(&format!("\\u{:04x}", c as u32)),
+            c => out.push(c),
+        }
+    }
+    out.push('"');
+    out
+}
