@@ -1,0 +1,105 @@
+//! The client SDK against a real broker: send modes, selectors, commits,
+//! long polling.
+
+mod common;
+
+use common::Broker;
+use ringmq::client::{Consumer, Message, Producer, ProducerConfig, QueueSelector, StartFrom};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+#[test]
+fn sync_async_and_oneway_sends_are_consumed_with_ids_keys_tags_and_headers() {
+    let dir = tempfile::tempdir().unwrap();
+    let broker = Broker::start(dir.path(), &[]);
+    let client = broker.client();
+    client.create_topic("t", 4, 0).unwrap();
+    let producer = Producer::new(client.clone(), ProducerConfig::default());
+    let m = Message::new(b"sync".to_vec()).with_key("k1").with_tag("TagA").with_header("trace", "abc");
+    let sent = producer.send("t", &m).unwrap();
+    let futures: Vec<_> = (0..10).map(|i| producer.send_async("t", Message::new(format!("async-{i}")))).collect();
+    let async_sent: Vec<_> = futures.into_iter().map(|f| f.wait().unwrap()).collect();
+    producer.send_oneway("t", &Message::new(b"oneway".to_vec())).unwrap();
+    let mut consumer = Consumer::new(client.clone(), None);
+    consumer.assign_all("t", StartFrom::Earliest).unwrap();
+    let mut got = Vec::new();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while got.len() < 12 && Instant::now() < deadline {
+        got.extend(consumer.poll(Duration::from_millis(200)).unwrap());
+    }
+    assert_eq!(got.len(), 12, "1 sync + 10 async + 1 one-way");
+    let first = got.iter().find(|c| c.value == b"sync").unwrap();
+    assert_eq!((first.message_id, first.queue, first.offset), (sent.message_id, sent.queue, sent.offset));
+    assert_eq!((first.key.as_slice(), first.tag.as_str()), (&b"k1"[..], "TagA"));
+    assert_eq!(first.headers, vec![("trace".to_string(), b"abc".to_vec())]);
+    for s in &async_sent {
+        let c = got.iter().find(|c| c.message_id == s.message_id).expect("async message consumed");
+        assert_eq!((c.queue, c.offset), (s.queue, s.offset), "async sends report their own offsets");
+    }
+}
+
+#[test]
+fn key_hash_keeps_a_key_on_one_queue_and_custom_selectors_are_obeyed() {
+    let dir = tempfile::tempdir().unwrap();
+    let broker = Broker::start(dir.path(), &[]);
+    let client = broker.client();
+    client.create_topic("keys", 8, 0).unwrap();
+    let by_key = Producer::new(client.clone(), ProducerConfig { selector: QueueSelector::KeyHash, ..Default::default() });
+    let queues: Vec<u32> = (0..20).map(|i| by_key.send("keys", &Message::new(format!("{i}")).with_key("order-42")).unwrap().queue).collect();
+    assert!(queues.iter().all(|q| *q == queues[0]), "{queues:?}");
+    let offsets: Vec<u64> = (0..5).map(|_| by_key.send("keys", &Message::new("x").with_key("order-42")).unwrap().offset).collect();
+    assert!(offsets.windows(2).all(|w| w[0] < w[1]), "per-key order: {offsets:?}");
+    let custom = Producer::new(client, ProducerConfig { selector: QueueSelector::Custom(Arc::new(|_, n| n - 1)), ..Default::default() });
+    assert_eq!(custom.send("keys", &Message::new("c")).unwrap().queue, 7);
+}
+
+#[test]
+fn a_group_resumes_from_its_committed_offsets() {
+    let dir = tempfile::tempdir().unwrap();
+    let broker = Broker::start(dir.path(), &[]);
+    let client = broker.client();
+    client.create_topic("g", 2, 0).unwrap();
+    let producer = Producer::new(client.clone(), ProducerConfig::default());
+    for i in 0..10 {
+        producer.send("g", &Message::new(format!("m{i}"))).unwrap();
+    }
+    let mut c1 = Consumer::new(client.clone(), Some("group-a".into()));
+    c1.assign_all("g", StartFrom::Committed).unwrap();
+    let mut n = 0;
+    while n < 10 {
+        n += c1.poll(Duration::from_millis(200)).unwrap().len();
+    }
+    c1.commit().unwrap();
+    producer.send("g", &Message::new("after commit")).unwrap();
+    let mut c2 = Consumer::new(client.clone(), Some("group-a".into()));
+    c2.assign_all("g", StartFrom::Committed).unwrap();
+    let got = c2.poll(Duration::from_secs(2)).unwrap();
+    let values: Vec<_> = got.iter().map(|m| m.value.clone()).collect();
+    assert_eq!(values, vec![b"after commit".to_vec()], "only what came after the commit");
+}
+
+#[test]
+fn a_parked_fetch_wakes_on_produce_and_returns_empty_at_max_wait() {
+    let dir = tempfile::tempdir().unwrap();
+    let broker = Broker::start(dir.path(), &[]);
+    let client = broker.client();
+    client.create_topic("lp", 1, 0).unwrap();
+    let mut consumer = Consumer::new(client.clone(), None);
+    consumer.assign_all("lp", StartFrom::Latest).unwrap();
+    let started = Instant::now();
+    assert!(consumer.poll(Duration::from_millis(300)).unwrap().is_empty());
+    assert!(started.elapsed() >= Duration::from_millis(300), "the fetch parked until max wait");
+    let producer_client = broker.client();
+    let sender = std::thread::spawn(move || {
+        std::thread::sleep(Duration::from_millis(200));
+        let p = Producer::new(producer_client, ProducerConfig::default());
+        let sent_at = Instant::now();
+        p.send("lp", &Message::new("wake")).unwrap();
+        sent_at
+    });
+    let got = consumer.poll(Duration::from_secs(30)).unwrap();
+    let woke = Instant::now();
+    let sent_at = sender.join().unwrap();
+    assert_eq!(got.len(), 1);
+    assert!(woke.duration_since(sent_at) < Duration::from_secs(5), "woken by the produce, not by the 30 s max wait");
+}

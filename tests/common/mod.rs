@@ -1,0 +1,130 @@
+//! Starts real `ringmq serve` processes on 127.0.0.1 with ephemeral ports and
+//! temp dirs, and speaks the raw protocol for bad-input tests.
+#![allow(dead_code)]
+
+use ringmq::client::{Client, ClientConfig};
+use ringmq::protocol::frame::{self, Response};
+use ringmq::protocol::ErrorCode;
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpStream;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::Arc;
+use std::time::Duration;
+
+/// A broker process.
+pub struct Broker {
+    child: Option<Child>,
+    pub dir: PathBuf,
+    /// Shard addresses, shard 0 first.
+    pub addrs: Vec<String>,
+    extra: Vec<String>,
+}
+
+impl Broker {
+    /// Starts a 2-shard broker in `dir` with small segments and caches.
+    pub fn start(dir: &Path, extra: &[&str]) -> Broker {
+        let extra: Vec<String> = extra.iter().map(|s| s.to_string()).collect();
+        let mut b = Broker { child: None, dir: dir.to_path_buf(), addrs: Vec::new(), extra };
+        b.launch();
+        b
+    }
+
+    fn launch(&mut self) {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_ringmq"))
+            .args(["serve", "--listen", "127.0.0.1:0", "--cores", "0,1", "--segment-mib", "16", "--cache-mib", "16"])
+            .arg("--data-dir")
+            .arg(&self.dir)
+            .args(&self.extra)
+            .env("RUST_LOG", "warn")
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .expect("start ringmq serve");
+        let mut line = String::new();
+        BufReader::new(child.stdout.take().expect("stdout")).read_line(&mut line).expect("read the listening line");
+        let shards = line.split("(shards: ").nth(1).unwrap_or_else(|| panic!("unexpected first line {line:?}"));
+        self.addrs = shards.trim().trim_end_matches(')').split(' ').map(str::to_string).collect();
+        self.child = Some(child);
+    }
+
+    /// Shard 0's address.
+    pub fn addr(&self) -> &str {
+        &self.addrs[0]
+    }
+
+    /// A client bootstrapped from shard 0.
+    pub fn client(&self) -> Arc<Client> {
+        let mut cfg = ClientConfig::new(self.addr());
+        cfg.request_timeout = Duration::from_secs(20);
+        Client::connect(cfg).expect("connect client")
+    }
+
+    /// SIGTERM and wait: a clean shutdown.
+    pub fn stop(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            unsafe { libc::kill(c.id() as i32, libc::SIGTERM) };
+            let status = c.wait().expect("wait for broker");
+            assert!(status.success(), "clean shutdown exits 0: {status}");
+        }
+    }
+
+    /// SIGKILL: a crash.
+    pub fn kill9(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            c.kill().expect("kill -9");
+            c.wait().expect("reap");
+        }
+    }
+
+    /// Starts the broker again on the same data directory.
+    pub fn restart(&mut self) {
+        self.launch();
+    }
+
+    /// True while the process runs.
+    pub fn is_running(&mut self) -> bool {
+        self.child.as_mut().is_some_and(|c| c.try_wait().expect("try_wait").is_none())
+    }
+}
+
+impl Drop for Broker {
+    fn drop(&mut self) {
+        self.kill9();
+    }
+}
+
+/// A raw connection for sending hand-made frames.
+pub struct Raw {
+    pub stream: TcpStream,
+}
+
+impl Raw {
+    pub fn connect(addr: &str) -> Raw {
+        let stream = TcpStream::connect(addr).expect("connect");
+        stream.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+        Raw { stream }
+    }
+
+    /// Sends a request frame and reads one response: (correlation, code, message, body).
+    pub fn call(&mut self, api: u16, version: u16, corr: u32, body: &[u8]) -> (u32, ErrorCode, String, Vec<u8>) {
+        self.stream.write_all(&frame::request(api, version, corr, body)).unwrap();
+        self.read_response().expect("a response")
+    }
+
+    /// Reads one response frame, or None if the broker closed the connection.
+    pub fn read_response(&mut self) -> Option<(u32, ErrorCode, String, Vec<u8>)> {
+        let mut len = [0u8; 4];
+        self.stream.read_exact(&mut len).ok()?;
+        let mut payload = vec![0u8; u32::from_le_bytes(len) as usize];
+        self.stream.read_exact(&mut payload).ok()?;
+        let r = Response::parse(&payload).expect("parse response");
+        Some((r.correlation_id, r.error, r.message, r.body.to_vec()))
+    }
+
+    /// True if the broker closed this connection.
+    pub fn is_closed(&mut self) -> bool {
+        let mut b = [0u8; 1];
+        matches!(self.stream.read(&mut b), Ok(0))
+    }
+}
