@@ -1,0 +1,159 @@
+//! The broker process: restarts, wrong-shard requests, and bad input that
+//! gets a typed error while the broker keeps serving everyone else.
+
+mod common;
+
+use common::{Broker, Raw};
+use ringmq::client::{Consumer, Message, Producer, ProducerConfig, StartFrom};
+use ringmq::protocol::messages::{Fetch, Produce, QueueRef, ACKS_DURABLE};
+use ringmq::protocol::{ApiKey, ErrorCode, Writer};
+use ringmq::shards::batch::BatchBuilder;
+use ringmq::shards::Record;
+use std::time::Duration;
+
+fn batch(value: &[u8]) -> Vec<u8> {
+    let mut b = BatchBuilder::new(0);
+    b.push(&Record { value, ..Record::default() });
+    b.finish()
+}
+
+fn produce_body(topic: &str, queue: u32, batch: &[u8]) -> Vec<u8> {
+    let mut w = Writer::default();
+    Produce { queue: QueueRef { topic: topic.into(), queue }, acks: ACKS_DURABLE, batches: vec![batch] }.encode(&mut w);
+    w.buf
+}
+
+fn fetch_body(topic: &str, queue: u32, offset: u64) -> Vec<u8> {
+    let mut w = Writer::default();
+    Fetch { queue: QueueRef { topic: topic.into(), queue }, offset, max_bytes: 1 << 20, max_wait_ms: 0 }.encode(&mut w);
+    w.buf
+}
+
+/// Another client still gets served.
+fn still_serves(broker: &Broker) {
+    let topics = broker.client().list_topics().expect("the broker still serves other clients");
+    assert!(topics.contains(&"t".to_string()));
+}
+
+#[test]
+fn after_a_clean_restart_every_acked_message_is_readable_and_offsets_continue() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut broker = Broker::start(dir.path(), &[]);
+    let client = broker.client();
+    client.create_topic("t", 4, 0).unwrap();
+    let producer = Producer::new(client, ProducerConfig::default());
+    let acked: Vec<_> = (0..40).map(|i| producer.send("t", &Message::new(format!("m{i}"))).unwrap()).collect();
+    drop(producer);
+    broker.stop();
+    broker.restart();
+    let client = broker.client();
+    let mut consumer = Consumer::new(client.clone(), None);
+    consumer.assign_all("t", StartFrom::Earliest).unwrap();
+    let mut got = Vec::new();
+    while got.len() < 40 {
+        let batch = consumer.poll(Duration::from_secs(2)).unwrap();
+        assert!(!batch.is_empty(), "all 40 messages come back");
+        got.extend(batch);
+    }
+    for a in &acked {
+        assert!(got.iter().any(|m| m.message_id == a.message_id && m.queue == a.queue && m.offset == a.offset));
+    }
+    let producer = Producer::new(client, ProducerConfig::default());
+    let next = producer.send("t", &Message::new("after restart")).unwrap();
+    assert_eq!(next.offset, 10, "queue {} continues after its 10 messages", next.queue);
+}
+
+#[test]
+fn a_request_sent_to_the_wrong_shard_is_served_by_forwarding() {
+    let dir = tempfile::tempdir().unwrap();
+    let broker = Broker::start(dir.path(), &[]);
+    let client = broker.client();
+    client.create_topic("t", 4, 0).unwrap();
+    let topic = client.topic("t").unwrap();
+    for (queue, owner) in topic.queue_shards.iter().enumerate() {
+        let wrong = &broker.addrs[1 - *owner as usize];
+        let mut raw = Raw::connect(wrong);
+        let (_, code, m, _) = raw.call(ApiKey::Produce as u16, 0, 7, &produce_body("t", queue as u32, &batch(b"via the wrong shard")));
+        assert_eq!(code, ErrorCode::None, "{m}");
+        let (_, code, _, body) = raw.call(ApiKey::Fetch as u16, 0, 8, &fetch_body("t", queue as u32, 0));
+        assert_eq!(code, ErrorCode::None);
+        assert!(body.windows(19).any(|w| w == b"via the wrong shard"));
+        assert_eq!(client.list_offsets("t", queue as u32).unwrap(), (0, 1), "stored once, on the owner");
+    }
+}
+
+#[test]
+fn bad_requests_get_typed_errors_and_the_connection_stays_open() {
+    let dir = tempfile::tempdir().unwrap();
+    let broker = Broker::start(dir.path(), &["--max-batch-bytes", "65536"]);
+    broker.client().create_topic("t", 2, 0).unwrap();
+    let mut raw = Raw::connect(broker.addr());
+    let good = batch(b"good");
+    let mut bad_crc = good.clone();
+    *bad_crc.last_mut().unwrap() ^= 1;
+    let huge = batch(&vec![1u8; 70_000]);
+    let cases: Vec<(u16, u16, Vec<u8>, ErrorCode)> = vec![
+        (99, 0, vec![], ErrorCode::UnknownApi),
+        (ApiKey::Produce as u16, 7, vec![], ErrorCode::UnsupportedVersion),
+        (ApiKey::Produce as u16, 0, vec![1, 2, 3], ErrorCode::Malformed),
+        (ApiKey::Produce as u16, 0, produce_body("t", 0, &bad_crc), ErrorCode::CrcMismatch),
+        (ApiKey::Produce as u16, 0, produce_body("t", 0, &huge), ErrorCode::BatchTooLarge),
+        (ApiKey::Produce as u16, 0, produce_body("nope", 0, &good), ErrorCode::UnknownTopic),
+        (ApiKey::Produce as u16, 0, produce_body("t", 9, &good), ErrorCode::UnknownQueue),
+        (ApiKey::Fetch as u16, 0, fetch_body("t", 0, 5), ErrorCode::OffsetOutOfRange),
+    ];
+    for (i, (api, version, body, want)) in cases.into_iter().enumerate() {
+        let (corr, code, message, _) = raw.call(api, version, 100 + i as u32, &body);
+        assert_eq!((corr, code), (100 + i as u32, want), "case {i}: {message}");
+        assert!(!message.is_empty(), "case {i} explains itself");
+    }
+    let mut w = Writer::default();
+    ringmq::protocol::messages::CreateTopic { name: "bad name!".into(), queues: 1, flush: 0 }.encode(&mut w);
+    assert_eq!(raw.call(ApiKey::CreateTopic as u16, 0, 1, &w.buf).1, ErrorCode::InvalidTopic);
+    let mut w = Writer::default();
+    ringmq::protocol::messages::CreateTopic { name: "t".into(), queues: 1, flush: 0 }.encode(&mut w);
+    assert_eq!(raw.call(ApiKey::CreateTopic as u16, 0, 2, &w.buf).1, ErrorCode::TopicExists);
+    let (_, code, _, _) = raw.call(ApiKey::Produce as u16, 0, 3, &produce_body("t", 0, &good));
+    assert_eq!(code, ErrorCode::None, "the same connection still works");
+    assert_eq!(broker.client().list_offsets("t", 0).unwrap(), (0, 1), "nothing bad was stored");
+    still_serves(&broker);
+}
+
+#[test]
+fn framing_errors_close_only_that_connection() {
+    let dir = tempfile::tempdir().unwrap();
+    let broker = Broker::start(dir.path(), &["--max-frame-bytes", "100000"]);
+    broker.client().create_topic("t", 1, 0).unwrap();
+    let mut bystander = Raw::connect(broker.addr());
+    for len in [3u32, 2_000_000_000] {
+        let mut raw = Raw::connect(broker.addr());
+        use std::io::Write;
+        raw.stream.write_all(&len.to_le_bytes()).unwrap();
+        let (corr, code, message, _) = raw.read_response().expect("an error frame before closing");
+        let want = if len < 8 { ErrorCode::Malformed } else { ErrorCode::FrameTooLarge };
+        assert_eq!((corr, code), (0, want), "{message}");
+        assert!(raw.is_closed(), "the broken connection is closed");
+    }
+    let (_, code, _, _) = bystander.call(ApiKey::ListTopics as u16, 0, 1, &[]);
+    assert_eq!(code, ErrorCode::None, "other connections are untouched");
+    still_serves(&broker);
+}
+
+#[test]
+fn connections_past_the_limit_are_refused_and_the_slot_frees_on_close() {
+    let dir = tempfile::tempdir().unwrap();
+    let broker = Broker::start(dir.path(), &["--max-connections", "2"]);
+    broker.client().create_topic("t", 1, 0).unwrap();
+    let first = Raw::connect(broker.addr());
+    let _second = Raw::connect(broker.addr());
+    std::thread::sleep(Duration::from_millis(100));
+    let mut third = Raw::connect(broker.addr());
+    let (corr, code, message, _) = third.read_response().expect("a refusal");
+    assert_eq!((corr, code), (0, ErrorCode::TooManyConnections), "{message}");
+    assert!(third.is_closed());
+    drop(first);
+    std::thread::sleep(Duration::from_millis(200));
+    let mut fourth = Raw::connect(broker.addr());
+    let (_, code, _, _) = fourth.call(ApiKey::ListTopics as u16, 0, 1, &[]);
+    assert_eq!(code, ErrorCode::None, "a closed connection frees its slot");
+}
