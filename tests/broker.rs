@@ -73,7 +73,8 @@ fn a_request_sent_to_the_wrong_shard_is_served_by_forwarding() {
     for (queue, owner) in topic.queue_shards.iter().enumerate() {
         let wrong = &broker.addrs[1 - *owner as usize];
         let mut raw = Raw::connect(wrong);
-        let (_, code, m, _) = raw.call(ApiKey::Produce as u16, 0, 7, &produce_body("t", queue as u32, &batch(b"via the wrong shard")));
+        let (_, code, m, _) =
+            raw.call(ApiKey::Produce as u16, 0, 7, &produce_body("t", queue as u32, &batch(b"via the wrong shard")));
         assert_eq!(code, ErrorCode::None, "{m}");
         let (_, code, _, body) = raw.call(ApiKey::Fetch as u16, 0, 8, &fetch_body("t", queue as u32, 0));
         assert_eq!(code, ErrorCode::None);

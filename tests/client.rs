@@ -44,12 +44,19 @@ fn key_hash_keeps_a_key_on_one_queue_and_custom_selectors_are_obeyed() {
     let broker = Broker::start(dir.path(), &[]);
     let client = broker.client();
     client.create_topic("keys", 8, 0).unwrap();
-    let by_key = Producer::new(client.clone(), ProducerConfig { selector: QueueSelector::KeyHash, ..Default::default() });
-    let queues: Vec<u32> = (0..20).map(|i| by_key.send("keys", &Message::new(format!("{i}")).with_key("order-42")).unwrap().queue).collect();
+    let by_key =
+        Producer::new(client.clone(), ProducerConfig { selector: QueueSelector::KeyHash, ..Default::default() });
+    let queues: Vec<u32> = (0..20)
+        .map(|i| by_key.send("keys", &Message::new(format!("{i}")).with_key("order-42")).unwrap().queue)
+        .collect();
     assert!(queues.iter().all(|q| *q == queues[0]), "{queues:?}");
-    let offsets: Vec<u64> = (0..5).map(|_| by_key.send("keys", &Message::new("x").with_key("order-42")).unwrap().offset).collect();
+    let offsets: Vec<u64> =
+        (0..5).map(|_| by_key.send("keys", &Message::new("x").with_key("order-42")).unwrap().offset).collect();
     assert!(offsets.windows(2).all(|w| w[0] < w[1]), "per-key order: {offsets:?}");
-    let custom = Producer::new(client, ProducerConfig { selector: QueueSelector::Custom(Arc::new(|_, n| n - 1)), ..Default::default() });
+    let custom = Producer::new(
+        client,
+        ProducerConfig { selector: QueueSelector::Custom(Arc::new(|_, n| n - 1)), ..Default::default() },
+    );
     assert_eq!(custom.send("keys", &Message::new("c")).unwrap().queue, 7);
 }
 
