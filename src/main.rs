@@ -31,46 +31,99 @@ enum Command {
     Produce(ProduceArgs),
     /// Print messages of a topic, one value per line (or JSON).
     Consume(ConsumeArgs),
+    /// Check that this host can run the broker; each failure names its fix.
+    Doctor(DoctorArgs),
 }
 
-#[derive(Args)]
+/// Flags of `ringmq serve`; each may also come from the --config file (a flag wins).
+#[derive(Args, Default, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
 struct ServeArgs {
-    /// Data directory (shard N keeps its files in DIR/shard-N).
-    #[arg(long, default_value = "./data")]
-    data_dir: PathBuf,
-    /// CPUs to run shards on, e.g. 0,1 (default: all).
+    /// TOML file with any of these settings (keys as the flags, with _ for -).
+    #[arg(long)]
+    #[serde(skip)]
+    config: Option<PathBuf>,
+    /// Data directory (shard N keeps its files in DIR/shard-N) [default: ./data].
+    #[arg(long)]
+    data_dir: Option<PathBuf>,
+    /// CPUs to run shards on, e.g. 0,1 [default: all].
     #[arg(long, value_delimiter = ',')]
-    cores: Vec<usize>,
-    /// Address of shard 0; shard N listens on port + N (port 0: ephemeral ports).
-    #[arg(long, default_value = "127.0.0.1:9292")]
-    listen: std::net::SocketAddr,
-    /// Default flush policy of new topics.
-    #[arg(long, value_enum, default_value_t = Flush::Sync)]
-    flush: Flush,
-    /// Commit log segment size, MiB.
-    #[arg(long, default_value_t = 1024)]
-    segment_mib: u64,
-    /// User-space cache per shard, MiB.
-    #[arg(long, default_value_t = 256)]
-    cache_mib: usize,
-    /// Largest request frame, bytes (checked before the frame is read).
-    #[arg(long, default_value_t = 8 << 20)]
-    max_frame_bytes: usize,
-    /// Largest record batch, bytes.
-    #[arg(long, default_value_t = (1 << 20) - 8192)]
-    max_batch_bytes: usize,
-    /// Connections per shard.
-    #[arg(long, default_value_t = 1024)]
-    max_connections: usize,
-    /// Delete log segments older than this many hours.
+    cores: Option<Vec<usize>>,
+    /// Address of shard 0; shard N listens on port + N (port 0: ephemeral ports) [default: 127.0.0.1:9292].
+    #[arg(long)]
+    listen: Option<std::net::SocketAddr>,
+    /// Default flush policy of new topics [default: sync].
+    #[arg(long, value_enum)]
+    flush: Option<Flush>,
+    /// Commit log segment size, MiB [default: 1024].
+    #[arg(long)]
+    segment_mib: Option<u64>,
+    /// User-space cache per shard, MiB [default: 256].
+    #[arg(long)]
+    cache_mib: Option<usize>,
+    /// Largest request frame, bytes, checked before the frame is read [default: 8388608].
+    #[arg(long)]
+    max_frame_bytes: Option<usize>,
+    /// Largest record batch, bytes [default: 1040384].
+    #[arg(long)]
+    max_batch_bytes: Option<usize>,
+    /// Connections per shard [default: 1024].
+    #[arg(long)]
+    max_connections: Option<usize>,
+    /// Delete log segments older than this many hours [default: keep].
     #[arg(long)]
     retention_hours: Option<u64>,
-    /// Keep at most this many GiB of log per shard.
+    /// Keep at most this many GiB of log per shard [default: no limit].
     #[arg(long)]
     retention_gib: Option<u64>,
 }
 
-#[derive(Clone, Copy, ValueEnum)]
+impl ServeArgs {
+    /// Flags over the config file over the defaults.
+    fn resolve(self) -> Result<ServerConfig, String> {
+        let file: ServeArgs = match &self.config {
+            Some(path) => {
+                let text = std::fs::read_to_string(path).map_err(|e| format!("reading {}: {e}", path.display()))?;
+                toml::from_str(&text).map_err(|e| format!("{}: {e}", path.display()))?
+            }
+            None => ServeArgs::default(),
+        };
+        let mut cfg = ServerConfig::new(self.data_dir.or(file.data_dir).unwrap_or_else(|| PathBuf::from("./data")));
+        if let Some(cores) = self.cores.or(file.cores) {
+            cfg.cores = cores;
+        }
+        if let Some(listen) = self.listen.or(file.listen) {
+            cfg.listen = listen;
+        }
+        if let Some(Flush::Async) = self.flush.or(file.flush) {
+            cfg.default_flush = ringmq::shards::FlushPolicy::Async;
+        }
+        cfg.segment_bytes = self.segment_mib.or(file.segment_mib).map_or(cfg.segment_bytes, |m| m << 20);
+        cfg.cache_bytes = self.cache_mib.or(file.cache_mib).map_or(cfg.cache_bytes, |m| m << 20);
+        cfg.max_frame_bytes = self.max_frame_bytes.or(file.max_frame_bytes).unwrap_or(cfg.max_frame_bytes);
+        cfg.max_batch_bytes = self.max_batch_bytes.or(file.max_batch_bytes).unwrap_or(cfg.max_batch_bytes);
+        cfg.max_connections = self.max_connections.or(file.max_connections).unwrap_or(cfg.max_connections);
+        cfg.retention_age = self.retention_hours.or(file.retention_hours).map(|h| Duration::from_secs(h * 3600));
+        cfg.retention_bytes = self.retention_gib.or(file.retention_gib).map(|g| g << 30);
+        Ok(cfg)
+    }
+}
+
+#[derive(Args)]
+struct DoctorArgs {
+    /// Data directory to check for O_DIRECT and fallocate.
+    #[arg(long, default_value = "./data")]
+    data_dir: PathBuf,
+    /// CPUs the broker would run on [default: all].
+    #[arg(long, value_delimiter = ',')]
+    cores: Vec<usize>,
+    /// Connections per shard to size the open-file limit for.
+    #[arg(long, default_value_t = 1024)]
+    max_connections: usize,
+}
+
+#[derive(Clone, Copy, ValueEnum, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
 enum Flush {
     /// Acknowledge after fdatasync.
     Sync,
@@ -197,6 +250,7 @@ fn main() -> ExitCode {
         Command::Topic { action } => topic(action),
         Command::Produce(a) => produce(a),
         Command::Consume(a) => consume(a),
+        Command::Doctor(a) => doctor(a),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
@@ -208,22 +262,13 @@ fn main() -> ExitCode {
 }
 
 fn serve(a: ServeArgs) -> Result<(), String> {
-    let mut cfg = ServerConfig::new(&a.data_dir);
-    if !a.cores.is_empty() {
-        cfg.cores = a.cores;
+    let cfg = a.resolve()?;
+    let failed: Vec<_> =
+        ringmq::doctor::run(&cfg.data_dir, &cfg.cores, cfg.max_connections).into_iter().filter(|c| !c.ok).collect();
+    if !failed.is_empty() {
+        let lines: Vec<String> = failed.iter().map(|c| format!("  {}: {}", c.name, c.detail)).collect();
+        return Err(format!("this host cannot run the broker (see `ringmq doctor`):\n{}", lines.join("\n")));
     }
-    cfg.listen = a.listen;
-    cfg.default_flush = match a.flush {
-        Flush::Sync => ringmq::shards::FlushPolicy::Sync,
-        Flush::Async => ringmq::shards::FlushPolicy::Async,
-    };
-    cfg.segment_bytes = a.segment_mib << 20;
-    cfg.cache_bytes = a.cache_mib << 20;
-    cfg.max_frame_bytes = a.max_frame_bytes;
-    cfg.max_batch_bytes = a.max_batch_bytes;
-    cfg.max_connections = a.max_connections;
-    cfg.retention_age = a.retention_hours.map(|h| Duration::from_secs(h * 3600));
-    cfg.retention_bytes = a.retention_gib.map(|g| g << 30);
     // SAFETY: the handler only stores to an atomic, which is async-signal-safe.
     unsafe {
         libc::signal(libc::SIGINT, on_signal as *const () as libc::sighandler_t);
@@ -239,6 +284,18 @@ fn serve(a: ServeArgs) -> Result<(), String> {
     eprintln!("ringmq: shutting down");
     server.stop();
     Ok(())
+}
+
+fn doctor(a: DoctorArgs) -> Result<(), String> {
+    let cores = if a.cores.is_empty() { ServerConfig::new(&a.data_dir).cores } else { a.cores };
+    let checks = ringmq::doctor::run(&a.data_dir, &cores, a.max_connections);
+    for c in &checks {
+        println!("{} {:<18} {}", if c.ok { "ok  " } else { "FAIL" }, c.name, c.detail);
+    }
+    match checks.iter().filter(|c| !c.ok).count() {
+        0 => Ok(()),
+        n => Err(format!("{n} check(s) failed")),
+    }
 }
 
 fn connect(b: &BrokerArg) -> Result<std::sync::Arc<Client>, String> {
@@ -316,10 +373,13 @@ fn consume(a: ConsumeArgs) -> Result<(), String> {
             n.parse().map_err(|_| format!("--from {n:?}: expected earliest, latest, committed or an offset"))?,
         ),
     };
-    let mut consumer = Consumer::new(client, a.group.clone());
+    let mut consumer = Consumer::new(client.clone(), a.group.clone());
     consumer.assign_all(&a.topic, start).map_err(|e: ClientError| e.to_string())?;
     let mut seen = 0u64;
     let mut last = Instant::now();
+    // Next offset per queue of what was printed: only that is committed, so a
+    // message fetched but not printed (past --count) is not skipped by the group.
+    let mut printed: std::collections::BTreeMap<u32, u64> = Default::default();
     let mut out = std::io::stdout().lock();
     while a.count.is_none_or(|c| seen < c) {
         if a.idle_exit_ms.is_some_and(|ms| last.elapsed() >= Duration::from_millis(ms)) {
@@ -345,12 +405,15 @@ fn consume(a: ConsumeArgs) -> Result<(), String> {
                 ),
             }
             .map_err(|e| e.to_string())?;
+            printed.insert(m.queue, m.offset + 1);
             seen += 1;
         }
     }
     out.flush().map_err(|e| e.to_string())?;
-    if a.group.is_some() {
-        consumer.commit().map_err(|e| e.to_string())?;
+    if let Some(group) = &a.group {
+        for (queue, next) in printed {
+            client.commit_offset(group, &a.topic, queue, next).map_err(|e| e.to_string())?;
+        }
     }
     Ok(())
 }

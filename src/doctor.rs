@@ -1,0 +1,242 @@
+//! Host checks, run by `ringmq doctor` and at the start of `ringmq serve`:
+//! io_uring and the operations the broker uses, the io_uring sysctl, O_DIRECT
+//! and fallocate on the data directory, locked-memory and open-file limits,
+//! and the CPUs asked for. Every failure names its fix; `serve` refuses to
+//! start on a failed hard requirement instead of failing later.
+
+use std::io::Write;
+use std::os::unix::fs::OpenOptionsExt;
+use std::path::Path;
+
+/// Locked memory one shard's executor registers for its I/O buffers (glommio's default).
+pub const IO_MEMORY_PER_SHARD: u64 = 10 << 20;
+
+/// The outcome of one check.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Check {
+    pub name: &'static str,
+    pub ok: bool,
+    /// What was found, and for a failure what to do about it.
+    pub detail: String,
+}
+
+/// Runs every check for a broker with `shards` shards on `cores`, keeping data
+/// in `data_dir` and serving up to `connections` connections per shard.
+pub fn run(data_dir: &Path, cores: &[usize], connections: usize) -> Vec<Check> {
+    vec![
+        io_uring_ops(),
+        io_uring_sysctl(),
+        direct_io(data_dir),
+        memlock(cores.len() as u64),
+        open_files((cores.len() * (connections + 64)) as u64),
+        cpus(cores),
+    ]
+}
+
+fn check(name: &'static str, ok: bool, detail: String) -> Check {
+    Check { name, ok, detail }
+}
+
+/// io_uring opcodes the storage engine and the network path use.
+const OPS: [(u8, &str); 13] = [
+    (io_uring::opcode::Read::CODE, "read"),
+    (io_uring::opcode::Write::CODE, "write"),
+    (io_uring::opcode::ReadFixed::CODE, "read_fixed"),
+    (io_uring::opcode::WriteFixed::CODE, "write_fixed"),
+    (io_uring::opcode::Fsync::CODE, "fsync"),
+    (io_uring::opcode::Fallocate::CODE, "fallocate"),
+    (io_uring::opcode::OpenAt::CODE, "openat"),
+    (io_uring::opcode::Close::CODE, "close"),
+    (io_uring::opcode::Statx::CODE, "statx"),
+    (io_uring::opcode::Accept::CODE, "accept"),
+    (io_uring::opcode::Connect::CODE, "connect"),
+    (io_uring::opcode::Recv::CODE, "recv"),
+    (io_uring::opcode::Send::CODE, "send"),
+];
+
+fn io_uring_ops() -> Check {
+    let ring = match io_uring::IoUring::new(8) {
+        Ok(r) => r,
+        Err(e) => {
+            return check(
+                "io_uring",
+                false,
+                format!("io_uring_setup failed ({e}); use a Linux 5.10+ kernel and allow io_uring (container seccomp profiles often block it)"),
+            )
+        }
+    };
+    let mut probe = io_uring::Probe::new();
+    if let Err(e) = ring.submitter().register_probe(&mut probe) {
+        return check(
+            "io_uring",
+            false,
+            format!("cannot probe io_uring operations ({e}); the kernel is too old, use 5.10+"),
+        );
+    }
+    let missing: Vec<&str> = OPS.iter().filter(|(code, _)| !probe.is_supported(*code)).map(|(_, n)| *n).collect();
+    if missing.is_empty() {
+        check("io_uring", true, format!("all {} operations used are supported", OPS.len()))
+    } else {
+        check("io_uring", false, format!("the kernel lacks io_uring operations {missing:?}; use a Linux 5.10+ kernel"))
+    }
+}
+
+fn io_uring_sysctl() -> Check {
+    match std::fs::read_to_string("/proc/sys/kernel/io_uring_disabled").map(|s| s.trim().to_string()) {
+        Ok(v) if v == "0" => check("io_uring_disabled", true, "kernel.io_uring_disabled = 0".into()),
+        Ok(v) if v == "1" => check(
+            "io_uring_disabled",
+            is_root(),
+            "kernel.io_uring_disabled = 1 (privileged only); run as root or `sysctl -w kernel.io_uring_disabled=0`"
+                .to_string(),
+        ),
+        Ok(v) => check(
+            "io_uring_disabled",
+            false,
+            format!("kernel.io_uring_disabled = {v}; run `sysctl -w kernel.io_uring_disabled=0`"),
+        ),
+        Err(_) => {
+            check("io_uring_disabled", true, "sysctl absent (kernel predates it): io_uring is not disabled".into())
+        }
+    }
+}
+
+fn is_root() -> bool {
+    // SAFETY: geteuid has no preconditions.
+    unsafe { libc::geteuid() == 0 }
+}
+
+fn direct_io(data_dir: &Path) -> Check {
+    let name = "direct_io";
+    if let Err(e) = std::fs::create_dir_all(data_dir) {
+        return check(name, false, format!("cannot create {}: {e}", data_dir.display()));
+    }
+    let path = data_dir.join(".doctor-probe");
+    let result = (|| -> std::io::Result<()> {
+        let mut f = std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .custom_flags(libc::O_DIRECT)
+            .open(&path)?;
+        // SAFETY: a valid descriptor and range.
+        if unsafe { libc::fallocate(std::os::fd::AsRawFd::as_raw_fd(&f), 0, 0, 1 << 20) } != 0 {
+            return Err(std::io::Error::other(format!("fallocate: {}", std::io::Error::last_os_error())));
+        }
+        let layout = std::alloc::Layout::from_size_align(4096, 4096).expect("layout");
+        // SAFETY: freed below; 4 KiB aligned as O_DIRECT needs.
+        let buf = unsafe { std::alloc::alloc_zeroed(layout) };
+        let page = unsafe { std::slice::from_raw_parts(buf, 4096) };
+        let written = f.write(page);
+        unsafe { std::alloc::dealloc(buf, layout) };
+        written.map(|_| ())
+    })();
+    let _ = std::fs::remove_file(&path);
+    match result {
+        Ok(()) => check(name, true, format!("O_DIRECT writes and fallocate work in {}", data_dir.display())),
+        Err(e) => check(
+            name,
+            false,
+            format!(
+                "{} does not support O_DIRECT + fallocate ({e}); put the data directory on ext4 or xfs",
+                data_dir.display()
+            ),
+        ),
+    }
+}
+
+fn memlock(shards: u64) -> Check {
+    let need = shards * IO_MEMORY_PER_SHARD + (1 << 20);
+    let (soft, hard) = rlimit(libc::RLIMIT_MEMLOCK);
+    if soft >= need || raise(libc::RLIMIT_MEMLOCK, need.min(hard), hard) >= need {
+        return check(
+            "memlock",
+            true,
+            format!("RLIMIT_MEMLOCK allows {} KiB (need {} KiB)", soft.max(need.min(hard)) / 1024, need / 1024),
+        );
+    }
+    if has_cap_ipc_lock() {
+        return check(
+            "memlock",
+            true,
+            format!("RLIMIT_MEMLOCK is {} KiB but CAP_IPC_LOCK lets the shards lock {} KiB", soft / 1024, need / 1024),
+        );
+    }
+    check(
+        "memlock",
+        false,
+        format!(
+            "RLIMIT_MEMLOCK is {} KiB (hard {} KiB) but {shards} shards lock {} KiB of I/O buffers; run `ulimit -l {}`, set LimitMEMLOCK={} in the systemd unit, or grant CAP_IPC_LOCK",
+            soft / 1024,
+            hard / 1024,
+            need / 1024,
+            need / 1024,
+            need
+        ),
+    )
+}
+
+fn open_files(need: u64) -> Check {
+    let (soft, hard) = rlimit(libc::RLIMIT_NOFILE);
+    let now = if soft >= need { soft } else { raise(libc::RLIMIT_NOFILE, need.min(hard), hard) };
+    if now >= need {
+        check("open_files", true, format!("RLIMIT_NOFILE is {now} (need {need})"))
+    } else {
+        check("open_files", false, format!("RLIMIT_NOFILE is {now} (hard {hard}) but up to {need} files and sockets are open; run `ulimit -n {need}` or set LimitNOFILE={need}"))
+    }
+}
+
+fn cpus(cores: &[usize]) -> Check {
+    let n = std::thread::available_parallelism().map_or(1, |n| n.get());
+    match cores.iter().find(|c| **c >= n) {
+        None if !cores.is_empty() => check("cpus", true, format!("shards on CPUs {cores:?} of {n}")),
+        None => check("cpus", false, "no CPUs given; pass --cores".into()),
+        Some(c) => check(
+            "cpus",
+            false,
+            format!("CPU {c} does not exist (this machine has {n}); pass --cores with CPUs 0..{}", n - 1),
+        ),
+    }
+}
+
+fn rlimit(resource: libc::__rlimit_resource_t) -> (u64, u64) {
+    let mut r = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
+    // SAFETY: r is a valid out-pointer.
+    unsafe { libc::getrlimit(resource, &mut r) };
+    (r.rlim_cur, r.rlim_max)
+}
+
+/// Raises the soft limit to `to` (at most `hard`); returns the soft limit after.
+fn raise(resource: libc::__rlimit_resource_t, to: u64, hard: u64) -> u64 {
+    let r = libc::rlimit { rlim_cur: to, rlim_max: hard };
+    // SAFETY: r is a valid in-pointer.
+    unsafe { libc::setrlimit(resource, &r) };
+    rlimit(resource).0
+}
+
+fn has_cap_ipc_lock() -> bool {
+    const CAP_IPC_LOCK: u32 = 14;
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| s.lines().find_map(|l| l.strip_prefix("CapEff:").map(|v| v.trim().to_string())))
+        .and_then(|hex| u64::from_str_radix(&hex, 16).ok())
+        .is_some_and(|caps| caps & (1 << CAP_IPC_LOCK) != 0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn this_host_passes_and_a_missing_cpu_fails_with_its_fix() {
+        let dir = std::env::temp_dir().join(format!("ringmq-doctor-{}", std::process::id()));
+        let checks = run(&dir, &[0], 16);
+        let _ = std::fs::remove_dir_all(&dir);
+        for c in &checks {
+            assert!(c.ok, "{}: {}", c.name, c.detail);
+        }
+        let bad = cpus(&[4096]);
+        assert!(!bad.ok && bad.detail.contains("--cores"), "{}", bad.detail);
+    }
+}
