@@ -1,0 +1,72 @@
+//! The `ringmq` command line against a real broker: what a script relies on.
+
+mod common;
+
+use common::Broker;
+use std::io::Write;
+use std::process::{Command, Output, Stdio};
+
+fn ringmq(args: &[&str], stdin: &str) -> Output {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_ringmq"))
+        .args(args)
+        .env("RUST_LOG", "warn")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    child.stdin.take().unwrap().write_all(stdin.as_bytes()).unwrap();
+    child.wait_with_output().unwrap()
+}
+
+fn text(b: &[u8]) -> String {
+    String::from_utf8_lossy(b).into_owned()
+}
+
+#[test]
+fn topics_produce_and_consume_from_the_command_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let broker = Broker::start(dir.path(), &[]);
+    let b = broker.addr();
+    let out = ringmq(&["topic", "create", "cli", "--queues", "3", "--broker", b], "");
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert_eq!(text(&ringmq(&["topic", "list", "--broker", b], "").stdout), "cli\n");
+    let out = ringmq(&["produce", "cli", "--tag", "TagA", "--header", "h=v", "--broker", b], "one\ntwo\nthree\n");
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let out = ringmq(&["produce", "cli", "--mode", "async", "--key", "k", "--broker", b], "four\n");
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let out = ringmq(&["consume", "cli", "--count", "4", "--broker", b], "");
+    let mut lines: Vec<String> = text(&out.stdout).lines().map(str::to_string).collect();
+    lines.sort();
+    assert_eq!(lines, vec!["four", "one", "three", "two"]);
+    let out = ringmq(&["consume", "cli", "--count", "1", "--format", "json", "--from", "earliest", "--broker", b], "");
+    let json = text(&out.stdout);
+    assert!(json.starts_with("{\"queue\":") && json.contains("\"offset\":0") && json.contains("\"id\":\""), "{json}");
+    let out = ringmq(&["topic", "describe", "cli", "--broker", b], "");
+    assert!(text(&out.stdout).lines().count() == 5, "header + 3 queues:\n{}", text(&out.stdout));
+
+    let out = ringmq(&["consume", "cli", "--group", "g", "--from", "committed", "--count", "2", "--broker", b], "");
+    assert_eq!(text(&out.stdout).lines().count(), 2);
+    let out = ringmq(&["consume", "cli", "--group", "g", "--from", "committed", "--idle-exit-ms", "1000", "--broker", b], "");
+    assert_eq!(text(&out.stdout).lines().count(), 2, "the group resumes after the 2 it printed and committed");
+
+    let out = ringmq(&["produce", "missing", "--broker", b], "x\n");
+    assert_eq!(out.status.code(), Some(1));
+    assert!(text(&out.stderr).contains("unknown topic"), "{}", text(&out.stderr));
+    assert_eq!(ringmq(&["topic", "create"], "").status.code(), Some(2), "usage errors exit 2");
+    let out = ringmq(&["topic", "delete", "cli", "--broker", b], "");
+    assert!(out.status.success());
+    assert_eq!(text(&ringmq(&["topic", "list", "--broker", b], "").stdout), "");
+}
+
+#[test]
+fn help_describes_every_command_and_flag() {
+    let out = ringmq(&["--help"], "");
+    for cmd in ["serve", "topic", "produce", "consume", "doctor"] {
+        assert!(text(&out.stdout).contains(cmd), "{cmd} missing from --help");
+    }
+    let serve = text(&ringmq(&["serve", "--help"], "").stdout);
+    for flag in ["--data-dir", "--cores", "--listen", "--flush", "--segment-mib", "--cache-mib", "--max-frame-bytes", "--max-connections", "--config"] {
+        assert!(serve.contains(flag), "{flag} missing from serve --help");
+    }
+}
