@@ -47,7 +47,8 @@ fn topics_produce_and_consume_from_the_command_line() {
 
     let out = ringmq(&["consume", "cli", "--group", "g", "--from", "committed", "--count", "2", "--broker", b], "");
     assert_eq!(text(&out.stdout).lines().count(), 2);
-    let out = ringmq(&["consume", "cli", "--group", "g", "--from", "committed", "--idle-exit-ms", "1000", "--broker", b], "");
+    let out =
+        ringmq(&["consume", "cli", "--group", "g", "--from", "committed", "--idle-exit-ms", "1000", "--broker", b], "");
     assert_eq!(text(&out.stdout).lines().count(), 2, "the group resumes after the 2 it printed and committed");
 
     let out = ringmq(&["produce", "missing", "--broker", b], "x\n");
@@ -66,7 +67,17 @@ fn help_describes_every_command_and_flag() {
         assert!(text(&out.stdout).contains(cmd), "{cmd} missing from --help");
     }
     let serve = text(&ringmq(&["serve", "--help"], "").stdout);
-    for flag in ["--data-dir", "--cores", "--listen", "--flush", "--segment-mib", "--cache-mib", "--max-frame-bytes", "--max-connections", "--config"] {
+    for flag in [
+        "--data-dir",
+        "--cores",
+        "--listen",
+        "--flush",
+        "--segment-mib",
+        "--cache-mib",
+        "--max-frame-bytes",
+        "--max-connections",
+        "--config",
+    ] {
         assert!(serve.contains(flag), "{flag} missing from serve --help");
     }
 }

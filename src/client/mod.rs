@@ -6,6 +6,7 @@ mod client;
 mod connection;
 mod consumer;
 mod error;
+mod fault_avoidance;
 mod message_id;
 mod producer;
 mod promise;

@@ -6,6 +6,7 @@
 use super::client::Client;
 use super::connection::{Reply, Tagged};
 use super::error::ClientError;
+use super::fault_avoidance::FaultTable;
 use super::message_id::{MessageId, MessageIdGenerator};
 use super::promise::{promise, Promise, Resolver};
 use crate::protocol::messages::{self as msg, Produce, QueueRef};
@@ -82,11 +83,18 @@ pub struct ProducerConfig {
     pub batch_bytes: usize,
     /// ...or once its first message waited this long.
     pub linger: Duration,
+    /// Avoid shards after failed or slow sends (round-robin selection only; off by default).
+    pub fault_avoidance: bool,
 }
 
 impl Default for ProducerConfig {
     fn default() -> Self {
-        ProducerConfig { selector: QueueSelector::RoundRobin, batch_bytes: 64 << 10, linger: Duration::from_millis(1) }
+        ProducerConfig {
+            selector: QueueSelector::RoundRobin,
+            batch_bytes: 64 << 10,
+            linger: Duration::from_millis(1),
+            fault_avoidance: false,
+        }
     }
 }
 
@@ -99,6 +107,7 @@ pub struct Producer {
     config: ProducerConfig,
     ids: MessageIdGenerator,
     round_robin: AtomicU32,
+    faults: Arc<FaultTable>,
     batcher: mpsc::Sender<Pending>,
 }
 
@@ -115,12 +124,13 @@ impl Producer {
     /// A producer on `client`.
     pub fn new(client: Arc<Client>, config: ProducerConfig) -> Producer {
         let (tx, rx) = mpsc::channel();
-        let (c, cfg) = (client.clone(), config.clone());
+        let faults = Arc::new(FaultTable::default());
+        let (c, cfg, f) = (client.clone(), config.clone(), faults.clone());
         std::thread::Builder::new()
             .name("ringmq-batcher".into())
-            .spawn(move || batch_loop(c, cfg, rx))
+            .spawn(move || batch_loop(c, cfg, f, rx))
             .expect("spawn batcher");
-        Producer { client, config, ids: MessageIdGenerator::new(), round_robin: AtomicU32::new(0), batcher: tx }
+        Producer { client, config, ids: MessageIdGenerator::new(), round_robin: AtomicU32::new(0), faults, batcher: tx }
     }
 
     /// Sends and waits until the message is durable; retries retriable errors.
@@ -128,12 +138,11 @@ impl Producer {
         let queue = self.select(topic, message)?;
         let id = self.ids.next_id();
         let batch = build_batch(&[(id, message)]);
-        let reply = self.client.call_queue(
-            topic,
-            queue,
-            ApiKey::Produce,
-            &produce_body(topic, queue, msg::ACKS_DURABLE, &batch),
-        )?;
+        let started = Instant::now();
+        let body = produce_body(topic, queue, msg::ACKS_DURABLE, &batch);
+        let reply = self.client.call_queue(topic, queue, ApiKey::Produce, &body);
+        self.note_latency(topic, queue, started, reply.is_err());
+        let reply = reply?;
         let offsets = msg::decode_produced(&mut Reader::new(&reply.body))?;
         let (offset, _) =
             *offsets.first().ok_or_else(|| ClientError::Protocol("produce response without results".into()))?;
@@ -171,9 +180,22 @@ impl Producer {
         Ok(id)
     }
 
+    fn note_latency(&self, topic: &str, queue: u32, started: Instant, failed: bool) {
+        if self.config.fault_avoidance {
+            if let Some(shard) = self.client.topic(topic).ok().and_then(|t| t.queue_shards.get(queue as usize).copied())
+            {
+                self.faults.record(shard, started.elapsed(), failed);
+            }
+        }
+    }
+
     fn select(&self, topic: &str, message: &Message) -> Result<u32, ClientError> {
-        let queues = self.client.topic(topic)?.queue_shards.len() as u32;
+        let shards = self.client.topic(topic)?.queue_shards;
+        let queues = shards.len() as u32;
         let q = match &self.config.selector {
+            QueueSelector::RoundRobin if self.config.fault_avoidance => {
+                self.faults.pick(&shards, self.round_robin.fetch_add(1, Ordering::Relaxed) % queues)
+            }
             QueueSelector::RoundRobin => self.round_robin.fetch_add(1, Ordering::Relaxed),
             QueueSelector::KeyHash => {
                 let key = message
@@ -215,6 +237,13 @@ fn produce_body(topic: &str, queue: u32, acks: u8, batch: &[u8]) -> Vec<u8> {
     w.buf
 }
 
+/// A batch sent and not yet answered.
+struct InFlight {
+    messages: Vec<Pending>,
+    shard: Option<u32>,
+    sent: Instant,
+}
+
 /// A queue's batch being filled.
 struct Open {
     since: Instant,
@@ -224,18 +253,23 @@ struct Open {
 
 /// Collects async sends per queue and sends each batch when it is full or
 /// its linger passed; replies resolve every message's future.
-fn batch_loop(client: Arc<Client>, config: ProducerConfig, rx: mpsc::Receiver<Pending>) {
+fn batch_loop(client: Arc<Client>, config: ProducerConfig, faults: Arc<FaultTable>, rx: mpsc::Receiver<Pending>) {
     let mut open: HashMap<(String, u32), Open> = HashMap::new();
-    let inflight: Arc<Mutex<HashMap<u64, Vec<Pending>>>> = Arc::default();
+    let inflight: Arc<Mutex<HashMap<u64, InFlight>>> = Arc::default();
     let next_seq = AtomicU64::new(1);
     let (reply_tx, reply_rx) = mpsc::channel::<Tagged>();
     let resolver_inflight = inflight.clone();
+    let avoid = config.fault_avoidance;
     std::thread::Builder::new()
         .name("ringmq-acks".into())
         .spawn(move || {
             for (seq, reply) in reply_rx {
-                if let Some(batch) = resolver_inflight.lock().expect("inflight lock").remove(&seq) {
-                    resolve(batch, reply);
+                if let Some(f) = resolver_inflight.lock().expect("inflight lock").remove(&seq) {
+                    if let Some(shard) = f.shard.filter(|_| avoid) {
+                        let failed = reply.as_ref().map_or(true, |r| r.error != ErrorCode::None);
+                        faults.record(shard, f.sent.elapsed(), failed);
+                    }
+                    resolve(f.messages, reply);
                 }
             }
         })
@@ -268,10 +302,14 @@ fn batch_loop(client: Arc<Client>, config: ProducerConfig, rx: mpsc::Receiver<Pe
             let seq = next_seq.fetch_add(1, Ordering::Relaxed);
             let batch = build_batch(&o.messages.iter().map(|p| (p.id, &p.message)).collect::<Vec<_>>());
             let body = produce_body(&key.0, key.1, msg::ACKS_DURABLE, &batch);
-            inflight.lock().expect("inflight lock").insert(seq, o.messages);
+            let shard = client.topic(&key.0).ok().and_then(|t| t.queue_shards.get(key.1 as usize).copied());
+            inflight
+                .lock()
+                .expect("inflight lock")
+                .insert(seq, InFlight { messages: o.messages, shard, sent: Instant::now() });
             if let Err(e) = client.send_queue(&key.0, key.1, ApiKey::Produce, &body, Some((reply_tx.clone(), seq))) {
-                if let Some(batch) = inflight.lock().expect("inflight lock").remove(&seq) {
-                    resolve(batch, Err(e));
+                if let Some(f) = inflight.lock().expect("inflight lock").remove(&seq) {
+                    resolve(f.messages, Err(e));
                 }
             }
         }
