@@ -1,0 +1,10 @@
+//! ringmq-bench: the load generator (open-loop producers, consumers,
+//! end-to-end and publish latency in HDR histograms) and its tools.
+
+pub mod chart;
+pub mod compare;
+pub mod font;
+pub mod histogram;
+pub mod png;
+pub mod run;
+pub mod summary;

@@ -1,0 +1,506 @@
+//! `ringmq-bench run`: open-loop producers and consumers against a broker
+//! (or an embedded one), end-to-end and publish latency from each message's
+//! intended send time, live progress, a final table, and optionally the
+//! histograms and a summary written to a directory.
+
+use crate::histogram::{self, new_histogram, percentiles_us, Schedule, PERCENTILES};
+use crate::summary::Summary;
+use clap::{Args, ValueEnum};
+use hdrhistogram::Histogram;
+use ringmq::client::{Client, ClientConfig, Consumer, Message, Producer, ProducerConfig, QueueSelector, StartFrom};
+use ringmq::server::{self, ServerConfig};
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{mpsc, Arc, Mutex};
+use std::time::{Duration, Instant};
+
+/// Bytes at the start of every payload: intended send time, producer, sequence.
+pub const STAMP_BYTES: usize = 20;
+/// Async sends outstanding per producer before it waits (bounds memory at rate 0).
+const MAX_IN_FLIGHT: usize = 20_000;
+
+/// Workload and placement of a run.
+#[derive(Args, Debug, Clone)]
+pub struct RunArgs {
+    /// Start a broker in this process on a temporary directory (removed at the end).
+    #[arg(long, conflicts_with = "broker")]
+    pub embedded: bool,
+    /// Address of a running broker's shard.
+    #[arg(long)]
+    pub broker: Option<String>,
+    /// Embedded broker's CPUs [default: the last CPU].
+    #[arg(long, value_delimiter = ',')]
+    pub broker_cores: Option<Vec<usize>>,
+    /// CPUs for the producer and consumer threads [default: the others].
+    #[arg(long, value_delimiter = ',')]
+    pub client_cores: Option<Vec<usize>>,
+    #[arg(long, default_value = "bench")]
+    pub topic: String,
+    /// Queues of the topic (created if missing).
+    #[arg(long, default_value_t = 8)]
+    pub queues: u32,
+    #[arg(long, default_value_t = 2)]
+    pub producers: usize,
+    #[arg(long, default_value_t = 2)]
+    pub consumers: usize,
+    /// Bytes per message (at least 20: the timestamp stamp).
+    #[arg(long, default_value_t = 1024)]
+    pub message_size: usize,
+    /// Messages per second over all producers, on an open-loop schedule; 0: as fast as possible.
+    #[arg(long, default_value_t = 10_000.0)]
+    pub rate: f64,
+    /// Measured time, e.g. 30s, 500ms, 2m.
+    #[arg(long, default_value = "30s", value_parser = parse_duration)]
+    pub duration: Duration,
+    /// Time before measuring, e.g. 5s.
+    #[arg(long, default_value = "5s", value_parser = parse_duration)]
+    pub warmup: Duration,
+    /// async (batched, durable acks), sync (one at a time, durable acks), oneway (no acks).
+    #[arg(long, value_enum, default_value_t = SendMode::Async)]
+    pub mode: SendMode,
+    /// Client batching: bytes per batch.
+    #[arg(long, default_value_t = 64 << 10)]
+    pub batch_bytes: usize,
+    /// Client batching: longest wait to fill a batch, e.g. 1ms.
+    #[arg(long, default_value = "1ms", value_parser = parse_duration)]
+    pub linger: Duration,
+    /// Distinct keys (messages go to queues by key hash); 0: no keys, round-robin.
+    #[arg(long, default_value_t = 0)]
+    pub keys: u64,
+    /// Clock of the send stamps: monotonic (one host) or realtime (several hosts; needs synced clocks).
+    #[arg(long, value_enum, default_value_t = Clock::Monotonic)]
+    pub clock: Clock,
+    /// Write e2e.hgrm, publish.hgrm and summary.json here.
+    #[arg(long)]
+    pub out: Option<PathBuf>,
+    /// Longest wait for consumers to catch up after the producers stop.
+    #[arg(long, default_value = "60s", value_parser = parse_duration)]
+    pub drain_timeout: Duration,
+}
+
+/// How producers send.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum SendMode {
+    Async,
+    Sync,
+    Oneway,
+}
+
+/// Which clock stamps messages.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Clock {
+    Monotonic,
+    Realtime,
+}
+
+/// Parses 30s, 500ms, 2m, 1h or plain seconds.
+pub fn parse_duration(s: &str) -> Result<Duration, String> {
+    let (num, unit) = s.find(|c: char| c.is_ascii_alphabetic()).map_or((s, "s"), |i| s.split_at(i));
+    let n: f64 = num.trim().parse().map_err(|_| format!("{s:?} is not a duration like 30s or 500ms"))?;
+    let secs = match unit {
+        "ms" => n / 1e3,
+        "us" => n / 1e6,
+        "s" => n,
+        "m" => n * 60.0,
+        "h" => n * 3600.0,
+        _ => return Err(format!("{s:?}: unknown unit {unit:?} (use us, ms, s, m, h)")),
+    };
+    Ok(Duration::from_secs_f64(secs))
+}
+
+/// Nanoseconds on the chosen clock.
+pub fn now_ns(clock: Clock) -> u64 {
+    let id = if clock == Clock::Monotonic { libc::CLOCK_MONOTONIC } else { libc::CLOCK_REALTIME };
+    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    // SAFETY: ts is a valid out-pointer.
+    unsafe { libc::clock_gettime(id, &mut ts) };
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}
+
+/// What a run measured.
+pub struct Outcome {
+    pub summary: Summary,
+    pub e2e: Histogram<u64>,
+    pub publish: Histogram<u64>,
+}
+
+/// Per-producer sets of sequence numbers (acked, received).
+#[derive(Default)]
+struct Seen {
+    bits: Vec<u64>,
+}
+
+impl Seen {
+    /// Marks `seq`; false if it was already marked.
+    fn mark(&mut self, seq: u64) -> bool {
+        let (word, bit) = ((seq / 64) as usize, seq % 64);
+        if word >= self.bits.len() {
+            self.bits.resize(word + 1, 0);
+        }
+        let fresh = self.bits[word] & (1 << bit) == 0;
+        self.bits[word] |= 1 << bit;
+        fresh
+    }
+
+    /// Marked here and not in `other`.
+    fn missing_from(&self, other: &Seen) -> u64 {
+        self.bits
+            .iter()
+            .enumerate()
+            .map(|(i, w)| (w & !other.bits.get(i).copied().unwrap_or(0)).count_ones() as u64)
+            .sum()
+    }
+}
+
+/// State shared by the run's threads.
+struct Shared {
+    args: RunArgs,
+    measure_from_ns: u64,
+    end_ns: u64,
+    sent: AtomicU64,
+    acked: AtomicU64,
+    received: AtomicU64,
+    duplicates: AtomicU64,
+    errors: AtomicU64,
+    consumers_stop: AtomicBool,
+    acked_sets: Vec<Mutex<Seen>>,
+    received_sets: Vec<Mutex<Seen>>,
+    e2e: Mutex<Histogram<u64>>,
+    publish: Mutex<Histogram<u64>>,
+}
+
+/// Runs the workload and reports; Err if the run could not be done at all.
+pub fn run(args: RunArgs) -> Result<Outcome, String> {
+    if args.message_size < STAMP_BYTES {
+        return Err(format!("--message-size must be at least {STAMP_BYTES} bytes (the send stamp)"));
+    }
+    if args.clock == Clock::Realtime {
+        eprintln!("warning: --clock realtime: end-to-end latency is only as good as the clock sync between hosts");
+    }
+    let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let broker_cores = args.broker_cores.clone().unwrap_or_else(|| vec![cpus - 1]);
+    let client_cores = args.client_cores.clone().unwrap_or_else(|| {
+        let others: Vec<usize> = (0..cpus).filter(|c| !broker_cores.contains(c)).collect();
+        if others.is_empty() {
+            vec![0]
+        } else {
+            others
+        }
+    });
+    let embedded = if args.embedded { Some(Embedded::start(&broker_cores)?) } else { None };
+    let addr = match (&embedded, &args.broker) {
+        (Some(e), _) => e.addr.clone(),
+        (None, Some(b)) => b.clone(),
+        (None, None) => return Err("pass --embedded or --broker ADDR".into()),
+    };
+    let result = drive(args, &addr, &client_cores);
+    if let Some(e) = embedded {
+        e.stop();
+    }
+    result
+}
+
+fn drive(args: RunArgs, addr: &str, client_cores: &[usize]) -> Result<Outcome, String> {
+    let client = Client::connect(ClientConfig::new(addr)).map_err(|e| e.to_string())?;
+    if client.topic(&args.topic).is_err() {
+        client.create_topic(&args.topic, args.queues, 0).map_err(|e| e.to_string())?;
+    }
+    let queues = client.topic(&args.topic).map_err(|e| e.to_string())?.queue_shards.len() as u32;
+    let start_ns = now_ns(args.clock) + 500_000_000;
+    let measure_from_ns = start_ns + args.warmup.as_nanos() as u64;
+    let shared = Arc::new(Shared {
+        measure_from_ns,
+        end_ns: measure_from_ns + args.duration.as_nanos() as u64,
+        sent: AtomicU64::new(0),
+        acked: AtomicU64::new(0),
+        received: AtomicU64::new(0),
+        duplicates: AtomicU64::new(0),
+        errors: AtomicU64::new(0),
+        consumers_stop: AtomicBool::new(false),
+        acked_sets: (0..args.producers).map(|_| Mutex::default()).collect(),
+        received_sets: (0..args.producers).map(|_| Mutex::default()).collect(),
+        e2e: Mutex::new(new_histogram()),
+        publish: Mutex::new(new_histogram()),
+        args,
+    });
+    let core = |i: usize| core_affinity::CoreId { id: client_cores[i % client_cores.len()] };
+    let consumers: Vec<_> = (0..shared.args.consumers)
+        .map(|i| {
+            let (s, c) = (shared.clone(), client.clone());
+            let mine: Vec<u32> = (0..queues).filter(|q| *q as usize % s.args.consumers == i).collect();
+            let cpu = core(i);
+            let mut consumer = Consumer::new(c, None);
+            consumer.assign(&s.args.topic, &mine, StartFrom::Latest).map_err(|e| e.to_string())?;
+            Ok(std::thread::spawn(move || {
+                core_affinity::set_for_current(cpu);
+                consume(&s, consumer)
+            }))
+        })
+        .collect::<Result<_, String>>()?;
+    let producers: Vec<_> = (0..shared.args.producers)
+        .map(|i| {
+            let (s, c, cpu) = (shared.clone(), client.clone(), core(i + shared.args.consumers));
+            std::thread::spawn(move || {
+                core_affinity::set_for_current(cpu);
+                produce(&s, c, i as u32, start_ns)
+            })
+        })
+        .collect();
+    let wall = Instant::now();
+    progress(&shared, || producers.iter().all(|p| p.is_finished()));
+    for p in producers {
+        p.join().map_err(|_| "a producer thread panicked".to_string())?;
+    }
+    let drain = Instant::now();
+    while shared.received.load(Ordering::Relaxed) < shared.acked.load(Ordering::Relaxed)
+        && drain.elapsed() < shared.args.drain_timeout
+    {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    // One-way messages are not acked: give them a moment to arrive too.
+    std::thread::sleep(Duration::from_millis(300));
+    shared.consumers_stop.store(true, Ordering::Relaxed);
+    for c in consumers {
+        c.join().map_err(|_| "a consumer thread panicked".to_string())?;
+    }
+    tracing::debug!(seconds = wall.elapsed().as_secs_f64(), "run finished");
+    Ok(outcome(&shared))
+}
+
+fn outcome(s: &Shared) -> Outcome {
+    let lost = s
+        .acked_sets
+        .iter()
+        .zip(&s.received_sets)
+        .map(|(a, r)| a.lock().expect("lock").missing_from(&r.lock().expect("lock")))
+        .sum();
+    let e2e = s.e2e.lock().expect("lock").clone();
+    let summary = Summary {
+        measured: e2e.len(),
+        seconds: s.args.duration.as_secs_f64(),
+        message_size: s.args.message_size,
+        sent: s.sent.load(Ordering::Relaxed),
+        acked: s.acked.load(Ordering::Relaxed),
+        received: s.received.load(Ordering::Relaxed),
+        lost,
+        duplicates: s.duplicates.load(Ordering::Relaxed),
+        errors: s.errors.load(Ordering::Relaxed),
+    };
+    Outcome { summary, e2e, publish: s.publish.lock().expect("lock").clone() }
+}
+
+/// One producer: sends on the open-loop schedule until the end time.
+fn produce(s: &Shared, client: Arc<Client>, id: u32, start_ns: u64) {
+    let a = &s.args;
+    let selector = if a.keys > 0 { QueueSelector::KeyHash } else { QueueSelector::RoundRobin };
+    let producer = Producer::new(
+        client,
+        ProducerConfig { selector, batch_bytes: a.batch_bytes, linger: a.linger, fault_avoidance: false },
+    );
+    let schedule = Schedule::new(start_ns, a.rate / a.producers as f64);
+    let (ack_tx, ack_rx) = mpsc::sync_channel::<(u64, u64, ringmq::client::SendFuture)>(MAX_IN_FLIGHT);
+    std::thread::scope(|scope| {
+        scope.spawn(|| {
+            for (intended, seq, future) in ack_rx {
+                let result = future.wait();
+                on_ack(s, id, intended, seq, result.is_ok());
+            }
+        });
+        let mut payload = vec![b'x'; a.message_size];
+        for seq in 0u64.. {
+            let intended = if schedule.interval_ns == 0 { now_ns(a.clock) } else { schedule.intended(seq) };
+            if intended >= s.end_ns {
+                break;
+            }
+            wait_until(a.clock, intended);
+            payload[0..8].copy_from_slice(&intended.to_le_bytes());
+            payload[8..12].copy_from_slice(&id.to_le_bytes());
+            payload[12..20].copy_from_slice(&seq.to_le_bytes());
+            let mut m = Message::new(payload.clone());
+            if a.keys > 0 {
+                m.key = Some(format!("key-{}", (seq.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 20) % a.keys).into_bytes());
+            }
+            s.sent.fetch_add(1, Ordering::Relaxed);
+            match a.mode {
+                SendMode::Async => {
+                    if ack_tx.send((intended, seq, producer.send_async(&a.topic, m))).is_err() {
+                        break;
+                    }
+                }
+                SendMode::Sync => {
+                    let ok = producer.send(&a.topic, &m).is_ok();
+                    on_ack(s, id, intended, seq, ok);
+                }
+                SendMode::Oneway => {
+                    if producer.send_oneway(&a.topic, &m).is_err() {
+                        s.errors.fetch_add(1, Ordering::Relaxed);
+                    }
+                }
+            }
+        }
+        drop(ack_tx);
+    });
+}
+
+fn on_ack(s: &Shared, producer: u32, intended: u64, seq: u64, ok: bool) {
+    if !ok {
+        s.errors.fetch_add(1, Ordering::Relaxed);
+        return;
+    }
+    let done = now_ns(s.args.clock);
+    s.acked.fetch_add(1, Ordering::Relaxed);
+    s.acked_sets[producer as usize].lock().expect("lock").mark(seq);
+    if intended >= s.measure_from_ns {
+        histogram::record(&mut s.publish.lock().expect("lock"), intended, done);
+    }
+}
+
+/// Sleeps until `t_ns`, spinning for the last stretch (sleeps overshoot).
+fn wait_until(clock: Clock, t_ns: u64) {
+    loop {
+        let now = now_ns(clock);
+        if now >= t_ns {
+            return;
+        }
+        let left = t_ns - now;
+        if left > 200_000 {
+            std::thread::sleep(Duration::from_nanos(left - 100_000));
+        } else {
+            std::hint::spin_loop();
+        }
+    }
+}
+
+/// One consumer: polls its queues, records end-to-end latency, tracks every message.
+fn consume(s: &Shared, mut consumer: Consumer) {
+    let mut local = new_histogram();
+    let mut last_merge = Instant::now();
+    while !s.consumers_stop.load(Ordering::Relaxed) {
+        let messages = match consumer.poll(Duration::from_millis(100)) {
+            Ok(m) => m,
+            Err(error) => {
+                tracing::warn!(%error, "fetch failed");
+                s.errors.fetch_add(1, Ordering::Relaxed);
+                std::thread::sleep(Duration::from_millis(100));
+                continue;
+            }
+        };
+        let now = now_ns(s.args.clock);
+        for m in &messages {
+            if m.value.len() < STAMP_BYTES {
+                continue;
+            }
+            let intended = u64::from_le_bytes(m.value[0..8].try_into().expect("8 bytes"));
+            let producer = u32::from_le_bytes(m.value[8..12].try_into().expect("4 bytes")) as usize;
+            let seq = u64::from_le_bytes(m.value[12..20].try_into().expect("8 bytes"));
+            let Some(set) = s.received_sets.get(producer) else { continue };
+            if !set.lock().expect("lock").mark(seq) {
+                s.duplicates.fetch_add(1, Ordering::Relaxed);
+                continue;
+            }
+            s.received.fetch_add(1, Ordering::Relaxed);
+            if intended >= s.measure_from_ns && intended < s.end_ns {
+                histogram::record(&mut local, intended, now);
+            }
+        }
+        if last_merge.elapsed() >= Duration::from_millis(200) {
+            s.e2e.lock().expect("lock").add(&local).expect("same bounds");
+            local.reset();
+            last_merge = Instant::now();
+        }
+    }
+    s.e2e.lock().expect("lock").add(&local).expect("same bounds");
+}
+
+/// Prints rates once a second until `done()`.
+fn progress(s: &Shared, done: impl Fn() -> bool) {
+    let (mut last_sent, mut last_recv, started) = (0, 0, Instant::now());
+    while !done() {
+        std::thread::sleep(Duration::from_secs(1));
+        let (sent, recv) = (s.sent.load(Ordering::Relaxed), s.received.load(Ordering::Relaxed));
+        let p99 = s.e2e.lock().expect("lock").value_at_percentile(99.0) as f64 / 1000.0;
+        let phase = if now_ns(s.args.clock) < s.measure_from_ns { "warm-up" } else { "measure" };
+        eprintln!(
+            "[{:>5.1}s {phase}] sent {:>8}/s recv {:>8}/s {:>7.1} MB/s  e2e p99 {:>8.2} ms  backlog {:>8}  errors {}",
+            started.elapsed().as_secs_f64(),
+            sent - last_sent,
+            recv - last_recv,
+            (recv - last_recv) as f64 * s.args.message_size as f64 / 1e6,
+            p99,
+            sent.saturating_sub(recv),
+            s.errors.load(Ordering::Relaxed)
+        );
+        (last_sent, last_recv) = (sent, recv);
+    }
+}
+
+/// The final table.
+pub fn report(o: &Outcome) -> String {
+    let mut out = format!("{:>10}", "ms");
+    for (name, _) in PERCENTILES {
+        out += &format!(" {name:>10}");
+    }
+    out.push('\n');
+    for (name, h) in [("e2e", &o.e2e), ("publish", &o.publish)] {
+        out += &format!("{name:>10}");
+        for v in percentiles_us(h) {
+            out += &format!(" {:>10.3}", v as f64 / 1000.0);
+        }
+        out.push('\n');
+    }
+    let s = &o.summary;
+    out += &format!(
+        "throughput {:.0} msgs/s, {:.2} MB/s received\nsent {} acked {} received {} lost {} duplicates {} errors {}\n",
+        s.msgs_per_s(),
+        s.mb_per_s(),
+        s.sent,
+        s.acked,
+        s.received,
+        s.lost,
+        s.duplicates,
+        s.errors
+    );
+    out
+}
+
+/// Writes e2e.hgrm, publish.hgrm and summary.json into `dir`.
+pub fn write_out(o: &Outcome, dir: &std::path::Path) -> Result<(), String> {
+    std::fs::create_dir_all(dir).map_err(|e| format!("creating {}: {e}", dir.display()))?;
+    let write =
+        |name: &str, text: String| std::fs::write(dir.join(name), text).map_err(|e| format!("writing {name}: {e}"));
+    write("e2e.hgrm", histogram::to_hgrm(&o.e2e))?;
+    write("publish.hgrm", histogram::to_hgrm(&o.publish))?;
+    write("summary.json", o.summary.to_json(&o.e2e, &o.publish) + "\n")
+}
+
+/// A broker started inside this process on a temporary data directory.
+struct Embedded {
+    server: server::Server,
+    dir: PathBuf,
+    addr: String,
+}
+
+impl Embedded {
+    fn start(cores: &[usize]) -> Result<Embedded, String> {
+        let dir = std::env::current_dir()
+            .map_err(|e| e.to_string())?
+            .join(format!("ringmq-bench-data-{}", std::process::id()));
+        let mut cfg = ServerConfig::new(&dir);
+        cfg.cores = cores.to_vec();
+        cfg.listen = "127.0.0.1:0".parse().expect("address");
+        cfg.segment_bytes = 256 << 20;
+        cfg.cache_bytes = 128 << 20;
+        let server = server::start(cfg).map_err(|e| {
+            let _ = std::fs::remove_dir_all(&dir);
+            format!("embedded broker: {e}")
+        })?;
+        let addr = server.addrs[0].to_string();
+        eprintln!("embedded broker on CPUs {cores:?} at {addr}, data in {}", dir.display());
+        Ok(Embedded { server, dir, addr })
+    }
+
+    fn stop(self) {
+        self.server.stop();
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}

@@ -1,0 +1,60 @@
+//! A short embedded run writes a summary with zero lost messages, and two
+//! runs compare into a chart.
+
+use clap::Parser;
+use ringmq_bench::{compare, run};
+
+#[derive(Parser)]
+struct Cli {
+    #[command(flatten)]
+    args: run::RunArgs,
+}
+
+fn short_run(out: &std::path::Path, rate: &str) -> run::Outcome {
+    let cli = Cli::parse_from([
+        "run",
+        "--embedded",
+        "--duration",
+        "2s",
+        "--warmup",
+        "500ms",
+        "--rate",
+        rate,
+        "--producers",
+        "1",
+        "--consumers",
+        "1",
+        "--queues",
+        "4",
+    ]);
+    let outcome = run::run(cli.args).expect("the run completes");
+    run::write_out(&outcome, out).unwrap();
+    outcome
+}
+
+#[test]
+fn an_embedded_run_reports_no_loss_and_runs_compare_into_a_chart() {
+    let dir = tempfile::tempdir().unwrap();
+    let (a, b) = (dir.path().join("slow-rate"), dir.path().join("fast-rate"));
+    let first = short_run(&a, "500");
+    let s = &first.summary;
+    assert_eq!((s.lost, s.duplicates, s.errors), (0, 0, 0));
+    assert!(s.acked > 0 && s.received == s.acked, "{s:?}");
+    assert!((s.msgs_per_s() - 500.0).abs() < 100.0, "open loop holds the rate: {}", s.msgs_per_s());
+    let json = std::fs::read_to_string(a.join("summary.json")).unwrap();
+    assert!(json.contains("\"lost\":0") && json.contains("\"p9999_us\""), "{json}");
+    short_run(&b, "2000");
+    let (svg, png) = compare::run(&[a, b], dir.path()).unwrap();
+    let png = std::fs::read(png).unwrap();
+    assert_eq!(&png[1..4], b"PNG");
+    let svg = std::fs::read_to_string(svg).unwrap();
+    assert!(svg.contains(">slow-rate<") && svg.contains(">fast-rate<"), "both runs in the legend");
+    assert!(
+        !std::env::current_dir().unwrap().read_dir().unwrap().any(|e| e
+            .unwrap()
+            .file_name()
+            .to_string_lossy()
+            .starts_with("ringmq-bench-data")),
+        "the embedded broker's data directory is removed"
+    );
+}
