@@ -1,0 +1,61 @@
+#!/usr/bin/env bash
+# Records the broker's shard threads with perf while ringmq-bench drives it,
+# and renders a flame graph SVG (inferno, from crates.io, if not installed).
+set -euo pipefail
+
+usage() {
+  cat <<USAGE
+usage: $0 [--out FILE.svg] [--seconds N] [--rate MSGS] [--broker-cores LIST] [--client-cores LIST]
+  --out FILE           flame graph to write (default: flamegraph.svg)
+  --seconds N          seconds to record (default: 15)
+  --rate MSGS          load generator rate in msgs/s (default: 20000)
+  --broker-cores LIST  CPUs for the broker (default: the last CPU)
+  --client-cores LIST  CPUs for the load generator (default: CPU 0)
+Needs perf (Debian: linux-perf) and permission to use it (root, or kernel.perf_event_paranoid <= 1).
+USAGE
+}
+
+out=flamegraph.svg seconds=15 rate=20000 bcores=$(( $(nproc) - 1 )) ccores=0
+while [[ $# -gt 0 ]]; do
+  case "$1" in
+    --out) out=$2; shift 2 ;;
+    --seconds) seconds=$2; shift 2 ;;
+    --rate) rate=$2; shift 2 ;;
+    --broker-cores) bcores=$2; shift 2 ;;
+    --client-cores) ccores=$2; shift 2 ;;
+    -h|--help) usage; exit 0 ;;
+    *) echo "unknown argument: $1" >&2; usage >&2; exit 2 ;;
+  esac
+done
+
+if ! command -v perf >/dev/null; then
+  echo "perf not found: install it (Debian: apt-get install linux-perf) and rerun" >&2
+  exit 1
+fi
+if ! command -v inferno-flamegraph >/dev/null; then
+  echo "inferno not found; installing it with cargo (crates.io)" >&2
+  cargo install --quiet inferno
+fi
+
+root=$(cd "$(dirname "$0")/.." && pwd)
+(cd "$root" && cargo build --release -q -p ringmq -p ringmq-bench)
+work=$(mktemp -d "$root/target/flamegraph.XXXXXX")
+trap 'kill "$broker_pid" 2>/dev/null || true; wait "$broker_pid" 2>/dev/null || true; rm -rf "$work"' EXIT
+
+"$root/target/release/ringmq" serve --data-dir "$work/data" --listen 127.0.0.1:0 --cores "$bcores" \
+  --segment-mib 256 --cache-mib 128 >"$work/serve.out" 2>"$work/serve.err" &
+broker_pid=$!
+for _ in $(seq 100); do grep -q listening "$work/serve.out" 2>/dev/null && break; sleep 0.1; done
+addr=$(sed -n 's/^ringmq listening on \([^ ]*\).*/\1/p' "$work/serve.out")
+[[ -n $addr ]] || { echo "the broker did not start:" >&2; cat "$work/serve.err" >&2; exit 1; }
+
+"$root/target/release/ringmq-bench" run --broker "$addr" --client-cores "$ccores" --rate "$rate" \
+  --warmup 2s --duration "$((seconds + 4))s" >"$work/bench.out" 2>&1 &
+bench_pid=$!
+sleep 3
+echo "recording $seconds s of the broker (pid $broker_pid) at $rate msgs/s" >&2
+perf record -F 999 -g --call-graph dwarf,16384 -p "$broker_pid" -o "$work/perf.data" -- sleep "$seconds" 2>"$work/perf.err"
+wait "$bench_pid" || true
+perf script -i "$work/perf.data" 2>/dev/null | inferno-collapse-perf | inferno-flamegraph --title "ringmq broker at $rate msgs/s" >"$out"
+echo "wrote $out ($(du -h "$out" | cut -f1))"
+tail -4 "$work/bench.out"
