@@ -78,5 +78,5 @@ if os.environ["AS_JSON"] == "1":
     print(json.dumps(r))
 else:
     for k, v in r.items():
-        print(f"{k:>14}  {v}")
+        print(f"{k:>22}  {v}")
 PY

@@ -355,7 +355,9 @@ fn on_ack(s: &Shared, producer: u32, intended: u64, seq: u64, ok: bool) {
     }
 }
 
-/// Sleeps until `t_ns`, spinning for the last stretch (sleeps overshoot).
+/// Sleeps until `t_ns`; the last few microseconds yield instead (sleeps
+/// overshoot by the timer slack), so a waiting producer never spins a CPU
+/// that the consumers and the client's I/O threads share.
 fn wait_until(clock: Clock, t_ns: u64) {
     loop {
         let now = now_ns(clock);
@@ -363,10 +365,10 @@ fn wait_until(clock: Clock, t_ns: u64) {
             return;
         }
         let left = t_ns - now;
-        if left > 200_000 {
-            std::thread::sleep(Duration::from_nanos(left - 100_000));
+        if left > 60_000 {
+            std::thread::sleep(Duration::from_nanos(left - 50_000));
         } else {
-            std::hint::spin_loop();
+            std::thread::yield_now();
         }
     }
 }
