@@ -11,13 +11,13 @@ use ringmq::client::{Client, ClientConfig, Consumer, Message, Producer, Producer
 use ringmq::server::{self, ServerConfig};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{mpsc, Arc, Mutex};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 /// Bytes at the start of every payload: intended send time, producer, sequence.
 pub const STAMP_BYTES: usize = 20;
 /// Async sends outstanding per producer before it waits (bounds memory at rate 0).
-const MAX_IN_FLIGHT: usize = 20_000;
+const MAX_IN_FLIGHT: u64 = 20_000;
 
 /// Workload and placement of a run.
 #[derive(Args, Debug, Clone)]
@@ -290,7 +290,7 @@ fn outcome(s: &Shared) -> Outcome {
 }
 
 /// One producer: sends on the open-loop schedule until the end time.
-fn produce(s: &Shared, client: Arc<Client>, id: u32, start_ns: u64) {
+fn produce(s: &Arc<Shared>, client: Arc<Client>, id: u32, start_ns: u64) {
     let a = &s.args;
     let selector = if a.keys > 0 { QueueSelector::KeyHash } else { QueueSelector::RoundRobin };
     let producer = Producer::new(
@@ -298,48 +298,49 @@ fn produce(s: &Shared, client: Arc<Client>, id: u32, start_ns: u64) {
         ProducerConfig { selector, batch_bytes: a.batch_bytes, linger: a.linger, fault_avoidance: false },
     );
     let schedule = Schedule::new(start_ns, a.rate / a.producers as f64);
-    let (ack_tx, ack_rx) = mpsc::sync_channel::<(u64, u64, ringmq::client::SendFuture)>(MAX_IN_FLIGHT);
-    std::thread::scope(|scope| {
-        scope.spawn(|| {
-            for (intended, seq, future) in ack_rx {
-                let result = future.wait();
-                on_ack(s, id, intended, seq, result.is_ok());
+    let in_flight = Arc::new(AtomicU64::new(0));
+    let mut payload = vec![b'x'; a.message_size];
+    for seq in 0u64.. {
+        let intended = if schedule.interval_ns == 0 { now_ns(a.clock) } else { schedule.intended(seq) };
+        if intended >= s.end_ns {
+            break;
+        }
+        wait_until(a.clock, intended);
+        while in_flight.load(Ordering::Relaxed) >= MAX_IN_FLIGHT {
+            std::thread::sleep(Duration::from_micros(50));
+        }
+        payload[0..8].copy_from_slice(&intended.to_le_bytes());
+        payload[8..12].copy_from_slice(&id.to_le_bytes());
+        payload[12..20].copy_from_slice(&seq.to_le_bytes());
+        let mut m = Message::new(payload.clone());
+        if a.keys > 0 {
+            m.key = Some(format!("key-{}", (seq.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 20) % a.keys).into_bytes());
+        }
+        s.sent.fetch_add(1, Ordering::Relaxed);
+        match a.mode {
+            SendMode::Async => {
+                in_flight.fetch_add(1, Ordering::Relaxed);
+                let (s, in_flight) = (s.clone(), in_flight.clone());
+                producer.send_with_callback(&a.topic, m, move |result| {
+                    on_ack(&s, id, intended, seq, result.is_ok());
+                    in_flight.fetch_sub(1, Ordering::Relaxed);
+                });
             }
-        });
-        let mut payload = vec![b'x'; a.message_size];
-        for seq in 0u64.. {
-            let intended = if schedule.interval_ns == 0 { now_ns(a.clock) } else { schedule.intended(seq) };
-            if intended >= s.end_ns {
-                break;
+            SendMode::Sync => {
+                let ok = producer.send(&a.topic, &m).is_ok();
+                on_ack(s, id, intended, seq, ok);
             }
-            wait_until(a.clock, intended);
-            payload[0..8].copy_from_slice(&intended.to_le_bytes());
-            payload[8..12].copy_from_slice(&id.to_le_bytes());
-            payload[12..20].copy_from_slice(&seq.to_le_bytes());
-            let mut m = Message::new(payload.clone());
-            if a.keys > 0 {
-                m.key = Some(format!("key-{}", (seq.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 20) % a.keys).into_bytes());
-            }
-            s.sent.fetch_add(1, Ordering::Relaxed);
-            match a.mode {
-                SendMode::Async => {
-                    if ack_tx.send((intended, seq, producer.send_async(&a.topic, m))).is_err() {
-                        break;
-                    }
-                }
-                SendMode::Sync => {
-                    let ok = producer.send(&a.topic, &m).is_ok();
-                    on_ack(s, id, intended, seq, ok);
-                }
-                SendMode::Oneway => {
-                    if producer.send_oneway(&a.topic, &m).is_err() {
-                        s.errors.fetch_add(1, Ordering::Relaxed);
-                    }
+            SendMode::Oneway => {
+                if producer.send_oneway(&a.topic, &m).is_err() {
+                    s.errors.fetch_add(1, Ordering::Relaxed);
                 }
             }
         }
-        drop(ack_tx);
-    });
+    }
+    drop(producer);
+    while in_flight.load(Ordering::Relaxed) > 0 {
+        std::thread::sleep(Duration::from_millis(1));
+    }
 }
 
 fn on_ack(s: &Shared, producer: u32, intended: u64, seq: u64, ok: bool) {

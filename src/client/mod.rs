@@ -2,6 +2,8 @@
 //! connection per shard, a producer and a consumer.
 
 #[allow(clippy::module_inception)] // the Client lives in client.rs, as the style asks
+mod batcher;
+#[allow(clippy::module_inception)] // the Client lives in client.rs, as the style asks
 mod client;
 mod connection;
 mod consumer;
@@ -11,6 +13,7 @@ mod message_id;
 mod producer;
 mod promise;
 
+pub use batcher::SendCallback;
 pub use client::{Client, ClientConfig};
 pub use consumer::{ConsumedMessage, Consumer, StartFrom};
 pub use error::ClientError;

@@ -3,19 +3,18 @@
 //! round-robin, by key hash (same key, same queue, so per-key order) or by a
 //! user-supplied selector.
 
+use super::batcher::{Batcher, Done, Pending};
 use super::client::Client;
-use super::connection::{Reply, Tagged};
 use super::error::ClientError;
 use super::fault_avoidance::FaultTable;
 use super::message_id::{MessageId, MessageIdGenerator};
-use super::promise::{promise, Promise, Resolver};
+use super::promise::{promise, Promise};
 use crate::protocol::messages::{self as msg, Produce, QueueRef};
-use crate::protocol::{ApiKey, ErrorCode, Reader, Writer};
+use crate::protocol::{ApiKey, Reader, Writer};
 use ringmq_shards::batch::BatchBuilder;
 use ringmq_shards::record::{Headers, Record};
-use std::collections::HashMap;
-use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
-use std::sync::{mpsc, Arc, Mutex};
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 /// A message to send.
@@ -108,29 +107,16 @@ pub struct Producer {
     ids: MessageIdGenerator,
     round_robin: AtomicU32,
     faults: Arc<FaultTable>,
-    batcher: mpsc::Sender<Pending>,
-}
-
-/// A message waiting in the async batcher.
-struct Pending {
-    topic: String,
-    queue: u32,
-    id: MessageId,
-    message: Message,
-    done: Resolver<Result<SendResult, ClientError>>,
+    batcher: Arc<Batcher>,
 }
 
 impl Producer {
     /// A producer on `client`.
     pub fn new(client: Arc<Client>, config: ProducerConfig) -> Producer {
-        let (tx, rx) = mpsc::channel();
         let faults = Arc::new(FaultTable::default());
-        let (c, cfg, f) = (client.clone(), config.clone(), faults.clone());
-        std::thread::Builder::new()
-            .name("ringmq-batcher".into())
-            .spawn(move || batch_loop(c, cfg, f, rx))
-            .expect("spawn batcher");
-        Producer { client, config, ids: MessageIdGenerator::new(), round_robin: AtomicU32::new(0), faults, batcher: tx }
+        let avoid = config.fault_avoidance.then(|| faults.clone());
+        let batcher = Batcher::start(client.clone(), config.batch_bytes, config.linger, avoid);
+        Producer { client, config, ids: MessageIdGenerator::new(), round_robin: AtomicU32::new(0), faults, batcher }
     }
 
     /// Sends and waits until the message is durable; retries retriable errors.
@@ -153,16 +139,29 @@ impl Producer {
     /// once it is durable.
     pub fn send_async(&self, topic: &str, message: Message) -> SendFuture {
         let (done, future) = promise();
-        match self.select(topic, &message) {
-            Ok(queue) => {
-                let p = Pending { topic: topic.to_string(), queue, id: self.ids.next_id(), message, done };
-                if let Err(mpsc::SendError(p)) = self.batcher.send(p) {
-                    p.done.resolve(Err(ClientError::Invalid("the producer's batcher stopped".into())));
-                }
-            }
-            Err(e) => done.resolve(Err(e)),
-        }
+        self.enqueue(topic, message, Done::Future(done));
         future
+    }
+
+    /// Like `send_async`, but `callback` gets the outcome (on the producer's
+    /// ack thread): no future to keep, as RocketMQ's SendCallback.
+    pub fn send_with_callback(
+        &self,
+        topic: &str,
+        message: Message,
+        callback: impl FnOnce(Result<SendResult, ClientError>) + Send + 'static,
+    ) {
+        self.enqueue(topic, message, Done::Callback(Box::new(callback)));
+    }
+
+    fn enqueue(&self, topic: &str, message: Message, done: Done) {
+        match self.select(topic, &message) {
+            Ok(queue) => self.batcher.add(topic, queue, Pending { id: self.ids.next_id(), message, done }),
+            Err(e) => match done {
+                Done::Future(r) => r.resolve(Err(e)),
+                Done::Callback(f) => f(Err(e)),
+            },
+        }
     }
 
     /// Sends without asking for an acknowledgement.
@@ -211,7 +210,7 @@ impl Producer {
 }
 
 /// Builds one record batch from messages.
-fn build_batch(messages: &[(MessageId, &Message)]) -> Vec<u8> {
+pub(super) fn build_batch(messages: &[(MessageId, &Message)]) -> Vec<u8> {
     let now = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_millis() as i64);
     let mut b = BatchBuilder::new(now);
     let mut header_bytes = Vec::new();
@@ -231,104 +230,15 @@ fn build_batch(messages: &[(MessageId, &Message)]) -> Vec<u8> {
     b.finish()
 }
 
-fn produce_body(topic: &str, queue: u32, acks: u8, batch: &[u8]) -> Vec<u8> {
+pub(super) fn produce_body(topic: &str, queue: u32, acks: u8, batch: &[u8]) -> Vec<u8> {
     let mut w = Writer::default();
     Produce { queue: QueueRef { topic: topic.to_string(), queue }, acks, batches: vec![batch] }.encode(&mut w);
     w.buf
 }
 
-/// A batch sent and not yet answered.
-struct InFlight {
-    messages: Vec<Pending>,
-    shard: Option<u32>,
-    sent: Instant,
-}
-
-/// A queue's batch being filled.
-struct Open {
-    since: Instant,
-    bytes: usize,
-    messages: Vec<Pending>,
-}
-
-/// Collects async sends per queue and sends each batch when it is full or
-/// its linger passed; replies resolve every message's future.
-fn batch_loop(client: Arc<Client>, config: ProducerConfig, faults: Arc<FaultTable>, rx: mpsc::Receiver<Pending>) {
-    let mut open: HashMap<(String, u32), Open> = HashMap::new();
-    let inflight: Arc<Mutex<HashMap<u64, InFlight>>> = Arc::default();
-    let next_seq = AtomicU64::new(1);
-    let (reply_tx, reply_rx) = mpsc::channel::<Tagged>();
-    let resolver_inflight = inflight.clone();
-    let avoid = config.fault_avoidance;
-    std::thread::Builder::new()
-        .name("ringmq-acks".into())
-        .spawn(move || {
-            for (seq, reply) in reply_rx {
-                if let Some(f) = resolver_inflight.lock().expect("inflight lock").remove(&seq) {
-                    if let Some(shard) = f.shard.filter(|_| avoid) {
-                        let failed = reply.as_ref().map_or(true, |r| r.error != ErrorCode::None);
-                        faults.record(shard, f.sent.elapsed(), failed);
-                    }
-                    resolve(f.messages, reply);
-                }
-            }
-        })
-        .expect("spawn ack thread");
-    let mut disconnected = false;
-    while !(disconnected && open.is_empty()) {
-        let wait = open
-            .values()
-            .map(|o| config.linger.saturating_sub(o.since.elapsed()))
-            .min()
-            .unwrap_or(Duration::from_millis(100));
-        match rx.recv_timeout(wait) {
-            Ok(p) => {
-                let key = (p.topic.clone(), p.queue);
-                let o =
-                    open.entry(key).or_insert_with(|| Open { since: Instant::now(), bytes: 0, messages: Vec::new() });
-                o.bytes += p.message.value.len() + p.message.key.as_ref().map_or(0, Vec::len) + 64;
-                o.messages.push(p);
-            }
-            Err(mpsc::RecvTimeoutError::Timeout) => {}
-            Err(mpsc::RecvTimeoutError::Disconnected) => disconnected = true,
-        }
-        let due: Vec<(String, u32)> = open
-            .iter()
-            .filter(|(_, o)| disconnected || o.bytes >= config.batch_bytes || o.since.elapsed() >= config.linger)
-            .map(|(k, _)| k.clone())
-            .collect();
-        for key in due {
-            let o = open.remove(&key).expect("listed above");
-            let seq = next_seq.fetch_add(1, Ordering::Relaxed);
-            let batch = build_batch(&o.messages.iter().map(|p| (p.id, &p.message)).collect::<Vec<_>>());
-            let body = produce_body(&key.0, key.1, msg::ACKS_DURABLE, &batch);
-            let shard = client.topic(&key.0).ok().and_then(|t| t.queue_shards.get(key.1 as usize).copied());
-            inflight
-                .lock()
-                .expect("inflight lock")
-                .insert(seq, InFlight { messages: o.messages, shard, sent: Instant::now() });
-            if let Err(e) = client.send_queue(&key.0, key.1, ApiKey::Produce, &body, Some((reply_tx.clone(), seq))) {
-                if let Some(f) = inflight.lock().expect("inflight lock").remove(&seq) {
-                    resolve(f.messages, Err(e));
-                }
-            }
-        }
-    }
-}
-
-fn resolve(batch: Vec<Pending>, reply: Result<Reply, ClientError>) {
-    let outcome = reply.and_then(|r| match r.error {
-        ErrorCode::None => Ok(msg::decode_produced(&mut Reader::new(&r.body))?),
-        code => Err(ClientError::Broker { code, message: r.message }),
-    });
-    for (i, p) in batch.into_iter().enumerate() {
-        let result = match &outcome {
-            Ok(offsets) => match offsets.first() {
-                Some((base, _)) => Ok(SendResult { message_id: p.id, queue: p.queue, offset: base + i as u64 }),
-                None => Err(ClientError::Protocol("produce response without results".into())),
-            },
-            Err(e) => Err(e.clone()),
-        };
-        p.done.resolve(result);
+impl Drop for Producer {
+    /// Sends what is still batched; the futures resolve when the replies come.
+    fn drop(&mut self) {
+        self.batcher.close();
     }
 }
