@@ -223,10 +223,15 @@ fn drive(args: RunArgs, addr: &str, client_cores: &[usize]) -> Result<Outcome, S
         publish: Mutex::new(new_histogram()),
         args,
     });
+    // Consumers get their own connections: on the producers' connection,
+    // produces held back by back-pressure would stall fetches behind them
+    // (at overload the consumers starved). Producers share one connection:
+    // one connection per producer cost tail latency at moderate rates.
+    let consumer_client = Client::connect(ClientConfig::new(addr)).map_err(|e| e.to_string())?;
     let core = |i: usize| core_affinity::CoreId { id: client_cores[i % client_cores.len()] };
     let consumers: Vec<_> = (0..shared.args.consumers)
         .map(|i| {
-            let (s, c) = (shared.clone(), client.clone());
+            let (s, c) = (shared.clone(), consumer_client.clone());
             let mine: Vec<u32> = (0..queues).filter(|q| *q as usize % s.args.consumers == i).collect();
             let cpu = core(i);
             let mut consumer = Consumer::new(c, None);
