@@ -1,0 +1,59 @@
+#!/usr/bin/env bash
+# Runs the load generator at the given rates (embedded broker) and fio's
+# 64 KiB write + fdatasync on the same disk, in one go, and prints each run's
+# end-to-end p99 as a multiple of fio's write+fdatasync p99.
+set -euo pipefail
+
+usage() {
+  cat <<USAGE
+usage: $0 [--rates LIST] [--duration SECS] [--out DIR]
+  --rates LIST     comma-separated msgs/s (default: 10000,150000,300000)
+  --duration SECS  measured seconds per run (default: 10; 3 s warm-up each)
+  --out DIR        keep the runs' .hgrm and summary.json here (default: a temp dir)
+Then compare runs with: cargo run --release -p ringmq-bench -- compare DIR/rate-*
+USAGE
+}
+
+here=$(cd "$(dirname "$0")" && pwd)
+root=$(cd "$here/.." && pwd)
+rates=10000,150000,300000 duration=10 out=""
+while [[ $# -gt 0 ]]; do
+  case "$1" in
+    --rates) rates=$2; shift 2 ;;
+    --duration) duration=$2; shift 2 ;;
+    --out) out=$2; shift 2 ;;
+    -h|--help) usage; exit 0 ;;
+    *) echo "unknown argument: $1" >&2; usage >&2; exit 2 ;;
+  esac
+done
+[[ -n $out ]] || out=$(mktemp -d)
+mkdir -p "$out"
+
+(cd "$root" && cargo build --release -q -p ringmq-bench)
+cpu=$(( $(nproc) - 1 ))
+echo "fio: 64 KiB write + fdatasync on CPU $cpu" >&2
+disk=$("$here/disk-baseline.sh" --bs 65536 --runtime 5 --cpu "$cpu" --dir "$out/fio" --json)
+IFS=',' read -ra list <<<"$rates"
+for r in "${list[@]}"; do
+  echo "bench: $r msgs/s for ${duration}s" >&2
+  "$root/target/release/ringmq-bench" run --embedded --rate "$r" --duration "${duration}s" --warmup 3s --out "$out/rate-$r" >"$out/rate-$r.log" 2>&1 || echo "run at $r msgs/s failed (see $out/rate-$r.log)" >&2
+done
+
+DISK="$disk" OUT="$out" RATES="$rates" python3 - <<'PY'
+import json, os
+disk = json.loads(os.environ["DISK"])
+fio = disk["write_plus_sync_p99_us"]
+print(f"fio 64 KiB write+fdatasync: write p99 {disk['write_p99_us']} us, sync p99 {disk['sync_p99_us']} us, sum {fio} us")
+print(f"{'rate':>8} {'msgs/s':>9} {'lost':>5} {'e2e p50':>9} {'p90':>9} {'p99':>9} {'p99.9':>9} {'max':>9}  p99/fio")
+for r in os.environ["RATES"].split(","):
+    try:
+        s = json.load(open(os.path.join(os.environ["OUT"], f"rate-{r}", "summary.json")))
+    except OSError:
+        print(f"{r:>8} (no summary)")
+        continue
+    e = s["e2e"]
+    ms = lambda us: f"{us / 1000:.2f}"
+    print(f"{r:>8} {s['msgs_per_s']:>9.0f} {s['lost']:>5} {ms(e['p50_us']):>9} {ms(e['p90_us']):>9} {ms(e['p99_us']):>9} "
+          f"{ms(e['p999_us']):>9} {ms(e['max_us']):>9}  {e['p99_us'] / fio:6.1f}x")
+PY
+echo "runs kept in $out" >&2
