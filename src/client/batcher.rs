@@ -51,6 +51,7 @@ struct Open {
 }
 
 struct InFlight {
+    topic: String,
     queue: u32,
     shard: Option<u32>,
     sent: Instant,
@@ -60,6 +61,8 @@ struct InFlight {
 #[derive(Default)]
 struct Batches {
     open: HashMap<(String, u32), Open>,
+    /// Batches sent and not yet answered, per queue.
+    in_flight: HashMap<(String, u32), usize>,
     closed: bool,
 }
 
@@ -109,45 +112,54 @@ impl Batcher {
         b
     }
 
-    /// Adds a message to its queue's batch; sends the batch if it is full.
+    /// Adds a message to its queue's batch. The batch is sent at once when
+    /// nothing of that queue is in flight (an idle queue gets no linger
+    /// delay), when it is full, or when its linger ends; while a batch is in
+    /// flight the next one fills, and goes out as soon as the queue is idle.
     pub fn add(&self, topic: &str, queue: u32, pending: Pending) {
         let size = pending.message.value.len() + pending.message.key.as_ref().map_or(0, Vec::len) + 64;
-        let full = {
-            let mut b = self.batches.lock().expect("batches lock");
-            let key = (topic.to_string(), queue);
-            let open = b.open.entry(key.clone()).or_insert_with(|| Open {
-                since: Instant::now(),
-                bytes: 0,
-                messages: Vec::new(),
-            });
-            let first = open.messages.is_empty();
-            open.bytes += size;
-            open.messages.push(pending);
-            if open.bytes >= self.batch_bytes {
-                b.open.remove(&key).map(|o| (key, o))
-            } else {
-                if first {
-                    self.wake.notify_one();
-                }
-                None
+        let mut b = self.batches.lock().expect("batches lock");
+        let key = (topic.to_string(), queue);
+        let idle = b.in_flight.get(&key).copied().unwrap_or(0) == 0;
+        let open =
+            b.open.entry(key.clone()).or_insert_with(|| Open { since: Instant::now(), bytes: 0, messages: Vec::new() });
+        let first = open.messages.is_empty();
+        open.bytes += size;
+        open.messages.push(pending);
+        if idle || open.bytes >= self.batch_bytes {
+            let open = b.open.remove(&key).expect("inserted above");
+            let failed = self.dispatch(&mut b, key, open.messages);
+            drop(b);
+            fail(failed);
+        } else if first {
+            self.wake.notify_one();
+        }
+    }
+
+    /// A batch of `key` was answered: send the queue's waiting batch if the queue is now idle.
+    fn answered(&self, key: (String, u32)) {
+        let mut b = self.batches.lock().expect("batches lock");
+        let n = b.in_flight.entry(key.clone()).or_default();
+        *n = n.saturating_sub(1);
+        if *n == 0 {
+            if let Some(open) = b.open.remove(&key) {
+                let failed = self.dispatch(&mut b, key, open.messages);
+                drop(b);
+                fail(failed);
             }
-        };
-        if let Some((key, open)) = full {
-            self.send(&key.0, key.1, open.messages);
         }
     }
 
     /// Sends every open batch now and stops the linger thread.
     pub fn close(&self) {
-        let all: Vec<_> = {
-            let mut b = self.batches.lock().expect("batches lock");
-            b.closed = true;
-            b.open.drain().collect()
-        };
+        let mut b = self.batches.lock().expect("batches lock");
+        b.closed = true;
+        let all: Vec<_> = b.open.drain().collect();
+        let failed: Vec<_> =
+            all.into_iter().filter_map(|(key, open)| self.dispatch(&mut b, key, open.messages)).collect();
+        drop(b);
         self.wake.notify_one();
-        for ((topic, queue), open) in all {
-            self.send(&topic, queue, open.messages);
-        }
+        failed.into_iter().for_each(|f| fail(Some(f)));
         self.replies.lock().expect("replies lock").take();
     }
 
@@ -161,12 +173,14 @@ impl Batcher {
                 .filter(|(_, o)| now.duration_since(o.since) >= self.linger)
                 .map(|(k, _)| k.clone())
                 .collect();
-            if !due.is_empty() {
-                let batches: Vec<_> = due.into_iter().filter_map(|k| b.open.remove(&k).map(|o| (k, o))).collect();
+            let mut failed = Vec::new();
+            for key in due {
+                let open = b.open.remove(&key).expect("listed above");
+                failed.extend(self.dispatch(&mut b, key, open.messages));
+            }
+            if !failed.is_empty() {
                 drop(b);
-                for ((topic, queue), open) in batches {
-                    self.send(&topic, queue, open.messages);
-                }
+                failed.into_iter().for_each(|f| fail(Some(f)));
                 b = self.batches.lock().expect("batches lock");
                 continue;
             }
@@ -178,23 +192,28 @@ impl Batcher {
         }
     }
 
-    fn send(&self, topic: &str, queue: u32, messages: Vec<Pending>) {
+    /// Sends one batch. Called with the batches lock held, so that a queue's
+    /// batches reach the connection in the order they were taken (they are
+    /// stored in that order). A failure comes back to be resolved after the
+    /// lock is released (callbacks may send again).
+    fn dispatch(&self, b: &mut Batches, key: (String, u32), messages: Vec<Pending>) -> Option<Failed> {
+        let (topic, queue) = (&key.0, key.1);
         let batch = build_batch(&messages.iter().map(|p| (p.id, &p.message)).collect::<Vec<_>>());
         let body = produce_body(topic, queue, msg::ACKS_DURABLE, &batch);
+        let Some(reply_to) = self.replies.lock().expect("replies lock").clone() else {
+            return Some((queue, messages, ClientError::Invalid("the producer is closed".into())));
+        };
         let seq = self.next_seq.fetch_add(1, Ordering::Relaxed);
         let shard = self.client.topic(topic).ok().and_then(|t| t.queue_shards.get(queue as usize).copied());
-        let Some(reply_to) = self.replies.lock().expect("replies lock").clone() else {
-            return resolve(queue, messages, Err(ClientError::Invalid("the producer is closed".into())));
-        };
-        self.inflight
-            .lock()
-            .expect("inflight lock")
-            .insert(seq, InFlight { queue, shard, sent: Instant::now(), messages });
-        if let Err(e) = self.client.send_queue(topic, queue, ApiKey::Produce, &body, Some((reply_to, seq))) {
-            if let Some(f) = self.inflight.lock().expect("inflight lock").remove(&seq) {
-                resolve(queue, f.messages, Err(e));
-            }
+        let f = InFlight { topic: topic.clone(), queue, shard, sent: Instant::now(), messages };
+        self.inflight.lock().expect("inflight lock").insert(seq, f);
+        *b.in_flight.entry(key.clone()).or_default() += 1;
+        let e = self.client.send_queue(topic, queue, ApiKey::Produce, &body, Some((reply_to, seq))).err()?;
+        let f = self.inflight.lock().expect("inflight lock").remove(&seq)?;
+        if let Some(n) = b.in_flight.get_mut(&key) {
+            *n = n.saturating_sub(1);
         }
+        Some((queue, f.messages, e))
     }
 
     fn ack_loop(&self, replies: mpsc::Receiver<Tagged>) {
@@ -208,7 +227,17 @@ impl Batcher {
                 code => Err(ClientError::Broker { code, message: r.message }),
             });
             resolve(f.queue, f.messages, outcome);
+            self.answered((f.topic, f.queue));
         }
+    }
+}
+
+/// A batch that could not be sent: queue, messages, why.
+type Failed = (u32, Vec<Pending>, ClientError);
+
+fn fail(failed: Option<Failed>) {
+    if let Some((queue, messages, e)) = failed {
+        resolve(queue, messages, Err(e));
     }
 }
 
