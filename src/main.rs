@@ -70,6 +70,9 @@ struct ServeArgs {
     /// Connections per shard [default: 1024].
     #[arg(long)]
     max_connections: Option<usize>,
+    /// Requests in flight per connection, for produces and for the rest each, before the broker stops reading it [default: 256].
+    #[arg(long)]
+    max_inflight_per_connection: Option<usize>,
     /// Delete log segments older than this many hours [default: keep].
     #[arg(long)]
     retention_hours: Option<u64>,
@@ -103,6 +106,10 @@ impl ServeArgs {
         cfg.max_frame_bytes = self.max_frame_bytes.or(file.max_frame_bytes).unwrap_or(cfg.max_frame_bytes);
         cfg.max_batch_bytes = self.max_batch_bytes.or(file.max_batch_bytes).unwrap_or(cfg.max_batch_bytes);
         cfg.max_connections = self.max_connections.or(file.max_connections).unwrap_or(cfg.max_connections);
+        cfg.max_inflight_per_connection = self
+            .max_inflight_per_connection
+            .or(file.max_inflight_per_connection)
+            .unwrap_or(cfg.max_inflight_per_connection);
         cfg.retention_age = self.retention_hours.or(file.retention_hours).map(|h| Duration::from_secs(h * 3600));
         cfg.retention_bytes = self.retention_gib.or(file.retention_gib).map(|g| g << 30);
         Ok(cfg)

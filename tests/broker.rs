@@ -158,3 +158,41 @@ fn connections_past_the_limit_are_refused_and_the_slot_frees_on_close() {
     let (_, code, _, _) = fourth.call(ApiKey::ListTopics as u16, 0, 1, &[]);
     assert_eq!(code, ErrorCode::None, "a closed connection frees its slot");
 }
+
+#[test]
+fn a_parked_fetch_does_not_hold_up_a_produce_on_the_same_connection() {
+    let dir = tempfile::tempdir().unwrap();
+    // One request of each kind in flight per connection.
+    let broker = Broker::start(dir.path(), &["--max-inflight-per-connection", "1"]);
+    broker.client().create_topic("t", 1, 0).unwrap();
+    let owner = broker.client().owner("t", 0).unwrap();
+    let mut raw = Raw::connect(&owner);
+    use std::io::Write;
+    let mut w = Writer::default();
+    Fetch { queue: QueueRef { topic: "t".into(), queue: 0 }, offset: 0, max_bytes: 1 << 20, max_wait_ms: 10_000 }
+        .encode(&mut w);
+    raw.stream.write_all(&ringmq::protocol::frame::request(ApiKey::Fetch as u16, 0, 1, &w.buf)).unwrap();
+    std::thread::sleep(Duration::from_millis(100));
+    let started = std::time::Instant::now();
+    raw.stream
+        .write_all(&ringmq::protocol::frame::request(
+            ApiKey::Produce as u16,
+            0,
+            2,
+            &produce_body("t", 0, &batch(b"pipelined")),
+        ))
+        .unwrap();
+    let mut answered = std::collections::HashMap::new();
+    for _ in 0..2 {
+        let (corr, code, message, body) = raw.read_response().expect("a response");
+        assert_eq!(code, ErrorCode::None, "{message}");
+        answered.insert(corr, (started.elapsed(), body));
+    }
+    let (produce_after, _) = &answered[&2];
+    assert!(
+        *produce_after < Duration::from_secs(5),
+        "the produce was not held behind the parked fetch: {produce_after:?}"
+    );
+    let (_, fetched) = &answered[&1];
+    assert!(fetched.windows(9).any(|w| w == b"pipelined"), "the parked fetch woke with the produced message");
+}

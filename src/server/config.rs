@@ -24,7 +24,8 @@ pub struct ServerConfig {
     pub max_batch_bytes: usize,
     /// Connections per shard.
     pub max_connections: usize,
-    /// Requests in flight per connection before the broker stops reading from it.
+    /// Requests in flight per connection before the broker stops reading from it
+    /// (produces and other requests each have this many).
     pub max_inflight_per_connection: usize,
     /// Longest long-poll wait a fetch may ask for.
     pub max_fetch_wait: Duration,

@@ -6,7 +6,7 @@
 use super::handler;
 use super::shard_server::ShardCtx;
 use crate::protocol::frame::{self, REQUEST_HEADER_BYTES};
-use crate::protocol::ErrorCode;
+use crate::protocol::{ApiKey, ErrorCode};
 use futures_lite::io::{AsyncReadExt, AsyncWriteExt, WriteHalf};
 use glommio::net::{TcpListener, TcpStream};
 use std::cell::RefCell;
@@ -62,7 +62,13 @@ async fn serve(ctx: Rc<ShardCtx>, stream: TcpStream) {
     let _ = stream.set_nodelay(true);
     let (mut reader, writer) = futures_lite::io::split(stream);
     let writer = Rc::new(Writer { half: RefCell::new(Some(writer)), turn: glommio::sync::Semaphore::new(1) });
-    let inflight = Rc::new(glommio::sync::Semaphore::new(ctx.config.max_inflight_per_connection as u64));
+    // Produces and everything else draw on separate in-flight budgets: produces
+    // parked by back-pressure must not keep a fetch on the same connection
+    // from being read (consumers starved that way at overload), nor parked
+    // long-poll fetches a produce.
+    let limit = ctx.config.max_inflight_per_connection as u64;
+    let produce_slots = Rc::new(glommio::sync::Semaphore::new(limit));
+    let other_slots = Rc::new(glommio::sync::Semaphore::new(limit));
     loop {
         let mut len_bytes = [0u8; 4];
         if reader.read_exact(&mut len_bytes).await.is_err() {
@@ -90,7 +96,9 @@ async fn serve(ctx: Rc<ShardCtx>, stream: TcpStream) {
         if reader.read_exact(&mut request[4..]).await.is_err() {
             return;
         }
-        let Ok(permit) = inflight.clone().acquire_static_permit(1).await else { return };
+        let is_produce = u16::from_le_bytes([request[4], request[5]]) == ApiKey::Produce as u16;
+        let slots = if is_produce { &produce_slots } else { &other_slots };
+        let Ok(permit) = slots.clone().acquire_static_permit(1).await else { return };
         let (ctx, writer) = (ctx.clone(), writer.clone());
         glommio::spawn_local(async move {
             if let Some(response) = handler::handle(&ctx, request).await {
