@@ -5,7 +5,6 @@ mod common;
 
 use common::Broker;
 use ringmq::client::{Consumer, Message, Producer, ProducerConfig, StartFrom};
-use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -55,31 +54,8 @@ fn every_durably_acked_message_survives_kill_9() {
         got.extend(consumer.poll(Duration::from_millis(500)).unwrap());
     }
     assert_eq!(got.len() as u64, total);
-    let at: HashMap<(u32, u64), &[u8]> = got.iter().map(|m| ((m.queue, m.offset), m.value.as_slice())).collect();
-    for (value, r) in &acked {
-        assert_eq!(
-            at.get(&(r.queue, r.offset)).copied(),
-            Some(value.as_bytes()),
-            "acked {value} survived at {}/{}",
-            r.queue,
-            r.offset
-        );
-    }
-    let mut seen = std::collections::HashSet::new();
-    for m in &got {
-        assert!(seen.insert(m.value.clone()), "{} appears twice", String::from_utf8_lossy(&m.value));
-    }
-    let mut ordered: Vec<_> = got.iter().collect();
-    ordered.sort_by_key(|m| (m.queue, m.offset));
-    let mut last: HashMap<(u32, String), u64> = HashMap::new();
-    for m in ordered {
-        let v = String::from_utf8_lossy(&m.value).into_owned();
-        let (sender, seq) = v.split_once('-').unwrap();
-        let seq: u64 = seq.parse().unwrap();
-        if let Some(prev) = last.insert((m.queue, sender.to_string()), seq) {
-            assert!(prev < seq, "queue {}: {sender} order broken ({prev} then {seq})", m.queue);
-        }
-    }
+    common::assert_acked_present(&got, &acked);
+    common::assert_per_sender_order(&got);
     let unacked = got.len() - acked.len();
     eprintln!(
         "{} acked, {} stored, {unacked} durable but unacknowledged (in flight at the kill), 0 retried",

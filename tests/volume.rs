@@ -5,7 +5,6 @@ mod common;
 
 use common::Broker;
 use ringmq::client::{Consumer, Message, Producer, ProducerConfig, SendResult, StartFrom};
-use std::collections::{HashMap, HashSet};
 use std::time::{Duration, Instant};
 
 const SYNC_THREADS: usize = 4;
@@ -56,35 +55,12 @@ fn a_hundred_thousand_messages_in_every_send_mode_are_consumed_in_order() {
         quiet = if batch.is_empty() { quiet + 1 } else { 0 };
         got.extend(batch);
     }
-    let by_position: HashMap<(u32, u64), &[u8]> =
-        got.iter().map(|m| ((m.queue, m.offset), m.value.as_slice())).collect();
-    assert_eq!(by_position.len(), got.len(), "no message is returned twice");
-    for (value, r) in &acked {
-        assert_eq!(
-            by_position.get(&(r.queue, r.offset)).copied(),
-            Some(value.as_bytes()),
-            "acked message {value} is at {}/{}",
-            r.queue,
-            r.offset
-        );
-    }
+    common::assert_acked_present(&got, &acked);
     let oneway_got = got.iter().filter(|m| m.value.starts_with(b"oneway")).count();
     assert!(oneway_got <= ONEWAY, "one-way messages: {oneway_got} received of {ONEWAY} sent");
     assert_eq!(got.len(), acked.len() + oneway_got);
 
     // Per queue, each sender's messages appear in the order it sent them.
-    let mut last: HashMap<(u32, String), usize> = HashMap::new();
-    let mut queues = HashSet::new();
-    let mut ordered = got.clone();
-    ordered.sort_by_key(|m| (m.queue, m.offset));
-    for m in &ordered {
-        queues.insert(m.queue);
-        let v = String::from_utf8(m.value.clone()).unwrap();
-        let (sender, seq) = v.rsplit_once('-').unwrap();
-        let seq: usize = seq.parse().unwrap();
-        if let Some(prev) = last.insert((m.queue, sender.to_string()), seq) {
-            assert!(prev < seq, "queue {}: {sender} sent {prev} before {seq}", m.queue);
-        }
-    }
+    let queues = common::assert_per_sender_order(&got);
     assert_eq!(queues.len(), 8, "every queue was used");
 }

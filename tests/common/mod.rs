@@ -2,15 +2,49 @@
 //! temp dirs, and speaks the raw protocol for bad-input tests.
 #![allow(dead_code)]
 
-use ringmq::client::{Client, ClientConfig};
+use ringmq::client::{Client, ClientConfig, ConsumedMessage, SendResult};
 use ringmq::protocol::frame::{self, Response};
 use ringmq::protocol::ErrorCode;
+use std::collections::{HashMap, HashSet};
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
 use std::time::Duration;
+
+/// Asserts that every acknowledged (value, result) is stored at its queue and
+/// offset with its value, and that no position was returned twice.
+pub fn assert_acked_present(got: &[ConsumedMessage], acked: &[(String, SendResult)]) {
+    let at: HashMap<(u32, u64), &[u8]> = got.iter().map(|m| ((m.queue, m.offset), m.value.as_slice())).collect();
+    assert_eq!(at.len(), got.len(), "no message is returned twice");
+    for (value, r) in acked {
+        assert_eq!(
+            at.get(&(r.queue, r.offset)).copied(),
+            Some(value.as_bytes()),
+            "acked {value} is at {}/{}",
+            r.queue,
+            r.offset
+        );
+    }
+}
+
+/// Asserts that in every queue each sender's messages (values "sender-seq")
+/// appear in the order it sent them; returns the queues seen.
+pub fn assert_per_sender_order(got: &[ConsumedMessage]) -> HashSet<u32> {
+    let mut ordered: Vec<&ConsumedMessage> = got.iter().collect();
+    ordered.sort_by_key(|m| (m.queue, m.offset));
+    let mut last: HashMap<(u32, String), u64> = HashMap::new();
+    for m in ordered {
+        let v = String::from_utf8_lossy(&m.value).into_owned();
+        let (sender, seq) = v.rsplit_once('-').expect("values are sender-seq");
+        let seq: u64 = seq.parse().expect("a sequence number");
+        if let Some(prev) = last.insert((m.queue, sender.to_string()), seq) {
+            assert!(prev < seq, "queue {}: {sender} sent {prev} before {seq}", m.queue);
+        }
+    }
+    last.keys().map(|(q, _)| *q).collect()
+}
 
 /// A broker process.
 pub struct Broker {
