@@ -99,10 +99,10 @@ async fn serve(ctx: &Rc<ShardCtx>, api: ApiKey, body: &[u8], frame: &[u8]) -> Ou
         ApiKey::DeleteTopic => delete_topic(ctx, &r.string()?).await?,
         ApiKey::Produce => {
             let p = Produce::decode(&mut r)?;
-            let slot = ctx.locate(&p.queue).map_err(|f| f.into_failure())?;
-            if slot.shard as usize != ctx.id {
-                return forward(ctx, slot.shard as usize, frame).await;
-            }
+            let slot = match here_or_forward(ctx, &p.queue, frame).await? {
+                Served::Here(slot) => slot,
+                Served::Elsewhere(reply) => return Ok(reply),
+            };
             let mut results = Vec::with_capacity(p.batches.len());
             for b in &p.batches {
                 let a = ctx.storage.append(QueueId(slot.storage_id), b).await?;
@@ -115,10 +115,10 @@ async fn serve(ctx: &Rc<ShardCtx>, api: ApiKey, body: &[u8], frame: &[u8]) -> Ou
         }
         ApiKey::Fetch => {
             let f = Fetch::decode(&mut r)?;
-            let slot = ctx.locate(&f.queue).map_err(|f| f.into_failure())?;
-            if slot.shard as usize != ctx.id {
-                return forward(ctx, slot.shard as usize, frame).await;
-            }
+            let slot = match here_or_forward(ctx, &f.queue, frame).await? {
+                Served::Here(slot) => slot,
+                Served::Elsewhere(reply) => return Ok(reply),
+            };
             let wait = Duration::from_millis(u64::from(f.max_wait_ms)).min(ctx.config.max_fetch_wait);
             let wait = if wait.is_zero() { ReadWait::No } else { ReadWait::Upto(wait) };
             let q = QueueId(slot.storage_id);
@@ -128,27 +128,25 @@ async fn serve(ctx: &Rc<ShardCtx>, api: ApiKey, body: &[u8], frame: &[u8]) -> Ou
         }
         ApiKey::ListOffsets => {
             let q = QueueRef::decode(&mut r)?;
-            let slot = ctx.locate(&q).map_err(|f| f.into_failure())?;
-            if slot.shard as usize != ctx.id {
-                return forward(ctx, slot.shard as usize, frame).await;
-            }
+            let slot = match here_or_forward(ctx, &q, frame).await? {
+                Served::Here(slot) => slot,
+                Served::Elsewhere(reply) => return Ok(reply),
+            };
             let (start, end) = ctx.storage.offsets(QueueId(slot.storage_id))?;
             w.u64(start).u64(end);
         }
         ApiKey::CommitOffset => {
             let c = GroupOffset::decode(&mut r)?;
-            let slot = ctx.locate(&c.queue).map_err(|f| f.into_failure())?;
-            if slot.shard as usize != ctx.id {
-                return forward(ctx, slot.shard as usize, frame).await;
+            if let Served::Elsewhere(reply) = here_or_forward(ctx, &c.queue, frame).await? {
+                return Ok(reply);
             }
             ctx.offsets.commit(&ctx.storage, &c.group, &c.queue.topic, c.queue.queue, c.offset).await?;
         }
         ApiKey::FetchOffset => {
             let group = r.string()?;
             let q = QueueRef::decode(&mut r)?;
-            let slot = ctx.locate(&q).map_err(|f| f.into_failure())?;
-            if slot.shard as usize != ctx.id {
-                return forward(ctx, slot.shard as usize, frame).await;
+            if let Served::Elsewhere(reply) = here_or_forward(ctx, &q, frame).await? {
+                return Ok(reply);
             }
             w.u64(ctx.offsets.get(&group, &q.topic, q.queue).unwrap_or(msg::NO_OFFSET));
         }
@@ -157,21 +155,31 @@ async fn serve(ctx: &Rc<ShardCtx>, api: ApiKey, body: &[u8], frame: &[u8]) -> Ou
     Ok(Reply::Body(w.buf))
 }
 
-/// Why a queue reference does not resolve.
-pub enum Unresolved {
-    Topic(String),
-    Queue(String, u32, usize),
+/// Where a queue's request was served.
+enum Served {
+    /// This shard owns the queue: serve it from this slot.
+    Here(QueueSlot),
+    /// Another shard owns it and answered the forwarded request.
+    Elsewhere(Reply),
 }
 
-impl Unresolved {
-    fn into_failure(self) -> Failure {
-        match self {
-            Unresolved::Topic(t) => Failure(ErrorCode::UnknownTopic, format!("unknown topic {t:?}; create it first")),
-            Unresolved::Queue(t, q, n) => {
-                Failure(ErrorCode::UnknownQueue, format!("topic {t:?} has queues 0..{n}, not {q}"))
-            }
-        }
+/// Resolves the queue; serves the request on its owner if that is another shard.
+async fn here_or_forward(ctx: &Rc<ShardCtx>, q: &QueueRef, frame: &[u8]) -> Result<Served, Failure> {
+    let metadata = ctx.metadata();
+    let topic = metadata
+        .topics
+        .get(&q.topic)
+        .ok_or_else(|| Failure(ErrorCode::UnknownTopic, format!("unknown topic {:?}; create it first", q.topic)))?;
+    let slot = *topic.queues.get(q.queue as usize).ok_or_else(|| {
+        Failure(
+            ErrorCode::UnknownQueue,
+            format!("topic {:?} has queues 0..{}, not {}", q.topic, topic.queues.len(), q.queue),
+        )
+    })?;
+    if slot.shard as usize == ctx.id {
+        return Ok(Served::Here(slot));
     }
+    forward(ctx, slot.shard as usize, frame).await.map(Served::Elsewhere)
 }
 
 /// Serves the request on `shard`; its response frame travels back as is.
@@ -236,10 +244,4 @@ pub fn flush_policy(code: u8) -> FlushPolicy {
     } else {
         FlushPolicy::Sync
     }
-}
-
-/// Resolves a topic queue in `metadata`.
-pub fn resolve(metadata: &Metadata, q: &QueueRef) -> Result<QueueSlot, Unresolved> {
-    let topic = metadata.topics.get(&q.topic).ok_or_else(|| Unresolved::Topic(q.topic.clone()))?;
-    topic.queues.get(q.queue as usize).copied().ok_or(Unresolved::Queue(q.topic.clone(), q.queue, topic.queues.len()))
 }

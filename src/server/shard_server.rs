@@ -2,11 +2,10 @@
 //! its end of the mesh. Everything here runs on that core's executor.
 
 use super::config::ServerConfig;
-use super::handler::{self, flush_policy, Unresolved};
+use super::handler::{self, flush_policy};
 use super::mesh::{Mesh, MeshMsg, MeshService};
-use super::metadata::{Metadata, QueueSlot};
+use super::metadata::Metadata;
 use super::offsets::Offsets;
-use crate::protocol::messages::QueueRef;
 use glommio::channels::channel_mesh::FullMesh;
 use glommio::net::TcpListener;
 use ringmq_shards::{QueueId, Shard, ShardConfig, StorageError};
@@ -39,11 +38,6 @@ impl ShardCtx {
     /// The current metadata snapshot.
     pub fn metadata(&self) -> Rc<Metadata> {
         self.metadata.borrow().clone()
-    }
-
-    /// Resolves a topic queue to its slot.
-    pub fn locate(&self, q: &QueueRef) -> Result<QueueSlot, Unresolved> {
-        handler::resolve(&self.metadata(), q)
     }
 
     /// Creates the storage queues this shard owns in `next`, sets their flush
