@@ -144,7 +144,7 @@ impl Log {
         end: u64,
         tail_page: Box<[u8]>,
     ) -> Log {
-        let active = segments.range(..=end).next_back().map(|(_, s)| s.clone()).expect("a segment holds the end");
+        let active = crate::segment::at_or_before(&segments, end).expect("a segment holds the end");
         debug_assert_eq!(tail_page.len(), PAGE_BYTES as usize);
         Log {
             segment_bytes: config.segment_bytes,
@@ -166,7 +166,6 @@ impl Log {
 
     /// The segment holding log position `pos`.
     pub fn segment_at(&self, pos: u64) -> Option<Rc<Segment>> {
-        let (base, seg) = self.segments.range(..=pos).next_back()?;
-        (pos < base + self.segment_bytes).then(|| seg.clone())
+        crate::segment::at_or_before(&self.segments, pos).filter(|s| pos < s.base + self.segment_bytes)
     }
 }

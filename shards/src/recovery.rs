@@ -112,7 +112,7 @@ impl Scan<'_> {
     /// of the first batch that is missing or damaged.
     async fn run(&mut self, mut pos: u64, queues: &mut HashMap<QueueId, QueueIndex>) -> Result<u64> {
         let segment_bytes = self.config.segment_bytes;
-        while let Some(seg) = self.segments.range(..=pos).next_back().map(|(_, s)| s.clone()) {
+        while let Some(seg) = segment::at_or_before(self.segments, pos) {
             let segment_end = seg.base + segment_bytes;
             if pos >= segment_end || segment_end - pos < HEADER_BYTES as u64 {
                 break;
@@ -199,7 +199,7 @@ async fn wipe_torn_tail(
     segments: &mut BTreeMap<u64, Rc<Segment>>,
     end: u64,
 ) -> Result<Box<[u8]>> {
-    let seg = segments.range(..=end).next_back().map(|(_, s)| s.clone()).expect("a segment holds the end");
+    let seg = segment::at_or_before(segments, end).expect("a segment holds the end");
     let later: Vec<u64> = segments.range(seg.base + 1..).map(|(b, _)| *b).collect();
     for base in later {
         let doomed = segments.remove(&base).expect("listed above");

@@ -5,6 +5,7 @@
 use crate::error::{Result, StorageError};
 use crate::fs;
 use glommio::io::{DmaFile, OpenOptions};
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::rc::Rc;
 
@@ -73,6 +74,11 @@ async fn open_dsync(path: &Path) -> Result<DmaFile> {
         .dma_open(path)
         .await
         .map_err(|e| StorageError::io("opening (O_DSYNC)", path, e))
+}
+
+/// The segment with the highest base at or below log position `pos`.
+pub(crate) fn at_or_before(segments: &BTreeMap<u64, Rc<Segment>>, pos: u64) -> Option<Rc<Segment>> {
+    segments.range(..=pos).next_back().map(|(_, s)| s.clone())
 }
 
 /// Bases of the segments in `dir`, ascending; removes leftover temporary files.

@@ -265,7 +265,7 @@ async fn seed_frontier_chunk(
     if end.is_multiple_of(chunk_bytes) {
         return Ok(());
     }
-    let seg = segments.range(..=end).next_back().map(|(_, s)| s.clone()).expect("a segment holds the end");
+    let seg = crate::segment::at_or_before(segments, end).expect("a segment holds the end");
     debug_assert!(end < seg.base + segment_bytes);
     let data = seg
         .file
