@@ -75,11 +75,7 @@ impl Flusher {
             return false;
         }
         if dsync {
-            let c = &inner.counters;
-            add(&c.fsyncs, 1);
-            add(&c.synced_bytes, rounds[0].batch_bytes as u64);
-            add(&c.synced_records, rounds[0].records);
-            self.last_sync = Instant::now();
+            self.synced(1, rounds[0].batch_bytes, rounds[0].records);
             self.publish(rounds, true);
             return true;
         }
@@ -142,15 +138,20 @@ impl Flusher {
             self.fail(rounds, e);
             return false;
         }
-        let c = &self.inner.counters;
-        add(&c.fsyncs, segments.len() as u64);
-        add(&c.synced_bytes, self.unsynced_bytes as u64);
-        add(&c.synced_records, self.unsynced_records);
+        self.synced(segments.len() as u64, self.unsynced_bytes, self.unsynced_records);
         self.unsynced_bytes = 0;
         self.unsynced_records = 0;
-        self.last_sync = Instant::now();
         self.publish(rounds, true);
         true
+    }
+
+    /// Counts `fsyncs` durability barriers that made `bytes` and `records` durable.
+    fn synced(&mut self, fsyncs: u64, bytes: usize, records: u64) {
+        let c = &self.inner.counters;
+        add(&c.fsyncs, fsyncs);
+        add(&c.synced_bytes, bytes as u64);
+        add(&c.synced_records, records);
+        self.last_sync = Instant::now();
     }
 
     /// Makes written rounds readable, fills the cache, acknowledges waiters.
