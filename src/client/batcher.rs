@@ -29,7 +29,8 @@ pub enum Done {
 }
 
 impl Done {
-    fn finish(self, result: Result<SendResult, ClientError>) {
+    /// Delivers the outcome.
+    pub fn finish(self, result: Result<SendResult, ClientError>) {
         match self {
             Done::Future(r) => r.resolve(result),
             Done::Callback(f) => f(result),

@@ -157,10 +157,7 @@ impl Producer {
     fn enqueue(&self, topic: &str, message: Message, done: Done) {
         match self.select(topic, &message) {
             Ok(queue) => self.batcher.add(topic, queue, Pending { id: self.ids.next_id(), message, done }),
-            Err(e) => match done {
-                Done::Future(r) => r.resolve(Err(e)),
-                Done::Callback(f) => f(Err(e)),
-            },
+            Err(e) => done.finish(Err(e)),
         }
     }
 
