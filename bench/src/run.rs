@@ -223,10 +223,11 @@ fn drive(args: RunArgs, addr: &str, client_cores: &[usize]) -> Result<Outcome, S
         publish: Mutex::new(new_histogram()),
         args,
     });
-    // Consumers get their own connections: on the producers' connection,
-    // produces held back by back-pressure would stall fetches behind them
-    // (at overload the consumers starved). Producers share one connection:
-    // one connection per producer cost tail latency at moderate rates.
+    // Consumers have their own connection, as a separate consumer process
+    // would; producers share one: a connection per producer cost tail latency
+    // at moderate rates. (Consumers once starved on the producers' connection
+    // at overload; the broker now gives produces and fetches separate
+    // in-flight budgets per connection.)
     let consumer_client = Client::connect(ClientConfig::new(addr)).map_err(|e| e.to_string())?;
     let core = |i: usize| core_affinity::CoreId { id: client_cores[i % client_cores.len()] };
     let consumers: Vec<_> = (0..shared.args.consumers)
