@@ -110,3 +110,27 @@ fn a_parked_fetch_wakes_on_produce_and_returns_empty_at_max_wait() {
     assert_eq!(got.len(), 1);
     assert!(woke.duration_since(sent_at) < Duration::from_secs(5), "woken by the produce, not by the 30 s max wait");
 }
+
+#[test]
+fn pipelined_batches_of_a_queue_keep_the_senders_order() {
+    let dir = tempfile::tempdir().unwrap();
+    // Up to 4 batches of a queue in flight on one connection; the shard's
+    // side (blocked appends keep arrival order) is tested in ringmq-shards.
+    let broker = Broker::start(dir.path(), &[]);
+    let client = broker.client();
+    client.create_topic("pipe", 2, 0).unwrap();
+    let config = ProducerConfig { max_in_flight_per_queue: 4, batch_bytes: 16 << 10, ..Default::default() };
+    let producer = Producer::new(client.clone(), config);
+    let futures: Vec<_> =
+        (0..20_000).map(|i| producer.send_async("pipe", Message::new(format!("p-{i:0>200}")))).collect();
+    let acked: Vec<_> = futures.into_iter().map(|f| f.wait().unwrap()).collect();
+    let mut consumer = Consumer::new(client, None);
+    consumer.assign_all("pipe", StartFrom::Earliest).unwrap();
+    let mut got = Vec::new();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while got.len() < acked.len() && Instant::now() < deadline {
+        got.extend(consumer.poll(Duration::from_millis(200)).unwrap());
+    }
+    assert_eq!(got.len(), acked.len());
+    assert_eq!(common::assert_per_sender_order(&got).len(), 2);
+}

@@ -14,7 +14,7 @@ use crate::reader::{ReadBatches, ReadWait};
 use crate::signal::Signal;
 use crate::stats::{add, Counters, ShardStats};
 use std::cell::{Cell, RefCell};
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::rc::Rc;
 
 /// One core's storage engine. Cheap to clone; all clones share the shard.
@@ -28,8 +28,14 @@ pub(crate) struct Inner {
     pub state: RefCell<State>,
     /// Appends arrived: the flusher has work.
     pub flush_needed: Signal,
-    /// Pending bytes drained, a spare segment arrived, or the shard failed.
+    /// Pending bytes drained, a spare segment arrived, the shard failed, or
+    /// a blocked append finished its turn.
     pub space_freed: Signal,
+    /// Appends blocked by back-pressure, in arrival order: while any waits,
+    /// later appends queue behind it, so a later batch never overtakes an
+    /// earlier one of the same sender (a producer may pipeline a queue).
+    pub blocked_appends: RefCell<VecDeque<u64>>,
+    pub next_append: Cell<u64>,
     /// The spare segment was taken.
     pub spare_needed: Signal,
     /// The in-memory index is past its bound.
@@ -82,6 +88,8 @@ impl Shard {
             state: RefCell::new(state),
             flush_needed: Signal::default(),
             space_freed: Signal::default(),
+            blocked_appends: RefCell::default(),
+            next_append: Cell::new(0),
             spare_needed: Signal::default(),
             checkpoint_needed: Signal::default(),
             checkpoint_lock: glommio::sync::Semaphore::new(1),
@@ -145,6 +153,7 @@ impl Shard {
     pub async fn append(&self, queue: QueueId, batch: &[u8]) -> Result<Appended> {
         let inner = &self.inner;
         let checked = batch::check(batch, inner.config.batch_bytes_max)?;
+        let turn = Turn::take(inner);
         let placed = loop {
             let wait = {
                 let mut st = inner.state.borrow_mut();
@@ -154,24 +163,28 @@ impl Shard {
                 if let Some(reason) = &st.failed {
                     return Err(StorageError::Failed(reason.clone()));
                 }
-                let State { queues, log, index_mem_entries, .. } = &mut *st;
-                let q = queues.get_mut(&queue).ok_or(StorageError::UnknownQueue(queue.0))?;
-                match log.append(q, batch, &checked) {
-                    Ok(placed) => {
-                        *index_mem_entries += placed.appended.record_count as usize;
-                        break placed;
+                if turn.may_go() {
+                    let State { queues, log, index_mem_entries, .. } = &mut *st;
+                    let q = queues.get_mut(&queue).ok_or(StorageError::UnknownQueue(queue.0))?;
+                    match log.append(q, batch, &checked) {
+                        Ok(placed) => {
+                            *index_mem_entries += placed.appended.record_count as usize;
+                            break placed;
+                        }
+                        Err(Blocked::Backpressure) => add(&inner.counters.backpressure_waits, 1),
+                        Err(Blocked::Segment) => {
+                            add(&inner.counters.segment_waits, 1);
+                            inner.spare_needed.notify();
+                        }
                     }
-                    Err(Blocked::Backpressure) => add(&inner.counters.backpressure_waits, 1),
-                    Err(Blocked::Segment) => {
-                        add(&inner.counters.segment_waits, 1);
-                        inner.spare_needed.notify();
-                    }
+                    inner.flush_needed.notify();
                 }
-                inner.flush_needed.notify();
+                turn.queue();
                 inner.space_freed.wait()
             };
             wait.await;
         };
+        drop(turn);
         if inner.state.borrow().log.spare.is_none() {
             inner.spare_needed.notify();
         }
@@ -277,4 +290,45 @@ async fn seed_frontier_chunk(
         slot[..keep].copy_from_slice(&data[..keep]);
     }
     Ok(())
+}
+
+/// An append's place in the arrival order. An append that is not blocked
+/// never joins the queue of blocked ones, so it costs one counter update.
+struct Turn<'a> {
+    inner: &'a Inner,
+    number: u64,
+}
+
+impl<'a> Turn<'a> {
+    fn take(inner: &'a Inner) -> Turn<'a> {
+        let number = inner.next_append.get();
+        inner.next_append.set(number + 1);
+        Turn { inner, number }
+    }
+
+    /// Nobody blocked waits ahead of this append.
+    fn may_go(&self) -> bool {
+        self.inner.blocked_appends.borrow().front().is_none_or(|&first| first == self.number)
+    }
+
+    /// Joins the blocked appends (once).
+    fn queue(&self) {
+        let mut blocked = self.inner.blocked_appends.borrow_mut();
+        if !blocked.contains(&self.number) {
+            blocked.push_back(self.number);
+        }
+    }
+}
+
+impl Drop for Turn<'_> {
+    /// Placed, failed or cancelled: leave the queue and let the next one try.
+    fn drop(&mut self) {
+        let mut blocked = self.inner.blocked_appends.borrow_mut();
+        if let Some(at) = blocked.iter().position(|&n| n == self.number) {
+            blocked.remove(at);
+            if !blocked.is_empty() {
+                self.inner.space_freed.notify();
+            }
+        }
+    }
 }

@@ -10,7 +10,7 @@ use super::connection::Tagged;
 use super::error::ClientError;
 use super::fault_avoidance::FaultTable;
 use super::message_id::MessageId;
-use super::producer::{build_batch, produce_body, Message, SendResult};
+use super::producer::{build_batch, produce_body, Message, ProducerConfig, SendResult};
 use super::promise::Resolver;
 use crate::protocol::messages as msg;
 use crate::protocol::{ApiKey, ErrorCode, Reader};
@@ -72,6 +72,7 @@ pub struct Batcher {
     client: Arc<Client>,
     batch_bytes: usize,
     linger: Duration,
+    max_in_flight: usize,
     faults: Option<Arc<FaultTable>>,
     batches: Mutex<Batches>,
     wake: Condvar,
@@ -82,17 +83,13 @@ pub struct Batcher {
 
 impl Batcher {
     /// Starts the linger and ack threads.
-    pub fn start(
-        client: Arc<Client>,
-        batch_bytes: usize,
-        linger: Duration,
-        faults: Option<Arc<FaultTable>>,
-    ) -> Arc<Batcher> {
+    pub fn start(client: Arc<Client>, config: &ProducerConfig, faults: Option<Arc<FaultTable>>) -> Arc<Batcher> {
         let (tx, rx) = mpsc::channel();
         let b = Arc::new(Batcher {
             client,
-            batch_bytes,
-            linger,
+            batch_bytes: config.batch_bytes,
+            linger: config.linger,
+            max_in_flight: config.max_in_flight_per_queue.max(1),
             faults,
             batches: Mutex::default(),
             wake: Condvar::new(),
@@ -114,14 +111,15 @@ impl Batcher {
     }
 
     /// Adds a message to its queue's batch. The batch is sent at once when
-    /// nothing of that queue is in flight (an idle queue gets no linger
-    /// delay), when it is full, or when its linger ends; while a batch is in
-    /// flight the next one fills, and goes out as soon as the queue is idle.
+    /// fewer than `max_in_flight` batches of that queue are in flight (an
+    /// idle queue gets no linger delay), when it is full, or when its linger
+    /// ends; at the limit the next one fills, and goes out as soon as an
+    /// answer frees a slot.
     pub fn add(&self, topic: &str, queue: u32, pending: Pending) {
         let size = pending.message.value.len() + pending.message.key.as_ref().map_or(0, Vec::len) + 64;
         let mut b = self.batches.lock().expect("batches lock");
         let key = (topic.to_string(), queue);
-        let idle = b.in_flight.get(&key).copied().unwrap_or(0) == 0;
+        let idle = b.in_flight.get(&key).copied().unwrap_or(0) < self.max_in_flight;
         let open =
             b.open.entry(key.clone()).or_insert_with(|| Open { since: Instant::now(), bytes: 0, messages: Vec::new() });
         let first = open.messages.is_empty();
@@ -137,12 +135,12 @@ impl Batcher {
         }
     }
 
-    /// A batch of `key` was answered: send the queue's waiting batch if the queue is now idle.
+    /// A batch of `key` was answered: send the queue's waiting batch if a slot is free.
     fn answered(&self, key: (String, u32)) {
         let mut b = self.batches.lock().expect("batches lock");
         let n = b.in_flight.entry(key.clone()).or_default();
         *n = n.saturating_sub(1);
-        if *n == 0 {
+        if *n < self.max_in_flight {
             if let Some(open) = b.open.remove(&key) {
                 let failed = self.dispatch(&mut b, key, open.messages);
                 drop(b);

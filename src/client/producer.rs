@@ -82,6 +82,11 @@ pub struct ProducerConfig {
     pub batch_bytes: usize,
     /// ...or once its first message waited this long.
     pub linger: Duration,
+    /// Async sends: batches of one queue sent and not yet answered. While
+    /// fewer are in flight a batch goes out at once; at the limit the next
+    /// one fills (up to `batch_bytes` or `linger`). Order within a queue holds
+    /// at any value: one connection per shard, appended in arrival order.
+    pub max_in_flight_per_queue: usize,
     /// Avoid shards after failed or slow sends (round-robin selection only; off by default).
     pub fault_avoidance: bool,
 }
@@ -92,6 +97,7 @@ impl Default for ProducerConfig {
             selector: QueueSelector::RoundRobin,
             batch_bytes: 64 << 10,
             linger: Duration::from_millis(1),
+            max_in_flight_per_queue: 1,
             fault_avoidance: false,
         }
     }
@@ -115,7 +121,7 @@ impl Producer {
     pub fn new(client: Arc<Client>, config: ProducerConfig) -> Producer {
         let faults = Arc::new(FaultTable::default());
         let avoid = config.fault_avoidance.then(|| faults.clone());
-        let batcher = Batcher::start(client.clone(), config.batch_bytes, config.linger, avoid);
+        let batcher = Batcher::start(client.clone(), &config, avoid);
         Producer { client, config, ids: MessageIdGenerator::new(), round_robin: AtomicU32::new(0), faults, batcher }
     }
 
