@@ -64,6 +64,9 @@ pub struct RunArgs {
     /// Client batching: longest wait to fill a batch, e.g. 1ms.
     #[arg(long, default_value = "1ms", value_parser = parse_duration)]
     pub linger: Duration,
+    /// Client batching: batches of one queue in flight at once (more: shorter waits, smaller batches).
+    #[arg(long, default_value_t = 1)]
+    pub max_in_flight: usize,
     /// Distinct keys (messages go to queues by key hash); 0: no keys, round-robin.
     #[arg(long, default_value_t = 0)]
     pub keys: u64,
@@ -301,7 +304,13 @@ fn produce(s: &Arc<Shared>, client: Arc<Client>, id: u32, start_ns: u64) {
     let selector = if a.keys > 0 { QueueSelector::KeyHash } else { QueueSelector::RoundRobin };
     let producer = Producer::new(
         client,
-        ProducerConfig { selector, batch_bytes: a.batch_bytes, linger: a.linger, fault_avoidance: false },
+        ProducerConfig {
+            selector,
+            batch_bytes: a.batch_bytes,
+            linger: a.linger,
+            max_in_flight_per_queue: a.max_in_flight,
+            fault_avoidance: false,
+        },
     );
     let schedule = Schedule::new(start_ns, a.rate / a.producers as f64);
     let in_flight = Arc::new(AtomicU64::new(0));
@@ -371,12 +380,7 @@ fn wait_until(clock: Clock, t_ns: u64) {
         if now >= t_ns {
             return;
         }
-        let left = t_ns - now;
-        if left > 60_000 {
-            std::thread::sleep(Duration::from_nanos(left - 50_000));
-        } else {
-            std::thread::yield_now();
-        }
+        std::thread::sleep(Duration::from_nanos(t_ns - now));
     }
 }
 
