@@ -64,6 +64,10 @@ struct Batches {
     open: HashMap<(String, u32), Open>,
     /// Batches sent and not yet answered, per queue.
     in_flight: HashMap<(String, u32), usize>,
+    /// The linger thread sleeps with no deadline (no batch was open). A batch
+    /// opened while it sleeps with one needs no wake-up: that deadline is
+    /// earlier than the new batch's.
+    linger_idle: bool,
     closed: bool,
 }
 
@@ -130,7 +134,8 @@ impl Batcher {
             let failed = self.dispatch(&mut b, key, open.messages);
             drop(b);
             fail(failed);
-        } else if first {
+        } else if first && b.linger_idle {
+            b.linger_idle = false;
             self.wake.notify_one();
         }
     }
@@ -184,10 +189,12 @@ impl Batcher {
                 continue;
             }
             let next = b.open.values().map(|o| self.linger.saturating_sub(now.duration_since(o.since))).min();
+            b.linger_idle = next.is_none();
             b = match next {
                 Some(wait) => self.wake.wait_timeout(b, wait).expect("batches lock").0,
                 None => self.wake.wait(b).expect("batches lock"),
             };
+            b.linger_idle = false;
         }
     }
 
