@@ -418,8 +418,10 @@ fn consume(a: ConsumeArgs) -> Result<(), String> {
     }
     out.flush().map_err(|e| e.to_string())?;
     if let Some(group) = &a.group {
+        // Outside a group membership: the broker takes it while the group has no members.
+        let who = ringmq::protocol::messages::Membership { group: group.clone(), ..Default::default() };
         for (queue, next) in printed {
-            client.commit_offset(group, &a.topic, queue, next).map_err(|e| e.to_string())?;
+            client.commit_offset(&who, &a.topic, queue, next).map_err(|e| e.to_string())?;
         }
     }
     Ok(())

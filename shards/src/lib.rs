@@ -37,4 +37,5 @@ pub use reader::{ReadBatches, ReadWait};
 pub use record::Record;
 pub use segment::{parse_segment_name, segment_name};
 pub use shard::Shard;
+pub use signal::Signal;
 pub use stats::ShardStats;

@@ -9,7 +9,7 @@ use std::time::Duration;
 
 /// Wakes every task waiting on it when notified.
 #[derive(Default)]
-pub(crate) struct Signal {
+pub struct Signal {
     generation: Cell<u64>,
     wakers: RefCell<Vec<Waker>>,
 }
@@ -43,7 +43,7 @@ impl Signal {
 }
 
 /// Future returned by [`Signal::wait`].
-pub(crate) struct Wait<'a> {
+pub struct Wait<'a> {
     signal: &'a Signal,
     seen: u64,
     registered: bool,

@@ -4,8 +4,8 @@
 
 use super::connection::{Connection, Reply, ReplyTo};
 use super::error::ClientError;
-use crate::protocol::messages::{self as msg, CreateTopic, MetadataResponse, QueueRef, TopicInfo};
-use crate::protocol::{ApiKey, ErrorCode, Reader, Writer};
+use crate::protocol::messages::{self as msg, CreateTopic, Membership, MetadataResponse, QueueRef, TopicInfo};
+use crate::protocol::{coordinator_of, ApiKey, ErrorCode, Reader, Writer};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::Duration;
@@ -105,7 +105,12 @@ impl Client {
 
     /// One request to `addr`; a broker error becomes `ClientError::Broker`.
     pub fn call_addr(&self, addr: &str, api: ApiKey, body: &[u8]) -> Result<Reply, ClientError> {
-        let reply = self.connection(addr)?.call(api as u16, body, self.config.request_timeout)?;
+        self.call_addr_parked(addr, api, body, Duration::ZERO)
+    }
+
+    /// Like `call_addr` for a request the broker may park up to `parked`.
+    fn call_addr_parked(&self, addr: &str, api: ApiKey, body: &[u8], parked: Duration) -> Result<Reply, ClientError> {
+        let reply = self.connection(addr)?.call(api as u16, body, self.config.request_timeout + parked)?;
         match reply.error {
             ErrorCode::None => Ok(reply),
             code => Err(ClientError::Broker { code, message: reply.message }),
@@ -180,11 +185,11 @@ impl Client {
     }
 
     /// Durably stores a consumer group's next offset for a queue.
-    pub fn commit_offset(&self, group: &str, topic: &str, queue: u32, offset: u64) -> Result<(), ClientError> {
+    pub fn commit_offset(&self, who: &Membership, topic: &str, queue: u32, offset: u64) -> Result<(), ClientError> {
         let mut w = Writer::default();
-        msg::GroupOffset { group: group.to_string(), queue: QueueRef { topic: topic.to_string(), queue }, offset }
+        msg::GroupOffset { member: who.clone(), queue: QueueRef { topic: topic.to_string(), queue }, offset }
             .encode(&mut w);
-        self.call_queue(topic, queue, ApiKey::CommitOffset, &w.buf).map(|_| ())
+        self.call_group(&who.group, ApiKey::CommitOffset, &w.buf, Duration::ZERO).map(|_| ())
     }
 
     /// The group's committed offset of a queue, if any.
@@ -192,8 +197,19 @@ impl Client {
         let mut w = Writer::default();
         w.string(group);
         QueueRef { topic: topic.to_string(), queue }.encode(&mut w);
-        let reply = self.call_queue(topic, queue, ApiKey::FetchOffset, &w.buf)?;
+        let reply = self.call_group(group, ApiKey::FetchOffset, &w.buf, Duration::ZERO)?;
         let offset = Reader::new(&reply.body).u64()?;
         Ok((offset != msg::NO_OFFSET).then_some(offset))
+    }
+
+    /// Calls the group's coordinator shard (which may park the request up
+    /// to `parked`), retrying retriable errors.
+    pub fn call_group(&self, group: &str, api: ApiKey, body: &[u8], parked: Duration) -> Result<Reply, ClientError> {
+        self.retrying(|| {
+            let shards = &self.metadata().shards;
+            let at = coordinator_of(group, shards.len());
+            let addr = shards.get(at).map_or_else(|| self.config.bootstrap.clone(), |s| s.addr.clone());
+            self.call_addr_parked(&addr, api, body, parked)
+        })
     }
 }

@@ -1,13 +1,16 @@
 //! The consumer: assigned queues are fetched with long polling (one fetch in
 //! flight per queue, all pipelined), messages come back in queue order, and
 //! positions are committed for a group when the caller says so
-//! (at-least-once: commit after processing).
+//! (at-least-once: commit after processing). Queues are assigned by hand
+//! (`assign`) or by the group (`subscribe`): then a rebalance drops every
+//! queue, rejoins, and resumes the new ones from the group's offsets.
 
 use super::client::Client;
 use super::connection::Tagged;
 use super::error::ClientError;
+use super::group::{GroupConfig, GroupMember, StartNew};
 use super::message_id::MessageId;
-use crate::protocol::messages::{Fetch, Fetched, QueueRef};
+use crate::protocol::messages::{Fetch, Fetched, Membership, QueueRef};
 use crate::protocol::{ApiKey, ErrorCode, Reader, Writer};
 use ringmq_shards::batch;
 use ringmq_shards::record::RecordIter;
@@ -52,6 +55,10 @@ pub struct Consumer {
     group: Option<String>,
     assigned: Vec<Assignment>,
     replies: (mpsc::Sender<Tagged>, mpsc::Receiver<Tagged>),
+    /// Bumped when the assignment changes: replies to older fetches are dropped.
+    epoch: u64,
+    member: Option<GroupMember>,
+    last_commit: Instant,
     /// Bytes asked for per fetch.
     pub max_bytes: u32,
 }
@@ -59,7 +66,37 @@ pub struct Consumer {
 impl Consumer {
     /// A consumer; `group` names where offsets are committed.
     pub fn new(client: Arc<Client>, group: Option<String>) -> Consumer {
-        Consumer { client, group, assigned: Vec::new(), replies: mpsc::channel(), max_bytes: 1 << 20 }
+        Consumer {
+            client,
+            group,
+            assigned: Vec::new(),
+            replies: mpsc::channel(),
+            epoch: 0,
+            member: None,
+            last_commit: Instant::now(),
+            max_bytes: 1 << 20,
+        }
+    }
+
+    /// A member of a consumer group: queues come from the group (joined at
+    /// the first poll) and follow its rebalances.
+    pub fn subscribe(client: Arc<Client>, config: GroupConfig) -> Consumer {
+        let mut c = Consumer::new(client.clone(), Some(config.group.clone()));
+        c.member = Some(GroupMember::start(client, config));
+        c
+    }
+
+    /// The group generation of the current queues (0 outside a group).
+    pub fn generation(&self) -> u32 {
+        self.member.as_ref().map_or(0, |m| m.membership().generation)
+    }
+
+    /// Stops heartbeating without leaving the group, as a crashed process
+    /// would; the consumer is unusable afterwards. For failure drills.
+    pub fn abandon(mut self) {
+        if let Some(m) = self.member.as_mut() {
+            m.abandon();
+        }
     }
 
     /// Adds queues of a topic, each starting as `start` says.
@@ -91,8 +128,10 @@ impl Consumer {
         self.assigned.iter().map(|a| (a.topic.clone(), a.queue, a.position)).collect()
     }
 
-    /// Waits up to `timeout` for messages; returns those that arrived (maybe none).
+    /// Waits up to `timeout` for messages; returns those that arrived (maybe
+    /// none). A group member first follows a pending rebalance.
     pub fn poll(&mut self, timeout: Duration) -> Result<Vec<ConsumedMessage>, ClientError> {
+        self.follow_group()?;
         let wait_ms = timeout.as_millis().min(u128::from(u32::MAX)) as u32;
         for (i, a) in self.assigned.iter_mut().enumerate().filter(|(_, a)| !a.fetching) {
             let mut w = Writer::default();
@@ -108,7 +147,7 @@ impl Consumer {
                 a.queue,
                 ApiKey::Fetch,
                 &w.buf,
-                Some((self.replies.0.clone(), i as u64)),
+                Some((self.replies.0.clone(), self.epoch << 32 | i as u64)),
             )?;
             a.fetching = true;
         }
@@ -128,8 +167,11 @@ impl Consumer {
         Ok(out)
     }
 
-    fn take(&mut self, (i, reply): Tagged, out: &mut Vec<ConsumedMessage>) -> Result<(), ClientError> {
-        let a = &mut self.assigned[i as usize];
+    fn take(&mut self, (tag, reply): Tagged, out: &mut Vec<ConsumedMessage>) -> Result<(), ClientError> {
+        if tag >> 32 != self.epoch {
+            return Ok(()); // a fetch of queues given up in a rebalance
+        }
+        let a = &mut self.assigned[(tag & u64::from(u32::MAX)) as usize];
         a.fetching = false;
         let reply = reply?;
         if reply.error != ErrorCode::None {
@@ -166,12 +208,62 @@ impl Consumer {
         Ok(())
     }
 
-    /// Commits every assigned queue's position for the group.
-    pub fn commit(&self) -> Result<(), ClientError> {
+    /// Commits every assigned queue's position for the group. A group member
+    /// that was fenced gets the broker's error and rejoins at the next poll.
+    pub fn commit(&mut self) -> Result<(), ClientError> {
         let group =
             self.group.as_deref().ok_or_else(|| ClientError::Invalid("commit needs a consumer group".into()))?;
+        let who = match &self.member {
+            Some(m) => m.membership(),
+            None => Membership { group: group.to_string(), generation: 0, member: String::new() },
+        };
+        self.last_commit = Instant::now();
         for a in &self.assigned {
-            self.client.commit_offset(group, &a.topic, a.queue, a.position)?;
+            if let Err(e) = self.client.commit_offset(&who, &a.topic, a.queue, a.position) {
+                if let (Some(m), ClientError::Broker { code, .. }) = (&self.member, &e) {
+                    if code.needs_rejoin() || *code == ErrorCode::NotAssigned {
+                        m.mark_rejoin();
+                    }
+                }
+                return Err(e);
+            }
+        }
+        Ok(())
+    }
+
+    /// For a group member: auto-commits when due, and on a rebalance gives up
+    /// every queue, joins the next generation and resumes its new queues
+    /// from the group's offsets.
+    fn follow_group(&mut self) -> Result<(), ClientError> {
+        let Some(m) = &self.member else { return Ok(()) };
+        let auto = m.config.auto_commit;
+        if auto.is_some_and(|every| self.last_commit.elapsed() >= every) && !m.needs_join() {
+            if let Err(error) = self.commit() {
+                tracing::warn!(%error, "auto-commit failed");
+            }
+        }
+        let Some(m) = &self.member else { return Ok(()) };
+        if !m.needs_join() {
+            return Ok(());
+        }
+        if auto.is_some() && !self.assigned.is_empty() {
+            if let Err(error) = self.commit() {
+                tracing::warn!(%error, "commit before the rebalance failed");
+            }
+        }
+        self.assigned.clear();
+        self.epoch += 1;
+        let Some(m) = &self.member else { return Ok(()) };
+        let (group, start_new) = (m.config.group.clone(), m.config.start_new);
+        let queues = m.join()?;
+        for (topic, queue) in queues {
+            let (first, end) = self.client.list_offsets(&topic, queue)?;
+            let position = match self.client.fetch_offset(&group, &topic, queue)? {
+                Some(o) => o.clamp(first, end),
+                None if start_new == StartNew::Earliest => first,
+                None => end,
+            };
+            self.assigned.push(Assignment { topic, queue, position, fetching: false });
         }
         Ok(())
     }

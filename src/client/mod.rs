@@ -2,6 +2,7 @@
 //! connection per shard, a producer and a consumer.
 
 #[allow(clippy::module_inception)] // the Client lives in client.rs, as the style asks
+mod assignment;
 mod batcher;
 #[allow(clippy::module_inception)] // the Client lives in client.rs, as the style asks
 mod client;
@@ -9,14 +10,17 @@ mod connection;
 mod consumer;
 mod error;
 mod fault_avoidance;
+mod group;
 mod message_id;
 mod producer;
 mod promise;
 
+pub use assignment::{AssignFn, Strategy};
 pub use batcher::SendCallback;
 pub use client::{Client, ClientConfig};
 pub use consumer::{ConsumedMessage, Consumer, StartFrom};
 pub use error::ClientError;
+pub use group::{GroupConfig, StartNew};
 pub use message_id::{MessageId, MessageIdGenerator};
 pub use producer::{Message, Producer, ProducerConfig, QueueSelector, SelectorFn, SendFuture, SendResult};
 pub use promise::Promise;

@@ -1,103 +1,139 @@
 //! API keys and error codes of the native protocol (docs/PROTOCOL.md).
 
-/// Requests the broker understands.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-#[repr(u16)]
-pub enum ApiKey {
-    ApiVersions = 0,
-    Metadata = 1,
-    CreateTopic = 2,
-    DeleteTopic = 3,
-    ListTopics = 4,
-    Produce = 5,
-    Fetch = 6,
-    ListOffsets = 7,
-    CommitOffset = 8,
-    FetchOffset = 9,
+/// A `u16` wire enum numbered 0, 1, 2... in declaration order, with `ALL`
+/// (every variant in wire order) and `from_u16`.
+macro_rules! wire_enum {
+    ($(#[$meta:meta])* pub enum $name:ident { $($(#[$vmeta:meta])* $variant:ident = $value:literal,)+ }) => {
+        $(#[$meta])*
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+        #[repr(u16)]
+        pub enum $name {
+            $($(#[$vmeta])* $variant = $value,)+
+        }
+
+        impl $name {
+            /// Every variant, in wire order (the value is the index).
+            pub const ALL: &'static [$name] = &[$($name::$variant,)+];
+
+            /// The variant of a wire value, if there is one.
+            pub fn from_wire(v: u16) -> Option<$name> {
+                $name::ALL.get(usize::from(v)).copied()
+            }
+        }
+    };
+}
+
+wire_enum! {
+    /// Requests the broker understands.
+    pub enum ApiKey {
+        ApiVersions = 0,
+        Metadata = 1,
+        CreateTopic = 2,
+        DeleteTopic = 3,
+        ListTopics = 4,
+        Produce = 5,
+        Fetch = 6,
+        ListOffsets = 7,
+        CommitOffset = 8,
+        FetchOffset = 9,
+        JoinGroup = 10,
+        SyncGroup = 11,
+        Heartbeat = 12,
+        LeaveGroup = 13,
+    }
 }
 
 impl ApiKey {
-    /// Every public API, in key order.
-    pub const ALL: [ApiKey; 10] = [
-        ApiKey::ApiVersions,
-        ApiKey::Metadata,
-        ApiKey::CreateTopic,
-        ApiKey::DeleteTopic,
-        ApiKey::ListTopics,
-        ApiKey::Produce,
-        ApiKey::Fetch,
-        ApiKey::ListOffsets,
-        ApiKey::CommitOffset,
-        ApiKey::FetchOffset,
-    ];
-
-    /// The key for a wire value.
-    pub fn from_u16(v: u16) -> Option<ApiKey> {
-        ApiKey::ALL.get(usize::from(v)).copied()
-    }
-
     /// Versions this broker speaks: (min, max).
     pub fn versions(self) -> (u16, u16) {
         (0, 0)
     }
+
+    /// Requests served by the group's coordinator shard.
+    pub fn is_group(self) -> bool {
+        matches!(
+            self,
+            ApiKey::JoinGroup
+                | ApiKey::SyncGroup
+                | ApiKey::Heartbeat
+                | ApiKey::LeaveGroup
+                | ApiKey::CommitOffset
+                | ApiKey::FetchOffset
+        )
+    }
 }
 
-/// Typed errors on the wire; 0 is success.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-#[repr(u16)]
-pub enum ErrorCode {
-    None = 0,
-    /// The frame or body does not parse (the connection is closed for framing errors).
-    Malformed = 1,
-    UnknownApi = 2,
-    UnsupportedVersion = 3,
-    UnknownTopic = 4,
-    UnknownQueue = 5,
-    TopicExists = 6,
-    InvalidTopic = 7,
-    CrcMismatch = 8,
-    BatchTooLarge = 9,
-    InvalidBatch = 10,
-    OffsetOutOfRange = 11,
-    StorageFailed = 12,
-    ShuttingDown = 13,
-    TooManyConnections = 14,
-    FrameTooLarge = 15,
-    InvalidRequest = 16,
-    Internal = 17,
+/// The shard that coordinates `group` and stores its offsets (any shard
+/// forwards a group request there).
+pub fn coordinator_of(group: &str, shards: usize) -> usize {
+    crc32fast::hash(group.as_bytes()) as usize % shards.max(1)
+}
+
+wire_enum! {
+    /// Typed errors on the wire; 0 is success.
+    pub enum ErrorCode {
+        None = 0,
+        /// The frame or body does not parse (the connection is closed for framing errors).
+        Malformed = 1,
+        UnknownApi = 2,
+        UnsupportedVersion = 3,
+        UnknownTopic = 4,
+        UnknownQueue = 5,
+        TopicExists = 6,
+        InvalidTopic = 7,
+        CrcMismatch = 8,
+        BatchTooLarge = 9,
+        InvalidBatch = 10,
+        OffsetOutOfRange = 11,
+        StorageFailed = 12,
+        ShuttingDown = 13,
+        TooManyConnections = 14,
+        FrameTooLarge = 15,
+        InvalidRequest = 16,
+        Internal = 17,
+        /// The group is rebalancing: rejoin.
+        RebalanceInProgress = 18,
+        /// The request's generation is not the group's: the member was fenced (rejoin).
+        IllegalGeneration = 19,
+        /// The group does not know the member (it left or its session expired): rejoin.
+        UnknownMember = 20,
+        /// The member commits a queue that is not assigned to it in this generation.
+        NotAssigned = 21,
+    }
 }
 
 impl ErrorCode {
     /// The code for a wire value (unknown values read as Internal).
     pub fn from_u16(v: u16) -> ErrorCode {
-        use ErrorCode::*;
-        [
-            None,
-            Malformed,
-            UnknownApi,
-            UnsupportedVersion,
-            UnknownTopic,
-            UnknownQueue,
-            TopicExists,
-            InvalidTopic,
-            CrcMismatch,
-            BatchTooLarge,
-            InvalidBatch,
-            OffsetOutOfRange,
-            StorageFailed,
-            ShuttingDown,
-            TooManyConnections,
-            FrameTooLarge,
-            InvalidRequest,
-            Internal,
-        ]
-        .get(usize::from(v))
-        .copied()
-        .unwrap_or(Internal)
+        ErrorCode::from_wire(v).unwrap_or(ErrorCode::Internal)
     }
 
     /// True if the same request may succeed when retried (after a metadata refresh or a pause).
     pub fn is_retriable(self) -> bool {
         matches!(self, ErrorCode::ShuttingDown | ErrorCode::UnknownTopic | ErrorCode::UnknownQueue)
+    }
+
+    /// True if the member must join the group again.
+    pub fn needs_rejoin(self) -> bool {
+        matches!(self, ErrorCode::RebalanceInProgress | ErrorCode::IllegalGeneration | ErrorCode::UnknownMember)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn wire_values_are_the_declaration_order() {
+        for (i, k) in ApiKey::ALL.iter().enumerate() {
+            assert_eq!(*k as usize, i);
+            assert_eq!(ApiKey::from_wire(i as u16), Some(*k));
+        }
+        for (i, c) in ErrorCode::ALL.iter().enumerate() {
+            assert_eq!(*c as usize, i);
+            assert_eq!(ErrorCode::from_u16(i as u16), *c);
+        }
+        assert_eq!(ApiKey::from_wire(ApiKey::ALL.len() as u16), None);
+        assert_eq!(ErrorCode::from_u16(999), ErrorCode::Internal);
     }
 }

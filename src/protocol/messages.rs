@@ -189,23 +189,164 @@ impl<'a> Fetched<'a> {
     }
 }
 
-/// A consumer group's offset of one queue.
+/// A consumer group's offset of one queue. `member` commits in
+/// `generation`; a consumer outside any membership (manual assignment) sends
+/// generation 0 and an empty member, accepted while the group has no members.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct GroupOffset {
-    pub group: String,
+    pub member: Membership,
     pub queue: QueueRef,
     pub offset: u64,
 }
 
 impl GroupOffset {
     pub fn encode(&self, w: &mut Writer) {
-        w.string(&self.group);
+        self.member.encode(w);
         self.queue.encode(w);
         w.u64(self.offset);
     }
 
     pub fn decode(r: &mut Reader) -> Result<Self, DecodeError> {
-        Ok(GroupOffset { group: r.string()?, queue: QueueRef::decode(r)?, offset: r.u64()? })
+        Ok(GroupOffset { member: Membership::decode(r)?, queue: QueueRef::decode(r)?, offset: r.u64()? })
+    }
+}
+
+/// Who speaks for a group: Heartbeat's and LeaveGroup's body, and the head of
+/// SyncGroup's and CommitOffset's.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Membership {
+    pub group: String,
+    pub generation: u32,
+    pub member: String,
+}
+
+impl Membership {
+    pub fn encode(&self, w: &mut Writer) {
+        w.string(&self.group).u32(self.generation).string(&self.member);
+    }
+
+    pub fn decode(r: &mut Reader) -> Result<Self, DecodeError> {
+        Ok(Membership { group: r.string()?, generation: r.u32()?, member: r.string()? })
+    }
+}
+
+/// JoinGroup: a member (new: empty `member`) asks to take part in the next
+/// generation; `metadata` (its subscriptions) is opaque to the broker.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct JoinGroup {
+    pub group: String,
+    pub member: String,
+    pub client_id: String,
+    pub session_timeout_ms: u32,
+    pub rebalance_timeout_ms: u32,
+    pub metadata: Vec<u8>,
+}
+
+impl JoinGroup {
+    pub fn encode(&self, w: &mut Writer) {
+        w.string(&self.group).string(&self.member).string(&self.client_id);
+        w.u32(self.session_timeout_ms).u32(self.rebalance_timeout_ms).bytes(&self.metadata);
+    }
+
+    pub fn decode(r: &mut Reader) -> Result<Self, DecodeError> {
+        Ok(JoinGroup {
+            group: r.string()?,
+            member: r.string()?,
+            client_id: r.string()?,
+            session_timeout_ms: r.u32()?,
+            rebalance_timeout_ms: r.u32()?,
+            metadata: r.bytes()?.to_vec(),
+        })
+    }
+}
+
+/// JoinGroup's answer once the generation formed. Only the leader gets the
+/// members (with their metadata), to compute the assignment.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Joined {
+    pub generation: u32,
+    pub member: String,
+    pub leader: String,
+    pub members: Vec<(String, Vec<u8>)>,
+}
+
+impl Joined {
+    pub fn encode(&self, w: &mut Writer) {
+        w.u32(self.generation).string(&self.member).string(&self.leader);
+        encode_pairs(&self.members, w);
+    }
+
+    pub fn decode(r: &mut Reader) -> Result<Self, DecodeError> {
+        Ok(Joined { generation: r.u32()?, member: r.string()?, leader: r.string()?, members: decode_pairs(r)? })
+    }
+}
+
+/// SyncGroup: every member asks for its assignment; the leader brings them all.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SyncGroup {
+    pub member: Membership,
+    pub assignments: Vec<(String, Vec<u8>)>,
+}
+
+impl SyncGroup {
+    pub fn encode(&self, w: &mut Writer) {
+        self.member.encode(w);
+        encode_pairs(&self.assignments, w);
+    }
+
+    pub fn decode(r: &mut Reader) -> Result<Self, DecodeError> {
+        Ok(SyncGroup { member: Membership::decode(r)?, assignments: decode_pairs(r)? })
+    }
+}
+
+fn encode_pairs(pairs: &[(String, Vec<u8>)], w: &mut Writer) {
+    w.u32(pairs.len() as u32);
+    for (name, bytes) in pairs {
+        w.string(name).bytes(bytes);
+    }
+}
+
+fn decode_pairs(r: &mut Reader) -> Result<Vec<(String, Vec<u8>)>, DecodeError> {
+    let n = r.count(6)?;
+    (0..n).map(|_| Ok((r.string()?, r.bytes()?.to_vec()))).collect()
+}
+
+/// A member's queues in one generation, by topic: SyncGroup's per-member
+/// bytes, which the coordinator reads to check commits.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Assignment {
+    pub topics: Vec<(String, Vec<u32>)>,
+}
+
+impl Assignment {
+    pub fn encode(&self) -> Vec<u8> {
+        let mut w = Writer::default();
+        w.u32(self.topics.len() as u32);
+        for (topic, queues) in &self.topics {
+            w.string(topic).u32(queues.len() as u32);
+            for q in queues {
+                w.u32(*q);
+            }
+        }
+        w.buf
+    }
+
+    pub fn decode(bytes: &[u8]) -> Result<Self, DecodeError> {
+        let mut r = Reader::new(bytes);
+        let n = r.count(6)?;
+        let mut topics = Vec::with_capacity(n);
+        for _ in 0..n {
+            let topic = r.string()?;
+            let m = r.count(4)?;
+            topics.push((topic, (0..m).map(|_| r.u32()).collect::<Result<_, _>>()?));
+        }
+        r.finish()?;
+        Ok(Assignment { topics })
+    }
+
+    /// True if `queue` of `topic` is in it.
+    pub fn holds(&self, topic: &str, queue: u32) -> bool {
+        self.topics.iter().any(|(t, qs)| t == topic && qs.contains(&queue))
     }
 }
 

@@ -6,5 +6,5 @@ pub mod codec;
 pub mod frame;
 pub mod messages;
 
-pub use api::{ApiKey, ErrorCode};
+pub use api::{coordinator_of, ApiKey, ErrorCode};
 pub use codec::{DecodeError, Reader, Writer};

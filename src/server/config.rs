@@ -29,6 +29,8 @@ pub struct ServerConfig {
     pub max_inflight_per_connection: usize,
     /// Longest long-poll wait a fetch may ask for.
     pub max_fetch_wait: Duration,
+    /// Longest a group join or sync is parked, and the largest rebalance timeout a member may ask for.
+    pub max_group_wait: Duration,
     pub retention_age: Option<Duration>,
     pub retention_bytes: Option<u64>,
     /// How long an idle shard spins for I/O completions before sleeping.
@@ -51,6 +53,7 @@ impl ServerConfig {
             max_connections: 1024,
             max_inflight_per_connection: 256,
             max_fetch_wait: Duration::from_secs(60),
+            max_group_wait: Duration::from_secs(300),
             retention_age: None,
             retention_bytes: None,
             spin_before_park: Duration::from_micros(50),

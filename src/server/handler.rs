@@ -2,11 +2,14 @@
 //! queues owned elsewhere are forwarded over the mesh, metadata changes go to
 //! shard 0, everything else is served from this shard's storage.
 
+use super::groups::{JoinRequest, Refusal};
 use super::metadata::{self, Metadata, QueueSlot, QUEUES_MAX};
 use super::shard_server::ShardCtx;
 use crate::protocol::frame::{self, RequestHeader};
-use crate::protocol::messages::{self as msg, CreateTopic, Fetch, Fetched, GroupOffset, Produce, QueueRef};
-use crate::protocol::{ApiKey, DecodeError, ErrorCode, Reader, Writer};
+use crate::protocol::messages::{
+    self as msg, CreateTopic, Fetch, Fetched, GroupOffset, JoinGroup, Membership, Produce, QueueRef, SyncGroup,
+};
+use crate::protocol::{coordinator_of, ApiKey, DecodeError, ErrorCode, Reader, Writer};
 use ringmq_shards::{FlushPolicy, QueueId, ReadWait, StorageError};
 use std::rc::Rc;
 use std::time::Duration;
@@ -17,6 +20,12 @@ struct Failure(ErrorCode, String);
 impl From<DecodeError> for Failure {
     fn from(e: DecodeError) -> Self {
         Failure(ErrorCode::Malformed, e.to_string())
+    }
+}
+
+impl From<Refusal> for Failure {
+    fn from((code, message): Refusal) -> Self {
+        Failure(code, message)
     }
 }
 
@@ -59,7 +68,7 @@ pub async fn handle(ctx: &Rc<ShardCtx>, frame: Vec<u8>) -> Option<Vec<u8>> {
         Err(e) => return Some(frame::response(0, ErrorCode::Malformed, &e.to_string(), &[])),
     };
     let corr = header.correlation_id;
-    let Some(api) = ApiKey::from_u16(header.api_key) else {
+    let Some(api) = ApiKey::from_wire(header.api_key) else {
         return Some(frame::response(corr, ErrorCode::UnknownApi, &format!("unknown API key {}", header.api_key), &[]));
     };
     let (min, max) = api.versions();
@@ -79,10 +88,16 @@ pub async fn handle(ctx: &Rc<ShardCtx>, frame: Vec<u8>) -> Option<Vec<u8>> {
 async fn serve(ctx: &Rc<ShardCtx>, api: ApiKey, body: &[u8], frame: &[u8]) -> Outcome {
     let mut r = Reader::new(body);
     let mut w = Writer::default();
+    if api.is_group() {
+        let coordinator = coordinator_of(&Reader::new(body).string()?, ctx.mesh.peers());
+        if coordinator != ctx.id {
+            return forward(ctx, coordinator, frame).await;
+        }
+    }
     match api {
         ApiKey::ApiVersions => {
             w.u32(ApiKey::ALL.len() as u32);
-            for k in ApiKey::ALL {
+            for &k in ApiKey::ALL {
                 let (min, max) = k.versions();
                 w.u16(k as u16).u16(min).u16(max);
             }
@@ -137,22 +152,73 @@ async fn serve(ctx: &Rc<ShardCtx>, api: ApiKey, body: &[u8], frame: &[u8]) -> Ou
         }
         ApiKey::CommitOffset => {
             let c = GroupOffset::decode(&mut r)?;
-            if let Served::Elsewhere(reply) = here_or_forward(ctx, &c.queue, frame).await? {
-                return Ok(reply);
-            }
-            ctx.offsets.commit(&ctx.storage, &c.group, &c.queue.topic, c.queue.queue, c.offset).await?;
+            ctx.groups.borrow().may_commit(&c.member, &c.queue.topic, c.queue.queue)?;
+            ctx.offsets.commit(&ctx.storage, &c.member.group, &c.queue.topic, c.queue.queue, c.offset).await?;
         }
         ApiKey::FetchOffset => {
             let group = r.string()?;
             let q = QueueRef::decode(&mut r)?;
-            if let Served::Elsewhere(reply) = here_or_forward(ctx, &q, frame).await? {
-                return Ok(reply);
-            }
             w.u64(ctx.offsets.get(&group, &q.topic, q.queue).unwrap_or(msg::NO_OFFSET));
+        }
+        ApiKey::JoinGroup => join_group(ctx, JoinGroup::decode(&mut r)?).await?.encode(&mut w),
+        ApiKey::SyncGroup => {
+            let sync = SyncGroup::decode(&mut r)?;
+            ctx.groups.borrow_mut().sync(&sync.member, &sync.assignments, ctx.now_ms())?;
+            ctx.group_changed.notify();
+            let limit = ctx.config.max_group_wait;
+            let assignment = park(ctx, limit, || ctx.groups.borrow().synced(&sync.member)).await?;
+            w.bytes(&assignment.encode());
+        }
+        ApiKey::Heartbeat => ctx.groups.borrow_mut().heartbeat(&Membership::decode(&mut r)?, ctx.now_ms())?,
+        ApiKey::LeaveGroup => {
+            ctx.groups.borrow_mut().leave(&Membership::decode(&mut r)?, ctx.now_ms())?;
+            ctx.group_changed.notify();
         }
     }
     r.finish()?;
     Ok(Reply::Body(w.buf))
+}
+
+async fn join_group(ctx: &Rc<ShardCtx>, j: JoinGroup) -> Result<msg::Joined, Failure> {
+    let limit = Duration::from_millis(u64::from(j.rebalance_timeout_ms));
+    if limit > ctx.config.max_group_wait {
+        let m =
+            format!("rebalance timeout {limit:?} exceeds the broker's max_group_wait {:?}", ctx.config.max_group_wait);
+        return Err(Failure(ErrorCode::InvalidRequest, m));
+    }
+    let req = JoinRequest {
+        member: &j.member,
+        client_id: &j.client_id,
+        session_timeout_ms: j.session_timeout_ms,
+        rebalance_timeout_ms: j.rebalance_timeout_ms,
+        metadata: j.metadata,
+    };
+    let member = ctx.groups.borrow_mut().join(&j.group, req, ctx.now_ms())?;
+    ctx.group_changed.notify();
+    // The deadline evicts missing members on the shard's tick: allow for it.
+    park(ctx, limit + Duration::from_secs(1), || ctx.groups.borrow().joined(&j.group, &member)).await
+}
+
+/// Waits until `ready` has an answer (or refuses), at most `limit`; after
+/// that the member is told to rejoin.
+async fn park<T>(
+    ctx: &Rc<ShardCtx>,
+    limit: Duration,
+    ready: impl Fn() -> Result<Option<T>, Refusal>,
+) -> Result<T, Failure> {
+    let deadline = std::time::Instant::now() + limit;
+    loop {
+        if let Some(answer) = ready()? {
+            return Ok(answer);
+        }
+        let left = deadline.saturating_duration_since(std::time::Instant::now());
+        if left.is_zero() || !ctx.group_changed.wait_for(left).await {
+            if let Some(answer) = ready()? {
+                return Ok(answer);
+            }
+            return Err(Failure(ErrorCode::RebalanceInProgress, format!("no answer within {limit:?}; rejoin")));
+        }
+    }
 }
 
 /// Where a queue's request was served.

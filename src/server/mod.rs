@@ -5,6 +5,7 @@
 
 pub mod config;
 mod connection;
+mod groups;
 mod handler;
 mod mesh;
 pub mod metadata;

@@ -2,13 +2,14 @@
 //! its end of the mesh. Everything here runs on that core's executor.
 
 use super::config::ServerConfig;
+use super::groups::Groups;
 use super::handler::{self, flush_policy};
 use super::mesh::{Mesh, MeshMsg, MeshService};
 use super::metadata::Metadata;
 use super::offsets::Offsets;
 use glommio::channels::channel_mesh::FullMesh;
 use glommio::net::TcpListener;
-use ringmq_shards::{QueueId, Shard, ShardConfig, StorageError};
+use ringmq_shards::{QueueId, Shard, ShardConfig, Signal, StorageError};
 use std::cell::{Cell, RefCell};
 use std::future::Future;
 use std::net::SocketAddr;
@@ -17,7 +18,7 @@ use std::rc::Rc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// State of one shard's server.
 pub struct ShardCtx {
@@ -29,12 +30,22 @@ pub struct ShardCtx {
     pub addrs: Vec<String>,
     pub mesh: Rc<Mesh>,
     pub offsets: Offsets,
+    /// Consumer groups this shard coordinates.
+    pub groups: RefCell<Groups>,
+    /// A group changed: parked joins and syncs look again.
+    pub group_changed: Signal,
+    started: Instant,
     pub connections: Cell<usize>,
     /// Serializes metadata changes (used on shard 0).
     pub metadata_lock: glommio::sync::Semaphore,
 }
 
 impl ShardCtx {
+    /// Milliseconds since this shard started: the group clock.
+    pub fn now_ms(&self) -> u64 {
+        self.started.elapsed().as_millis() as u64
+    }
+
     /// The current metadata snapshot.
     pub fn metadata(&self) -> Rc<Metadata> {
         self.metadata.borrow().clone()
@@ -132,6 +143,9 @@ async fn serve(s: Startup) -> Result<(), String> {
         addrs: addrs.iter().map(|a| a.to_string()).collect(),
         mesh: mesh.clone(),
         offsets,
+        groups: RefCell::default(),
+        group_changed: Signal::default(),
+        started: Instant::now(),
         connections: Cell::new(0),
         metadata_lock: glommio::sync::Semaphore::new(1),
     });
@@ -141,6 +155,9 @@ async fn serve(s: Startup) -> Result<(), String> {
     s.report.send((s.index, Ok(None))).map_err(|e| e.to_string())?;
     while !s.shutdown.load(Ordering::Relaxed) {
         glommio::timer::sleep(Duration::from_millis(50)).await;
+        if ctx.groups.borrow_mut().tick(ctx.now_ms()) {
+            ctx.group_changed.notify();
+        }
     }
     drop(acceptor);
     tracing::info!(shard = s.index, "shutting down: flushing and closing storage");

@@ -1,0 +1,404 @@
+//! Consumer group coordination on the group's coordinator shard: members
+//! join, the generation forms once every member rejoined (or the rebalance
+//! timeout evicted the missing ones), the leader's assignment is handed out,
+//! and heartbeats keep sessions alive. A rebalance is eager: members learn of
+//! it from their heartbeat, stop fetching, and join again, so a queue is
+//! handed to its next owner only after its last owner gave it up or was
+//! evicted. Commits carry the generation and are refused from a former one.
+//!
+//! Pure state driven by `now_ms`, so tests drive the clock; the handler
+//! parks join and sync requests until their answer is ready.
+
+use crate::protocol::messages::{Assignment, Joined, Membership};
+use crate::protocol::ErrorCode;
+use std::collections::{BTreeMap, HashMap};
+
+/// A refused group request: the code and a message a user can act on.
+pub type Refusal = (ErrorCode, String);
+
+/// A join's settings.
+pub struct JoinRequest<'a> {
+    pub member: &'a str,
+    pub client_id: &'a str,
+    pub session_timeout_ms: u32,
+    pub rebalance_timeout_ms: u32,
+    pub metadata: Vec<u8>,
+}
+
+struct Member {
+    metadata: Vec<u8>,
+    session_timeout_ms: u64,
+    rebalance_timeout_ms: u64,
+    last_seen_ms: u64,
+    /// Joined the generation being formed.
+    joined: bool,
+    /// The answer for its parked join, once the generation formed.
+    joined_answer: Option<Joined>,
+    /// Its queues in the current generation, once the leader synced.
+    assignment: Option<Assignment>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Phase {
+    Empty,
+    /// Waiting for members to (re)join until the deadline.
+    Joining {
+        deadline_ms: u64,
+    },
+    /// Formed; waiting for the leader's assignment.
+    Syncing,
+    Stable,
+}
+
+struct Group {
+    generation: u32,
+    phase: Phase,
+    leader: String,
+    members: BTreeMap<String, Member>,
+}
+
+/// Every group this shard coordinates.
+#[derive(Default)]
+pub struct Groups {
+    groups: HashMap<String, Group>,
+    next_member: u64,
+}
+
+impl Groups {
+    /// Adds or refreshes a member and starts a rebalance if none is under
+    /// way; returns the member id. Its answer comes from [`Groups::joined`].
+    pub fn join(&mut self, group: &str, req: JoinRequest, now_ms: u64) -> Result<String, Refusal> {
+        if req.session_timeout_ms == 0 || req.rebalance_timeout_ms == 0 {
+            return Err((ErrorCode::InvalidRequest, "session and rebalance timeouts must be positive".into()));
+        }
+        let g = self.groups.entry(group.to_string()).or_insert_with(|| Group {
+            generation: 0,
+            phase: Phase::Empty,
+            leader: String::new(),
+            members: BTreeMap::new(),
+        });
+        let id = if req.member.is_empty() {
+            self.next_member += 1;
+            format!("{}-{}", req.client_id, self.next_member)
+        } else if g.members.contains_key(req.member) {
+            req.member.to_string()
+        } else {
+            return Err(unknown_member(group, req.member));
+        };
+        let member = Member {
+            metadata: req.metadata,
+            session_timeout_ms: u64::from(req.session_timeout_ms),
+            rebalance_timeout_ms: u64::from(req.rebalance_timeout_ms),
+            last_seen_ms: now_ms,
+            joined: true,
+            joined_answer: None,
+            assignment: None,
+        };
+        let rejoin_of_forming = matches!(g.phase, Phase::Joining { .. });
+        g.members.insert(id.clone(), member);
+        if !rejoin_of_forming {
+            g.start_rebalance(now_ms, Some(&id));
+        }
+        g.try_form(now_ms);
+        Ok(id)
+    }
+
+    /// The answer for a parked join: None while the generation is forming.
+    pub fn joined(&self, group: &str, member: &str) -> Result<Option<Joined>, Refusal> {
+        let m = self.member(group, member)?;
+        Ok(m.joined_answer.clone())
+    }
+
+    /// Records the leader's assignment (a follower brings none) for the
+    /// current generation. The answer comes from [`Groups::synced`].
+    pub fn sync(&mut self, who: &Membership, assignments: &[(String, Vec<u8>)], now_ms: u64) -> Result<(), Refusal> {
+        let g = self.current(who)?;
+        g.members.get_mut(&who.member).expect("checked by current").last_seen_ms = now_ms;
+        if g.leader != who.member || g.phase != Phase::Syncing {
+            return Ok(());
+        }
+        let mut decoded = HashMap::new();
+        for (member, bytes) in assignments {
+            let a = Assignment::decode(bytes)
+                .map_err(|e| (ErrorCode::InvalidRequest, format!("assignment for {member:?} does not parse: {e}")))?;
+            decoded.insert(member.clone(), a);
+        }
+        for (id, m) in g.members.iter_mut() {
+            m.assignment = Some(decoded.remove(id).unwrap_or_default());
+        }
+        g.phase = Phase::Stable;
+        Ok(())
+    }
+
+    /// The member's assignment once the leader synced; None before.
+    pub fn synced(&self, who: &Membership) -> Result<Option<Assignment>, Refusal> {
+        let g = self.group(&who.group, &who.member)?;
+        check_generation(g, who)?;
+        if matches!(g.phase, Phase::Joining { .. }) {
+            return Err(rebalancing(&who.group));
+        }
+        Ok(g.members[&who.member].assignment.clone())
+    }
+
+    /// Keeps the session alive; says whether the member must rejoin.
+    pub fn heartbeat(&mut self, who: &Membership, now_ms: u64) -> Result<(), Refusal> {
+        let g = self.groups.get_mut(&who.group).ok_or_else(|| unknown_member(&who.group, &who.member))?;
+        let m = g.members.get_mut(&who.member).ok_or_else(|| unknown_member(&who.group, &who.member))?;
+        m.last_seen_ms = now_ms;
+        if matches!(g.phase, Phase::Joining { .. }) && !m.joined {
+            return Err(rebalancing(&who.group));
+        }
+        check_generation(g, who)
+    }
+
+    /// Removes the member and rebalances the rest.
+    pub fn leave(&mut self, who: &Membership, now_ms: u64) -> Result<(), Refusal> {
+        let g = self.groups.get_mut(&who.group).ok_or_else(|| unknown_member(&who.group, &who.member))?;
+        if g.members.remove(&who.member).is_none() {
+            return Err(unknown_member(&who.group, &who.member));
+        }
+        g.start_rebalance(now_ms, None);
+        g.try_form(now_ms);
+        Ok(())
+    }
+
+    /// May `who` commit `queue` of `topic`? Members commit queues of their
+    /// current generation's assignment (also while a rebalance forms the next
+    /// one); a consumer outside the group (empty member) only while the group
+    /// has no members.
+    pub fn may_commit(&self, who: &Membership, topic: &str, queue: u32) -> Result<(), Refusal> {
+        if who.member.is_empty() {
+            let active = self.groups.get(&who.group).is_some_and(|g| !g.members.is_empty());
+            if active {
+                return Err((
+                    ErrorCode::UnknownMember,
+                    format!("group {:?} has active members; only they commit its offsets", who.group),
+                ));
+            }
+            return Ok(());
+        }
+        let g = self.group(&who.group, &who.member)?;
+        check_generation(g, who)?;
+        match &g.members[&who.member].assignment {
+            Some(a) if a.holds(topic, queue) => Ok(()),
+            _ => Err((
+                ErrorCode::NotAssigned,
+                format!(
+                    "{topic}/{queue} is not assigned to {} in generation {} of group {:?}",
+                    who.member, who.generation, who.group
+                ),
+            )),
+        }
+    }
+
+    /// Evicts members whose session expired and forms generations whose
+    /// rebalance deadline passed. True if anything changed.
+    pub fn tick(&mut self, now_ms: u64) -> bool {
+        let mut changed = false;
+        for g in self.groups.values_mut() {
+            let before = (g.generation, g.phase, g.members.len());
+            // A member whose join is parked is waited for by the rebalance deadline instead.
+            let parked = |m: &Member| m.joined && matches!(g.phase, Phase::Joining { .. });
+            let expired: Vec<String> = g
+                .members
+                .iter()
+                .filter(|(_, m)| !parked(m) && now_ms.saturating_sub(m.last_seen_ms) > m.session_timeout_ms)
+                .map(|(id, _)| id.clone())
+                .collect();
+            for id in &expired {
+                tracing::info!(member = %id, "group member's session expired");
+                g.members.remove(id);
+            }
+            if !expired.is_empty() {
+                g.start_rebalance(now_ms, None);
+            }
+            g.try_form(now_ms);
+            changed |= before != (g.generation, g.phase, g.members.len());
+        }
+        changed
+    }
+
+    fn member(&self, group: &str, member: &str) -> Result<&Member, Refusal> {
+        Ok(&self.group(group, member)?.members[member])
+    }
+
+    fn group(&self, group: &str, member: &str) -> Result<&Group, Refusal> {
+        self.groups.get(group).filter(|g| g.members.contains_key(member)).ok_or_else(|| unknown_member(group, member))
+    }
+
+    fn current(&mut self, who: &Membership) -> Result<&mut Group, Refusal> {
+        let g = self
+            .groups
+            .get_mut(&who.group)
+            .filter(|g| g.members.contains_key(&who.member))
+            .ok_or_else(|| unknown_member(&who.group, &who.member))?;
+        check_generation(g, who)?;
+        if matches!(g.phase, Phase::Joining { .. }) {
+            return Err(rebalancing(&who.group));
+        }
+        Ok(g)
+    }
+}
+
+impl Group {
+    /// Begins forming the next generation; only `joined` counts as rejoined.
+    fn start_rebalance(&mut self, now_ms: u64, joined: Option<&str>) {
+        if self.members.is_empty() {
+            self.phase = Phase::Empty;
+            return;
+        }
+        if matches!(self.phase, Phase::Joining { .. }) {
+            return;
+        }
+        let timeout = self.members.values().map(|m| m.rebalance_timeout_ms).max().unwrap_or(0);
+        self.phase = Phase::Joining { deadline_ms: now_ms + timeout };
+        for (id, m) in self.members.iter_mut() {
+            m.joined = Some(id.as_str()) == joined;
+            m.joined_answer = None;
+        }
+    }
+
+    /// Forms the generation once every member rejoined or the deadline
+    /// passed (the missing ones are evicted).
+    fn try_form(&mut self, now_ms: u64) {
+        let Phase::Joining { deadline_ms } = self.phase else { return };
+        let all_in = self.members.values().all(|m| m.joined);
+        if !all_in && now_ms < deadline_ms {
+            return;
+        }
+        self.members.retain(|id, m| {
+            if !m.joined {
+                tracing::info!(member = %id, "evicted: did not rejoin before the rebalance timeout");
+            }
+            m.joined
+        });
+        if self.members.is_empty() {
+            self.phase = Phase::Empty;
+            return;
+        }
+        self.generation += 1;
+        if !self.members.contains_key(&self.leader) {
+            self.leader = self.members.keys().next().expect("not empty").clone();
+        }
+        let everyone: Vec<(String, Vec<u8>)> =
+            self.members.iter().map(|(id, m)| (id.clone(), m.metadata.clone())).collect();
+        for (id, m) in self.members.iter_mut() {
+            m.assignment = None;
+            m.joined_answer = Some(Joined {
+                generation: self.generation,
+                member: id.clone(),
+                leader: self.leader.clone(),
+                members: if *id == self.leader { everyone.clone() } else { Vec::new() },
+            });
+        }
+        self.phase = Phase::Syncing;
+    }
+}
+
+fn check_generation(g: &Group, who: &Membership) -> Result<(), Refusal> {
+    if who.generation == g.generation {
+        return Ok(());
+    }
+    Err((
+        ErrorCode::IllegalGeneration,
+        format!(
+            "{} speaks for generation {} of group {:?}, which is at {}: it was fenced; rejoin",
+            who.member, who.generation, who.group, g.generation
+        ),
+    ))
+}
+
+fn unknown_member(group: &str, member: &str) -> Refusal {
+    (ErrorCode::UnknownMember, format!("group {group:?} has no member {member:?} (left or session expired); rejoin"))
+}
+
+fn rebalancing(group: &str) -> Refusal {
+    (ErrorCode::RebalanceInProgress, format!("group {group:?} is rebalancing; rejoin"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn join(gs: &mut Groups, member: &str, now: u64) -> String {
+        let req = JoinRequest {
+            member,
+            client_id: "c",
+            session_timeout_ms: 1000,
+            rebalance_timeout_ms: 500,
+            metadata: member.as_bytes().to_vec(),
+        };
+        gs.join("g", req, now).unwrap()
+    }
+
+    fn who(id: &str, generation: u32) -> Membership {
+        Membership { group: "g".into(), generation, member: id.into() }
+    }
+
+    fn assign(queues: &[u32]) -> Vec<u8> {
+        Assignment { topics: vec![("t".into(), queues.to_vec())] }.encode()
+    }
+
+    #[test]
+    fn a_generation_forms_when_every_member_rejoined_and_fences_the_former_one() {
+        let mut gs = Groups::default();
+        let a = join(&mut gs, "", 0);
+        let first = gs.joined("g", &a).unwrap().expect("a lone member forms generation 1 at once");
+        assert_eq!((first.generation, first.leader.as_str()), (1, a.as_str()));
+        gs.sync(&who(&a, 1), &[(a.clone(), assign(&[0, 1]))], 1).unwrap();
+        assert_eq!(gs.synced(&who(&a, 1)).unwrap().unwrap().topics[0].1, vec![0, 1]);
+        gs.may_commit(&who(&a, 1), "t", 1).unwrap();
+
+        let b = join(&mut gs, "", 10);
+        assert_eq!(gs.joined("g", &b).unwrap(), None, "waits for a to rejoin");
+        assert_eq!(gs.heartbeat(&who(&a, 1), 20).unwrap_err().0, ErrorCode::RebalanceInProgress);
+        gs.may_commit(&who(&a, 1), "t", 1).expect("a may commit its queues until the next generation forms");
+        join(&mut gs, &a, 30);
+        let (ja, jb) = (gs.joined("g", &a).unwrap().unwrap(), gs.joined("g", &b).unwrap().unwrap());
+        assert_eq!((ja.generation, jb.generation), (2, 2));
+        assert_eq!((ja.members.len(), jb.members.len()), (2, 0), "only the leader gets the members");
+        assert_eq!(gs.may_commit(&who(&a, 1), "t", 1).unwrap_err().0, ErrorCode::IllegalGeneration);
+        assert_eq!(gs.synced(&who(&b, 2)).unwrap(), None, "b waits for the leader");
+        gs.sync(&who(&b, 2), &[], 31).unwrap();
+        gs.sync(&who(&a, 2), &[(a.clone(), assign(&[0])), (b.clone(), assign(&[1]))], 32).unwrap();
+        assert_eq!(gs.synced(&who(&b, 2)).unwrap().unwrap().topics[0].1, vec![1]);
+        assert_eq!(gs.may_commit(&who(&a, 2), "t", 1).unwrap_err().0, ErrorCode::NotAssigned);
+        gs.may_commit(&who(&b, 2), "t", 1).unwrap();
+        gs.heartbeat(&who(&b, 2), 40).unwrap();
+    }
+
+    #[test]
+    fn expired_sessions_and_missing_rejoins_are_evicted() {
+        let mut gs = Groups::default();
+        let a = join(&mut gs, "", 0);
+        gs.sync(&who(&a, 1), &[], 0).unwrap();
+        let b = join(&mut gs, "", 100);
+        // a never rejoins: the rebalance timeout (500 ms) evicts it.
+        assert!(!gs.tick(599));
+        assert!(gs.tick(601));
+        assert_eq!(gs.joined("g", &b).unwrap().unwrap().generation, 2);
+        assert_eq!(gs.heartbeat(&who(&a, 1), 602).unwrap_err().0, ErrorCode::UnknownMember);
+        gs.sync(&who(&b, 2), &[], 602).unwrap();
+        // b stops heartbeating: after its session (1000 ms) the group is empty.
+        assert!(!gs.tick(1500));
+        assert!(gs.tick(1603));
+        assert_eq!(gs.heartbeat(&who(&b, 2), 1604).unwrap_err().0, ErrorCode::UnknownMember);
+        gs.may_commit(&who("", 0), "t", 0).expect("an empty group takes commits from outside");
+    }
+
+    #[test]
+    fn leaving_rebalances_the_rest_and_outsiders_cannot_commit_an_active_group() {
+        let mut gs = Groups::default();
+        let a = join(&mut gs, "", 0);
+        let b = join(&mut gs, "", 0);
+        join(&mut gs, &a, 1);
+        gs.sync(&who(&a, 2), &[], 2).unwrap();
+        assert_eq!(gs.may_commit(&who("", 0), "t", 0).unwrap_err().0, ErrorCode::UnknownMember);
+        gs.leave(&who(&a, 2), 3).unwrap();
+        assert_eq!(gs.heartbeat(&who(&b, 2), 4).unwrap_err().0, ErrorCode::RebalanceInProgress);
+        join(&mut gs, &b, 5);
+        let jb = gs.joined("g", &b).unwrap().unwrap();
+        assert_eq!((jb.generation, jb.leader.as_str()), (3, b.as_str()), "b leads once a left");
+        assert_eq!(gs.leave(&who(&a, 2), 6).unwrap_err().0, ErrorCode::UnknownMember);
+    }
+}
