@@ -88,7 +88,12 @@ impl Consumer {
 
     /// The group generation of the current queues (0 outside a group).
     pub fn generation(&self) -> u32 {
-        self.member.as_ref().map_or(0, |m| m.membership().generation)
+        self.membership().map_or(0, |m| m.generation)
+    }
+
+    /// Group, generation and member id of a subscribed consumer.
+    pub fn membership(&self) -> Option<Membership> {
+        self.member.as_ref().map(GroupMember::membership)
     }
 
     /// Stops heartbeating without leaving the group, as a crashed process
