@@ -22,11 +22,7 @@ fn sync_async_and_oneway_sends_are_consumed_with_ids_keys_tags_and_headers() {
     producer.send_oneway("t", &Message::new(b"oneway".to_vec())).unwrap();
     let mut consumer = Consumer::new(client.clone(), None);
     consumer.assign_all("t", StartFrom::Earliest).unwrap();
-    let mut got = Vec::new();
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while got.len() < 12 && Instant::now() < deadline {
-        got.extend(consumer.poll(Duration::from_millis(200)).unwrap());
-    }
+    let got = common::consume(&mut consumer, 12, Duration::from_secs(10));
     assert_eq!(got.len(), 12, "1 sync + 10 async + 1 one-way");
     let first = got.iter().find(|c| c.value == b"sync").unwrap();
     assert_eq!((first.message_id, first.queue, first.offset), (sent.message_id, sent.queue, sent.offset));
@@ -126,11 +122,7 @@ fn pipelined_batches_of_a_queue_keep_the_senders_order() {
     let acked: Vec<_> = futures.into_iter().map(|f| f.wait().unwrap()).collect();
     let mut consumer = Consumer::new(client, None);
     consumer.assign_all("pipe", StartFrom::Earliest).unwrap();
-    let mut got = Vec::new();
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while got.len() < acked.len() && Instant::now() < deadline {
-        got.extend(consumer.poll(Duration::from_millis(200)).unwrap());
-    }
+    let got = common::consume(&mut consumer, acked.len(), Duration::from_secs(20));
     assert_eq!(got.len(), acked.len());
     assert_eq!(common::assert_per_sender_order(&got).len(), 2);
 }

@@ -7,7 +7,7 @@ use common::Broker;
 use ringmq::client::{Consumer, Message, Producer, ProducerConfig, StartFrom};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 #[test]
 fn every_durably_acked_message_survives_kill_9() {
@@ -47,12 +47,8 @@ fn every_durably_acked_message_survives_kill_9() {
     let client = broker.client();
     let mut consumer = Consumer::new(client.clone(), None);
     consumer.assign_all("crash", StartFrom::Earliest).unwrap();
-    let mut got = Vec::new();
     let total: u64 = (0..8).map(|q| client.list_offsets("crash", q).unwrap().1).sum();
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while (got.len() as u64) < total && Instant::now() < deadline {
-        got.extend(consumer.poll(Duration::from_millis(500)).unwrap());
-    }
+    let got = common::consume(&mut consumer, total as usize, Duration::from_secs(60));
     assert_eq!(got.len() as u64, total);
     common::assert_acked_present(&got, &acked);
     common::assert_per_sender_order(&got);

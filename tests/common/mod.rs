@@ -2,7 +2,7 @@
 //! temp dirs, and speaks the raw protocol for bad-input tests.
 #![allow(dead_code)]
 
-use ringmq::client::{Client, ClientConfig, ConsumedMessage, SendResult};
+use ringmq::client::{Client, ClientConfig, ConsumedMessage, Consumer, SendResult};
 use ringmq::protocol::frame::{self, Response};
 use ringmq::protocol::ErrorCode;
 use std::collections::{HashMap, HashSet};
@@ -11,7 +11,7 @@ use std::net::TcpStream;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// Asserts that every acknowledged (value, result) is stored at its queue and
 /// offset with its value, and that no position was returned twice.
@@ -27,6 +27,16 @@ pub fn assert_acked_present(got: &[ConsumedMessage], acked: &[(String, SendResul
             r.offset
         );
     }
+}
+
+/// Polls until `count` messages arrived or `limit` passed; returns them all.
+pub fn consume(consumer: &mut Consumer, count: usize, limit: Duration) -> Vec<ConsumedMessage> {
+    let mut got = Vec::new();
+    let deadline = Instant::now() + limit;
+    while got.len() < count && Instant::now() < deadline {
+        got.extend(consumer.poll(Duration::from_millis(200)).unwrap());
+    }
+    got
 }
 
 /// Asserts that in every queue each sender's messages (values "sender-seq")
