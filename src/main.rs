@@ -214,6 +214,9 @@ struct ConsumeArgs {
     /// Consumer group: start from and commit its offsets.
     #[arg(long)]
     group: Option<String>,
+    /// Only messages whose tag matches: `*` or tags joined by `||` (the broker filters).
+    #[arg(long, default_value = "*")]
+    tags: String,
     /// Stop after this many messages.
     #[arg(long)]
     count: Option<u64>,
@@ -381,6 +384,7 @@ fn consume(a: ConsumeArgs) -> Result<(), String> {
         ),
     };
     let mut consumer = Consumer::new(client.clone(), a.group.clone());
+    consumer.filter_tags(&a.topic, &a.tags);
     consumer.assign_all(&a.topic, start).map_err(|e: ClientError| e.to_string())?;
     let mut seen = 0u64;
     let mut last = Instant::now();

@@ -25,7 +25,14 @@ fn produce_body(topic: &str, queue: u32, batch: &[u8]) -> Vec<u8> {
 
 fn fetch_body(topic: &str, queue: u32, offset: u64) -> Vec<u8> {
     let mut w = Writer::default();
-    Fetch { queue: QueueRef { topic: topic.into(), queue }, offset, max_bytes: 1 << 20, max_wait_ms: 0 }.encode(&mut w);
+    Fetch {
+        queue: QueueRef { topic: topic.into(), queue },
+        offset,
+        max_bytes: 1 << 20,
+        max_wait_ms: 0,
+        tags: String::new(),
+    }
+    .encode(&mut w);
     w.buf
 }
 
@@ -169,8 +176,14 @@ fn a_parked_fetch_does_not_hold_up_a_produce_on_the_same_connection() {
     let mut raw = Raw::connect(&owner);
     use std::io::Write;
     let mut w = Writer::default();
-    Fetch { queue: QueueRef { topic: "t".into(), queue: 0 }, offset: 0, max_bytes: 1 << 20, max_wait_ms: 10_000 }
-        .encode(&mut w);
+    Fetch {
+        queue: QueueRef { topic: "t".into(), queue: 0 },
+        offset: 0,
+        max_bytes: 1 << 20,
+        max_wait_ms: 10_000,
+        tags: String::new(),
+    }
+    .encode(&mut w);
     raw.stream.write_all(&ringmq::protocol::frame::request(ApiKey::Fetch as u16, 0, 1, &w.buf)).unwrap();
     std::thread::sleep(Duration::from_millis(100));
     let started = std::time::Instant::now();

@@ -126,3 +126,51 @@ fn pipelined_batches_of_a_queue_keep_the_senders_order() {
     assert_eq!(got.len(), acked.len());
     assert_eq!(common::assert_per_sender_order(&got).len(), 2);
 }
+
+#[test]
+fn tag_filters_deliver_exactly_the_matching_messages_and_advance_past_the_rest() {
+    let dir = tempfile::tempdir().unwrap();
+    let broker = Broker::start(dir.path(), &[]);
+    let client = broker.client();
+    client.create_topic("tags", 2, 0).unwrap();
+    let producer = Producer::new(client.clone(), ProducerConfig::default());
+    let tags = ["TagA", "TagB", "TagC", ""];
+    // Batched sends: every stored batch mixes tags.
+    let futures: Vec<_> = (0..4_000)
+        .map(|i| {
+            let m = Message::new(format!("m-{i}"));
+            let tag = tags[i % 4];
+            producer.send_async("tags", if tag.is_empty() { m } else { m.with_tag(tag) })
+        })
+        .collect();
+    for f in futures {
+        f.wait().unwrap();
+    }
+    // A run with no match at all at the end of queue 0.
+    for i in 0..500 {
+        producer.send("tags", &Message::new(format!("c-{i}")).with_tag("TagC")).unwrap();
+    }
+    let mut consumer = Consumer::new(client.clone(), None);
+    consumer.filter_tags("tags", "TagA || TagB");
+    consumer.assign_all("tags", StartFrom::Earliest).unwrap();
+    let got = common::consume(&mut consumer, 2_000, Duration::from_secs(20));
+    assert_eq!(got.len(), 2_000, "every TagA and TagB message, nothing else");
+    assert!(got.iter().all(|m| m.tag == "TagA" || m.tag == "TagB"));
+    let mut values: Vec<u32> =
+        got.iter().map(|m| m.value[2..].iter().fold(0, |n, d| n * 10 + u32::from(d - b'0'))).collect();
+    values.sort_unstable();
+    assert_eq!(values, (0..4_000).filter(|i| i % 4 < 2).collect::<Vec<u32>>());
+    // Positions move past the non-matching tail without delivering it.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let ends: Vec<u64> = (0..2).map(|q| client.list_offsets("tags", q).unwrap().1).collect();
+    while consumer.positions().iter().any(|(_, q, p)| *p < ends[*q as usize]) && Instant::now() < deadline {
+        assert!(consumer.poll(Duration::from_millis(100)).unwrap().is_empty());
+    }
+    assert!(consumer.positions().iter().all(|(_, q, p)| *p == ends[*q as usize]), "{:?}", consumer.positions());
+    // A malformed expression is refused with a clear error.
+    let mut bad = Consumer::new(client, None);
+    bad.filter_tags("tags", "TagA ||");
+    bad.assign_all("tags", StartFrom::Earliest).unwrap();
+    let e = bad.poll(Duration::from_millis(10)).unwrap_err().to_string();
+    assert!(e.contains("expected `*` or tags joined by `||`"), "{e}");
+}

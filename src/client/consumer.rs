@@ -14,6 +14,7 @@ use crate::protocol::messages::{Fetch, Fetched, Membership, QueueRef};
 use crate::protocol::{ApiKey, ErrorCode, Reader, Writer};
 use ringmq_shards::batch;
 use ringmq_shards::record::RecordIter;
+use std::collections::HashMap;
 use std::sync::{mpsc, Arc};
 use std::time::{Duration, Instant};
 
@@ -59,6 +60,8 @@ pub struct Consumer {
     epoch: u64,
     member: Option<GroupMember>,
     last_commit: Instant,
+    /// Tag expression per topic (none: every message).
+    tags: HashMap<String, String>,
     /// Bytes asked for per fetch.
     pub max_bytes: u32,
 }
@@ -74,6 +77,7 @@ impl Consumer {
             epoch: 0,
             member: None,
             last_commit: Instant::now(),
+            tags: HashMap::new(),
             max_bytes: 1 << 20,
         }
     }
@@ -82,6 +86,7 @@ impl Consumer {
     /// the first poll) and follow its rebalances.
     pub fn subscribe(client: Arc<Client>, config: GroupConfig) -> Consumer {
         let mut c = Consumer::new(client.clone(), Some(config.group.clone()));
+        c.tags = config.tags.clone();
         c.member = Some(GroupMember::start(client, config));
         c
     }
@@ -128,6 +133,13 @@ impl Consumer {
         self.assign(topic, &(0..n).collect::<Vec<_>>(), start)
     }
 
+    /// Receives only messages of `topic` whose tag matches `expression`
+    /// (`*`, or tags joined by `||`); the broker filters, and positions still
+    /// advance past the messages that do not match.
+    pub fn filter_tags(&mut self, topic: &str, expression: &str) {
+        self.tags.insert(topic.to_string(), expression.to_string());
+    }
+
     /// Next offset to read of each assigned queue: (topic, queue, offset).
     pub fn positions(&self) -> Vec<(String, u32, u64)> {
         self.assigned.iter().map(|a| (a.topic.clone(), a.queue, a.position)).collect()
@@ -145,6 +157,7 @@ impl Consumer {
                 offset: a.position,
                 max_bytes: self.max_bytes,
                 max_wait_ms: wait_ms,
+                tags: self.tags.get(&a.topic).cloned().unwrap_or_default(),
             }
             .encode(&mut w);
             self.client.send_queue(

@@ -8,7 +8,7 @@ use super::client::Client;
 use super::error::ClientError;
 use crate::protocol::messages::{Assignment, JoinGroup, Joined, Membership, SyncGroup};
 use crate::protocol::{ApiKey, ErrorCode, Reader, Writer};
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
@@ -27,6 +27,8 @@ pub struct GroupConfig {
     pub group: String,
     /// Topics to consume.
     pub topics: Vec<String>,
+    /// Tag expression per topic (`*` or `TagA || TagB`; none: every message).
+    pub tags: HashMap<String, String>,
     pub strategy: Strategy,
     /// Without a heartbeat for this long the member is evicted.
     pub session_timeout: Duration,
@@ -48,6 +50,7 @@ impl GroupConfig {
         GroupConfig {
             group: group.into(),
             topics: topics.iter().map(|t| t.to_string()).collect(),
+            tags: HashMap::new(),
             strategy: Strategy::Average,
             session_timeout: Duration::from_secs(10),
             heartbeat_interval: Duration::from_secs(1),

@@ -156,16 +156,24 @@ pub struct Fetch {
     pub offset: u64,
     pub max_bytes: u32,
     pub max_wait_ms: u32,
+    /// Tag expression: `*` (or empty) for every message, or `TagA || TagB`.
+    pub tags: String,
 }
 
 impl Fetch {
     pub fn encode(&self, w: &mut Writer) {
         self.queue.encode(w);
-        w.u64(self.offset).u32(self.max_bytes).u32(self.max_wait_ms);
+        w.u64(self.offset).u32(self.max_bytes).u32(self.max_wait_ms).string(&self.tags);
     }
 
     pub fn decode(r: &mut Reader) -> Result<Self, DecodeError> {
-        Ok(Fetch { queue: QueueRef::decode(r)?, offset: r.u64()?, max_bytes: r.u32()?, max_wait_ms: r.u32()? })
+        Ok(Fetch {
+            queue: QueueRef::decode(r)?,
+            offset: r.u64()?,
+            max_bytes: r.u32()?,
+            max_wait_ms: r.u32()?,
+            tags: r.string()?,
+        })
     }
 }
 

@@ -5,6 +5,7 @@
 use super::groups::{JoinRequest, Refusal};
 use super::metadata::{self, Metadata, QueueSlot, QUEUES_MAX};
 use super::shard_server::ShardCtx;
+use super::tag_filter::{self, TagFilter};
 use crate::protocol::frame::{self, RequestHeader};
 use crate::protocol::messages::{
     self as msg, CreateTopic, Fetch, Fetched, GroupOffset, JoinGroup, Membership, Produce, QueueRef, SyncGroup,
@@ -135,11 +136,19 @@ async fn serve(ctx: &Rc<ShardCtx>, api: ApiKey, body: &[u8], frame: &[u8]) -> Ou
                 Served::Elsewhere(reply) => return Ok(reply),
             };
             let wait = Duration::from_millis(u64::from(f.max_wait_ms)).min(ctx.config.max_fetch_wait);
-            let wait = if wait.is_zero() { ReadWait::No } else { ReadWait::Upto(wait) };
             let q = QueueId(slot.storage_id);
-            let read = ctx.storage.read(q, f.offset, f.max_bytes as usize, wait).await?;
+            let filter = TagFilter::parse(&f.tags).map_err(|m| Failure(ErrorCode::InvalidRequest, m))?;
+            let (bytes, next_offset, end) = if filter == TagFilter::All {
+                let wait = if wait.is_zero() { ReadWait::No } else { ReadWait::Upto(wait) };
+                let read = ctx.storage.read(q, f.offset, f.max_bytes as usize, wait).await?;
+                (read.bytes, read.next_offset, read.end_offset)
+            } else {
+                let read = tag_filter::read_filtered(&ctx.storage, q, f.offset, f.max_bytes as usize, wait, &filter);
+                let read = read.await?;
+                (read.bytes, read.next_offset, read.end_offset)
+            };
             let (start, _) = ctx.storage.offsets(q)?;
-            Fetched { start, end: read.end_offset, next_offset: read.next_offset, batches: &read.bytes }.encode(&mut w);
+            Fetched { start, end, next_offset, batches: &bytes }.encode(&mut w);
         }
         ApiKey::ListOffsets => {
             let q = QueueRef::decode(&mut r)?;

@@ -11,6 +11,7 @@ mod mesh;
 pub mod metadata;
 mod offsets;
 mod shard_server;
+mod tag_filter;
 
 pub use config::ServerConfig;
 
