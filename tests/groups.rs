@@ -238,3 +238,51 @@ fn fenced_and_unassigned_commits_are_refused_with_typed_errors() {
     assert_eq!(refused, 2, "the other member's queues are refused (NotAssigned)");
     drop(b);
 }
+
+#[test]
+fn broadcast_members_each_receive_everything_and_resume_after_a_restart() {
+    let dir = tempfile::tempdir().unwrap();
+    let broker = Broker::start(dir.path(), &[]);
+    let client = broker.client();
+    client.create_topic("news", 4, 0).unwrap();
+    let producer = Producer::new(client.clone(), ProducerConfig::default());
+    let send = |from: u32, to: u32| {
+        for i in from..to {
+            producer.send("news", &Message::new(format!("n-{i}"))).unwrap();
+        }
+    };
+    let member = |name: &str| {
+        let config = GroupConfig { start_new: StartNew::Earliest, ..GroupConfig::broadcast("feed", &["news"], name) };
+        Consumer::subscribe(broker.client(), config)
+    };
+    let values = |got: &[ringmq::client::ConsumedMessage]| {
+        let mut v: Vec<String> = got.iter().map(|m| String::from_utf8(m.value.clone()).unwrap()).collect();
+        v.sort();
+        v
+    };
+    let expected = |from: u32, to: u32| {
+        let mut v: Vec<String> = (from..to).map(|i| format!("n-{i}")).collect();
+        v.sort();
+        v
+    };
+    send(0, 300);
+    let mut members: Vec<Consumer> = ["a", "b", "c"].iter().map(|n| member(n)).collect();
+    for m in &mut members {
+        let got = common::consume(m, 300, Duration::from_secs(10));
+        assert_eq!(values(&got), expected(0, 300), "every member gets every message");
+        m.commit().unwrap();
+    }
+    // "b" restarts: it resumes from its own committed offsets.
+    drop(members.remove(1));
+    send(300, 500);
+    let mut b = member("b");
+    let got = common::consume(&mut b, 200, Duration::from_secs(10));
+    assert_eq!(values(&got), expected(300, 500), "b resumes where it committed, nothing twice");
+    for m in &mut members {
+        assert_eq!(values(&common::consume(m, 200, Duration::from_secs(10))), expected(300, 500));
+    }
+    // A broadcast member without an instance name is refused at its first poll.
+    let nameless = GroupConfig { instance: None, ..GroupConfig::broadcast("feed", &["news"], "x") };
+    let e = Consumer::subscribe(client, nameless).poll(Duration::from_millis(10)).unwrap_err();
+    assert!(e.to_string().contains("instance name"), "{e}");
+}

@@ -8,7 +8,7 @@
 use super::client::Client;
 use super::connection::Tagged;
 use super::error::ClientError;
-use super::group::{GroupConfig, GroupMember, StartNew};
+use super::group::{ConsumeMode, GroupConfig, GroupMember, StartNew};
 use super::message_id::MessageId;
 use crate::protocol::messages::{Fetch, Fetched, Membership, QueueRef};
 use crate::protocol::{ApiKey, ErrorCode, Reader, Writer};
@@ -58,7 +58,12 @@ pub struct Consumer {
     replies: (mpsc::Sender<Tagged>, mpsc::Receiver<Tagged>),
     /// Bumped when the assignment changes: replies to older fetches are dropped.
     epoch: u64,
+    /// Set by `subscribe`.
+    config: Option<GroupConfig>,
+    /// A clustering member's membership.
     member: Option<GroupMember>,
+    /// A broadcast member took its queues.
+    broadcasting: bool,
     last_commit: Instant,
     /// Tag expression per topic (none: every message).
     tags: HashMap<String, String>,
@@ -75,19 +80,30 @@ impl Consumer {
             assigned: Vec::new(),
             replies: mpsc::channel(),
             epoch: 0,
+            config: None,
             member: None,
+            broadcasting: false,
             last_commit: Instant::now(),
             tags: HashMap::new(),
             max_bytes: 1 << 20,
         }
     }
 
-    /// A member of a consumer group: queues come from the group (joined at
-    /// the first poll) and follow its rebalances.
+    /// A member of a consumer group. Clustering: queues come from the group
+    /// (joined at the first poll) and follow its rebalances. Broadcast: every
+    /// queue of the topics, from this instance's own offsets.
     pub fn subscribe(client: Arc<Client>, config: GroupConfig) -> Consumer {
-        let mut c = Consumer::new(client.clone(), Some(config.group.clone()));
+        let group = match config.mode {
+            ConsumeMode::Clustering => config.group.clone(),
+            // An invalid instance is reported at the first poll.
+            ConsumeMode::Broadcast => config.broadcast_offsets_group().unwrap_or_default(),
+        };
+        let mut c = Consumer::new(client.clone(), Some(group));
         c.tags = config.tags.clone();
-        c.member = Some(GroupMember::start(client, config));
+        if config.mode == ConsumeMode::Clustering {
+            c.member = Some(GroupMember::start(client, config.clone()));
+        }
+        c.config = Some(config);
         c
     }
 
@@ -249,31 +265,44 @@ impl Consumer {
         Ok(())
     }
 
-    /// For a group member: auto-commits when due, and on a rebalance gives up
-    /// every queue, joins the next generation and resumes its new queues
-    /// from the group's offsets.
+    /// For a group member: auto-commits when due; a clustering member follows
+    /// a rebalance (gives up every queue, joins the next generation, resumes
+    /// its new queues from the group's offsets); a broadcast member takes
+    /// every queue once.
     fn follow_group(&mut self) -> Result<(), ClientError> {
-        let Some(m) = &self.member else { return Ok(()) };
-        let auto = m.config.auto_commit;
-        if auto.is_some_and(|every| self.last_commit.elapsed() >= every) && !m.needs_join() {
+        let Some(config) = &self.config else { return Ok(()) };
+        let (auto, start_new, mode) = (config.auto_commit, config.start_new, config.mode);
+        let rejoin = self.member.as_ref().is_some_and(GroupMember::needs_join);
+        if auto.is_some_and(|every| self.last_commit.elapsed() >= every) && !rejoin && !self.assigned.is_empty() {
             if let Err(error) = self.commit() {
                 tracing::warn!(%error, "auto-commit failed");
             }
         }
-        let Some(m) = &self.member else { return Ok(()) };
-        if !m.needs_join() {
-            return Ok(());
-        }
-        if auto.is_some() && !self.assigned.is_empty() {
-            if let Err(error) = self.commit() {
-                tracing::warn!(%error, "commit before the rebalance failed");
+        let queues = match mode {
+            ConsumeMode::Broadcast if !self.broadcasting => {
+                let config = self.config.as_ref().expect("checked above");
+                config.broadcast_offsets_group()?;
+                let mut all = Vec::new();
+                for topic in &config.topics {
+                    let n = self.client.topic(topic)?.queue_shards.len() as u32;
+                    all.extend((0..n).map(|q| (topic.clone(), q)));
+                }
+                self.broadcasting = true;
+                all
             }
-        }
-        self.assigned.clear();
-        self.epoch += 1;
-        let Some(m) = &self.member else { return Ok(()) };
-        let (group, start_new) = (m.config.group.clone(), m.config.start_new);
-        let queues = m.join()?;
+            ConsumeMode::Clustering if rejoin => {
+                if auto.is_some() && !self.assigned.is_empty() {
+                    if let Err(error) = self.commit() {
+                        tracing::warn!(%error, "commit before the rebalance failed");
+                    }
+                }
+                self.assigned.clear();
+                self.epoch += 1;
+                self.member.as_ref().expect("a clustering member").join()?
+            }
+            _ => return Ok(()),
+        };
+        let group = self.group.clone().expect("subscribed consumers have a group");
         for (topic, queue) in queues {
             let (first, end) = self.client.list_offsets(&topic, queue)?;
             let position = match self.client.fetch_offset(&group, &topic, queue)? {

@@ -21,10 +21,23 @@ pub enum StartNew {
     Latest,
 }
 
+/// How a group shares messages.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ConsumeMode {
+    /// Each message to one member: queues are shared out by rebalancing.
+    Clustering,
+    /// Each message to every member: every member reads every queue, and its
+    /// progress is kept per `instance` (so it survives that member's restart).
+    Broadcast,
+}
+
 /// A group consumer's settings.
 #[derive(Clone)]
 pub struct GroupConfig {
     pub group: String,
+    pub mode: ConsumeMode,
+    /// Broadcast: this member's stable name, under which its progress is kept.
+    pub instance: Option<String>,
     /// Topics to consume.
     pub topics: Vec<String>,
     /// Tag expression per topic (`*` or `TagA || TagB`; none: every message).
@@ -44,11 +57,27 @@ pub struct GroupConfig {
 }
 
 impl GroupConfig {
-    /// Defaults: average strategy, 10 s session, 1 s heartbeats, 30 s
+    /// A broadcast member named `instance` (stable across its restarts).
+    pub fn broadcast(group: impl Into<String>, topics: &[&str], instance: impl Into<String>) -> Self {
+        GroupConfig { mode: ConsumeMode::Broadcast, instance: Some(instance.into()), ..GroupConfig::new(group, topics) }
+    }
+
+    /// Where a broadcast member keeps its offsets: a group of its own per
+    /// instance, which never has members.
+    pub fn broadcast_offsets_group(&self) -> Result<String, ClientError> {
+        match self.instance.as_deref() {
+            Some(i) if !i.is_empty() => Ok(format!("{}%{i}", self.group)),
+            _ => Err(ClientError::Invalid("a broadcast consumer needs an instance name".into())),
+        }
+    }
+
+    /// Defaults: clustering, average strategy, 10 s session, 1 s heartbeats, 30 s
     /// rebalance timeout, new queues from the latest offset, manual commits.
     pub fn new(group: impl Into<String>, topics: &[&str]) -> Self {
         GroupConfig {
             group: group.into(),
+            mode: ConsumeMode::Clustering,
+            instance: None,
             topics: topics.iter().map(|t| t.to_string()).collect(),
             tags: HashMap::new(),
             strategy: Strategy::Average,

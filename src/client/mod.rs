@@ -20,7 +20,7 @@ pub use batcher::SendCallback;
 pub use client::{Client, ClientConfig};
 pub use consumer::{ConsumedMessage, Consumer, StartFrom};
 pub use error::ClientError;
-pub use group::{GroupConfig, StartNew};
+pub use group::{ConsumeMode, GroupConfig, StartNew};
 pub use message_id::{MessageId, MessageIdGenerator};
 pub use producer::{Message, Producer, ProducerConfig, QueueSelector, SelectorFn, SendFuture, SendResult};
 pub use promise::Promise;
