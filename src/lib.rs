@@ -5,6 +5,7 @@
 
 pub mod client;
 pub mod doctor;
+pub mod duration;
 pub mod protocol;
 pub mod server;
 

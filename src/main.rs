@@ -79,6 +79,13 @@ struct ServeArgs {
     /// Keep at most this many GiB of log per shard [default: no limit].
     #[arg(long)]
     retention_gib: Option<u64>,
+    /// Delays of the 18 delay levels (retries use levels 3-18), e.g. "1s 5s 10s 30s 1m ..." [default: RocketMQ's].
+    #[arg(long)]
+    delay_levels: Option<String>,
+    /// Time moves only through the AdvanceClock API: for tests of retries and delays.
+    #[arg(long)]
+    #[serde(default)]
+    manual_clock: bool,
 }
 
 impl ServeArgs {
@@ -112,8 +119,26 @@ impl ServeArgs {
             .unwrap_or(cfg.max_inflight_per_connection);
         cfg.retention_age = self.retention_hours.or(file.retention_hours).map(|h| Duration::from_secs(h * 3600));
         cfg.retention_bytes = self.retention_gib.or(file.retention_gib).map(|g| g << 30);
+        if let Some(levels) = self.delay_levels.or(file.delay_levels) {
+            cfg.delay_levels = parse_delay_levels(&levels)?;
+        }
+        cfg.manual_clock = self.manual_clock || file.manual_clock;
         Ok(cfg)
     }
+}
+
+/// 18 durations separated by spaces or commas, each at least the one before.
+fn parse_delay_levels(text: &str) -> Result<Vec<Duration>, String> {
+    let levels: Vec<Duration> = text
+        .split([' ', ','])
+        .filter(|t| !t.is_empty())
+        .map(ringmq::duration::parse_duration)
+        .collect::<Result<_, _>>()
+        .map_err(|e| format!("--delay-levels: {e}"))?;
+    if levels.len() != 18 || levels.windows(2).any(|w| w[0] > w[1]) {
+        return Err(format!("--delay-levels: expected 18 non-decreasing durations, got {text:?}"));
+    }
+    Ok(levels)
 }
 
 #[derive(Args)]

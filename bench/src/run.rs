@@ -8,6 +8,7 @@ use crate::summary::Summary;
 use clap::{Args, ValueEnum};
 use hdrhistogram::Histogram;
 use ringmq::client::{Client, ClientConfig, Consumer, Message, Producer, ProducerConfig, QueueSelector, StartFrom};
+pub use ringmq::duration::parse_duration;
 use ringmq::server::{self, ServerConfig};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -94,21 +95,6 @@ pub enum SendMode {
 pub enum Clock {
     Monotonic,
     Realtime,
-}
-
-/// Parses 30s, 500ms, 2m, 1h or plain seconds.
-pub fn parse_duration(s: &str) -> Result<Duration, String> {
-    let (num, unit) = s.find(|c: char| c.is_ascii_alphabetic()).map_or((s, "s"), |i| s.split_at(i));
-    let n: f64 = num.trim().parse().map_err(|_| format!("{s:?} is not a duration like 30s or 500ms"))?;
-    let secs = match unit {
-        "ms" => n / 1e3,
-        "us" => n / 1e6,
-        "s" => n,
-        "m" => n * 60.0,
-        "h" => n * 3600.0,
-        _ => return Err(format!("{s:?}: unknown unit {unit:?} (use us, ms, s, m, h)")),
-    };
-    Ok(Duration::from_secs_f64(secs))
 }
 
 /// Nanoseconds on the chosen clock.

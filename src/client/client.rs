@@ -202,6 +202,32 @@ impl Client {
         Ok((offset != msg::NO_OFFSET).then_some(offset))
     }
 
+    /// Hands a message the group failed to consume back to the broker: it
+    /// returns to the group's retry topic after a growing delay, or goes to
+    /// the dead-letter topic past `max_retries` (0: the broker's default).
+    pub fn send_back(
+        &self,
+        group: &str,
+        topic: &str,
+        queue: u32,
+        offset: u64,
+        max_retries: u32,
+    ) -> Result<msg::SentBack, ClientError> {
+        let mut w = Writer::default();
+        let queue_ref = QueueRef { topic: topic.to_string(), queue };
+        msg::SendBack { group: group.to_string(), queue: queue_ref, offset, max_retries, delay_level: 0 }
+            .encode(&mut w);
+        let reply = self.call_queue(topic, queue, ApiKey::SendBack, &w.buf)?;
+        Ok(msg::SentBack::decode(&mut Reader::new(&reply.body))?)
+    }
+
+    /// Moves a broker's manual clock (`serve --manual-clock`) forward.
+    pub fn advance_clock(&self, by: Duration) -> Result<(), ClientError> {
+        let mut w = Writer::default();
+        w.u64(by.as_millis() as u64);
+        self.call_addr(&self.config.bootstrap, ApiKey::AdvanceClock, &w.buf).map(|_| ())
+    }
+
     /// Calls the group's coordinator shard (which may park the request up
     /// to `parked`), retrying retriable errors.
     pub fn call_group(&self, group: &str, api: ApiKey, body: &[u8], parked: Duration) -> Result<Reply, ClientError> {

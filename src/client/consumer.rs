@@ -33,6 +33,25 @@ pub struct ConsumedMessage {
     pub timestamp_ms: i64,
 }
 
+impl ConsumedMessage {
+    /// A header's value, if the message has it.
+    pub fn header(&self, name: &str) -> Option<&[u8]> {
+        self.headers.iter().find(|(n, _)| n == name).map(|(_, v)| v.as_slice())
+    }
+
+    /// How many times the message was sent back for a retry (0: first delivery).
+    pub fn reconsume_times(&self) -> u32 {
+        self.header("ringmq.reconsume").and_then(|v| v.try_into().ok()).map_or(0, u32::from_le_bytes)
+    }
+
+    /// The topic the message was first produced to (its own topic unless it
+    /// came back through a retry or dead-letter topic).
+    pub fn origin_topic(&self) -> String {
+        self.header("ringmq.origin.topic")
+            .map_or_else(|| self.topic.clone(), |t| String::from_utf8_lossy(t).into_owned())
+    }
+}
+
 /// Where an assigned queue starts.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum StartFrom {
@@ -149,6 +168,12 @@ impl Consumer {
         self.assign(topic, &(0..n).collect::<Vec<_>>(), start)
     }
 
+    /// True when the group asked this member to rejoin: the next poll gives
+    /// up every queue (finish and commit what is in hand first).
+    pub fn rebalance_pending(&self) -> bool {
+        self.member.as_ref().is_some_and(GroupMember::needs_join) && !self.assigned.is_empty()
+    }
+
     /// Receives only messages of `topic` whose tag matches `expression`
     /// (`*`, or tags joined by `||`); the broker filters, and positions still
     /// advance past the messages that do not match.
@@ -245,6 +270,13 @@ impl Consumer {
     /// Commits every assigned queue's position for the group. A group member
     /// that was fenced gets the broker's error and rejoins at the next poll.
     pub fn commit(&mut self) -> Result<(), ClientError> {
+        let positions: Vec<_> = self.assigned.iter().map(|a| (a.topic.clone(), a.queue, a.position)).collect();
+        self.commit_offsets(&positions)
+    }
+
+    /// Commits these (topic, queue, next offset) positions for the group
+    /// (a push consumer commits below what its workers still process).
+    pub fn commit_offsets(&mut self, positions: &[(String, u32, u64)]) -> Result<(), ClientError> {
         let group =
             self.group.as_deref().ok_or_else(|| ClientError::Invalid("commit needs a consumer group".into()))?;
         let who = match &self.member {
@@ -252,8 +284,8 @@ impl Consumer {
             None => Membership { group: group.to_string(), generation: 0, member: String::new() },
         };
         self.last_commit = Instant::now();
-        for a in &self.assigned {
-            if let Err(e) = self.client.commit_offset(&who, &a.topic, a.queue, a.position) {
+        for (topic, queue, position) in positions {
+            if let Err(e) = self.client.commit_offset(&who, topic, *queue, *position) {
                 if let (Some(m), ClientError::Broker { code, .. }) = (&self.member, &e) {
                     if code.needs_rejoin() || *code == ErrorCode::NotAssigned {
                         m.mark_rejoin();

@@ -14,6 +14,7 @@ mod group;
 mod message_id;
 mod producer;
 mod promise;
+mod push_consumer;
 
 pub use assignment::{AssignFn, Strategy};
 pub use batcher::SendCallback;
@@ -24,3 +25,4 @@ pub use group::{ConsumeMode, GroupConfig, StartNew};
 pub use message_id::{MessageId, MessageIdGenerator};
 pub use producer::{Message, Producer, ProducerConfig, QueueSelector, SelectorFn, SendFuture, SendResult};
 pub use promise::Promise;
+pub use push_consumer::{ConsumeStatus, Listener, PushConfig, PushConsumer};

@@ -20,6 +20,8 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 /// A message to send.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Message {
+    /// The message ID to keep (a redriven message keeps its own); None: a new one.
+    pub id: Option<MessageId>,
     pub key: Option<Vec<u8>>,
     pub tag: Option<String>,
     pub headers: Vec<(String, Vec<u8>)>,
@@ -128,7 +130,7 @@ impl Producer {
     /// Sends and waits until the message is durable; retries retriable errors.
     pub fn send(&self, topic: &str, message: &Message) -> Result<SendResult, ClientError> {
         let queue = self.select(topic, message)?;
-        let id = self.ids.next_id();
+        let id = message.id.unwrap_or_else(|| self.ids.next_id());
         let batch = build_batch(&[(id, message)]);
         let started = Instant::now();
         let body = produce_body(topic, queue, msg::ACKS_DURABLE, &batch);
@@ -162,7 +164,11 @@ impl Producer {
 
     fn enqueue(&self, topic: &str, message: Message, done: Done) {
         match self.select(topic, &message) {
-            Ok(queue) => self.batcher.add(topic, queue, Pending { id: self.ids.next_id(), message, done }),
+            Ok(queue) => self.batcher.add(
+                topic,
+                queue,
+                Pending { id: message.id.unwrap_or_else(|| self.ids.next_id()), message, done },
+            ),
             Err(e) => done.finish(Err(e)),
         }
     }
@@ -170,7 +176,7 @@ impl Producer {
     /// Sends without asking for an acknowledgement.
     pub fn send_oneway(&self, topic: &str, message: &Message) -> Result<MessageId, ClientError> {
         let queue = self.select(topic, message)?;
-        let id = self.ids.next_id();
+        let id = message.id.unwrap_or_else(|| self.ids.next_id());
         let batch = build_batch(&[(id, message)]);
         self.client.send_queue(
             topic,

@@ -40,6 +40,8 @@ wire_enum! {
         SyncGroup = 11,
         Heartbeat = 12,
         LeaveGroup = 13,
+        SendBack = 14,
+        AdvanceClock = 15,
     }
 }
 

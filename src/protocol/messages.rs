@@ -358,6 +358,56 @@ impl Assignment {
     }
 }
 
+/// SendBack: a group failed to consume the message at `offset`; schedule it
+/// for a retry (delay by reconsume count unless `delay_level` is set) or,
+/// past `max_retries` (0: the broker's default of 16), dead-letter it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SendBack {
+    pub group: String,
+    pub queue: QueueRef,
+    pub offset: u64,
+    pub max_retries: u32,
+    pub delay_level: u32,
+}
+
+impl SendBack {
+    pub fn encode(&self, w: &mut Writer) {
+        w.string(&self.group);
+        self.queue.encode(w);
+        w.u64(self.offset).u32(self.max_retries).u32(self.delay_level);
+    }
+
+    pub fn decode(r: &mut Reader) -> Result<Self, DecodeError> {
+        Ok(SendBack {
+            group: r.string()?,
+            queue: QueueRef::decode(r)?,
+            offset: r.u64()?,
+            max_retries: r.u32()?,
+            delay_level: r.u32()?,
+        })
+    }
+}
+
+/// SendBack's answer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SentBack {
+    pub dead_lettered: bool,
+    /// Sends-back of this message so far, this one included.
+    pub reconsume_times: u32,
+    /// When the retry is due (Unix ms; 0 when dead-lettered).
+    pub due_ms: u64,
+}
+
+impl SentBack {
+    pub fn encode(&self, w: &mut Writer) {
+        w.u8(u8::from(self.dead_lettered)).u32(self.reconsume_times).u64(self.due_ms);
+    }
+
+    pub fn decode(r: &mut Reader) -> Result<Self, DecodeError> {
+        Ok(SentBack { dead_lettered: r.u8()? != 0, reconsume_times: r.u32()?, due_ms: r.u64()? })
+    }
+}
+
 /// FetchOffset's answer when the group never committed for the queue.
 pub const NO_OFFSET: u64 = u64::MAX;
 

@@ -31,6 +31,10 @@ pub struct ServerConfig {
     pub max_fetch_wait: Duration,
     /// Longest a group join or sync is parked, and the largest rebalance timeout a member may ask for.
     pub max_group_wait: Duration,
+    /// Delays of levels 1..=18 (retries and delayed messages).
+    pub delay_levels: Vec<Duration>,
+    /// Time moves only through the AdvanceClock API (tests).
+    pub manual_clock: bool,
     pub retention_age: Option<Duration>,
     pub retention_bytes: Option<u64>,
     /// How long an idle shard spins for I/O completions before sleeping.
@@ -54,6 +58,8 @@ impl ServerConfig {
             max_inflight_per_connection: 256,
             max_fetch_wait: Duration::from_secs(60),
             max_group_wait: Duration::from_secs(300),
+            delay_levels: super::schedule::default_delays(),
+            manual_clock: false,
             retention_age: None,
             retention_bytes: None,
             spin_before_park: Duration::from_micros(50),

@@ -4,11 +4,13 @@
 
 use super::groups::{JoinRequest, Refusal};
 use super::metadata::{self, Metadata, QueueSlot, QUEUES_MAX};
+use super::retry;
 use super::shard_server::ShardCtx;
 use super::tag_filter::{self, TagFilter};
 use crate::protocol::frame::{self, RequestHeader};
 use crate::protocol::messages::{
-    self as msg, CreateTopic, Fetch, Fetched, GroupOffset, JoinGroup, Membership, Produce, QueueRef, SyncGroup,
+    self as msg, CreateTopic, Fetch, Fetched, GroupOffset, JoinGroup, Membership, Produce, QueueRef, SendBack,
+    SyncGroup,
 };
 use crate::protocol::{coordinator_of, ApiKey, DecodeError, ErrorCode, Reader, Writer};
 use ringmq_shards::{FlushPolicy, QueueId, ReadWait, StorageError};
@@ -16,7 +18,13 @@ use std::rc::Rc;
 use std::time::Duration;
 
 /// A failed request: the code and a message a user can act on.
-struct Failure(ErrorCode, String);
+pub struct Failure(pub ErrorCode, pub String);
+
+impl std::fmt::Display for Failure {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{:?}: {}", self.0, self.1)
+    }
+}
 
 impl From<DecodeError> for Failure {
     fn from(e: DecodeError) -> Self {
@@ -178,6 +186,23 @@ async fn serve(ctx: &Rc<ShardCtx>, api: ApiKey, body: &[u8], frame: &[u8]) -> Ou
             let assignment = park(ctx, limit, || ctx.groups.borrow().synced(&sync.member)).await?;
             w.bytes(&assignment.encode());
         }
+        ApiKey::SendBack => {
+            let req = SendBack::decode(&mut r)?;
+            let slot = match here_or_forward(ctx, &req.queue, frame).await? {
+                Served::Here(slot) => slot,
+                Served::Elsewhere(reply) => return Ok(reply),
+            };
+            retry::send_back(ctx, &req, slot.storage_id).await?.encode(&mut w);
+        }
+        ApiKey::AdvanceClock => {
+            let ms = r.u64()?;
+            if !ctx.clock.advance(ms) {
+                return Err(Failure(
+                    ErrorCode::InvalidRequest,
+                    "the broker's clock is not manual (--manual-clock)".into(),
+                ));
+            }
+        }
         ApiKey::Heartbeat => ctx.groups.borrow_mut().heartbeat(&Membership::decode(&mut r)?, ctx.now_ms())?,
         ApiKey::LeaveGroup => {
             ctx.groups.borrow_mut().leave(&Membership::decode(&mut r)?, ctx.now_ms())?;
@@ -227,6 +252,40 @@ async fn park<T>(
             }
             return Err(Failure(ErrorCode::RebalanceInProgress, format!("no answer within {limit:?}; rejoin")));
         }
+    }
+}
+
+/// Appends a batch to a topic's queue from inside the broker (wherever the
+/// queue lives), durably.
+pub async fn produce_internal(ctx: &Rc<ShardCtx>, topic: &str, queue: u32, batch: &[u8]) -> Result<(), Failure> {
+    let mut w = Writer::default();
+    let queue = QueueRef { topic: topic.to_string(), queue };
+    Produce { queue, acks: msg::ACKS_DURABLE, batches: vec![batch] }.encode(&mut w);
+    call_internal(ctx, ApiKey::Produce, &w.buf).await
+}
+
+/// Creates a one-queue topic (a group's retry or dead-letter topic) unless it exists.
+pub async fn ensure_topic(ctx: &Rc<ShardCtx>, name: &str) -> Result<(), Failure> {
+    if ctx.metadata().topics.contains_key(name) {
+        return Ok(());
+    }
+    let mut w = Writer::default();
+    CreateTopic { name: name.to_string(), queues: 1, flush: 0 }.encode(&mut w);
+    match call_internal(ctx, ApiKey::CreateTopic, &w.buf).await {
+        Err(Failure(ErrorCode::TopicExists, _)) => Ok(()),
+        other => other,
+    }
+}
+
+/// Serves a request built inside the broker as if a client had sent it here.
+async fn call_internal(ctx: &Rc<ShardCtx>, api: ApiKey, body: &[u8]) -> Result<(), Failure> {
+    let request = frame::request(api as u16, 0, 0, body);
+    let response = Box::pin(handle(ctx, request)).await.unwrap_or_default();
+    let parsed = response.get(4..).map(frame::Response::parse);
+    match parsed {
+        Some(Ok(r)) if r.error == ErrorCode::None => Ok(()),
+        Some(Ok(r)) => Err(Failure(r.error, r.message)),
+        _ => Err(Failure(ErrorCode::Internal, format!("no response to an internal {api:?}"))),
     }
 }
 

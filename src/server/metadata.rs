@@ -132,8 +132,14 @@ impl Metadata {
     }
 }
 
-/// Checks a topic name: 1-200 characters of [A-Za-z0-9._-].
+/// Checks a topic name: 1-200 characters of [A-Za-z0-9._-], or a group's
+/// retry or dead-letter topic (`%RETRY%group`, `%DLQ%group`).
 pub fn valid_topic_name(name: &str) -> bool {
+    let plain = name.strip_prefix("%RETRY%").or_else(|| name.strip_prefix("%DLQ%")).unwrap_or(name);
+    valid_plain_name(plain)
+}
+
+fn valid_plain_name(name: &str) -> bool {
     !name.is_empty()
         && name.len() <= TOPIC_NAME_MAX
         && name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'.' || b == b'_' || b == b'-')
@@ -165,5 +171,7 @@ mod tests {
         assert!(!valid_topic_name(""));
         assert!(!valid_topic_name("a b"));
         assert!(!valid_topic_name(&"x".repeat(201)));
+        assert!(valid_topic_name("%RETRY%billing") && valid_topic_name("%DLQ%billing"));
+        assert!(!valid_topic_name("%RETRY%") && !valid_topic_name("%OTHER%x") && !valid_topic_name("%DLQ%a b"));
     }
 }

@@ -3,6 +3,7 @@
 //! base port + N; metadata names every shard's address so clients reach the
 //! owning core directly.
 
+mod clock;
 pub mod config;
 mod connection;
 mod groups;
@@ -10,11 +11,14 @@ mod handler;
 mod mesh;
 pub mod metadata;
 mod offsets;
+mod retry;
+mod schedule;
 mod shard_server;
 mod tag_filter;
 
 pub use config::ServerConfig;
 
+use clock::Clock;
 use glommio::channels::channel_mesh::MeshBuilder;
 use glommio::{LocalExecutorBuilder, Placement};
 use std::net::SocketAddr;
@@ -62,6 +66,7 @@ pub fn start(config: ServerConfig) -> Result<Server, ServerError> {
     let n = config.cores.len();
     let mesh = MeshBuilder::full(n, 1024);
     let shutdown = Arc::new(AtomicBool::new(false));
+    let clock = Arc::new(if config.manual_clock { Clock::manual() } else { Clock::system() });
     let (report_tx, report_rx) = mpsc::channel();
     let mut addr_txs = Vec::new();
     let mut shards = Vec::new();
@@ -75,6 +80,7 @@ pub fn start(config: ServerConfig) -> Result<Server, ServerError> {
             report: report_tx.clone(),
             addrs: addr_rx,
             shutdown: shutdown.clone(),
+            clock: clock.clone(),
         };
         let handle = LocalExecutorBuilder::new(Placement::Fixed(cpu))
             .name(&format!("ringmq-shard-{index}"))

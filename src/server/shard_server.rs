@@ -1,6 +1,7 @@
 //! One core's server: its storage shard, its listener, its connections and
 //! its end of the mesh. Everything here runs on that core's executor.
 
+use super::clock::Clock;
 use super::config::ServerConfig;
 use super::groups::Groups;
 use super::handler::{self, flush_policy};
@@ -35,6 +36,8 @@ pub struct ShardCtx {
     /// A group changed: parked joins and syncs look again.
     pub group_changed: Signal,
     started: Instant,
+    /// Wall clock of due times (manual in tests).
+    pub clock: Arc<Clock>,
     pub connections: Cell<usize>,
     /// Serializes metadata changes (used on shard 0).
     pub metadata_lock: glommio::sync::Semaphore,
@@ -99,6 +102,7 @@ pub struct Startup {
     /// Every shard's address, once all are bound.
     pub addrs: mpsc::Receiver<Vec<SocketAddr>>,
     pub shutdown: Arc<AtomicBool>,
+    pub clock: Arc<Clock>,
 }
 
 /// Runs one shard until shutdown; returns when its storage is closed.
@@ -134,6 +138,7 @@ async fn serve(s: Startup) -> Result<(), String> {
     let (senders, receivers) = s.mesh.join().await.map_err(|_| "joining the shard mesh failed".to_string())?;
     let mesh = Mesh::new(senders);
     let offsets = Offsets::open(&storage).await.map_err(|e| format!("loading consumer offsets: {e}"))?;
+    super::schedule::open(&storage).await.map_err(|e| format!("opening delay levels: {e}"))?;
     let metadata = Metadata::load(&cfg.data_dir).map_err(|e| format!("loading metadata: {e}"))?;
     let ctx = Rc::new(ShardCtx {
         id: s.index,
@@ -146,12 +151,14 @@ async fn serve(s: Startup) -> Result<(), String> {
         groups: RefCell::default(),
         group_changed: Signal::default(),
         started: Instant::now(),
+        clock: s.clock.clone(),
         connections: Cell::new(0),
         metadata_lock: glommio::sync::Semaphore::new(1),
     });
     ctx.apply_metadata(metadata).await.map_err(|e| format!("creating queues: {e}"))?;
     let mesh_tasks = mesh.spawn_receivers(receivers, ctx.clone());
     let acceptor = glommio::spawn_local(super::connection::accept_loop(ctx.clone(), listener));
+    let schedule = super::schedule::spawn(&ctx);
     s.report.send((s.index, Ok(None))).map_err(|e| e.to_string())?;
     while !s.shutdown.load(Ordering::Relaxed) {
         glommio::timer::sleep(Duration::from_millis(50)).await;
@@ -160,6 +167,7 @@ async fn serve(s: Startup) -> Result<(), String> {
         }
     }
     drop(acceptor);
+    schedule.into_iter().for_each(|t| t.cancel());
     tracing::info!(shard = s.index, "shutting down: flushing and closing storage");
     let closed = ctx.storage.close().await;
     drop(mesh_tasks);

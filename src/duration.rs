@@ -1,0 +1,31 @@
+//! Durations as people write them: 30s, 500ms, 2m, 1h.
+
+use std::time::Duration;
+
+/// Parses 30s, 500ms, 2m, 1h or plain seconds.
+pub fn parse_duration(s: &str) -> Result<Duration, String> {
+    let (num, unit) = s.find(|c: char| c.is_ascii_alphabetic()).map_or((s, "s"), |i| s.split_at(i));
+    let n: f64 = num.trim().parse().map_err(|_| format!("{s:?} is not a duration like 30s or 500ms"))?;
+    let secs = match unit {
+        "ms" => n / 1e3,
+        "us" => n / 1e6,
+        "s" => n,
+        "m" => n * 60.0,
+        "h" => n * 3600.0,
+        _ => return Err(format!("{s:?}: unknown unit {unit:?} (use us, ms, s, m, h)")),
+    };
+    Ok(Duration::from_secs_f64(secs))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn units_parse_and_mistakes_are_explained() {
+        assert_eq!(parse_duration("500ms").unwrap(), Duration::from_millis(500));
+        assert_eq!(parse_duration("2m").unwrap(), Duration::from_secs(120));
+        assert_eq!(parse_duration("3").unwrap(), Duration::from_secs(3));
+        assert!(parse_duration("5 parsecs").unwrap_err().contains("unknown unit"));
+    }
+}

@@ -1,0 +1,158 @@
+//! Delay levels of one shard (RocketMQ's 18: 1s 5s 10s 30s 1m 2m ... 2h by
+//! default). A record to deliver later is appended, durably, to its level's
+//! internal storage queue with its due time and destination in headers;
+//! within a level every record waits the same delay, so append order is due
+//! order and each level needs one cursor, not a timer per message. One task
+//! per level delivers what fell due (at once after a restart for whatever
+//! fell due while the broker was down) and commits its cursor; a crash
+//! between delivery and commit delivers that record again (at least once).
+
+use super::handler;
+use super::offsets::Offsets;
+use super::shard_server::ShardCtx;
+use ringmq_shards::batch::{self, BatchBuilder, BatchHeader};
+use ringmq_shards::record::{Headers, Record, RecordIter};
+use ringmq_shards::{QueueId, ReadWait, Shard, StorageError};
+use std::rc::Rc;
+use std::time::Duration;
+
+/// Number of delay levels.
+pub const LEVELS: u32 = 18;
+
+/// RocketMQ's default delays of levels 1..=18.
+pub fn default_delays() -> Vec<Duration> {
+    [1, 5, 10, 30, 60, 120, 180, 240, 300, 360, 420, 480, 540, 600, 1200, 1800, 3600, 7200]
+        .into_iter()
+        .map(Duration::from_secs)
+        .collect()
+}
+
+/// Header names the schedule adds (stripped at delivery).
+const DUE: &[u8] = b"%due";
+const TOPIC: &[u8] = b"%topic";
+const QUEUE: &[u8] = b"%queue";
+
+/// Where the cursors are committed (as a consumer group of its own).
+const CURSOR_GROUP: &str = "%schedule";
+
+/// The storage queue of a level (1..=LEVELS), below the offsets queue.
+pub fn level_queue(level: u32) -> QueueId {
+    QueueId(u32::MAX - 2 - level)
+}
+
+/// Creates the level queues a shard lacks.
+pub async fn open(storage: &Shard) -> Result<(), StorageError> {
+    let existing = storage.queues();
+    for level in 1..=LEVELS {
+        if !existing.contains(&level_queue(level)) {
+            storage.create_queue(level_queue(level), Some(ringmq_shards::FlushPolicy::Sync)).await?;
+        }
+    }
+    Ok(())
+}
+
+/// Durably stores `record` for delivery to `topic`/`queue` once `level`'s
+/// delay has passed, with the headers named in `set` replaced by those
+/// values; returns the due time (Unix ms).
+pub async fn put(
+    ctx: &ShardCtx,
+    level: u32,
+    topic: &str,
+    queue: u32,
+    record: &Record<'_>,
+    set: &[(&[u8], &[u8])],
+) -> Result<u64, StorageError> {
+    let now = ctx.clock.now_ms();
+    let due = now + ctx.config.delay_levels[level as usize - 1].as_millis() as u64;
+    let (due_bytes, queue_bytes) = (due.to_le_bytes(), queue.to_le_bytes());
+    let mut extra: Vec<(&[u8], &[u8])> = vec![(DUE, &due_bytes), (TOPIC, topic.as_bytes()), (QUEUE, &queue_bytes)];
+    extra.extend_from_slice(set);
+    let batch = rebuilt(record, now as i64, &extra, |name| set.iter().all(|(n, _)| *n != name));
+    ctx.storage.append(level_queue(level), &batch).await?;
+    Ok(due)
+}
+
+/// One batch holding `record` with the headers `keep` accepts plus `extra`.
+pub fn rebuilt(
+    record: &Record<'_>,
+    timestamp_ms: i64,
+    extra: &[(&[u8], &[u8])],
+    keep: impl Fn(&[u8]) -> bool,
+) -> Vec<u8> {
+    let mut pairs: Vec<(&[u8], &[u8])> = record.headers.iter().filter(|(name, _)| keep(name)).collect();
+    pairs.extend_from_slice(extra);
+    let mut header_bytes = Vec::new();
+    Headers::encode(&pairs, &mut header_bytes);
+    let headers = Headers::from_encoded(pairs.len() as u16, &header_bytes);
+    let mut b = BatchBuilder::new(timestamp_ms);
+    b.push(&Record { timestamp_delta_ms: 0, headers, ..*record });
+    b.finish()
+}
+
+/// Starts one delivery task per level.
+pub fn spawn(ctx: &Rc<ShardCtx>) -> Vec<glommio::task::JoinHandle<()>> {
+    (1..=LEVELS).map(|level| glommio::spawn_local(deliver_loop(ctx.clone(), level)).detach()).collect()
+}
+
+async fn deliver_loop(ctx: Rc<ShardCtx>, level: u32) {
+    let q = level_queue(level);
+    let start = ctx.storage.offsets(q).map_or(0, |(s, _)| s);
+    let mut next = ctx.offsets.get(CURSOR_GROUP, "", level).unwrap_or(start).max(start);
+    loop {
+        let read = match ctx.storage.read(q, next, 64 << 10, ReadWait::Upto(Duration::from_secs(1))).await {
+            Ok(read) => read,
+            Err(StorageError::Closed) => return,
+            Err(error) => {
+                tracing::error!(shard = ctx.id, level, %error, "reading a delay level failed");
+                glommio::timer::sleep(Duration::from_secs(1)).await;
+                continue;
+            }
+        };
+        for b in batch::split(&read.bytes) {
+            let Some(h) = BatchHeader::decode(b).filter(|h| !h.is_padding()) else { continue };
+            for (k, record) in RecordIter::new(&b[batch::HEADER_BYTES..]).enumerate() {
+                let offset = h.base_offset + k as u64;
+                let Ok(record) = record else { break };
+                if offset < next {
+                    continue;
+                }
+                deliver(&ctx, level, &record).await;
+                next = offset + 1;
+                commit_cursor(&ctx.offsets, &ctx.storage, level, next).await;
+            }
+        }
+    }
+}
+
+/// Waits until the record is due, then appends it (without the schedule's
+/// headers) to its destination, retrying until that succeeds.
+async fn deliver(ctx: &Rc<ShardCtx>, level: u32, record: &Record<'_>) {
+    let header = |name: &[u8]| record.headers.iter().find(|(n, _)| *n == name).map(|(_, v)| v);
+    let due = header(DUE).and_then(|v| v.try_into().ok()).map_or(0, u64::from_le_bytes);
+    let topic = header(TOPIC).map(|t| String::from_utf8_lossy(t).into_owned()).unwrap_or_default();
+    let queue = header(QUEUE).and_then(|v| v.try_into().ok()).map_or(0, u32::from_le_bytes);
+    loop {
+        let now = ctx.clock.now_ms();
+        if now >= due {
+            break;
+        }
+        // Short naps: a manual clock may jump forward at any moment.
+        glommio::timer::sleep(Duration::from_millis((due - now).min(10))).await;
+    }
+    let batch = rebuilt(record, ctx.clock.now_ms() as i64, &[], |name| !name.starts_with(b"%"));
+    loop {
+        match handler::produce_internal(ctx, &topic, queue, &batch).await {
+            Ok(()) => return,
+            Err(error) => {
+                tracing::warn!(shard = ctx.id, level, %topic, queue, %error, "delivering a delayed record failed; retrying");
+                glommio::timer::sleep(Duration::from_millis(200)).await;
+            }
+        }
+    }
+}
+
+async fn commit_cursor(offsets: &Offsets, storage: &Shard, level: u32, next: u64) {
+    if let Err(error) = offsets.commit(storage, CURSOR_GROUP, "", level, next).await {
+        tracing::error!(level, %error, "committing a delay level's cursor failed");
+    }
+}
