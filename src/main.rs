@@ -33,6 +33,50 @@ enum Command {
     Consume(ConsumeArgs),
     /// Check that this host can run the broker; each failure names its fix.
     Doctor(DoctorArgs),
+    /// Inspect a consumer group's dead letters and send them back to their topics.
+    Dlq {
+        #[command(subcommand)]
+        action: DlqAction,
+    },
+}
+
+#[derive(Subcommand)]
+enum DlqAction {
+    /// One line per dead letter: offset, message id, origin topic, tries, tag, value.
+    List {
+        #[arg(long)]
+        group: String,
+        /// First offset to list.
+        #[arg(long, default_value_t = 0)]
+        from: u64,
+        /// Most dead letters to list.
+        #[arg(long, default_value_t = 100)]
+        max: usize,
+        #[command(flatten)]
+        broker: BrokerArg,
+    },
+    /// One dead letter as JSON, with its headers.
+    Show {
+        #[arg(long)]
+        group: String,
+        #[arg(long)]
+        offset: u64,
+        #[command(flatten)]
+        broker: BrokerArg,
+    },
+    /// Send dead letters back to the topic they were first produced to (same message id).
+    Redrive {
+        #[arg(long)]
+        group: String,
+        /// The dead letter to redrive.
+        #[arg(long, conflicts_with = "all", required_unless_present = "all")]
+        offset: Option<u64>,
+        /// Every dead letter of the group.
+        #[arg(long)]
+        all: bool,
+        #[command(flatten)]
+        broker: BrokerArg,
+    },
 }
 
 /// Flags of `ringmq serve`; each may also come from the --config file (a flag wins).
@@ -286,6 +330,7 @@ fn main() -> ExitCode {
         Command::Produce(a) => produce(a),
         Command::Consume(a) => consume(a),
         Command::Doctor(a) => doctor(a),
+        Command::Dlq { action } => dlq(action),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
@@ -428,17 +473,7 @@ fn consume(a: ConsumeArgs) -> Result<(), String> {
         for m in messages.iter().take(a.count.map_or(usize::MAX, |c| (c - seen) as usize)) {
             match a.format {
                 Format::Text => writeln!(out, "{}", String::from_utf8_lossy(&m.value)),
-                Format::Json => writeln!(
-                    out,
-                    "{{\"queue\":{},\"offset\":{},\"id\":\"{}\",\"key\":{},\"tag\":{},\"timestamp_ms\":{},\"value\":{}}}",
-                    m.queue,
-                    m.offset,
-                    m.message_id,
-                    json_string(&String::from_utf8_lossy(&m.key)),
-                    json_string(&m.tag),
-                    m.timestamp_ms,
-                    json_string(&String::from_utf8_lossy(&m.value))
-                ),
+                Format::Json => writeln!(out, "{}", message_json(m, false)),
             }
             .map_err(|e| e.to_string())?;
             printed.insert(m.queue, m.offset + 1);
@@ -451,6 +486,70 @@ fn consume(a: ConsumeArgs) -> Result<(), String> {
         let who = ringmq::protocol::messages::Membership { group: group.clone(), ..Default::default() };
         for (queue, next) in printed {
             client.commit_offset(&who, &a.topic, queue, next).map_err(|e| e.to_string())?;
+        }
+    }
+    Ok(())
+}
+
+/// A message as one JSON object; `full` adds its topic, tries and headers.
+fn message_json(m: &ringmq::client::ConsumedMessage, full: bool) -> String {
+    let text = |b: &[u8]| json_string(&String::from_utf8_lossy(b));
+    let mut out = format!(
+        "{{\"queue\":{},\"offset\":{},\"id\":\"{}\",\"key\":{},\"tag\":{},\"timestamp_ms\":{},\"value\":{}",
+        m.queue,
+        m.offset,
+        m.message_id,
+        text(&m.key),
+        json_string(&m.tag),
+        m.timestamp_ms,
+        text(&m.value)
+    );
+    if full {
+        let headers: Vec<String> = m.headers.iter().map(|(k, v)| format!("{}:{}", json_string(k), text(v))).collect();
+        out += &format!(
+            ",\"topic\":{},\"origin_topic\":{},\"reconsume_times\":{},\"headers\":{{{}}}",
+            json_string(&m.topic),
+            json_string(&m.origin_topic()),
+            m.reconsume_times(),
+            headers.join(",")
+        );
+    }
+    out + "}"
+}
+
+fn dlq(action: DlqAction) -> Result<(), String> {
+    let e = |e: ClientError| e.to_string();
+    match action {
+        DlqAction::List { group, from, max, broker } => {
+            for m in ringmq::dlq::list(&connect(&broker)?, &group, from, max).map_err(e)? {
+                println!(
+                    "offset={} id={} origin={} tries={} tag={} value={}",
+                    m.offset,
+                    m.message_id,
+                    m.origin_topic(),
+                    m.reconsume_times(),
+                    json_string(&m.tag),
+                    json_string(&String::from_utf8_lossy(&m.value))
+                );
+            }
+        }
+        DlqAction::Show { group, offset, broker } => {
+            println!("{}", message_json(&ringmq::dlq::show(&connect(&broker)?, &group, offset).map_err(e)?, true));
+        }
+        // `--all` is what clap requires when no offset is given.
+        DlqAction::Redrive { group, offset, all: _, broker } => {
+            let client = connect(&broker)?;
+            let letters = match offset {
+                Some(o) => vec![ringmq::dlq::show(&client, &group, o).map_err(e)?],
+                None => ringmq::dlq::list(&client, &group, 0, usize::MAX).map_err(e)?,
+            };
+            let origin: Vec<String> = letters.iter().map(|m| m.origin_topic()).collect();
+            for ((offset, sent), topic) in ringmq::dlq::redrive(&client, &letters).map_err(e)?.into_iter().zip(origin) {
+                println!(
+                    "redrove offset={offset} id={} to {topic}/{} at offset {}",
+                    sent.message_id, sent.queue, sent.offset
+                );
+            }
         }
     }
     Ok(())

@@ -81,3 +81,50 @@ fn help_describes_every_command_and_flag() {
         assert!(serve.contains(flag), "{flag} missing from serve --help");
     }
 }
+
+#[test]
+fn dead_letters_are_listed_shown_and_redriven_to_their_topic() {
+    use ringmq::client::{Consumer, Message, Producer, ProducerConfig, StartFrom};
+    use std::time::Duration;
+    let dir = tempfile::tempdir().unwrap();
+    let broker = Broker::start(dir.path(), &["--manual-clock"]);
+    let b = broker.addr();
+    let client = broker.client();
+    client.create_topic("orders", 2, 0).unwrap();
+    let producer = Producer::new(client.clone(), ProducerConfig::default());
+    let sent = producer.send("orders", &Message::new("bad order").with_key("k-1").with_tag("T")).unwrap();
+    // One retry allowed: the retry's send-back dead-letters it.
+    client.send_back("billing", "orders", sent.queue, sent.offset, 1).unwrap();
+    client.advance_clock(Duration::from_secs(10)).unwrap();
+    let mut retries = Consumer::new(client.clone(), None);
+    retries.assign_all("%RETRY%billing", StartFrom::Earliest).unwrap();
+    let retry = common::consume(&mut retries, 1, Duration::from_secs(10)).pop().expect("the retry");
+    assert!(client.send_back("billing", &retry.topic, retry.queue, retry.offset, 1).unwrap().dead_lettered);
+
+    let out = ringmq(&["dlq", "list", "--group", "billing", "--broker", b], "");
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let listed = text(&out.stdout);
+    assert!(listed.starts_with("offset=0 id=") && listed.contains("origin=orders tries=2 tag=\"T\""), "{listed}");
+    let shown = text(&ringmq(&["dlq", "show", "--group", "billing", "--offset", "0", "--broker", b], "").stdout);
+    assert!(
+        shown.contains(&format!("\"id\":\"{}\"", sent.message_id)) && shown.contains("\"reconsume_times\":2"),
+        "{shown}"
+    );
+    let missing = ringmq(&["dlq", "show", "--group", "billing", "--offset", "5", "--broker", b], "");
+    assert_eq!(missing.status.code(), Some(1));
+    assert!(text(&missing.stderr).contains("no message at offset 5"), "{}", text(&missing.stderr));
+    assert_eq!(ringmq(&["dlq", "redrive", "--group", "billing", "--broker", b], "").status.code(), Some(2));
+
+    let out = ringmq(&["dlq", "redrive", "--group", "billing", "--all", "--broker", b], "");
+    assert!(text(&out.stdout).starts_with("redrove offset=0"), "{}{}", text(&out.stdout), text(&out.stderr));
+    let mut orders = Consumer::new(client, None);
+    orders.assign_all("orders", StartFrom::Earliest).unwrap();
+    let got = common::consume(&mut orders, 2, Duration::from_secs(10));
+    assert_eq!(got.len(), 2, "the original and the redriven copy");
+    let again = got.iter().find(|m| m.offset != sent.offset || m.queue != sent.queue).unwrap();
+    assert_eq!(
+        (again.message_id, again.value.as_slice(), again.tag.as_str()),
+        (sent.message_id, &b"bad order"[..], "T")
+    );
+    assert_eq!(again.reconsume_times(), 0, "a redriven message starts over");
+}
