@@ -213,12 +213,41 @@ impl Client {
         offset: u64,
         max_retries: u32,
     ) -> Result<msg::SentBack, ClientError> {
+        self.send_back_or_dead_letter(group, (topic, queue, offset), max_retries, false)
+    }
+
+    /// Like `send_back`, or straight to the dead-letter topic when `dead_letter`.
+    pub fn send_back_or_dead_letter(
+        &self,
+        group: &str,
+        (topic, queue, offset): (&str, u32, u64),
+        max_retries: u32,
+        dead_letter: bool,
+    ) -> Result<msg::SentBack, ClientError> {
         let mut w = Writer::default();
         let queue_ref = QueueRef { topic: topic.to_string(), queue };
-        msg::SendBack { group: group.to_string(), queue: queue_ref, offset, max_retries, delay_level: 0 }
+        msg::SendBack { group: group.to_string(), queue: queue_ref, offset, max_retries, delay_level: 0, dead_letter }
             .encode(&mut w);
         let reply = self.call_queue(topic, queue, ApiKey::SendBack, &w.buf)?;
         Ok(msg::SentBack::decode(&mut Reader::new(&reply.body))?)
+    }
+
+    /// Takes or renews (`lease` non-zero) or releases (`lease` zero) the locks
+    /// of a group's queues for `holder`; for taking, whether each is held now.
+    pub fn lock_queues(
+        &self,
+        group: &str,
+        holder: &str,
+        lease: Duration,
+        queues: &[(String, u32)],
+    ) -> Result<Vec<bool>, ClientError> {
+        let mut w = Writer::default();
+        let queues = queues.iter().map(|(t, q)| QueueRef { topic: t.clone(), queue: *q }).collect();
+        let lease_ms = lease.as_millis().min(u128::from(u32::MAX)) as u32;
+        msg::QueueLocking { group: group.to_string(), holder: holder.to_string(), lease_ms, queues }.encode(&mut w);
+        let api = if lease_ms == 0 { ApiKey::UnlockQueues } else { ApiKey::LockQueues };
+        let reply = self.call_group(group, api, &w.buf, Duration::ZERO)?;
+        Ok(reply.body.iter().map(|b| *b == 1).collect())
     }
 
     /// Moves a broker's manual clock (`serve --manual-clock`) forward.

@@ -67,6 +67,8 @@ struct Assignment {
     queue: u32,
     position: u64,
     fetching: bool,
+    /// Not fetched until resumed.
+    paused: bool,
 }
 
 /// Reads assigned queues.
@@ -86,6 +88,11 @@ pub struct Consumer {
     last_commit: Instant,
     /// Tag expression per topic (none: every message).
     tags: HashMap<String, String>,
+    /// Newly assigned queues start paused (an ordered consumer locks them first).
+    start_paused: bool,
+    /// A pending rebalance waits for `release_queues` (a push consumer first
+    /// finishes and commits what its workers hold).
+    hold_rejoins: bool,
     /// Bytes asked for per fetch.
     pub max_bytes: u32,
 }
@@ -104,6 +111,8 @@ impl Consumer {
             broadcasting: false,
             last_commit: Instant::now(),
             tags: HashMap::new(),
+            start_paused: false,
+            hold_rejoins: false,
             max_bytes: 1 << 20,
         }
     }
@@ -157,7 +166,13 @@ impl Consumer {
                     None => return Err(ClientError::Invalid("StartFrom::Committed needs a consumer group".into())),
                 },
             };
-            self.assigned.push(Assignment { topic: topic.to_string(), queue, position, fetching: false });
+            self.assigned.push(Assignment {
+                topic: topic.to_string(),
+                queue,
+                position,
+                fetching: false,
+                paused: self.start_paused,
+            });
         }
         Ok(())
     }
@@ -181,6 +196,49 @@ impl Consumer {
         self.tags.insert(topic.to_string(), expression.to_string());
     }
 
+    /// With `hold`, a rebalance is followed only once `release_queues` gave
+    /// up the current queues.
+    pub fn hold_rejoins(&mut self, hold: bool) {
+        self.hold_rejoins = hold;
+    }
+
+    /// Gives up every queue (nothing is committed); a pending rebalance is
+    /// followed at the next poll.
+    pub fn release_queues(&mut self) {
+        self.assigned.clear();
+        self.epoch += 1;
+    }
+
+    /// Makes queues assigned from now on start paused.
+    pub fn start_paused(&mut self, paused: bool) {
+        self.start_paused = paused;
+    }
+
+    /// Stops fetching a queue; replies of fetches in flight are dropped, so
+    /// nothing of it arrives until `resume`, which continues at its position.
+    pub fn pause(&mut self, topic: &str, queue: u32) {
+        if let Some(a) = self.assigned.iter_mut().find(|a| a.topic == topic && a.queue == queue) {
+            a.paused = true;
+        }
+        self.epoch += 1;
+        self.assigned.iter_mut().for_each(|a| a.fetching = false);
+    }
+
+    /// Moves a paused queue's position (an ordered consumer rewinds to what
+    /// it did not finish).
+    pub fn seek(&mut self, topic: &str, queue: u32, offset: u64) {
+        if let Some(a) = self.assigned.iter_mut().find(|a| a.topic == topic && a.queue == queue && a.paused) {
+            a.position = offset;
+        }
+    }
+
+    /// Fetches a paused queue again.
+    pub fn resume(&mut self, topic: &str, queue: u32) {
+        if let Some(a) = self.assigned.iter_mut().find(|a| a.topic == topic && a.queue == queue) {
+            a.paused = false;
+        }
+    }
+
     /// Next offset to read of each assigned queue: (topic, queue, offset).
     pub fn positions(&self) -> Vec<(String, u32, u64)> {
         self.assigned.iter().map(|a| (a.topic.clone(), a.queue, a.position)).collect()
@@ -191,7 +249,7 @@ impl Consumer {
     pub fn poll(&mut self, timeout: Duration) -> Result<Vec<ConsumedMessage>, ClientError> {
         self.follow_group()?;
         let wait_ms = timeout.as_millis().min(u128::from(u32::MAX)) as u32;
-        for (i, a) in self.assigned.iter_mut().enumerate().filter(|(_, a)| !a.fetching) {
+        for (i, a) in self.assigned.iter_mut().enumerate().filter(|(_, a)| !a.fetching && !a.paused) {
             let mut w = Writer::default();
             Fetch {
                 queue: QueueRef { topic: a.topic.clone(), queue: a.queue },
@@ -209,6 +267,11 @@ impl Consumer {
                 Some((self.replies.0.clone(), self.epoch << 32 | i as u64)),
             )?;
             a.fetching = true;
+        }
+        if !self.assigned.iter().any(|a| a.fetching) {
+            // Nothing to fetch (no queues, or all paused): wait like a poll would.
+            std::thread::sleep(timeout);
+            return Ok(Vec::new());
         }
         let deadline = Instant::now() + timeout + Duration::from_secs(5);
         let mut out = Vec::new();
@@ -322,7 +385,7 @@ impl Consumer {
                 self.broadcasting = true;
                 all
             }
-            ConsumeMode::Clustering if rejoin => {
+            ConsumeMode::Clustering if rejoin && (!self.hold_rejoins || self.assigned.is_empty()) => {
                 if auto.is_some() && !self.assigned.is_empty() {
                     if let Err(error) = self.commit() {
                         tracing::warn!(%error, "commit before the rebalance failed");
@@ -342,7 +405,7 @@ impl Consumer {
                 None if start_new == StartNew::Earliest => first,
                 None => end,
             };
-            self.assigned.push(Assignment { topic, queue, position, fetching: false });
+            self.assigned.push(Assignment { topic, queue, position, fetching: false, paused: self.start_paused });
         }
         Ok(())
     }

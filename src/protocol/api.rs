@@ -42,6 +42,8 @@ wire_enum! {
         LeaveGroup = 13,
         SendBack = 14,
         AdvanceClock = 15,
+        LockQueues = 16,
+        UnlockQueues = 17,
     }
 }
 
@@ -59,6 +61,8 @@ impl ApiKey {
                 | ApiKey::SyncGroup
                 | ApiKey::Heartbeat
                 | ApiKey::LeaveGroup
+                | ApiKey::LockQueues
+                | ApiKey::UnlockQueues
                 | ApiKey::CommitOffset
                 | ApiKey::FetchOffset
         )

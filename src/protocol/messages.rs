@@ -360,7 +360,8 @@ impl Assignment {
 
 /// SendBack: a group failed to consume the message at `offset`; schedule it
 /// for a retry (delay by reconsume count unless `delay_level` is set) or,
-/// past `max_retries` (0: the broker's default of 16), dead-letter it.
+/// past `max_retries` (0: the broker's default of 16) or when `dead_letter`
+/// says so (an ordered consumer that retried in place), dead-letter it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SendBack {
     pub group: String,
@@ -368,13 +369,14 @@ pub struct SendBack {
     pub offset: u64,
     pub max_retries: u32,
     pub delay_level: u32,
+    pub dead_letter: bool,
 }
 
 impl SendBack {
     pub fn encode(&self, w: &mut Writer) {
         w.string(&self.group);
         self.queue.encode(w);
-        w.u64(self.offset).u32(self.max_retries).u32(self.delay_level);
+        w.u64(self.offset).u32(self.max_retries).u32(self.delay_level).u8(u8::from(self.dead_letter));
     }
 
     pub fn decode(r: &mut Reader) -> Result<Self, DecodeError> {
@@ -384,7 +386,35 @@ impl SendBack {
             offset: r.u64()?,
             max_retries: r.u32()?,
             delay_level: r.u32()?,
+            dead_letter: r.u8()? != 0,
         })
+    }
+}
+
+/// LockQueues (`lease_ms` set) and UnlockQueues (`lease_ms` 0): `holder`
+/// takes, renews or releases the locks of queues of `group`. LockQueues
+/// answers a u8 per queue: 1 if `holder` has it now.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct QueueLocking {
+    pub group: String,
+    pub holder: String,
+    pub lease_ms: u32,
+    pub queues: Vec<QueueRef>,
+}
+
+impl QueueLocking {
+    pub fn encode(&self, w: &mut Writer) {
+        w.string(&self.group).string(&self.holder).u32(self.lease_ms).u32(self.queues.len() as u32);
+        for q in &self.queues {
+            q.encode(w);
+        }
+    }
+
+    pub fn decode(r: &mut Reader) -> Result<Self, DecodeError> {
+        let (group, holder, lease_ms) = (r.string()?, r.string()?, r.u32()?);
+        let n = r.count(6)?;
+        let queues = (0..n).map(|_| QueueRef::decode(r)).collect::<Result<_, _>>()?;
+        Ok(QueueLocking { group, holder, lease_ms, queues })
     }
 }
 

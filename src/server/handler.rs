@@ -9,8 +9,8 @@ use super::shard_server::ShardCtx;
 use super::tag_filter::{self, TagFilter};
 use crate::protocol::frame::{self, RequestHeader};
 use crate::protocol::messages::{
-    self as msg, CreateTopic, Fetch, Fetched, GroupOffset, JoinGroup, Membership, Produce, QueueRef, SendBack,
-    SyncGroup,
+    self as msg, CreateTopic, Fetch, Fetched, GroupOffset, JoinGroup, Membership, Produce, QueueLocking, QueueRef,
+    SendBack, SyncGroup,
 };
 use crate::protocol::{coordinator_of, ApiKey, DecodeError, ErrorCode, Reader, Writer};
 use ringmq_shards::{FlushPolicy, QueueId, ReadWait, StorageError};
@@ -202,6 +202,19 @@ async fn serve(ctx: &Rc<ShardCtx>, api: ApiKey, body: &[u8], frame: &[u8]) -> Ou
                     "the broker's clock is not manual (--manual-clock)".into(),
                 ));
             }
+        }
+        ApiKey::LockQueues => {
+            let l = QueueLocking::decode(&mut r)?;
+            let (mut locks, now) = (ctx.queue_locks.borrow_mut(), ctx.clock.now_ms());
+            for q in &l.queues {
+                let held = locks.lock(&l.group, &l.holder, &q.topic, q.queue, u64::from(l.lease_ms), now);
+                w.u8(u8::from(held));
+            }
+        }
+        ApiKey::UnlockQueues => {
+            let l = QueueLocking::decode(&mut r)?;
+            let mut locks = ctx.queue_locks.borrow_mut();
+            l.queues.iter().for_each(|q| locks.unlock(&l.group, &l.holder, &q.topic, q.queue));
         }
         ApiKey::Heartbeat => ctx.groups.borrow_mut().heartbeat(&Membership::decode(&mut r)?, ctx.now_ms())?,
         ApiKey::LeaveGroup => {

@@ -11,6 +11,7 @@ mod handler;
 mod mesh;
 pub mod metadata;
 mod offsets;
+mod queue_locks;
 mod retry;
 mod schedule;
 mod shard_server;

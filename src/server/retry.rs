@@ -63,7 +63,7 @@ pub async fn send_back(ctx: &Rc<ShardCtx>, req: &SendBack, storage_id: u32) -> R
         (ORIGIN_OFFSET, origin_offset),
     ];
     let max = if req.max_retries == 0 { DEFAULT_MAX_RETRIES } else { req.max_retries };
-    if times > max {
+    if times > max || req.dead_letter {
         let dlq = dlq_topic(&req.group);
         handler::ensure_topic(ctx, &dlq).await?;
         let keep = |name: &[u8]| set.iter().all(|(n, _)| *n != name);

@@ -8,6 +8,7 @@ use super::handler::{self, flush_policy};
 use super::mesh::{Mesh, MeshMsg, MeshService};
 use super::metadata::Metadata;
 use super::offsets::Offsets;
+use super::queue_locks::QueueLocks;
 use glommio::channels::channel_mesh::FullMesh;
 use glommio::net::TcpListener;
 use ringmq_shards::{QueueId, Shard, ShardConfig, Signal, StorageError};
@@ -35,6 +36,8 @@ pub struct ShardCtx {
     pub groups: RefCell<Groups>,
     /// A group changed: parked joins and syncs look again.
     pub group_changed: Signal,
+    /// Queue locks of ordered consumers, for the groups this shard coordinates.
+    pub queue_locks: RefCell<QueueLocks>,
     started: Instant,
     /// Wall clock of due times (manual in tests).
     pub clock: Arc<Clock>,
@@ -150,6 +153,7 @@ async fn serve(s: Startup) -> Result<(), String> {
         offsets,
         groups: RefCell::default(),
         group_changed: Signal::default(),
+        queue_locks: RefCell::default(),
         started: Instant::now(),
         clock: s.clock.clone(),
         connections: Cell::new(0),
