@@ -6,5 +6,6 @@ pub mod compare;
 pub mod font;
 pub mod histogram;
 pub mod png;
+pub mod rebalance;
 pub mod run;
 pub mod summary;

@@ -17,7 +17,7 @@ struct Cli {
 #[derive(Subcommand)]
 enum Command {
     /// Produce and consume at a rate, measure end-to-end and publish latency.
-    Run(run::RunArgs),
+    Run(Box<run::RunArgs>),
     /// Compare runs (directories or .hgrm files): percentiles side by side and a chart.
     Compare {
         /// Run directories (their e2e.hgrm) or .hgrm files; the first is the baseline.
@@ -37,7 +37,7 @@ fn main() -> ExitCode {
     match Cli::parse().command {
         Command::Run(args) => {
             let out = args.out.clone();
-            let outcome = match run::run(args) {
+            let outcome = match run::run(*args) {
                 Ok(o) => o,
                 Err(e) => {
                     eprintln!("error: {e}");

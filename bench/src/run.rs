@@ -4,14 +4,18 @@
 //! histograms and a summary written to a directory.
 
 use crate::histogram::{self, new_histogram, percentiles_us, Schedule, PERCENTILES};
+use crate::rebalance::{Split, Window};
 use crate::summary::Summary;
 use clap::{Args, ValueEnum};
 use hdrhistogram::Histogram;
-use ringmq::client::{Client, ClientConfig, Consumer, Message, Producer, ProducerConfig, QueueSelector, StartFrom};
+use ringmq::client::{
+    Client, ClientConfig, Consumer, GroupConfig, Message, Producer, ProducerConfig, QueueSelector, StartFrom, StartNew,
+};
 pub use ringmq::duration::parse_duration;
 use ringmq::server::{self, ServerConfig};
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::mpsc;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -80,6 +84,14 @@ pub struct RunArgs {
     /// Longest wait for consumers to catch up after the producers stop.
     #[arg(long, default_value = "60s", value_parser = parse_duration)]
     pub drain_timeout: Duration,
+    /// Consumers join this consumer group (queues by rebalance, offsets auto-committed each second)
+    /// instead of splitting the queues among themselves.
+    #[arg(long)]
+    pub group: Option<String>,
+    /// With --group: consumer 0 leaves and rejoins this long into the measured time, e.g. 15s;
+    /// end-to-end latency is then also reported for the rebalance and outside it.
+    #[arg(long, requires = "group", value_parser = parse_duration)]
+    pub restart_member_at: Option<Duration>,
 }
 
 /// How producers send.
@@ -111,6 +123,8 @@ pub struct Outcome {
     pub summary: Summary,
     pub e2e: Histogram<u64>,
     pub publish: Histogram<u64>,
+    /// End-to-end latency during a member restart's rebalance and outside it.
+    pub rebalance: Option<Split>,
 }
 
 /// Per-producer sets of sequence numbers (acked, received).
@@ -156,6 +170,8 @@ struct Shared {
     received_sets: Vec<Mutex<Seen>>,
     e2e: Mutex<Histogram<u64>>,
     publish: Mutex<Histogram<u64>>,
+    /// Per-second latencies, when a group member restarts.
+    window: Option<Window>,
 }
 
 /// Runs the workload and reports; Err if the run could not be done at all.
@@ -195,6 +211,17 @@ fn drive(args: RunArgs, addr: &str, client_cores: &[usize]) -> Result<Outcome, S
         client.create_topic(&args.topic, args.queues, 0).map_err(|e| e.to_string())?;
     }
     let queues = client.topic(&args.topic).map_err(|e| e.to_string())?.queue_shards.len() as u32;
+    // Consumers have their own connection, as a separate consumer process
+    // would; producers share one: a connection per producer cost tail latency
+    // at moderate rates. (Consumers once starved on the producers' connection
+    // at overload; the broker now gives produces and fetches separate
+    // in-flight budgets per connection.)
+    let consumer_client = Client::connect(ClientConfig::new(addr)).map_err(|e| e.to_string())?;
+    let core = |i: usize| core_affinity::CoreId { id: client_cores[i % client_cores.len()] };
+    let group = match &args.group {
+        Some(name) => Some(GroupConsumers::join(&args, name, &consumer_client, queues, core)?),
+        None => None,
+    };
     let start_ns = now_ns(args.clock) + 500_000_000;
     let measure_from_ns = start_ns + args.warmup.as_nanos() as u64;
     let shared = Arc::new(Shared {
@@ -210,28 +237,25 @@ fn drive(args: RunArgs, addr: &str, client_cores: &[usize]) -> Result<Outcome, S
         received_sets: (0..args.producers).map(|_| Mutex::default()).collect(),
         e2e: Mutex::new(new_histogram()),
         publish: Mutex::new(new_histogram()),
+        window: args.restart_member_at.map(|_| Window::new(start_ns)),
         args,
     });
-    // Consumers have their own connection, as a separate consumer process
-    // would; producers share one: a connection per producer cost tail latency
-    // at moderate rates. (Consumers once starved on the producers' connection
-    // at overload; the broker now gives produces and fetches separate
-    // in-flight budgets per connection.)
-    let consumer_client = Client::connect(ClientConfig::new(addr)).map_err(|e| e.to_string())?;
-    let core = |i: usize| core_affinity::CoreId { id: client_cores[i % client_cores.len()] };
-    let consumers: Vec<_> = (0..shared.args.consumers)
-        .map(|i| {
-            let (s, c) = (shared.clone(), consumer_client.clone());
-            let mine: Vec<u32> = (0..queues).filter(|q| *q as usize % s.args.consumers == i).collect();
-            let cpu = core(i);
-            let mut consumer = Consumer::new(c, None);
-            consumer.assign(&s.args.topic, &mine, StartFrom::Latest).map_err(|e| e.to_string())?;
-            Ok(std::thread::spawn(move || {
-                core_affinity::set_for_current(cpu);
-                consume(&s, consumer)
-            }))
-        })
-        .collect::<Result<_, String>>()?;
+    let consumers: Vec<_> = match group {
+        Some(g) => g.go(&shared),
+        None => (0..shared.args.consumers)
+            .map(|i| {
+                let (s, c) = (shared.clone(), consumer_client.clone());
+                let mine: Vec<u32> = (0..queues).filter(|q| *q as usize % s.args.consumers == i).collect();
+                let cpu = core(i);
+                let mut consumer = Consumer::new(c, None);
+                consumer.assign(&s.args.topic, &mine, StartFrom::Latest).map_err(|e| e.to_string())?;
+                Ok(std::thread::spawn(move || {
+                    core_affinity::set_for_current(cpu);
+                    consume(&s, consumer, None)
+                }))
+            })
+            .collect::<Result<_, String>>()?,
+    };
     let producers: Vec<_> = (0..shared.args.producers)
         .map(|i| {
             let (s, c, cpu) = (shared.clone(), client.clone(), core(i + shared.args.consumers));
@@ -281,7 +305,8 @@ fn outcome(s: &Shared) -> Outcome {
         duplicates: s.duplicates.load(Ordering::Relaxed),
         errors: s.errors.load(Ordering::Relaxed),
     };
-    Outcome { summary, e2e, publish: s.publish.lock().expect("lock").clone() }
+    let rebalance = s.window.as_ref().and_then(|w| w.split(s.measure_from_ns));
+    Outcome { summary, e2e, publish: s.publish.lock().expect("lock").clone(), rebalance }
 }
 
 /// One producer: sends on the open-loop schedule until the end time.
@@ -371,10 +396,24 @@ fn wait_until(clock: Clock, t_ns: u64) {
 }
 
 /// One consumer: polls its queues, records end-to-end latency, tracks every message.
-fn consume(s: &Shared, mut consumer: Consumer) {
+/// Makes a group consumer again (a member restart).
+type Remake = Box<dyn Fn() -> Consumer + Send>;
+
+fn consume(s: &Shared, mut consumer: Consumer, restart: Option<Remake>) {
     let mut local = new_histogram();
     let mut last_merge = Instant::now();
+    let mut latencies = Vec::new();
+    let restart_ns = s.args.restart_member_at.map(|at| s.measure_from_ns + at.as_nanos() as u64);
+    let mut restarted = false;
     while !s.consumers_stop.load(Ordering::Relaxed) {
+        if let (Some(make), Some(at), Some(w)) = (&restart, restart_ns, &s.window) {
+            if !restarted && now_ns(s.args.clock) >= at {
+                w.restarted(now_ns(s.args.clock));
+                drop(consumer); // leaves the group
+                consumer = make();
+                restarted = true;
+            }
+        }
         let messages = match consumer.poll(Duration::from_millis(100)) {
             Ok(m) => m,
             Err(error) => {
@@ -385,6 +424,7 @@ fn consume(s: &Shared, mut consumer: Consumer) {
             }
         };
         let now = now_ns(s.args.clock);
+        latencies.clear();
         for m in &messages {
             if m.value.len() < STAMP_BYTES {
                 continue;
@@ -400,6 +440,13 @@ fn consume(s: &Shared, mut consumer: Consumer) {
             s.received.fetch_add(1, Ordering::Relaxed);
             if intended >= s.measure_from_ns && intended < s.end_ns {
                 histogram::record(&mut local, intended, now);
+                latencies.push(now.saturating_sub(intended));
+            }
+        }
+        if let Some(w) = &s.window {
+            w.record(now, &latencies);
+            if restarted && !messages.is_empty() {
+                w.back(now);
             }
         }
         if last_merge.elapsed() >= Duration::from_millis(200) {
@@ -409,6 +456,72 @@ fn consume(s: &Shared, mut consumer: Consumer) {
         }
     }
     s.e2e.lock().expect("lock").add(&local).expect("same bounds");
+}
+
+/// Group consumers that joined before the producers start: each thread
+/// polls until the group gave out every queue, then waits for the run.
+struct GroupConsumers {
+    go: Vec<mpsc::Sender<Arc<Shared>>>,
+    threads: Vec<std::thread::JoinHandle<()>>,
+}
+
+impl GroupConsumers {
+    fn join(
+        args: &RunArgs,
+        group: &str,
+        client: &Arc<Client>,
+        queues: u32,
+        core: impl Fn(usize) -> core_affinity::CoreId,
+    ) -> Result<GroupConsumers, String> {
+        let assigned: Arc<Vec<AtomicUsize>> = Arc::new((0..args.consumers).map(|_| AtomicUsize::new(0)).collect());
+        let (mut go, mut threads) = (Vec::new(), Vec::new());
+        for i in 0..args.consumers {
+            let config = GroupConfig {
+                start_new: StartNew::Latest,
+                auto_commit: Some(Duration::from_secs(1)),
+                client_id: format!("bench-{i}"),
+                ..GroupConfig::new(group, &[&args.topic])
+            };
+            let (tx, rx) = mpsc::channel::<Arc<Shared>>();
+            let (client, assigned, cpu) = (client.clone(), assigned.clone(), core(i));
+            threads.push(std::thread::spawn(move || {
+                core_affinity::set_for_current(cpu);
+                let make = move || Consumer::subscribe(client.clone(), config.clone());
+                let mut consumer = make();
+                let shared = loop {
+                    if let Err(error) = consumer.poll(Duration::from_millis(100)) {
+                        tracing::warn!(%error, "joining the group");
+                    }
+                    assigned[i].store(consumer.positions().len(), Ordering::Relaxed);
+                    match rx.try_recv() {
+                        Ok(shared) => break shared,
+                        Err(mpsc::TryRecvError::Empty) => {}
+                        Err(mpsc::TryRecvError::Disconnected) => return,
+                    }
+                };
+                let restart: Option<Remake> = (i == 0).then(|| Box::new(make) as Remake);
+                consume(&shared, consumer, restart);
+            }));
+            go.push(tx);
+        }
+        let deadline = Instant::now() + Duration::from_secs(60);
+        while assigned.iter().map(|a| a.load(Ordering::Relaxed)).sum::<usize>() < queues as usize {
+            if Instant::now() > deadline {
+                return Err(format!("group {group:?} did not assign all {queues} queues within 60 s"));
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        eprintln!("group {group:?}: {} consumers hold all {queues} queues", args.consumers);
+        Ok(GroupConsumers { go, threads })
+    }
+
+    /// Starts consuming the run.
+    fn go(self, shared: &Arc<Shared>) -> Vec<std::thread::JoinHandle<()>> {
+        for tx in &self.go {
+            let _ = tx.send(shared.clone());
+        }
+        self.threads
+    }
 }
 
 /// Prints rates once a second until `done()`.
@@ -447,6 +560,19 @@ pub fn report(o: &Outcome) -> String {
         }
         out.push('\n');
     }
+    if let Some(r) = &o.rebalance {
+        out += &format!("rebalance after the member restart: {:.2} s until it received again\n", r.rebalance_s);
+        for (name, h) in [("during", &r.during), ("outside", &r.outside)] {
+            out += &format!("{name:>10}");
+            for v in percentiles_us(h) {
+                out += &format!(" {:>10.3}", v as f64 / 1000.0);
+            }
+            out.push('\n');
+        }
+        let series: Vec<String> =
+            r.p99_by_second.iter().map(|(s, p)| format!("{s}s:{:.1}", *p as f64 / 1000.0)).collect();
+        out += &format!("e2e p99 ms by second: {}\n", series.join(" "));
+    }
     let s = &o.summary;
     out += &format!(
         "throughput {:.0} msgs/s, {:.2} MB/s received\nsent {} acked {} received {} lost {} duplicates {} errors {}\n",
@@ -469,8 +595,11 @@ pub fn write_out(o: &Outcome, dir: &std::path::Path) -> Result<(), String> {
         |name: &str, text: String| std::fs::write(dir.join(name), text).map_err(|e| format!("writing {name}: {e}"));
     write("e2e.hgrm", histogram::to_hgrm(&o.e2e))?;
     write("publish.hgrm", histogram::to_hgrm(&o.publish))?;
-    write("summary.json", o.summary.to_json(&o.e2e, &o.publish) + "\n")
+    write("summary.json", o.summary.to_json(&o.e2e, &o.publish, o.rebalance.as_ref()) + "\n")
 }
+
+/// Embedded brokers started by this process (each gets its own directory).
+static EMBEDDED_RUNS: AtomicU64 = AtomicU64::new(0);
 
 /// A broker started inside this process on a temporary data directory.
 struct Embedded {
@@ -481,9 +610,11 @@ struct Embedded {
 
 impl Embedded {
     fn start(cores: &[usize]) -> Result<Embedded, String> {
-        let dir = std::env::current_dir()
-            .map_err(|e| e.to_string())?
-            .join(format!("ringmq-bench-data-{}", std::process::id()));
+        let dir = std::env::current_dir().map_err(|e| e.to_string())?.join(format!(
+            "ringmq-bench-data-{}-{}",
+            std::process::id(),
+            EMBEDDED_RUNS.fetch_add(1, Ordering::Relaxed)
+        ));
         let mut cfg = ServerConfig::new(&dir);
         cfg.cores = cores.to_vec();
         cfg.listen = "127.0.0.1:0".parse().expect("address");

@@ -1,6 +1,7 @@
 //! `summary.json`: the numbers of one run, written by hand (no serde needed).
 
 use crate::histogram::{percentiles_us, PERCENTILES};
+use crate::rebalance::Split;
 use hdrhistogram::Histogram;
 
 /// Counts and rates of a run.
@@ -29,8 +30,9 @@ impl Summary {
         self.msgs_per_s() * self.message_size as f64 / 1e6
     }
 
-    /// The JSON object with the counts and both latency distributions.
-    pub fn to_json(&self, e2e: &Histogram<u64>, publish: &Histogram<u64>) -> String {
+    /// The JSON object with the counts and both latency distributions (and,
+    /// after a member restart, e2e during its rebalance and outside it).
+    pub fn to_json(&self, e2e: &Histogram<u64>, publish: &Histogram<u64>, rebalance: Option<&Split>) -> String {
         let lat = |h: &Histogram<u64>| {
             let keys = ["p50_us", "p90_us", "p99_us", "p999_us", "p9999_us", "max_us"];
             let values = percentiles_us(h);
@@ -38,8 +40,16 @@ impl Summary {
             format!("{{{},\"count\":{}}}", fields.join(","), h.len())
         };
         debug_assert_eq!(PERCENTILES.len(), 6);
+        let rebalance = rebalance.map_or(String::new(), |r| {
+            format!(
+                ",\"rebalance\":{{\"seconds\":{:.3},\"during\":{},\"outside\":{}}}",
+                r.rebalance_s,
+                lat(&r.during),
+                lat(&r.outside)
+            )
+        });
         format!(
-            "{{\"seconds\":{:.3},\"message_size\":{},\"msgs_per_s\":{:.1},\"mb_per_s\":{:.3},\"sent\":{},\"acked\":{},\"received\":{},\"measured\":{},\"lost\":{},\"duplicates\":{},\"errors\":{},\"e2e\":{},\"publish\":{}}}",
+            "{{\"seconds\":{:.3},\"message_size\":{},\"msgs_per_s\":{:.1},\"mb_per_s\":{:.3},\"sent\":{},\"acked\":{},\"received\":{},\"measured\":{},\"lost\":{},\"duplicates\":{},\"errors\":{},\"e2e\":{},\"publish\":{}{}}}",
             self.seconds,
             self.message_size,
             self.msgs_per_s(),
@@ -52,7 +62,8 @@ impl Summary {
             self.duplicates,
             self.errors,
             lat(e2e),
-            lat(publish)
+            lat(publish),
+            rebalance
         )
     }
 }
@@ -75,7 +86,7 @@ mod tests {
             measured: 10,
             ..Summary::default()
         };
-        let json = s.to_json(&h, &h);
+        let json = s.to_json(&h, &h, None);
         for key in ["msgs_per_s", "mb_per_s", "sent", "acked", "received", "lost", "duplicates", "e2e", "publish"] {
             assert!(json.contains(&format!("\"{key}\":")), "{key} missing: {json}");
         }

@@ -58,3 +58,37 @@ fn an_embedded_run_reports_no_loss_and_runs_compare_into_a_chart() {
         "the embedded broker's data directory is removed"
     );
 }
+
+#[test]
+fn a_group_run_with_a_member_restart_reports_latency_during_and_outside_the_rebalance() {
+    let dir = tempfile::tempdir().unwrap();
+    let cli = Cli::parse_from([
+        "run",
+        "--embedded",
+        "--duration",
+        "3s",
+        "--warmup",
+        "500ms",
+        "--rate",
+        "1000",
+        "--producers",
+        "1",
+        "--consumers",
+        "2",
+        "--queues",
+        "4",
+        "--group",
+        "bench-group",
+        "--restart-member-at",
+        "1s",
+    ]);
+    let outcome = run::run(cli.args).expect("the run completes");
+    let s = &outcome.summary;
+    assert_eq!((s.lost, s.errors), (0, 0), "{s:?}");
+    let r = outcome.rebalance.as_ref().expect("the member restarted");
+    assert!(!r.during.is_empty() && !r.outside.is_empty());
+    assert_eq!(r.during.len() + r.outside.len(), outcome.e2e.len(), "every measured message is in one of them");
+    run::write_out(&outcome, dir.path()).unwrap();
+    let json = std::fs::read_to_string(dir.path().join("summary.json")).unwrap();
+    assert!(json.contains("\"rebalance\":{\"seconds\":") && json.contains("\"during\":{\"p50_us\""), "{json}");
+}

@@ -410,3 +410,16 @@ impl Consumer {
         Ok(())
     }
 }
+
+impl Drop for Consumer {
+    /// With auto-commit, commits the positions before leaving the group, as
+    /// Kafka's close does (the member leaves when its membership drops next).
+    fn drop(&mut self) {
+        let auto = self.config.as_ref().is_some_and(|c| c.auto_commit.is_some());
+        if auto && !self.assigned.is_empty() && !self.member.as_ref().is_some_and(GroupMember::needs_join) {
+            if let Err(error) = self.commit() {
+                tracing::debug!(%error, "commit on close failed");
+            }
+        }
+    }
+}

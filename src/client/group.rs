@@ -237,11 +237,11 @@ impl GroupMember {
         self.stop_heartbeats();
     }
 
+    /// The heartbeat thread sends no more; one parked heartbeat may still be
+    /// in flight (the thread ends when it returns, not joined here).
     fn stop_heartbeats(&mut self) {
         self.stop.store(true, Ordering::Relaxed);
-        if let Some(h) = self.heartbeat.take() {
-            let _ = h.join();
-        }
+        self.heartbeat.take();
     }
 }
 
@@ -252,24 +252,23 @@ impl Drop for GroupMember {
     }
 }
 
+/// Heartbeats, each parked by the coordinator for up to `every` unless the
+/// group changes, so a rebalance is noticed at once.
 fn heartbeat_loop(client: &Client, session: &Mutex<Session>, stop: &AtomicBool, every: Duration) {
-    let mut next = Instant::now() + every;
     while !stop.load(Ordering::Relaxed) {
-        std::thread::sleep(Duration::from_millis(20).min(every));
-        if Instant::now() < next {
-            continue;
-        }
-        next = Instant::now() + every;
         let who = {
             let s = session.lock().expect("session lock");
-            if !s.active || s.rejoin {
-                continue;
-            }
-            s.who.clone()
+            (s.active && !s.rejoin).then(|| s.who.clone())
         };
+        let Some(who) = who else {
+            std::thread::sleep(Duration::from_millis(20));
+            continue;
+        };
+        let started = Instant::now();
         let mut w = Writer::default();
         who.encode(&mut w);
-        match client.call_group(&who.group, ApiKey::Heartbeat, &w.buf, Duration::ZERO) {
+        w.u32(millis(every));
+        match client.call_group(&who.group, ApiKey::Heartbeat, &w.buf, every) {
             Err(ClientError::Broker { code, .. }) if code.needs_rejoin() => {
                 let mut s = session.lock().expect("session lock");
                 if s.who == who {
@@ -278,6 +277,10 @@ fn heartbeat_loop(client: &Client, session: &Mutex<Session>, stop: &AtomicBool, 
             }
             Err(error) => tracing::warn!(%error, "heartbeat failed"),
             Ok(_) => {}
+        }
+        // At most one heartbeat per `every` when the broker answers at once.
+        while started.elapsed() < every && !stop.load(Ordering::Relaxed) {
+            std::thread::sleep(Duration::from_millis(20).min(every));
         }
     }
 }

@@ -145,7 +145,13 @@ impl Groups {
         let g = self.groups.get_mut(&who.group).ok_or_else(|| unknown_member(&who.group, &who.member))?;
         let m = g.members.get_mut(&who.member).ok_or_else(|| unknown_member(&who.group, &who.member))?;
         m.last_seen_ms = now_ms;
-        if matches!(g.phase, Phase::Joining { .. }) && !m.joined {
+        self.standing(who)
+    }
+
+    /// Whether the member may go on as it is (Ok) or must rejoin.
+    pub fn standing(&self, who: &Membership) -> Result<(), Refusal> {
+        let g = self.group(&who.group, &who.member)?;
+        if matches!(g.phase, Phase::Joining { .. }) && !g.members[&who.member].joined {
             return Err(rebalancing(&who.group));
         }
         check_generation(g, who)

@@ -216,7 +216,21 @@ async fn serve(ctx: &Rc<ShardCtx>, api: ApiKey, body: &[u8], frame: &[u8]) -> Ou
             let mut locks = ctx.queue_locks.borrow_mut();
             l.queues.iter().for_each(|q| locks.unlock(&l.group, &l.holder, &q.topic, q.queue));
         }
-        ApiKey::Heartbeat => ctx.groups.borrow_mut().heartbeat(&Membership::decode(&mut r)?, ctx.now_ms())?,
+        ApiKey::Heartbeat => {
+            let who = Membership::decode(&mut r)?;
+            let wait = Duration::from_millis(u64::from(r.u32()?)).min(ctx.config.max_group_wait);
+            ctx.groups.borrow_mut().heartbeat(&who, ctx.now_ms())?;
+            // Parked until the member must rejoin or `wait` passes, so a
+            // rebalance reaches every member at once.
+            let deadline = std::time::Instant::now() + wait;
+            loop {
+                let left = deadline.saturating_duration_since(std::time::Instant::now());
+                if left.is_zero() || !ctx.group_changed.wait_for(left).await {
+                    break;
+                }
+                ctx.groups.borrow().standing(&who)?;
+            }
+        }
         ApiKey::LeaveGroup => {
             ctx.groups.borrow_mut().leave(&Membership::decode(&mut r)?, ctx.now_ms())?;
             ctx.group_changed.notify();
