@@ -561,7 +561,7 @@ pub fn report(o: &Outcome) -> String {
         out.push('\n');
     }
     if let Some(r) = &o.rebalance {
-        out += &format!("rebalance after the member restart: {:.2} s until it received again\n", r.rebalance_s);
+        out += &format!("rebalance after the member restart: {:.1} ms until it received again\n", r.rebalance_s * 1e3);
         for (name, h) in [("during", &r.during), ("outside", &r.outside)] {
             out += &format!("{name:>10}");
             for v in percentiles_us(h) {
