@@ -286,3 +286,43 @@ fn broadcast_members_each_receive_everything_and_resume_after_a_restart() {
     let e = Consumer::subscribe(client, nameless).poll(Duration::from_millis(10)).unwrap_err();
     assert!(e.to_string().contains("instance name"), "{e}");
 }
+
+#[test]
+fn a_new_group_starts_where_configured_and_auto_commit_keeps_its_place() {
+    let dir = tempfile::tempdir().unwrap();
+    let broker = Broker::start(dir.path(), &[]);
+    let client = broker.client();
+    client.create_topic(TOPIC, 2, 0).unwrap();
+    let producer = Producer::new(client.clone(), ProducerConfig::default());
+    let send = |range: std::ops::Range<u32>| {
+        for i in range {
+            producer.send(TOPIC, &Message::new(format!("m-{i}"))).unwrap();
+        }
+    };
+    send(0..10);
+    let config = |group: &str, start_new| GroupConfig {
+        start_new,
+        auto_commit: Some(Duration::from_millis(50)),
+        ..GroupConfig::new(group, &[TOPIC])
+    };
+    let values = |got: Vec<ringmq::client::ConsumedMessage>| {
+        let mut v: Vec<String> = got.into_iter().map(|m| String::from_utf8(m.value).unwrap()).collect();
+        v.sort();
+        v
+    };
+    let mut latest = Consumer::subscribe(broker.client(), config("late", StartNew::Latest));
+    latest.poll(Duration::from_millis(50)).unwrap(); // joins at the end of the queues
+    let mut earliest = Consumer::subscribe(broker.client(), config("early", StartNew::Earliest));
+    assert_eq!(common::consume(&mut earliest, 10, Duration::from_secs(10)).len(), 10, "from the first message");
+    send(10..15);
+    let late: Vec<String> = (10..15).map(|i| format!("m-{i}")).collect();
+    assert_eq!(values(common::consume(&mut latest, 5, Duration::from_secs(10))), late, "only what came after");
+    // No commit() call: auto-commit (and the commit on close) keep the place.
+    std::thread::sleep(Duration::from_millis(100));
+    latest.poll(Duration::from_millis(10)).unwrap();
+    drop(latest);
+    send(15..17);
+    let mut again = Consumer::subscribe(broker.client(), config("late", StartNew::Earliest));
+    let after = values(common::consume(&mut again, 2, Duration::from_secs(10)));
+    assert_eq!(after, vec!["m-15".to_string(), "m-16".to_string()], "resumes after what the first member consumed");
+}
