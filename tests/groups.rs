@@ -290,7 +290,7 @@ fn broadcast_members_each_receive_everything_and_resume_after_a_restart() {
 #[test]
 fn a_new_group_starts_where_configured_and_auto_commit_keeps_its_place() {
     let dir = tempfile::tempdir().unwrap();
-    let broker = Broker::start(dir.path(), &[]);
+    let mut broker = Broker::start(dir.path(), &[]);
     let client = broker.client();
     client.create_topic(TOPIC, 2, 0).unwrap();
     let producer = Producer::new(client.clone(), ProducerConfig::default());
@@ -322,6 +322,10 @@ fn a_new_group_starts_where_configured_and_auto_commit_keeps_its_place() {
     latest.poll(Duration::from_millis(10)).unwrap();
     drop(latest);
     send(15..17);
+    drop(producer);
+    // The group's offsets are durable on its coordinator: they survive kill -9.
+    broker.kill9();
+    broker.restart();
     let mut again = Consumer::subscribe(broker.client(), config("late", StartNew::Earliest));
     let after = values(common::consume(&mut again, 2, Duration::from_secs(10)));
     assert_eq!(after, vec!["m-15".to_string(), "m-16".to_string()], "resumes after what the first member consumed");
