@@ -23,6 +23,8 @@ pub use consumer::{ConsumedMessage, Consumer, StartFrom};
 pub use error::ClientError;
 pub use group::{ConsumeMode, GroupConfig, StartNew};
 pub use message_id::{MessageId, MessageIdGenerator};
-pub use producer::{Message, Producer, ProducerConfig, QueueSelector, SelectorFn, SendFuture, SendResult};
+pub use producer::{
+    Delay, DelayedResult, Message, Producer, ProducerConfig, QueueSelector, SelectorFn, SendFuture, SendResult,
+};
 pub use promise::Promise;
 pub use push_consumer::{ConsumeStatus, Listener, PushConfig, PushConsumer};

@@ -61,6 +61,26 @@ pub struct SendResult {
     pub offset: u64,
 }
 
+/// When a delayed message becomes visible.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Delay {
+    /// One of the broker's 18 delay levels (RocketMQ's 1s 5s 10s 30s 1m ... 2h).
+    Level(u32),
+    /// At this Unix time in milliseconds (at once if it has passed).
+    At(u64),
+    /// This long from now, by this host's clock.
+    After(Duration),
+}
+
+/// A delayed message stored by the broker.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DelayedResult {
+    pub message_id: MessageId,
+    pub queue: u32,
+    /// When it becomes visible (Unix ms, by the broker's clock).
+    pub due_ms: u64,
+}
+
 /// User-supplied queue choice: (message, queue count) -> queue.
 pub type SelectorFn = Arc<dyn Fn(&Message, u32) -> u32 + Send + Sync>;
 
@@ -171,6 +191,27 @@ impl Producer {
             ),
             Err(e) => done.finish(Err(e)),
         }
+    }
+
+    /// Stores a message durably to become visible later; retries retriable errors.
+    pub fn send_delayed(&self, topic: &str, message: &Message, delay: Delay) -> Result<DelayedResult, ClientError> {
+        let queue = self.select(topic, message)?;
+        let id = message.id.unwrap_or_else(|| self.ids.next_id());
+        let batch = build_batch(&[(id, message)]);
+        let (delay_level, deliver_at_ms) = match delay {
+            Delay::Level(l) => (l.max(1), 0),
+            Delay::At(ms) => (0, ms),
+            Delay::After(d) => {
+                let now = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |n| n.as_millis() as u64);
+                (0, now + d.as_millis() as u64)
+            }
+        };
+        let mut w = Writer::default();
+        let queue_ref = QueueRef { topic: topic.to_string(), queue };
+        msg::ProduceDelayed { queue: queue_ref, delay_level, deliver_at_ms, batch: &batch }.encode(&mut w);
+        let reply = self.client.call_queue(topic, queue, ApiKey::ProduceDelayed, &w.buf)?;
+        let due_ms = Reader::new(&reply.body).u64()?;
+        Ok(DelayedResult { message_id: id, queue, due_ms })
     }
 
     /// Sends without asking for an acknowledgement.

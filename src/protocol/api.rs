@@ -44,6 +44,7 @@ wire_enum! {
         AdvanceClock = 15,
         LockQueues = 16,
         UnlockQueues = 17,
+        ProduceDelayed = 18,
     }
 }
 

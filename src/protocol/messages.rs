@@ -391,6 +391,33 @@ impl SendBack {
     }
 }
 
+/// ProduceDelayed: a batch whose records become visible in the queue at
+/// `deliver_at_ms` (Unix ms) or after delay level `delay_level` (1..=18;
+/// 0: use `deliver_at_ms`). Answered once stored durably, with the due time.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ProduceDelayed<'a> {
+    pub queue: QueueRef,
+    pub delay_level: u32,
+    pub deliver_at_ms: u64,
+    pub batch: &'a [u8],
+}
+
+impl<'a> ProduceDelayed<'a> {
+    pub fn encode(&self, w: &mut Writer) {
+        self.queue.encode(w);
+        w.u32(self.delay_level).u64(self.deliver_at_ms).bytes(self.batch);
+    }
+
+    pub fn decode(r: &mut Reader<'a>) -> Result<Self, DecodeError> {
+        Ok(ProduceDelayed {
+            queue: QueueRef::decode(r)?,
+            delay_level: r.u32()?,
+            deliver_at_ms: r.u64()?,
+            batch: r.bytes()?,
+        })
+    }
+}
+
 /// LockQueues (`lease_ms` set) and UnlockQueues (`lease_ms` 0): `holder`
 /// takes, renews or releases the locks of queues of `group`. LockQueues
 /// answers a u8 per queue: 1 if `holder` has it now.

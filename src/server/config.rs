@@ -33,6 +33,8 @@ pub struct ServerConfig {
     pub max_group_wait: Duration,
     /// Delays of levels 1..=18 (retries and delayed messages).
     pub delay_levels: Vec<Duration>,
+    /// Longest delay a delayed message may ask for.
+    pub max_delay: Duration,
     /// Time moves only through the AdvanceClock API (tests).
     pub manual_clock: bool,
     pub retention_age: Option<Duration>,
@@ -59,6 +61,7 @@ impl ServerConfig {
             max_fetch_wait: Duration::from_secs(60),
             max_group_wait: Duration::from_secs(300),
             delay_levels: super::schedule::default_delays(),
+            max_delay: Duration::from_secs(7 * 24 * 3600),
             manual_clock: false,
             retention_age: None,
             retention_bytes: None,

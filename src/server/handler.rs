@@ -186,6 +186,20 @@ async fn serve(ctx: &Rc<ShardCtx>, api: ApiKey, body: &[u8], frame: &[u8]) -> Ou
             let assignment = park(ctx, limit, || ctx.groups.borrow().synced(&sync.member)).await?;
             w.bytes(&assignment.encode());
         }
+        ApiKey::ProduceDelayed => {
+            let p = msg::ProduceDelayed::decode(&mut r)?;
+            if let Served::Elsewhere(reply) = here_or_forward(ctx, &p.queue, frame).await? {
+                return Ok(reply);
+            }
+            let due_ms = due_time(ctx, p.delay_level, p.deliver_at_ms)?;
+            ringmq_shards::batch::check(p.batch, ctx.config.max_batch_bytes)?;
+            let mut count = 0u32;
+            for record in ringmq_shards::record::RecordIter::new(&p.batch[ringmq_shards::batch::HEADER_BYTES..]) {
+                super::timer::put(ctx, &p.queue.topic, p.queue.queue, due_ms, &record?).await?;
+                count += 1;
+            }
+            w.u64(due_ms).u32(count);
+        }
         ApiKey::SendBack => {
             let req = SendBack::decode(&mut r)?;
             let slot = match here_or_forward(ctx, &req.queue, frame).await? {
@@ -280,6 +294,25 @@ async fn park<T>(
             return Err(Failure(ErrorCode::RebalanceInProgress, format!("no answer within {limit:?}; rejoin")));
         }
     }
+}
+
+/// When a delayed message is due: after its level's delay, or at its time
+/// (at once if that has passed), at most `max_delay` ahead.
+fn due_time(ctx: &ShardCtx, level: u32, at_ms: u64) -> Result<u64, Failure> {
+    let now = ctx.clock.now_ms();
+    let due = match level {
+        0 => at_ms.max(now),
+        l if l as usize <= ctx.config.delay_levels.len() => {
+            now + ctx.config.delay_levels[l as usize - 1].as_millis() as u64
+        }
+        l => return Err(Failure(ErrorCode::InvalidRequest, format!("delay level {l} is outside 1..=18"))),
+    };
+    let max = ctx.config.max_delay.as_millis() as u64;
+    if due > now + max {
+        let m = format!("delivery {} ms ahead exceeds the broker's max_delay of {max} ms", due - now);
+        return Err(Failure(ErrorCode::InvalidRequest, m));
+    }
+    Ok(due)
 }
 
 /// Appends a batch to a topic's queue from inside the broker (wherever the

@@ -16,6 +16,8 @@ mod retry;
 mod schedule;
 mod shard_server;
 mod tag_filter;
+mod timer;
+mod timing_wheel;
 
 pub use config::ServerConfig;
 

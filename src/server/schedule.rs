@@ -64,12 +64,66 @@ pub async fn put(
 ) -> Result<u64, StorageError> {
     let now = ctx.clock.now_ms();
     let due = now + ctx.config.delay_levels[level as usize - 1].as_millis() as u64;
-    let (due_bytes, queue_bytes) = (due.to_le_bytes(), queue.to_le_bytes());
-    let mut extra: Vec<(&[u8], &[u8])> = vec![(DUE, &due_bytes), (TOPIC, topic.as_bytes()), (QUEUE, &queue_bytes)];
-    extra.extend_from_slice(set);
-    let batch = rebuilt(record, now as i64, &extra, |name| set.iter().all(|(n, _)| *n != name));
-    ctx.storage.append(level_queue(level), &batch).await?;
+    ctx.storage
+        .append(level_queue(level), &stamped(record, now, Destination { due_ms: due, topic, queue }, set))
+        .await?;
     Ok(due)
+}
+
+/// Where and when a stored record is to be delivered.
+pub struct Destination<'a> {
+    pub due_ms: u64,
+    pub topic: &'a str,
+    pub queue: u32,
+}
+
+/// One batch holding `record` stamped with its destination, and with the
+/// headers named in `set` replaced by those values.
+pub fn stamped(record: &Record<'_>, now_ms: u64, to: Destination<'_>, set: &[(&[u8], &[u8])]) -> Vec<u8> {
+    let (due_bytes, queue_bytes) = (to.due_ms.to_le_bytes(), to.queue.to_le_bytes());
+    let mut extra: Vec<(&[u8], &[u8])> = vec![(DUE, &due_bytes), (TOPIC, to.topic.as_bytes()), (QUEUE, &queue_bytes)];
+    extra.extend_from_slice(set);
+    rebuilt(record, now_ms as i64, &extra, |name| set.iter().all(|(n, _)| *n != name))
+}
+
+/// The destination a stored record was stamped with.
+pub fn destination<'a>(record: &Record<'a>) -> Destination<'a> {
+    let header = |name: &[u8]| record.headers.iter().find(|(n, _)| *n == name).map(|(_, v)| v);
+    Destination {
+        due_ms: header(DUE).and_then(|v| v.try_into().ok()).map_or(0, u64::from_le_bytes),
+        topic: header(TOPIC).and_then(|t| std::str::from_utf8(t).ok()).unwrap_or_default(),
+        queue: header(QUEUE).and_then(|v| v.try_into().ok()).map_or(0, u32::from_le_bytes),
+    }
+}
+
+/// A stored record ready to hand over: its destination and the batch
+/// without the stamp.
+pub struct Handover {
+    pub topic: String,
+    pub queue: u32,
+    pub batch: Vec<u8>,
+}
+
+impl Handover {
+    pub fn of(record: &Record<'_>, now_ms: u64) -> Handover {
+        let to = destination(record);
+        let batch = rebuilt(record, now_ms as i64, &[], |name| !name.starts_with(b"%"));
+        Handover { topic: to.topic.to_string(), queue: to.queue, batch }
+    }
+
+    /// Appends the batch to its destination, retrying until that succeeds.
+    pub async fn run(self, ctx: &Rc<ShardCtx>) {
+        loop {
+            match handler::produce_internal(ctx, &self.topic, self.queue, &self.batch).await {
+                Ok(()) => return,
+                Err(error) => {
+                    let (topic, queue) = (&self.topic, self.queue);
+                    tracing::warn!(shard = ctx.id, %topic, queue, %error, "delivering a delayed record failed; retrying");
+                    glommio::timer::sleep(Duration::from_millis(200)).await;
+                }
+            }
+        }
+    }
 }
 
 /// One batch holding `record` with the headers `keep` accepts plus `extra`.
@@ -116,7 +170,7 @@ async fn deliver_loop(ctx: Rc<ShardCtx>, level: u32) {
                 if offset < next {
                     continue;
                 }
-                deliver(&ctx, level, &record).await;
+                deliver(&ctx, &record).await;
                 next = offset + 1;
                 commit_cursor(&ctx.offsets, &ctx.storage, level, next).await;
             }
@@ -124,13 +178,9 @@ async fn deliver_loop(ctx: Rc<ShardCtx>, level: u32) {
     }
 }
 
-/// Waits until the record is due, then appends it (without the schedule's
-/// headers) to its destination, retrying until that succeeds.
-async fn deliver(ctx: &Rc<ShardCtx>, level: u32, record: &Record<'_>) {
-    let header = |name: &[u8]| record.headers.iter().find(|(n, _)| *n == name).map(|(_, v)| v);
-    let due = header(DUE).and_then(|v| v.try_into().ok()).map_or(0, u64::from_le_bytes);
-    let topic = header(TOPIC).map(|t| String::from_utf8_lossy(t).into_owned()).unwrap_or_default();
-    let queue = header(QUEUE).and_then(|v| v.try_into().ok()).map_or(0, u32::from_le_bytes);
+/// Waits until the record is due, then hands it over.
+async fn deliver(ctx: &Rc<ShardCtx>, record: &Record<'_>) {
+    let due = destination(record).due_ms;
     loop {
         let now = ctx.clock.now_ms();
         if now >= due {
@@ -139,16 +189,7 @@ async fn deliver(ctx: &Rc<ShardCtx>, level: u32, record: &Record<'_>) {
         // Short naps: a manual clock may jump forward at any moment.
         glommio::timer::sleep(Duration::from_millis((due - now).min(10))).await;
     }
-    let batch = rebuilt(record, ctx.clock.now_ms() as i64, &[], |name| !name.starts_with(b"%"));
-    loop {
-        match handler::produce_internal(ctx, &topic, queue, &batch).await {
-            Ok(()) => return,
-            Err(error) => {
-                tracing::warn!(shard = ctx.id, level, %topic, queue, %error, "delivering a delayed record failed; retrying");
-                glommio::timer::sleep(Duration::from_millis(200)).await;
-            }
-        }
-    }
+    Handover::of(record, ctx.clock.now_ms()).run(ctx).await;
 }
 
 async fn commit_cursor(offsets: &Offsets, storage: &Shard, level: u32, next: u64) {

@@ -9,6 +9,7 @@ use super::mesh::{Mesh, MeshMsg, MeshService};
 use super::metadata::Metadata;
 use super::offsets::Offsets;
 use super::queue_locks::QueueLocks;
+use super::timer::Timer;
 use glommio::channels::channel_mesh::FullMesh;
 use glommio::net::TcpListener;
 use ringmq_shards::{QueueId, Shard, ShardConfig, Signal, StorageError};
@@ -41,6 +42,8 @@ pub struct ShardCtx {
     started: Instant,
     /// Wall clock of due times (manual in tests).
     pub clock: Arc<Clock>,
+    /// Delayed messages of this shard.
+    pub timer: Timer,
     pub connections: Cell<usize>,
     /// Serializes metadata changes (used on shard 0).
     pub metadata_lock: glommio::sync::Semaphore,
@@ -142,6 +145,9 @@ async fn serve(s: Startup) -> Result<(), String> {
     let mesh = Mesh::new(senders);
     let offsets = Offsets::open(&storage).await.map_err(|e| format!("loading consumer offsets: {e}"))?;
     super::schedule::open(&storage).await.map_err(|e| format!("opening delay levels: {e}"))?;
+    let timer = Timer::open(&storage, &offsets, s.clock.now_ms())
+        .await
+        .map_err(|e| format!("loading delayed messages: {e}"))?;
     let metadata = Metadata::load(&cfg.data_dir).map_err(|e| format!("loading metadata: {e}"))?;
     let ctx = Rc::new(ShardCtx {
         id: s.index,
@@ -156,13 +162,15 @@ async fn serve(s: Startup) -> Result<(), String> {
         queue_locks: RefCell::default(),
         started: Instant::now(),
         clock: s.clock.clone(),
+        timer,
         connections: Cell::new(0),
         metadata_lock: glommio::sync::Semaphore::new(1),
     });
     ctx.apply_metadata(metadata).await.map_err(|e| format!("creating queues: {e}"))?;
     let mesh_tasks = mesh.spawn_receivers(receivers, ctx.clone());
     let acceptor = glommio::spawn_local(super::connection::accept_loop(ctx.clone(), listener));
-    let schedule = super::schedule::spawn(&ctx);
+    let mut schedule = super::schedule::spawn(&ctx);
+    schedule.push(super::timer::spawn(&ctx));
     s.report.send((s.index, Ok(None))).map_err(|e| e.to_string())?;
     while !s.shutdown.load(Ordering::Relaxed) {
         glommio::timer::sleep(Duration::from_millis(50)).await;

@@ -1,0 +1,251 @@
+//! Delayed messages of one shard, due at any time up to the broker's
+//! `max_delay` (a delay level is turned into its due time on arrival).
+//!
+//! Durable: each message is appended, stamped with due time and
+//! destination, to the shard's timer log (an internal storage queue, synced
+//! before the producer is answered). In memory: a timing wheel of timer-log
+//! offsets (16 bytes a message, O(1) per message) and a bitmap of delivered
+//! offsets above the cursor. Every 10 ms the wheel gives what fell due; those
+//! are handed over concurrently, their offsets appended to the done log
+//! (asynchronous flush: a crash may deliver a message twice, never lose it)
+//! and the cursor, below which everything was delivered, is committed once a
+//! second. At start the wheel is rebuilt from the timer log above the cursor,
+//! minus the done offsets; what fell due while the broker was down is
+//! delivered at the first tick.
+
+use super::offsets::Offsets;
+use super::schedule::{self, Destination, Handover};
+use super::shard_server::ShardCtx;
+use super::timing_wheel::TimingWheel;
+use ringmq_shards::batch::{self, BatchBuilder, BatchHeader};
+use ringmq_shards::record::RecordIter;
+use ringmq_shards::{FlushPolicy, QueueId, ReadWait, Record, Shard, StorageError};
+use std::cell::{Cell, RefCell};
+use std::collections::VecDeque;
+use std::rc::Rc;
+use std::time::{Duration, Instant};
+
+/// The timer log: one stamped record per delayed message.
+pub const TIMER_LOG: QueueId = QueueId(u32::MAX - 30);
+/// Offsets of the timer log that were delivered (u64 LE values).
+pub const TIMER_DONE: QueueId = QueueId(u32::MAX - 31);
+const CURSOR_GROUP: &str = "%timer";
+const TICK_MS: u64 = 10;
+
+/// One shard's delayed messages.
+pub struct Timer {
+    wheel: RefCell<TimingWheel<u64>>,
+    delivered: RefCell<Delivered>,
+}
+
+impl Timer {
+    /// Creates the internal queues if needed and rebuilds the pending set.
+    pub async fn open(storage: &Shard, offsets: &Offsets, now_ms: u64) -> Result<Timer, StorageError> {
+        let existing = storage.queues();
+        for (q, policy) in [(TIMER_LOG, FlushPolicy::Sync), (TIMER_DONE, FlushPolicy::Async)] {
+            if !existing.contains(&q) {
+                storage.create_queue(q, Some(policy)).await?;
+            }
+        }
+        let (start, end) = storage.offsets(TIMER_LOG)?;
+        let cursor = offsets.get(CURSOR_GROUP, "", 0).unwrap_or(start).clamp(start, end);
+        let mut delivered = Delivered::new(cursor);
+        scan(storage, TIMER_DONE, 0, |_, r| {
+            r.value.chunks_exact(8).for_each(|c| delivered.mark(u64::from_le_bytes(c.try_into().expect("8 bytes"))));
+        })
+        .await?;
+        let mut wheel = TimingWheel::new(TICK_MS, now_ms);
+        scan(storage, TIMER_LOG, cursor, |offset, r| {
+            if !delivered.is_marked(offset) {
+                wheel.insert(schedule::destination(r).due_ms, offset);
+            }
+        })
+        .await?;
+        tracing::info!(pending = wheel.len(), cursor, "delayed messages loaded");
+        Ok(Timer { wheel: RefCell::new(wheel), delivered: RefCell::new(delivered) })
+    }
+}
+
+/// Durably stores `record` for delivery to `topic`/`queue` at `due_ms`.
+pub async fn put(
+    ctx: &ShardCtx,
+    topic: &str,
+    queue: u32,
+    due_ms: u64,
+    record: &Record<'_>,
+) -> Result<(), StorageError> {
+    let batch = schedule::stamped(record, ctx.clock.now_ms(), Destination { due_ms, topic, queue }, &[]);
+    let appended = ctx.storage.append(TIMER_LOG, &batch).await?;
+    ctx.timer.wheel.borrow_mut().insert(due_ms, appended.base_offset);
+    Ok(())
+}
+
+/// Delivers what falls due, every tick, until the shard stops.
+pub fn spawn(ctx: &Rc<ShardCtx>) -> glommio::task::JoinHandle<()> {
+    glommio::spawn_local(deliver_loop(ctx.clone())).detach()
+}
+
+async fn deliver_loop(ctx: Rc<ShardCtx>) {
+    let mut last_commit = Instant::now();
+    let committed = Cell::new(ctx.timer.delivered.borrow().cursor);
+    loop {
+        glommio::timer::sleep(Duration::from_millis(TICK_MS)).await;
+        let due = ctx.timer.wheel.borrow_mut().advance(ctx.clock.now_ms());
+        if !due.is_empty() {
+            // Read in due order, then hand over concurrently, started in due
+            // order: a queue receives its messages in due order.
+            let mut handovers = Vec::with_capacity(due.len());
+            for &(_, offset) in &due {
+                if let Some(h) = load(&ctx, offset).await {
+                    let ctx = ctx.clone();
+                    handovers.push(glommio::spawn_local(async move { h.run(&ctx).await }));
+                }
+            }
+            for h in handovers {
+                h.await;
+            }
+            record_done(&ctx, due.iter().map(|(_, o)| *o)).await;
+        }
+        let cursor = ctx.timer.delivered.borrow().cursor;
+        if cursor != committed.get() && last_commit.elapsed() >= Duration::from_secs(1) {
+            if let Err(error) = ctx.offsets.commit(&ctx.storage, CURSOR_GROUP, "", 0, cursor).await {
+                tracing::error!(shard = ctx.id, %error, "committing the timer cursor failed");
+            }
+            committed.set(cursor);
+            last_commit = Instant::now();
+        }
+    }
+}
+
+/// Reads the timer record at `offset`, ready to hand over (None if it is gone).
+async fn load(ctx: &ShardCtx, offset: u64) -> Option<Handover> {
+    loop {
+        match ctx.storage.read(TIMER_LOG, offset, 1, ReadWait::No).await {
+            Ok(read) => {
+                let record = batch::split(&read.bytes).find_map(|b| {
+                    let h = BatchHeader::decode(b)?;
+                    let k = offset.checked_sub(h.base_offset)?;
+                    RecordIter::new(&b[batch::HEADER_BYTES..]).nth(k as usize)?.ok()
+                });
+                if record.is_none() {
+                    tracing::error!(shard = ctx.id, offset, "timer record missing; skipped");
+                }
+                return record.map(|r| Handover::of(&r, ctx.clock.now_ms()));
+            }
+            Err(StorageError::OffsetOutOfRange { .. }) => {
+                tracing::error!(shard = ctx.id, offset, "timer record removed by retention before it was due");
+                return None;
+            }
+            Err(error) => {
+                tracing::warn!(shard = ctx.id, offset, %error, "reading a timer record failed; retrying");
+                glommio::timer::sleep(Duration::from_millis(200)).await;
+            }
+        }
+    }
+}
+
+/// Marks offsets delivered, in memory and (asynchronously flushed) in the done log.
+async fn record_done(ctx: &ShardCtx, offsets: impl Iterator<Item = u64>) {
+    let mut value = Vec::new();
+    for o in offsets {
+        ctx.timer.delivered.borrow_mut().mark(o);
+        value.extend_from_slice(&o.to_le_bytes());
+    }
+    let mut b = BatchBuilder::new(ctx.clock.now_ms() as i64);
+    b.push(&Record { value: &value, ..Record::default() });
+    if let Err(error) = ctx.storage.append(TIMER_DONE, &b.finish()).await {
+        tracing::error!(shard = ctx.id, %error, "recording delivered timers failed (they may be delivered again)");
+    }
+}
+
+/// Calls `each(offset, record)` for every record of `queue` from `from`.
+async fn scan(
+    storage: &Shard,
+    queue: QueueId,
+    from: u64,
+    mut each: impl FnMut(u64, &Record<'_>),
+) -> Result<(), StorageError> {
+    let (start, end) = storage.offsets(queue)?;
+    let mut next = from.max(start);
+    while next < end {
+        let read = storage.read(queue, next, 1 << 20, ReadWait::No).await?;
+        for b in batch::split(&read.bytes) {
+            let Some(h) = BatchHeader::decode(b).filter(|h| !h.is_padding()) else { continue };
+            for (k, r) in RecordIter::new(&b[batch::HEADER_BYTES..]).enumerate() {
+                let offset = h.base_offset + k as u64;
+                if let (Ok(r), true) = (r, offset >= next) {
+                    each(offset, &r);
+                }
+            }
+        }
+        if read.next_offset <= next {
+            break;
+        }
+        next = read.next_offset;
+    }
+    Ok(())
+}
+
+/// Delivered timer-log offsets at or above the cursor, as a bitmap; the
+/// cursor moves past every delivered offset at its front.
+struct Delivered {
+    cursor: u64,
+    /// Bit i of word w: offset base + 64 w + i.
+    base: u64,
+    words: VecDeque<u64>,
+}
+
+impl Delivered {
+    fn new(cursor: u64) -> Self {
+        Delivered { cursor, base: cursor - cursor % 64, words: VecDeque::new() }
+    }
+
+    fn mark(&mut self, offset: u64) {
+        if offset < self.cursor {
+            return;
+        }
+        let bit = offset - self.base;
+        let word = (bit / 64) as usize;
+        if self.words.len() <= word {
+            self.words.resize(word + 1, 0);
+        }
+        self.words[word] |= 1 << (bit % 64);
+        while self.is_marked(self.cursor) {
+            self.cursor += 1;
+            if self.cursor - self.base == 64 {
+                self.words.pop_front();
+                self.base += 64;
+            }
+        }
+    }
+
+    fn is_marked(&self, offset: u64) -> bool {
+        if offset < self.cursor {
+            return true;
+        }
+        let bit = offset - self.base;
+        self.words.get((bit / 64) as usize).is_some_and(|w| w & (1 << (bit % 64)) != 0)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_cursor_moves_past_every_delivered_offset_at_its_front() {
+        let mut d = Delivered::new(130);
+        for o in [131, 200, 129, 132] {
+            d.mark(o);
+        }
+        assert_eq!(d.cursor, 130, "130 is still pending");
+        assert!(d.is_marked(129) && d.is_marked(131) && d.is_marked(200) && !d.is_marked(133));
+        d.mark(130);
+        assert_eq!(d.cursor, 133);
+        for o in 133..200 {
+            d.mark(o);
+        }
+        assert_eq!(d.cursor, 201);
+        assert!(d.words.len() <= 2, "words below the cursor are dropped");
+    }
+}
