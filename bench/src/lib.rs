@@ -3,6 +3,7 @@
 
 pub mod chart;
 pub mod compare;
+pub mod delayed;
 pub mod font;
 pub mod histogram;
 pub mod png;

@@ -3,6 +3,7 @@
 //! intended send time, live progress, a final table, and optionally the
 //! histograms and a summary written to a directory.
 
+use crate::delayed;
 use crate::histogram::{self, new_histogram, percentiles_us, Schedule, PERCENTILES};
 use crate::rebalance::{Split, Window};
 use crate::summary::Summary;
@@ -92,6 +93,13 @@ pub struct RunArgs {
     /// end-to-end latency is then also reported for the rebalance and outside it.
     #[arg(long, requires = "group", value_parser = parse_duration)]
     pub restart_member_at: Option<Duration>,
+    /// Before the run, store this many delayed messages (due in an hour) on one queue of TOPIC-delayed.
+    #[arg(long, default_value_t = 0)]
+    pub delayed_pending: u64,
+    /// During the run, send this many delayed messages a second (due 1 s later) to TOPIC-probe and
+    /// report how late they become visible.
+    #[arg(long, default_value_t = 0.0)]
+    pub delayed_probe_rate: f64,
 }
 
 /// How producers send.
@@ -125,6 +133,8 @@ pub struct Outcome {
     pub publish: Histogram<u64>,
     /// End-to-end latency during a member restart's rebalance and outside it.
     pub rebalance: Option<Split>,
+    /// Delayed messages pending during the run, and the probes' lateness (µs).
+    pub delayed: Option<(u64, Histogram<u64>)>,
 }
 
 /// Per-producer sets of sequence numbers (acked, received).
@@ -211,6 +221,14 @@ fn drive(args: RunArgs, addr: &str, client_cores: &[usize]) -> Result<Outcome, S
         client.create_topic(&args.topic, args.queues, 0).map_err(|e| e.to_string())?;
     }
     let queues = client.topic(&args.topic).map_err(|e| e.to_string())?.queue_shards.len() as u32;
+    if args.delayed_pending > 0 {
+        let topic = format!("{}-delayed", args.topic);
+        delayed::load_pending(&client, &topic, args.delayed_pending, Duration::from_secs(3600))?;
+    }
+    let probe = match args.delayed_probe_rate > 0.0 {
+        true => Some(delayed::Probe::start(&client, &format!("{}-probe", args.topic), args.delayed_probe_rate)?),
+        false => None,
+    };
     // Consumers have their own connection, as a separate consumer process
     // would; producers share one: a connection per producer cost tail latency
     // at moderate rates. (Consumers once starved on the producers' connection
@@ -283,7 +301,9 @@ fn drive(args: RunArgs, addr: &str, client_cores: &[usize]) -> Result<Outcome, S
         c.join().map_err(|_| "a consumer thread panicked".to_string())?;
     }
     tracing::debug!(seconds = wall.elapsed().as_secs_f64(), "run finished");
-    Ok(outcome(&shared))
+    let mut o = outcome(&shared);
+    o.delayed = probe.map(|p| (shared.args.delayed_pending, p.finish()));
+    Ok(o)
 }
 
 fn outcome(s: &Shared) -> Outcome {
@@ -306,7 +326,7 @@ fn outcome(s: &Shared) -> Outcome {
         errors: s.errors.load(Ordering::Relaxed),
     };
     let rebalance = s.window.as_ref().and_then(|w| w.split(s.measure_from_ns));
-    Outcome { summary, e2e, publish: s.publish.lock().expect("lock").clone(), rebalance }
+    Outcome { summary, e2e, publish: s.publish.lock().expect("lock").clone(), rebalance, delayed: None }
 }
 
 /// One producer: sends on the open-loop schedule until the end time.
@@ -560,6 +580,13 @@ pub fn report(o: &Outcome) -> String {
         }
         out.push('\n');
     }
+    if let Some((pending, lateness)) = &o.delayed {
+        out += &format!("{:>10}", "late");
+        for v in percentiles_us(lateness) {
+            out += &format!(" {:>10.3}", v as f64 / 1000.0);
+        }
+        out += &format!("\n(delayed probes: {} delivered, {pending} delayed messages pending)\n", lateness.len());
+    }
     if let Some(r) = &o.rebalance {
         out += &format!("rebalance after the member restart: {:.1} ms until it received again\n", r.rebalance_s * 1e3);
         for (name, h) in [("during", &r.during), ("outside", &r.outside)] {
@@ -595,7 +622,7 @@ pub fn write_out(o: &Outcome, dir: &std::path::Path) -> Result<(), String> {
         |name: &str, text: String| std::fs::write(dir.join(name), text).map_err(|e| format!("writing {name}: {e}"));
     write("e2e.hgrm", histogram::to_hgrm(&o.e2e))?;
     write("publish.hgrm", histogram::to_hgrm(&o.publish))?;
-    write("summary.json", o.summary.to_json(&o.e2e, &o.publish, o.rebalance.as_ref()) + "\n")
+    write("summary.json", o.summary.to_json(&o.e2e, &o.publish, o.rebalance.as_ref(), o.delayed.as_ref()) + "\n")
 }
 
 /// Embedded brokers started by this process (each gets its own directory).

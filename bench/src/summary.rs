@@ -32,7 +32,13 @@ impl Summary {
 
     /// The JSON object with the counts and both latency distributions (and,
     /// after a member restart, e2e during its rebalance and outside it).
-    pub fn to_json(&self, e2e: &Histogram<u64>, publish: &Histogram<u64>, rebalance: Option<&Split>) -> String {
+    pub fn to_json(
+        &self,
+        e2e: &Histogram<u64>,
+        publish: &Histogram<u64>,
+        rebalance: Option<&Split>,
+        delayed: Option<&(u64, Histogram<u64>)>,
+    ) -> String {
         let lat = |h: &Histogram<u64>| {
             let keys = ["p50_us", "p90_us", "p99_us", "p999_us", "p9999_us", "max_us"];
             let values = percentiles_us(h);
@@ -48,8 +54,11 @@ impl Summary {
                 lat(&r.outside)
             )
         });
+        let delayed = delayed.map_or(String::new(), |(pending, lateness)| {
+            format!(",\"delayed\":{{\"pending\":{pending},\"lateness\":{}}}", lat(lateness))
+        });
         format!(
-            "{{\"seconds\":{:.3},\"message_size\":{},\"msgs_per_s\":{:.1},\"mb_per_s\":{:.3},\"sent\":{},\"acked\":{},\"received\":{},\"measured\":{},\"lost\":{},\"duplicates\":{},\"errors\":{},\"e2e\":{},\"publish\":{}{}}}",
+            "{{\"seconds\":{:.3},\"message_size\":{},\"msgs_per_s\":{:.1},\"mb_per_s\":{:.3},\"sent\":{},\"acked\":{},\"received\":{},\"measured\":{},\"lost\":{},\"duplicates\":{},\"errors\":{},\"e2e\":{},\"publish\":{}{}{}}}",
             self.seconds,
             self.message_size,
             self.msgs_per_s(),
@@ -63,7 +72,8 @@ impl Summary {
             self.errors,
             lat(e2e),
             lat(publish),
-            rebalance
+            rebalance,
+            delayed
         )
     }
 }
@@ -86,7 +96,7 @@ mod tests {
             measured: 10,
             ..Summary::default()
         };
-        let json = s.to_json(&h, &h, None);
+        let json = s.to_json(&h, &h, None, None);
         for key in ["msgs_per_s", "mb_per_s", "sent", "acked", "received", "lost", "duplicates", "e2e", "publish"] {
             assert!(json.contains(&format!("\"{key}\":")), "{key} missing: {json}");
         }

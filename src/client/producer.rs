@@ -197,7 +197,31 @@ impl Producer {
     pub fn send_delayed(&self, topic: &str, message: &Message, delay: Delay) -> Result<DelayedResult, ClientError> {
         let queue = self.select(topic, message)?;
         let id = message.id.unwrap_or_else(|| self.ids.next_id());
-        let batch = build_batch(&[(id, message)]);
+        let due_ms = self.store_delayed(topic, queue, &[(id, message)], delay)?;
+        Ok(DelayedResult { message_id: id, queue, due_ms })
+    }
+
+    /// Stores messages for one queue, all due together, in one request (one
+    /// durable append on the broker); returns when they are due (Unix ms).
+    pub fn send_delayed_batch(
+        &self,
+        topic: &str,
+        queue: u32,
+        messages: &[Message],
+        delay: Delay,
+    ) -> Result<u64, ClientError> {
+        let with_ids: Vec<(MessageId, &Message)> =
+            messages.iter().map(|m| (m.id.unwrap_or_else(|| self.ids.next_id()), m)).collect();
+        self.store_delayed(topic, queue, &with_ids, delay)
+    }
+
+    fn store_delayed(
+        &self,
+        topic: &str,
+        queue: u32,
+        messages: &[(MessageId, &Message)],
+        delay: Delay,
+    ) -> Result<u64, ClientError> {
         let (delay_level, deliver_at_ms) = match delay {
             Delay::Level(l) => (l.max(1), 0),
             Delay::At(ms) => (0, ms),
@@ -206,12 +230,12 @@ impl Producer {
                 (0, now + d.as_millis() as u64)
             }
         };
+        let batch = build_batch(messages);
         let mut w = Writer::default();
         let queue_ref = QueueRef { topic: topic.to_string(), queue };
         msg::ProduceDelayed { queue: queue_ref, delay_level, deliver_at_ms, batch: &batch }.encode(&mut w);
         let reply = self.client.call_queue(topic, queue, ApiKey::ProduceDelayed, &w.buf)?;
-        let due_ms = Reader::new(&reply.body).u64()?;
-        Ok(DelayedResult { message_id: id, queue, due_ms })
+        Ok(Reader::new(&reply.body).u64()?)
     }
 
     /// Sends without asking for an acknowledgement.

@@ -193,12 +193,10 @@ async fn serve(ctx: &Rc<ShardCtx>, api: ApiKey, body: &[u8], frame: &[u8]) -> Ou
             }
             let due_ms = due_time(ctx, p.delay_level, p.deliver_at_ms)?;
             ringmq_shards::batch::check(p.batch, ctx.config.max_batch_bytes)?;
-            let mut count = 0u32;
-            for record in ringmq_shards::record::RecordIter::new(&p.batch[ringmq_shards::batch::HEADER_BYTES..]) {
-                super::timer::put(ctx, &p.queue.topic, p.queue.queue, due_ms, &record?).await?;
-                count += 1;
-            }
-            w.u64(due_ms).u32(count);
+            let body = &p.batch[ringmq_shards::batch::HEADER_BYTES..];
+            let records = ringmq_shards::record::RecordIter::new(body).collect::<Result<Vec<_>, _>>()?;
+            super::timer::put(ctx, &p.queue.topic, p.queue.queue, due_ms, &records).await?;
+            w.u64(due_ms).u32(records.len() as u32);
         }
         ApiKey::SendBack => {
             let req = SendBack::decode(&mut r)?;

@@ -80,10 +80,15 @@ pub struct Destination<'a> {
 /// One batch holding `record` stamped with its destination, and with the
 /// headers named in `set` replaced by those values.
 pub fn stamped(record: &Record<'_>, now_ms: u64, to: Destination<'_>, set: &[(&[u8], &[u8])]) -> Vec<u8> {
+    stamped_all(std::slice::from_ref(record), now_ms, to, set)
+}
+
+/// One batch holding every record, each stamped as [`stamped`] does.
+pub fn stamped_all(records: &[Record<'_>], now_ms: u64, to: Destination<'_>, set: &[(&[u8], &[u8])]) -> Vec<u8> {
     let (due_bytes, queue_bytes) = (to.due_ms.to_le_bytes(), to.queue.to_le_bytes());
     let mut extra: Vec<(&[u8], &[u8])> = vec![(DUE, &due_bytes), (TOPIC, to.topic.as_bytes()), (QUEUE, &queue_bytes)];
     extra.extend_from_slice(set);
-    rebuilt(record, now_ms as i64, &extra, |name| set.iter().all(|(n, _)| *n != name))
+    rebuilt_all(records, now_ms as i64, &extra, |name| set.iter().all(|(n, _)| *n != name))
 }
 
 /// The destination a stored record was stamped with.
@@ -133,13 +138,26 @@ pub fn rebuilt(
     extra: &[(&[u8], &[u8])],
     keep: impl Fn(&[u8]) -> bool,
 ) -> Vec<u8> {
-    let mut pairs: Vec<(&[u8], &[u8])> = record.headers.iter().filter(|(name, _)| keep(name)).collect();
-    pairs.extend_from_slice(extra);
-    let mut header_bytes = Vec::new();
-    Headers::encode(&pairs, &mut header_bytes);
-    let headers = Headers::from_encoded(pairs.len() as u16, &header_bytes);
+    rebuilt_all(std::slice::from_ref(record), timestamp_ms, extra, keep)
+}
+
+/// One batch holding every record, each rebuilt as [`rebuilt`] does.
+fn rebuilt_all(
+    records: &[Record<'_>],
+    timestamp_ms: i64,
+    extra: &[(&[u8], &[u8])],
+    keep: impl Fn(&[u8]) -> bool,
+) -> Vec<u8> {
     let mut b = BatchBuilder::new(timestamp_ms);
-    b.push(&Record { timestamp_delta_ms: 0, headers, ..*record });
+    let mut header_bytes = Vec::new();
+    for record in records {
+        let mut pairs: Vec<(&[u8], &[u8])> = record.headers.iter().filter(|(name, _)| keep(name)).collect();
+        pairs.extend_from_slice(extra);
+        header_bytes.clear();
+        Headers::encode(&pairs, &mut header_bytes);
+        let headers = Headers::from_encoded(pairs.len() as u16, &header_bytes);
+        b.push(&Record { timestamp_delta_ms: 0, headers, ..*record });
+    }
     b.finish()
 }
 

@@ -66,17 +66,18 @@ impl Timer {
     }
 }
 
-/// Durably stores `record` for delivery to `topic`/`queue` at `due_ms`.
+/// Durably stores `records` (one append) for delivery to `topic`/`queue` at `due_ms`.
 pub async fn put(
     ctx: &ShardCtx,
     topic: &str,
     queue: u32,
     due_ms: u64,
-    record: &Record<'_>,
+    records: &[Record<'_>],
 ) -> Result<(), StorageError> {
-    let batch = schedule::stamped(record, ctx.clock.now_ms(), Destination { due_ms, topic, queue }, &[]);
+    let batch = schedule::stamped_all(records, ctx.clock.now_ms(), Destination { due_ms, topic, queue }, &[]);
     let appended = ctx.storage.append(TIMER_LOG, &batch).await?;
-    ctx.timer.wheel.borrow_mut().insert(due_ms, appended.base_offset);
+    let mut wheel = ctx.timer.wheel.borrow_mut();
+    (0..u64::from(appended.record_count)).for_each(|k| wheel.insert(due_ms, appended.base_offset + k));
     Ok(())
 }
 
