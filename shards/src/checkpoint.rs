@@ -97,11 +97,21 @@ impl Inner {
         for &(queue, _, from, upto) in &plan {
             self.write_index(queue, from, upto).await?;
         }
+        let (chunk, lookup_dir) = {
+            let st = self.state.borrow();
+            (st.lookup.chunk_below(position), st.lookup.dir().to_path_buf())
+        };
+        if let Some(chunk) = &chunk {
+            crate::lookup::Lookup::write(&lookup_dir, chunk).await?;
+        }
         let checkpoint =
             Checkpoint { position, queues: plan.iter().map(|&(q, start, _, upto)| (q, start, upto)).collect() };
         fs::write_atomic(&self.config.dir, CHECKPOINT_FILE, &checkpoint.encode()).await?;
         let mut st = self.state.borrow_mut();
         let st = &mut *st;
+        if let Some(chunk) = chunk {
+            st.index_mem_entries -= st.lookup.chunk_written(chunk);
+        }
         for &(queue, _, _, upto) in &plan {
             if let Some(q) = st.queues.get_mut(&queue) {
                 q.disk_next = q.disk_next.max(upto);

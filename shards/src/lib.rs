@@ -15,6 +15,7 @@ mod fs;
 pub mod index;
 mod join;
 mod log;
+pub mod lookup;
 pub mod position;
 mod preallocator;
 mod reader;

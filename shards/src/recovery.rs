@@ -8,6 +8,7 @@ use crate::config::ShardConfig;
 use crate::error::{Result, StorageError};
 use crate::fs;
 use crate::index::{self, IndexEntry, QueueIndex, ENTRIES_PER_PAGE, ENTRY_BYTES};
+use crate::lookup::{self, Lookup};
 use crate::position::{page_down, page_up, LogPos, QueueId, PAGE_BYTES};
 use crate::record::RecordIter;
 use crate::segment::{self, Segment};
@@ -25,6 +26,8 @@ pub(crate) struct Recovered {
     /// The page holding `end`, zero from `end` on.
     pub tail_page: Box<[u8]>,
     pub queues: HashMap<QueueId, QueueIndex>,
+    /// Lookup chunks, with the tail rebuilt from the checkpoint on.
+    pub lookup: Lookup,
 }
 
 /// Recovers the shard in `config.dir`, creating it if new.
@@ -41,8 +44,9 @@ pub(crate) async fn recover(config: &ShardConfig) -> Result<Recovered> {
     }
     let first = segments.keys().next().copied().unwrap_or(0);
     let from = checkpoint.as_ref().map_or(first, |c| c.position.max(first));
+    let mut lookup = Lookup::open(lookup::dir_of(dir)).await?;
     let mut scan = Scan { config, segments: &segments, buf: Vec::new(), buf_pos: 0 };
-    let end = scan.run(from, &mut queues).await?;
+    let end = scan.run(from, &mut queues, &mut lookup).await?;
     if !segments.contains_key(&end)
         && segments.range(..end).next_back().is_none_or(|(b, _)| end >= b + config.segment_bytes)
     {
@@ -53,7 +57,7 @@ pub(crate) async fn recover(config: &ShardConfig) -> Result<Recovered> {
         q.visible = q.next;
     }
     tracing::info!(dir = %dir.display(), end, queues = queues.len(), "shard recovered");
-    Ok(Recovered { segments, end, tail_page, queues })
+    Ok(Recovered { segments, end, tail_page, queues, lookup })
 }
 
 /// Queues from the index directories, with offsets from the checkpoint and
@@ -110,7 +114,12 @@ struct Scan<'a> {
 impl Scan<'_> {
     /// Walks batches from `pos`, indexing each good one; returns the position
     /// of the first batch that is missing or damaged.
-    async fn run(&mut self, mut pos: u64, queues: &mut HashMap<QueueId, QueueIndex>) -> Result<u64> {
+    async fn run(
+        &mut self,
+        mut pos: u64,
+        queues: &mut HashMap<QueueId, QueueIndex>,
+        lookup: &mut Lookup,
+    ) -> Result<u64> {
         let segment_bytes = self.config.segment_bytes;
         while let Some(seg) = segment::at_or_before(self.segments, pos) {
             let segment_end = seg.base + segment_bytes;
@@ -132,7 +141,7 @@ impl Scan<'_> {
             }
             let batch = self.bytes(&seg, pos, len as usize).await?;
             let Ok(header) = verify_stored(batch) else { break };
-            index_batch(queues, &header, batch, pos)?;
+            index_batch(queues, lookup, &header, batch, pos)?;
             pos += len;
         }
         Ok(pos)
@@ -167,7 +176,13 @@ impl Scan<'_> {
 }
 
 /// Rebuilds the index entries of one good batch found by the scan.
-fn index_batch(queues: &mut HashMap<QueueId, QueueIndex>, header: &BatchHeader, batch: &[u8], pos: u64) -> Result<()> {
+fn index_batch(
+    queues: &mut HashMap<QueueId, QueueIndex>,
+    lookup: &mut Lookup,
+    header: &BatchHeader,
+    batch: &[u8],
+    pos: u64,
+) -> Result<()> {
     let corrupt = |detail: String| StorageError::Corruption { what: "log batch", position: pos, detail };
     let q = queues.get_mut(&QueueId(header.queue)).ok_or_else(|| {
         corrupt(format!("batch with a valid CRC names queue {}, which has no index directory", header.queue))
@@ -181,6 +196,7 @@ fn index_batch(queues: &mut HashMap<QueueId, QueueIndex>, header: &BatchHeader, 
     let mut count = 0;
     for record in RecordIter::new(&batch[HEADER_BYTES..]) {
         let record = record.map_err(|e| corrupt(e.to_string()))?;
+        lookup.note(pos, q.id, q.next, &record.message_id, record.key);
         q.push(IndexEntry { position: LogPos(pos), size: header.length, tag_hash: record.tag_hash() });
         count += 1;
     }

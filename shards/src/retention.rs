@@ -93,6 +93,7 @@ impl Inner {
                 st.log.segments.remove(base);
             }
             st.cache.remove_where(|chunk| chunk * chunk_bytes < new_log_start);
+            st.lookup.remove_below(new_log_start)?;
             for q in st.queues.values_mut() {
                 for base in q.files_below(q.start, file_entries) {
                     q.files.remove(&base);

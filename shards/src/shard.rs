@@ -9,6 +9,7 @@ use crate::error::{Result, StorageError};
 use crate::fault::FailureProbes;
 use crate::index::{self, IndexEntry, QueueIndex};
 use crate::log::{Appended, Blocked, Log};
+use crate::lookup::Lookup;
 use crate::position::{QueueId, PAGE_BYTES};
 use crate::reader::{ReadBatches, ReadWait};
 use crate::signal::Signal;
@@ -59,6 +60,8 @@ pub(crate) struct State {
     pub index_mem_entries: usize,
     /// Set after a failed write or sync: the shard refuses appends.
     pub failed: Option<String>,
+    /// Message lookup by id and key.
+    pub lookup: Lookup,
 }
 
 impl Shard {
@@ -74,9 +77,11 @@ impl Shard {
         let mut cache = ChunkCache::new(config.cache_bytes / chunk_bytes, chunk_bytes);
         seed_frontier_chunk(&mut cache, &recovered.segments, recovered.end, config.segment_bytes).await?;
         let log = Log::new(&config, recovered.segments, recovered.end, recovered.tail_page);
-        let index_mem_entries = recovered.queues.values().map(|q| q.mem.len()).sum();
+        let index_mem_entries =
+            recovered.queues.values().map(|q| q.mem.len()).sum::<usize>() + recovered.lookup.tail_len();
         let state = State {
             index_mem_entries,
+            lookup: recovered.lookup,
             queues: recovered.queues,
             log,
             cache,
@@ -164,11 +169,12 @@ impl Shard {
                     return Err(StorageError::Failed(reason.clone()));
                 }
                 if turn.may_go() {
-                    let State { queues, log, index_mem_entries, .. } = &mut *st;
+                    let State { queues, log, index_mem_entries, lookup, .. } = &mut *st;
                     let q = queues.get_mut(&queue).ok_or(StorageError::UnknownQueue(queue.0))?;
                     match log.append(q, batch, &checked) {
                         Ok(placed) => {
                             *index_mem_entries += placed.appended.record_count as usize;
+                            *index_mem_entries += note_lookup(lookup, queue, &placed.appended, batch);
                             break placed;
                         }
                         Err(Blocked::Backpressure) => add(&inner.counters.backpressure_waits, 1),
@@ -204,6 +210,20 @@ impl Shard {
     /// returns empty at once or parks, as `wait` says.
     pub async fn read(&self, queue: QueueId, offset: u64, max_bytes: usize, wait: ReadWait) -> Result<ReadBatches> {
         self.inner.read(queue, offset, max_bytes, wait).await
+    }
+
+    /// Where records whose message id or key has this lookup hash may be
+    /// ([`crate::lookup::id_hash`], [`crate::lookup::key_hash`]): candidates
+    /// to confirm against the records. Entries of segments removed by
+    /// retention are gone.
+    pub async fn lookup(&self, hash: u64) -> Result<Vec<(QueueId, u64)>> {
+        let (reads, mut found) = self.inner.state.borrow().lookup.plan(hash);
+        for read in &reads {
+            read.run(&mut found).await?;
+        }
+        found.sort_unstable();
+        found.dedup();
+        Ok(found)
     }
 
     /// The index entry of a stored offset (log position, batch size, tag hash).
@@ -331,4 +351,15 @@ impl Drop for Turn<'_> {
             }
         }
     }
+}
+
+/// Adds the lookup entries of an appended batch; returns how many.
+fn note_lookup(lookup: &mut Lookup, queue: QueueId, appended: &Appended, batch: &[u8]) -> usize {
+    let records = crate::record::RecordIter::new(&batch[crate::batch::HEADER_BYTES..]);
+    let pos = appended.position.0;
+    records
+        .enumerate()
+        .filter_map(|(k, r)| r.ok().map(|r| (k, r)))
+        .map(|(k, r)| lookup.note(pos, queue, appended.base_offset + k as u64, &r.message_id, r.key))
+        .sum()
 }
