@@ -33,10 +33,36 @@ enum Command {
     Consume(ConsumeArgs),
     /// Check that this host can run the broker; each failure names its fix.
     Doctor(DoctorArgs),
+    /// Look messages up by id or by key (every shard is asked).
+    Message {
+        #[command(subcommand)]
+        action: MessageAction,
+    },
     /// Inspect a consumer group's dead letters and send them back to their topics.
     Dlq {
         #[command(subcommand)]
         action: DlqAction,
+    },
+}
+
+#[derive(Subcommand)]
+enum MessageAction {
+    /// The message with this id, as JSON with its topic, queue, offset and timestamp.
+    Get {
+        /// 32 hex digits, as producers report and consumers print it.
+        #[arg(long)]
+        id: String,
+        #[command(flatten)]
+        broker: BrokerArg,
+    },
+    /// The messages of a topic with this key, one JSON object per line.
+    Find {
+        #[arg(long)]
+        topic: String,
+        #[arg(long)]
+        key: String,
+        #[command(flatten)]
+        broker: BrokerArg,
     },
 }
 
@@ -330,6 +356,7 @@ fn main() -> ExitCode {
         Command::Produce(a) => produce(a),
         Command::Consume(a) => consume(a),
         Command::Doctor(a) => doctor(a),
+        Command::Message { action } => message(action),
         Command::Dlq { action } => dlq(action),
     };
     match result {
@@ -515,6 +542,27 @@ fn message_json(m: &ringmq::client::ConsumedMessage, full: bool) -> String {
         );
     }
     out + "}"
+}
+
+fn message(action: MessageAction) -> Result<(), String> {
+    let (found, what) = match action {
+        MessageAction::Get { id, broker } => {
+            let id: ringmq::client::MessageId = id.parse()?;
+            (connect(&broker)?.find_by_id(id).map_err(|e| e.to_string())?, format!("message id {id}"))
+        }
+        MessageAction::Find { topic, key, broker } => {
+            let client = connect(&broker)?;
+            (client.find_by_key(&topic, key.as_bytes()).map_err(|e| e.to_string())?, format!("key {key:?} in {topic}"))
+        }
+    };
+    for m in &found.messages {
+        println!("{}", message_json(m, true));
+    }
+    match (found.messages.is_empty(), found.removed) {
+        (true, 0) => Err(format!("no message with {what}: never stored, or removed by retention")),
+        (true, n) => Err(format!("{n} message(s) with {what} were removed by retention")),
+        (false, _) => Ok(()),
+    }
 }
 
 fn dlq(action: DlqAction) -> Result<(), String> {

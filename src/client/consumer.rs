@@ -52,6 +52,40 @@ impl ConsumedMessage {
     }
 }
 
+/// The messages of stored batches of `topic`/`queue` from offset `from` on;
+/// each batch's CRCs are checked.
+pub fn decode_messages(
+    topic: &str,
+    queue: u32,
+    batches: &[u8],
+    from: u64,
+) -> Result<Vec<ConsumedMessage>, ClientError> {
+    let mut out = Vec::new();
+    for b in batch::split(batches) {
+        let h = batch::verify_stored(b)
+            .map_err(|e| ClientError::Protocol(format!("fetched batch fails its check: {e}")))?;
+        for (k, r) in RecordIter::new(&b[batch::HEADER_BYTES..]).enumerate() {
+            let r = r.map_err(|e| ClientError::Protocol(e.to_string()))?;
+            let offset = h.base_offset + k as u64;
+            if offset < from {
+                continue;
+            }
+            out.push(ConsumedMessage {
+                topic: topic.to_string(),
+                queue,
+                offset,
+                message_id: MessageId(r.message_id),
+                key: r.key.to_vec(),
+                tag: String::from_utf8_lossy(r.tag).into_owned(),
+                headers: r.headers.iter().map(|(k, v)| (String::from_utf8_lossy(k).into_owned(), v.to_vec())).collect(),
+                value: r.value.to_vec(),
+                timestamp_ms: h.first_timestamp_ms + i64::from(r.timestamp_delta_ms),
+            });
+        }
+    }
+    Ok(out)
+}
+
 /// Where an assigned queue starts.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum StartFrom {
@@ -300,32 +334,7 @@ impl Consumer {
             return Err(ClientError::Broker { code: reply.error, message: reply.message });
         }
         let f = Fetched::decode(&mut Reader::new(&reply.body))?;
-        for b in batch::split(f.batches) {
-            let h = batch::verify_stored(b)
-                .map_err(|e| ClientError::Protocol(format!("fetched batch fails its check: {e}")))?;
-            for (k, r) in RecordIter::new(&b[batch::HEADER_BYTES..]).enumerate() {
-                let r = r.map_err(|e| ClientError::Protocol(e.to_string()))?;
-                let offset = h.base_offset + k as u64;
-                if offset < a.position {
-                    continue;
-                }
-                out.push(ConsumedMessage {
-                    topic: a.topic.clone(),
-                    queue: a.queue,
-                    offset,
-                    message_id: MessageId(r.message_id),
-                    key: r.key.to_vec(),
-                    tag: String::from_utf8_lossy(r.tag).into_owned(),
-                    headers: r
-                        .headers
-                        .iter()
-                        .map(|(k, v)| (String::from_utf8_lossy(k).into_owned(), v.to_vec()))
-                        .collect(),
-                    value: r.value.to_vec(),
-                    timestamp_ms: h.first_timestamp_ms + i64::from(r.timestamp_delta_ms),
-                });
-            }
-        }
+        out.extend(decode_messages(&a.topic, a.queue, f.batches, a.position)?);
         a.position = a.position.max(f.next_offset);
         Ok(())
     }

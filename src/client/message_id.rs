@@ -15,6 +15,23 @@ impl std::fmt::Display for MessageId {
     }
 }
 
+impl std::str::FromStr for MessageId {
+    type Err = String;
+
+    /// Parses the 32 hex digits `Display` writes.
+    fn from_str(s: &str) -> Result<Self, String> {
+        let bad = || format!("message id {s:?}: expected 32 hex digits");
+        if s.len() != 32 || !s.is_ascii() {
+            return Err(bad());
+        }
+        let mut id = [0u8; 16];
+        for (i, b) in id.iter_mut().enumerate() {
+            *b = u8::from_str_radix(&s[2 * i..2 * i + 2], 16).map_err(|_| bad())?;
+        }
+        Ok(MessageId(id))
+    }
+}
+
 /// Makes strictly increasing IDs for one producer.
 pub struct MessageIdGenerator {
     node: [u8; 4],

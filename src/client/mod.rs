@@ -11,6 +11,7 @@ mod consumer;
 mod error;
 mod fault_avoidance;
 mod group;
+mod lookup;
 mod message_id;
 mod producer;
 mod promise;
@@ -22,6 +23,7 @@ pub use client::{Client, ClientConfig};
 pub use consumer::{ConsumedMessage, Consumer, StartFrom};
 pub use error::ClientError;
 pub use group::{ConsumeMode, GroupConfig, StartNew};
+pub use lookup::Found;
 pub use message_id::{MessageId, MessageIdGenerator};
 pub use producer::{
     Delay, DelayedResult, Message, Producer, ProducerConfig, QueueSelector, SelectorFn, SendFuture, SendResult,

@@ -45,6 +45,7 @@ wire_enum! {
         LockQueues = 16,
         UnlockQueues = 17,
         ProduceDelayed = 18,
+        LookupMessages = 19,
     }
 }
 

@@ -418,6 +418,55 @@ impl<'a> ProduceDelayed<'a> {
     }
 }
 
+/// LookupMessages: a message by id, or the messages of a topic with a key,
+/// among those stored by the shard that receives it (clients ask every shard).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum LookupQuery {
+    Id([u8; 16]),
+    Key { topic: String, key: Vec<u8> },
+}
+
+impl LookupQuery {
+    pub fn encode(&self, w: &mut Writer) {
+        match self {
+            LookupQuery::Id(id) => w.u8(0).bytes(id),
+            LookupQuery::Key { topic, key } => w.u8(1).string(topic).bytes(key),
+        };
+    }
+
+    pub fn decode(r: &mut Reader) -> Result<Self, DecodeError> {
+        match r.u8()? {
+            0 => Ok(LookupQuery::Id(r.bytes()?.try_into().map_err(|_| DecodeError("a message id has 16 bytes"))?)),
+            1 => Ok(LookupQuery::Key { topic: r.string()?, key: r.bytes()?.to_vec() }),
+            _ => Err(DecodeError("lookup kind must be 0 (id) or 1 (key)")),
+        }
+    }
+}
+
+/// LookupMessages' answer: how many matches retention removed, and the
+/// messages found, each as a stamped one-record batch of its topic's queue.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct LookedUp {
+    pub removed: u32,
+    pub found: Vec<(String, u32, Vec<u8>)>,
+}
+
+impl LookedUp {
+    pub fn encode(&self, w: &mut Writer) {
+        w.u32(self.removed).u32(self.found.len() as u32);
+        for (topic, queue, batch) in &self.found {
+            w.string(topic).u32(*queue).bytes(batch);
+        }
+    }
+
+    pub fn decode(r: &mut Reader) -> Result<Self, DecodeError> {
+        let removed = r.u32()?;
+        let n = r.count(10)?;
+        let found = (0..n).map(|_| Ok((r.string()?, r.u32()?, r.bytes()?.to_vec()))).collect::<Result<_, _>>()?;
+        Ok(LookedUp { removed, found })
+    }
+}
+
 /// LockQueues (`lease_ms` set) and UnlockQueues (`lease_ms` 0): `holder`
 /// takes, renews or releases the locks of queues of `group`. LockQueues
 /// answers a u8 per queue: 1 if `holder` has it now.

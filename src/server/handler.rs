@@ -198,6 +198,7 @@ async fn serve(ctx: &Rc<ShardCtx>, api: ApiKey, body: &[u8], frame: &[u8]) -> Ou
             super::timer::put(ctx, &p.queue.topic, p.queue.queue, due_ms, &records).await?;
             w.u64(due_ms).u32(records.len() as u32);
         }
+        ApiKey::LookupMessages => super::lookup::lookup(ctx, &msg::LookupQuery::decode(&mut r)?).await?.encode(&mut w),
         ApiKey::SendBack => {
             let req = SendBack::decode(&mut r)?;
             let slot = match here_or_forward(ctx, &req.queue, frame).await? {

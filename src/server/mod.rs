@@ -8,6 +8,7 @@ pub mod config;
 mod connection;
 mod groups;
 mod handler;
+mod lookup;
 mod mesh;
 pub mod metadata;
 mod offsets;

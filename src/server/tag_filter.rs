@@ -7,7 +7,7 @@
 
 use ringmq_shards::batch::{self, BatchBuilder, BatchHeader};
 use ringmq_shards::record::{tag_hash, RecordIter};
-use ringmq_shards::{QueueId, ReadWait, Shard, StorageError};
+use ringmq_shards::{QueueId, ReadWait, Record, Shard, StorageError};
 use std::time::{Duration, Instant};
 
 /// The longest tag expression accepted.
@@ -119,13 +119,18 @@ pub async fn read_filtered(
 /// Appends to `out` the records of stored `batches` at or after `from` that
 /// match, as stamped batches of consecutive offsets (of the same queue).
 pub fn repack(batches: &[u8], from: u64, filter: &TagFilter, out: &mut Vec<u8>) {
+    repack_where(batches, from, |_, r| filter.matches(r.tag), out);
+}
+
+/// Like [`repack`], keeping the records `keep(offset, record)` accepts.
+pub fn repack_where(batches: &[u8], from: u64, keep: impl Fn(u64, &Record<'_>) -> bool, out: &mut Vec<u8>) {
     for b in batch::split(batches) {
         let Some(h) = BatchHeader::decode(b).filter(|h| !h.is_padding()) else { continue };
         let mut run: Option<(u64, BatchBuilder)> = None;
         for (k, record) in RecordIter::new(&b[batch::HEADER_BYTES..]).enumerate() {
             let Ok(record) = record else { break };
             let offset = h.base_offset + k as u64;
-            if offset >= from && filter.matches(record.tag) {
+            if offset >= from && keep(offset, &record) {
                 run.get_or_insert_with(|| (offset, BatchBuilder::new(h.first_timestamp_ms))).1.push(&record);
             } else if let Some((base, builder)) = run.take() {
                 finish_run(base, builder, h.queue, out);
