@@ -2,9 +2,9 @@
 //! each commit is a record appended to an internal storage queue of that
 //! shard, replayed into memory at start.
 
-use ringmq_shards::batch::{self, BatchBuilder};
-use ringmq_shards::record::RecordIter;
-use ringmq_shards::{QueueId, ReadWait, Record, Shard, StorageError};
+use super::internal_queue;
+use ringmq_shards::batch::BatchBuilder;
+use ringmq_shards::{QueueId, Record, Shard, StorageError};
 use std::cell::RefCell;
 use std::collections::HashMap;
 
@@ -21,22 +21,14 @@ pub struct Offsets {
 impl Offsets {
     /// Creates the internal queue if needed and replays every commit in it.
     pub async fn open(storage: &Shard) -> Result<Offsets, StorageError> {
-        if !storage.queues().contains(&OFFSETS_QUEUE) {
-            storage.create_queue(OFFSETS_QUEUE, Some(ringmq_shards::FlushPolicy::Sync)).await?;
-        }
+        internal_queue::ensure(storage, &[(OFFSETS_QUEUE, ringmq_shards::FlushPolicy::Sync)]).await?;
         let mut committed = HashMap::new();
-        let (mut offset, end) = storage.offsets(OFFSETS_QUEUE)?;
-        while offset < end {
-            let read = storage.read(OFFSETS_QUEUE, offset, 1 << 20, ReadWait::No).await?;
-            for b in batch::split(&read.bytes) {
-                for record in RecordIter::new(&b[batch::HEADER_BYTES..]).flatten() {
-                    if let (Some(key), Ok(value)) = (decode_key(record.key), <[u8; 8]>::try_from(record.value)) {
-                        committed.insert(key, u64::from_le_bytes(value));
-                    }
-                }
+        internal_queue::scan(storage, OFFSETS_QUEUE, 0, |_, record| {
+            if let (Some(key), Ok(value)) = (decode_key(record.key), <[u8; 8]>::try_from(record.value)) {
+                committed.insert(key, u64::from_le_bytes(value));
             }
-            offset = read.next_offset;
-        }
+        })
+        .await?;
         Ok(Offsets { committed: RefCell::new(committed) })
     }
 

@@ -6,13 +6,12 @@
 //! topic, which nobody consumes automatically.
 
 use super::handler::{self, Failure};
-use super::schedule;
+use super::internal_queue;
+use super::schedule::{self, Destination};
 use super::shard_server::ShardCtx;
 use crate::protocol::messages::{SendBack, SentBack};
 use crate::protocol::ErrorCode;
-use ringmq_shards::batch::{self, BatchHeader};
-use ringmq_shards::record::RecordIter;
-use ringmq_shards::{QueueId, ReadWait};
+use ringmq_shards::{QueueId, Record};
 use std::rc::Rc;
 
 /// Header: how many times the message was sent back (u32 LE).
@@ -40,45 +39,55 @@ pub async fn send_back(ctx: &Rc<ShardCtx>, req: &SendBack, storage_id: u32) -> R
     if !super::metadata::valid_topic_name(&req.group) {
         return Err(Failure(ErrorCode::InvalidRequest, format!("group name {:?} is not a valid name", req.group)));
     }
-    let read = ctx.storage.read(QueueId(storage_id), req.offset, 1, ReadWait::No).await?;
-    let found = batch::split(&read.bytes).find_map(|b| {
-        let h = BatchHeader::decode(b)?;
-        let k = req.offset.checked_sub(h.base_offset)?;
-        RecordIter::new(&b[batch::HEADER_BYTES..]).nth(k as usize)?.ok()
-    });
-    let Some(record) = found else {
-        return Err(Failure(ErrorCode::OffsetOutOfRange, format!("no message at offset {}", req.offset)));
-    };
-    let header = |name: &[u8]| record.headers.iter().find(|(n, _)| *n == name).map(|(_, v)| v);
-    let times = header(RECONSUME).and_then(|v| v.try_into().ok()).map_or(0, u32::from_le_bytes) + 1;
-    let (origin_queue, origin_offset) = (req.queue.queue.to_le_bytes(), req.offset.to_le_bytes());
-    let origin_topic = header(ORIGIN_TOPIC).unwrap_or(req.queue.topic.as_bytes());
-    let origin_queue = header(ORIGIN_QUEUE).unwrap_or(&origin_queue);
-    let origin_offset = header(ORIGIN_OFFSET).unwrap_or(&origin_offset);
-    let times_bytes = times.to_le_bytes();
-    let set: [(&[u8], &[u8]); 4] = [
-        (RECONSUME, &times_bytes),
-        (ORIGIN_TOPIC, origin_topic),
-        (ORIGIN_QUEUE, origin_queue),
-        (ORIGIN_OFFSET, origin_offset),
-    ];
-    let max = if req.max_retries == 0 { DEFAULT_MAX_RETRIES } else { req.max_retries };
-    if times > max || req.dead_letter {
-        let dlq = dlq_topic(&req.group);
-        handler::ensure_topic(ctx, &dlq).await?;
-        let keep = |name: &[u8]| set.iter().all(|(n, _)| *n != name);
-        let batch = schedule::rebuilt(&record, ctx.clock.now_ms() as i64, &set, keep);
-        handler::produce_internal(ctx, &dlq, 0, &batch).await?;
-        tracing::info!(group = %req.group, times, "message moved to the dead-letter topic");
-        return Ok(SentBack { dead_lettered: true, reconsume_times: times, due_ms: 0 });
-    }
     let level = match req.delay_level {
-        0 => (times + 2).min(schedule::LEVELS),
         l if l <= schedule::LEVELS => l,
         l => return Err(Failure(ErrorCode::InvalidRequest, format!("delay level {l} is outside 1..=18"))),
     };
-    let retry = retry_topic(&req.group);
+    let (retry, dlq) = (retry_topic(&req.group), dlq_topic(&req.group));
+    let copy = internal_queue::with_record(&ctx.storage, QueueId(storage_id), req.offset, |r| {
+        copy_back(ctx, req, level, &retry, r)
+    })
+    .await?
+    .ok_or_else(|| Failure(ErrorCode::OffsetOutOfRange, format!("no message at offset {}", req.offset)))?;
+    let max = if req.max_retries == 0 { DEFAULT_MAX_RETRIES } else { req.max_retries };
+    if copy.times > max || req.dead_letter {
+        handler::ensure_topic(ctx, &dlq).await?;
+        handler::produce_internal(ctx, &dlq, 0, &copy.dead_letter).await?;
+        tracing::info!(group = %req.group, times = copy.times, "message moved to the dead-letter topic");
+        return Ok(SentBack { dead_lettered: true, reconsume_times: copy.times, due_ms: 0 });
+    }
     handler::ensure_topic(ctx, &retry).await?;
-    let due_ms = schedule::put(ctx, level, &retry, 0, &record, &set).await?;
-    Ok(SentBack { dead_lettered: false, reconsume_times: times, due_ms })
+    ctx.storage.append(schedule::level_queue(copy.level), &copy.retry).await?;
+    Ok(SentBack { dead_lettered: false, reconsume_times: copy.times, due_ms: copy.due_ms })
+}
+
+/// A failed message's copies: for the retry schedule and for the dead-letter topic.
+struct Copy {
+    times: u32,
+    level: u32,
+    due_ms: u64,
+    retry: Vec<u8>,
+    dead_letter: Vec<u8>,
+}
+
+/// Counts the send-back, keeps the origin, and stamps the retry copy with
+/// its level's due time (level `count + 2` unless the request names one).
+fn copy_back(ctx: &ShardCtx, req: &SendBack, level: u32, retry_topic: &str, record: &Record<'_>) -> Copy {
+    let header = |name: &[u8]| record.headers.iter().find(|(n, _)| *n == name).map(|(_, v)| v);
+    let times = header(RECONSUME).and_then(|v| v.try_into().ok()).map_or(0, u32::from_le_bytes) + 1;
+    let (origin_queue, origin_offset) = (req.queue.queue.to_le_bytes(), req.offset.to_le_bytes());
+    let times_bytes = times.to_le_bytes();
+    let set: [(&[u8], &[u8]); 4] = [
+        (RECONSUME, &times_bytes),
+        (ORIGIN_TOPIC, header(ORIGIN_TOPIC).unwrap_or(req.queue.topic.as_bytes())),
+        (ORIGIN_QUEUE, header(ORIGIN_QUEUE).unwrap_or(&origin_queue)),
+        (ORIGIN_OFFSET, header(ORIGIN_OFFSET).unwrap_or(&origin_offset)),
+    ];
+    let level = if level == 0 { (times + 2).min(schedule::LEVELS) } else { level };
+    let now = ctx.clock.now_ms();
+    let due_ms = now + ctx.config.delay_levels[level as usize - 1].as_millis() as u64;
+    let keep = |name: &[u8]| set.iter().all(|(n, _)| *n != name);
+    let dead_letter = schedule::rebuilt(record, now as i64, &set, keep);
+    let retry = schedule::stamped(record, now, Destination { due_ms, topic: retry_topic, queue: 0 }, &set);
+    Copy { times, level, due_ms, retry, dead_letter }
 }

@@ -42,32 +42,8 @@ pub fn level_queue(level: u32) -> QueueId {
 
 /// Creates the level queues a shard lacks.
 pub async fn open(storage: &Shard) -> Result<(), StorageError> {
-    let existing = storage.queues();
-    for level in 1..=LEVELS {
-        if !existing.contains(&level_queue(level)) {
-            storage.create_queue(level_queue(level), Some(ringmq_shards::FlushPolicy::Sync)).await?;
-        }
-    }
-    Ok(())
-}
-
-/// Durably stores `record` for delivery to `topic`/`queue` once `level`'s
-/// delay has passed, with the headers named in `set` replaced by those
-/// values; returns the due time (Unix ms).
-pub async fn put(
-    ctx: &ShardCtx,
-    level: u32,
-    topic: &str,
-    queue: u32,
-    record: &Record<'_>,
-    set: &[(&[u8], &[u8])],
-) -> Result<u64, StorageError> {
-    let now = ctx.clock.now_ms();
-    let due = now + ctx.config.delay_levels[level as usize - 1].as_millis() as u64;
-    ctx.storage
-        .append(level_queue(level), &stamped(record, now, Destination { due_ms: due, topic, queue }, set))
-        .await?;
-    Ok(due)
+    let levels: Vec<_> = (1..=LEVELS).map(|l| (level_queue(l), ringmq_shards::FlushPolicy::Sync)).collect();
+    super::internal_queue::ensure(storage, &levels).await
 }
 
 /// Where and when a stored record is to be delivered.

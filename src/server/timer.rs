@@ -13,15 +13,15 @@
 //! minus the done offsets; what fell due while the broker was down is
 //! delivered at the first tick.
 
+use super::internal_queue;
+use super::offset_marks::Marks;
 use super::offsets::Offsets;
 use super::schedule::{self, Destination, Handover};
 use super::shard_server::ShardCtx;
 use super::timing_wheel::TimingWheel;
-use ringmq_shards::batch::{self, BatchBuilder, BatchHeader};
-use ringmq_shards::record::RecordIter;
-use ringmq_shards::{FlushPolicy, QueueId, ReadWait, Record, Shard, StorageError};
+use ringmq_shards::batch::BatchBuilder;
+use ringmq_shards::{FlushPolicy, QueueId, Record, Shard, StorageError};
 use std::cell::{Cell, RefCell};
-use std::collections::VecDeque;
 use std::rc::Rc;
 use std::time::{Duration, Instant};
 
@@ -35,27 +35,22 @@ const TICK_MS: u64 = 10;
 /// One shard's delayed messages.
 pub struct Timer {
     wheel: RefCell<TimingWheel<u64>>,
-    delivered: RefCell<Delivered>,
+    delivered: RefCell<Marks>,
 }
 
 impl Timer {
     /// Creates the internal queues if needed and rebuilds the pending set.
     pub async fn open(storage: &Shard, offsets: &Offsets, now_ms: u64) -> Result<Timer, StorageError> {
-        let existing = storage.queues();
-        for (q, policy) in [(TIMER_LOG, FlushPolicy::Sync), (TIMER_DONE, FlushPolicy::Async)] {
-            if !existing.contains(&q) {
-                storage.create_queue(q, Some(policy)).await?;
-            }
-        }
+        internal_queue::ensure(storage, &[(TIMER_LOG, FlushPolicy::Sync), (TIMER_DONE, FlushPolicy::Async)]).await?;
         let (start, end) = storage.offsets(TIMER_LOG)?;
         let cursor = offsets.get(CURSOR_GROUP, "", 0).unwrap_or(start).clamp(start, end);
-        let mut delivered = Delivered::new(cursor);
-        scan(storage, TIMER_DONE, 0, |_, r| {
+        let mut delivered = Marks::new(cursor);
+        internal_queue::scan(storage, TIMER_DONE, 0, |_, r| {
             r.value.chunks_exact(8).for_each(|c| delivered.mark(u64::from_le_bytes(c.try_into().expect("8 bytes"))));
         })
         .await?;
         let mut wheel = TimingWheel::new(TICK_MS, now_ms);
-        scan(storage, TIMER_LOG, cursor, |offset, r| {
+        internal_queue::scan(storage, TIMER_LOG, cursor, |offset, r| {
             if !delivered.is_marked(offset) {
                 wheel.insert(schedule::destination(r).due_ms, offset);
             }
@@ -121,18 +116,14 @@ async fn deliver_loop(ctx: Rc<ShardCtx>) {
 /// Reads the timer record at `offset`, ready to hand over (None if it is gone).
 async fn load(ctx: &ShardCtx, offset: u64) -> Option<Handover> {
     loop {
-        match ctx.storage.read(TIMER_LOG, offset, 1, ReadWait::No).await {
-            Ok(read) => {
-                let record = batch::split(&read.bytes).find_map(|b| {
-                    let h = BatchHeader::decode(b)?;
-                    let k = offset.checked_sub(h.base_offset)?;
-                    RecordIter::new(&b[batch::HEADER_BYTES..]).nth(k as usize)?.ok()
-                });
-                if record.is_none() {
-                    tracing::error!(shard = ctx.id, offset, "timer record missing; skipped");
-                }
-                return record.map(|r| Handover::of(&r, ctx.clock.now_ms()));
+        match internal_queue::with_record(&ctx.storage, TIMER_LOG, offset, |r| Handover::of(r, ctx.clock.now_ms()))
+            .await
+        {
+            Ok(None) => {
+                tracing::error!(shard = ctx.id, offset, "timer record missing; skipped");
+                return None;
             }
+            Ok(found) => return found,
             Err(StorageError::OffsetOutOfRange { .. }) => {
                 tracing::error!(shard = ctx.id, offset, "timer record removed by retention before it was due");
                 return None;
@@ -156,97 +147,5 @@ async fn record_done(ctx: &ShardCtx, offsets: impl Iterator<Item = u64>) {
     b.push(&Record { value: &value, ..Record::default() });
     if let Err(error) = ctx.storage.append(TIMER_DONE, &b.finish()).await {
         tracing::error!(shard = ctx.id, %error, "recording delivered timers failed (they may be delivered again)");
-    }
-}
-
-/// Calls `each(offset, record)` for every record of `queue` from `from`.
-async fn scan(
-    storage: &Shard,
-    queue: QueueId,
-    from: u64,
-    mut each: impl FnMut(u64, &Record<'_>),
-) -> Result<(), StorageError> {
-    let (start, end) = storage.offsets(queue)?;
-    let mut next = from.max(start);
-    while next < end {
-        let read = storage.read(queue, next, 1 << 20, ReadWait::No).await?;
-        for b in batch::split(&read.bytes) {
-            let Some(h) = BatchHeader::decode(b).filter(|h| !h.is_padding()) else { continue };
-            for (k, r) in RecordIter::new(&b[batch::HEADER_BYTES..]).enumerate() {
-                let offset = h.base_offset + k as u64;
-                if let (Ok(r), true) = (r, offset >= next) {
-                    each(offset, &r);
-                }
-            }
-        }
-        if read.next_offset <= next {
-            break;
-        }
-        next = read.next_offset;
-    }
-    Ok(())
-}
-
-/// Delivered timer-log offsets at or above the cursor, as a bitmap; the
-/// cursor moves past every delivered offset at its front.
-struct Delivered {
-    cursor: u64,
-    /// Bit i of word w: offset base + 64 w + i.
-    base: u64,
-    words: VecDeque<u64>,
-}
-
-impl Delivered {
-    fn new(cursor: u64) -> Self {
-        Delivered { cursor, base: cursor - cursor % 64, words: VecDeque::new() }
-    }
-
-    fn mark(&mut self, offset: u64) {
-        if offset < self.cursor {
-            return;
-        }
-        let bit = offset - self.base;
-        let word = (bit / 64) as usize;
-        if self.words.len() <= word {
-            self.words.resize(word + 1, 0);
-        }
-        self.words[word] |= 1 << (bit % 64);
-        while self.is_marked(self.cursor) {
-            self.cursor += 1;
-            if self.cursor - self.base == 64 {
-                self.words.pop_front();
-                self.base += 64;
-            }
-        }
-    }
-
-    fn is_marked(&self, offset: u64) -> bool {
-        if offset < self.cursor {
-            return true;
-        }
-        let bit = offset - self.base;
-        self.words.get((bit / 64) as usize).is_some_and(|w| w & (1 << (bit % 64)) != 0)
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn the_cursor_moves_past_every_delivered_offset_at_its_front() {
-        let mut d = Delivered::new(130);
-        for o in [131, 200, 129, 132] {
-            d.mark(o);
-        }
-        assert_eq!(d.cursor, 130, "130 is still pending");
-        assert!(d.is_marked(129) && d.is_marked(131) && d.is_marked(200) && !d.is_marked(133));
-        d.mark(130);
-        assert_eq!(d.cursor, 133);
-        for o in 133..200 {
-            d.mark(o);
-        }
-        assert_eq!(d.cursor, 201);
-        assert!(d.words.len() <= 2, "words below the cursor are dropped");
     }
 }

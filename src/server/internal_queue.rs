@@ -1,0 +1,69 @@
+//! Helpers for the broker's internal storage queues (offsets, delay levels,
+//! the timer log, transactions): create them, scan them, read one record.
+
+use ringmq_shards::batch::{self, BatchHeader};
+use ringmq_shards::record::RecordIter;
+use ringmq_shards::{FlushPolicy, QueueId, ReadWait, Record, Shard, StorageError};
+
+/// Creates the queues the shard lacks.
+pub async fn ensure(storage: &Shard, queues: &[(QueueId, FlushPolicy)]) -> Result<(), StorageError> {
+    let existing = storage.queues();
+    for &(q, policy) in queues {
+        if !existing.contains(&q) {
+            storage.create_queue(q, Some(policy)).await?;
+        }
+    }
+    Ok(())
+}
+
+/// Calls `each(offset, record)` for every record of `queue` from `from`.
+pub async fn scan(
+    storage: &Shard,
+    queue: QueueId,
+    from: u64,
+    mut each: impl FnMut(u64, &Record<'_>),
+) -> Result<(), StorageError> {
+    let (start, end) = storage.offsets(queue)?;
+    let mut next = from.max(start);
+    while next < end {
+        let read = storage.read(queue, next, 1 << 20, ReadWait::No).await?;
+        for_each_record(&read.bytes, |offset, r| {
+            if offset >= next {
+                each(offset, r);
+            }
+        });
+        if read.next_offset <= next {
+            break;
+        }
+        next = read.next_offset;
+    }
+    Ok(())
+}
+
+/// Applies `f` to the record at `offset` of `queue`; None if there is none.
+pub async fn with_record<T>(
+    storage: &Shard,
+    queue: QueueId,
+    offset: u64,
+    f: impl FnOnce(&Record<'_>) -> T,
+) -> Result<Option<T>, StorageError> {
+    let read = storage.read(queue, offset, 1, ReadWait::No).await?;
+    let mut f = Some(f);
+    let mut out = None;
+    for_each_record(&read.bytes, |o, r| {
+        if o == offset {
+            out = f.take().map(|f| f(r));
+        }
+    });
+    Ok(out)
+}
+
+fn for_each_record(batches: &[u8], mut each: impl FnMut(u64, &Record<'_>)) {
+    for b in batch::split(batches) {
+        let Some(h) = BatchHeader::decode(b).filter(|h| !h.is_padding()) else { continue };
+        for (k, r) in RecordIter::new(&b[batch::HEADER_BYTES..]).enumerate() {
+            let Ok(r) = r else { break };
+            each(h.base_offset + k as u64, &r);
+        }
+    }
+}
