@@ -16,6 +16,7 @@ mod message_id;
 mod producer;
 mod promise;
 mod push_consumer;
+mod transaction;
 
 pub use assignment::{AssignFn, Strategy};
 pub use batcher::SendCallback;
@@ -30,3 +31,4 @@ pub use producer::{
 };
 pub use promise::Promise;
 pub use push_consumer::{ConsumeStatus, Listener, PushConfig, PushConsumer};
+pub use transaction::{CheckFn, TransactionProducer, TxResult, TxState};

@@ -193,6 +193,11 @@ impl Producer {
         }
     }
 
+    /// A new message id from this producer's generator.
+    pub fn next_id(&self) -> MessageId {
+        self.ids.next_id()
+    }
+
     /// Stores a message durably to become visible later; retries retriable errors.
     pub fn send_delayed(&self, topic: &str, message: &Message, delay: Delay) -> Result<DelayedResult, ClientError> {
         let queue = self.select(topic, message)?;
@@ -262,7 +267,7 @@ impl Producer {
         }
     }
 
-    fn select(&self, topic: &str, message: &Message) -> Result<u32, ClientError> {
+    pub(super) fn select(&self, topic: &str, message: &Message) -> Result<u32, ClientError> {
         let shards = self.client.topic(topic)?.queue_shards;
         let queues = shards.len() as u32;
         let q = match &self.config.selector {

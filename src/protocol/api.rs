@@ -46,6 +46,9 @@ wire_enum! {
         UnlockQueues = 17,
         ProduceDelayed = 18,
         LookupMessages = 19,
+        ProduceHalf = 20,
+        EndTransaction = 21,
+        PollChecks = 22,
     }
 }
 

@@ -467,6 +467,38 @@ impl LookedUp {
     }
 }
 
+/// ProduceHalf: a transactional message of producer group `group`, stored
+/// but invisible until EndTransaction commits it; answers the half offset.
+/// EndTransaction: `commit` 1 or 0 (rollback) for the half message at
+/// `half` of the queue's shard; answers u8 1 committed, 2 rolled back.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Transactional<'a> {
+    pub queue: QueueRef,
+    pub group: String,
+    /// ProduceHalf: the message's one-record batch; EndTransaction: empty.
+    pub batch: &'a [u8],
+    /// EndTransaction only.
+    pub half: u64,
+    pub commit: bool,
+}
+
+impl<'a> Transactional<'a> {
+    pub fn encode(&self, w: &mut Writer) {
+        self.queue.encode(w);
+        w.string(&self.group).bytes(self.batch).u64(self.half).u8(u8::from(self.commit));
+    }
+
+    pub fn decode(r: &mut Reader<'a>) -> Result<Self, DecodeError> {
+        Ok(Transactional {
+            queue: QueueRef::decode(r)?,
+            group: r.string()?,
+            batch: r.bytes()?,
+            half: r.u64()?,
+            commit: r.u8()? == 1,
+        })
+    }
+}
+
 /// LockQueues (`lease_ms` set) and UnlockQueues (`lease_ms` 0): `holder`
 /// takes, renews or releases the locks of queues of `group`. LockQueues
 /// answers a u8 per queue: 1 if `holder` has it now.

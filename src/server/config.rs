@@ -35,6 +35,12 @@ pub struct ServerConfig {
     pub delay_levels: Vec<Duration>,
     /// Longest delay a delayed message may ask for.
     pub max_delay: Duration,
+    /// A half message unresolved this long after it was stored is checked with its producer group...
+    pub tx_timeout: Duration,
+    /// ...again every this long...
+    pub tx_check_interval: Duration,
+    /// ...and rolled back after this many checks without an answer.
+    pub tx_max_checks: u32,
     /// Time moves only through the AdvanceClock API (tests).
     pub manual_clock: bool,
     pub retention_age: Option<Duration>,
@@ -62,6 +68,9 @@ impl ServerConfig {
             max_group_wait: Duration::from_secs(300),
             delay_levels: super::schedule::default_delays(),
             max_delay: Duration::from_secs(7 * 24 * 3600),
+            tx_timeout: Duration::from_secs(6),
+            tx_check_interval: Duration::from_secs(60),
+            tx_max_checks: 15,
             manual_clock: false,
             retention_age: None,
             retention_bytes: None,

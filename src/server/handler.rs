@@ -199,6 +199,37 @@ async fn serve(ctx: &Rc<ShardCtx>, api: ApiKey, body: &[u8], frame: &[u8]) -> Ou
             w.u64(due_ms).u32(records.len() as u32);
         }
         ApiKey::LookupMessages => super::lookup::lookup(ctx, &msg::LookupQuery::decode(&mut r)?).await?.encode(&mut w),
+        ApiKey::ProduceHalf | ApiKey::EndTransaction => {
+            let t = msg::Transactional::decode(&mut r)?;
+            if let Served::Elsewhere(reply) = here_or_forward(ctx, &t.queue, frame).await? {
+                return Ok(reply);
+            }
+            if api == ApiKey::ProduceHalf {
+                w.u64(produce_half(ctx, &t).await?);
+            } else {
+                let outcome = super::transactions::end(ctx, t.half, t.commit).await?.ok_or_else(|| {
+                    Failure(
+                        ErrorCode::InvalidRequest,
+                        format!("no transaction at half offset {} on this shard", t.half),
+                    )
+                })?;
+                w.u8(if outcome == super::transactions::Outcome::Committed { 1 } else { 2 });
+            }
+        }
+        ApiKey::PollChecks => {
+            let group = r.string()?;
+            let wait = Duration::from_millis(u64::from(r.u32()?)).min(ctx.config.max_fetch_wait);
+            let tx = &ctx.transactions;
+            let mut halves = tx.take_checks(&group);
+            if halves.is_empty() && !wait.is_zero() && tx.check_ready.wait_for(wait).await {
+                halves = tx.take_checks(&group);
+            }
+            let found = super::transactions::check_messages(ctx, &halves).await?;
+            w.u32(found.len() as u32);
+            for (half, topic, queue, batch) in &found {
+                w.u64(*half).string(topic).u32(*queue).bytes(batch);
+            }
+        }
         ApiKey::SendBack => {
             let req = SendBack::decode(&mut r)?;
             let slot = match here_or_forward(ctx, &req.queue, frame).await? {
@@ -293,6 +324,21 @@ async fn park<T>(
             return Err(Failure(ErrorCode::RebalanceInProgress, format!("no answer within {limit:?}; rejoin")));
         }
     }
+}
+
+/// Stores a transaction's half message (exactly one record).
+async fn produce_half(ctx: &ShardCtx, t: &msg::Transactional<'_>) -> Result<u64, Failure> {
+    ringmq_shards::batch::check(t.batch, ctx.config.max_batch_bytes)?;
+    let body = &t.batch[ringmq_shards::batch::HEADER_BYTES..];
+    let records = ringmq_shards::record::RecordIter::new(body).collect::<Result<Vec<_>, _>>()?;
+    let [record] = records.as_slice() else {
+        let m = format!("a half message batch holds exactly one message, not {}", records.len());
+        return Err(Failure(ErrorCode::InvalidRequest, m));
+    };
+    if t.group.is_empty() {
+        return Err(Failure(ErrorCode::InvalidRequest, "a half message needs its producer group".into()));
+    }
+    Ok(super::transactions::store_half(ctx, &t.group, &t.queue.topic, t.queue.queue, record).await?)
 }
 
 /// When a delayed message is due: after its level's delay, or at its time

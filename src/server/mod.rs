@@ -21,6 +21,7 @@ mod shard_server;
 mod tag_filter;
 mod timer;
 mod timing_wheel;
+mod transactions;
 
 pub use config::ServerConfig;
 

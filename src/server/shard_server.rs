@@ -10,6 +10,7 @@ use super::metadata::Metadata;
 use super::offsets::Offsets;
 use super::queue_locks::QueueLocks;
 use super::timer::Timer;
+use super::transactions::{self, Transactions};
 use glommio::channels::channel_mesh::FullMesh;
 use glommio::net::TcpListener;
 use ringmq_shards::{QueueId, Shard, ShardConfig, Signal, StorageError};
@@ -44,6 +45,8 @@ pub struct ShardCtx {
     pub clock: Arc<Clock>,
     /// Delayed messages of this shard.
     pub timer: Timer,
+    /// Transactional (half) messages of this shard.
+    pub transactions: Transactions,
     pub connections: Cell<usize>,
     /// Serializes metadata changes (used on shard 0).
     pub metadata_lock: glommio::sync::Semaphore,
@@ -148,6 +151,9 @@ async fn serve(s: Startup) -> Result<(), String> {
     let timer = Timer::open(&storage, &offsets, s.clock.now_ms())
         .await
         .map_err(|e| format!("loading delayed messages: {e}"))?;
+    let tx = Transactions::open(&storage, transactions::cursor(&offsets), s.clock.now_ms(), cfg.tx_timeout)
+        .await
+        .map_err(|e| format!("loading transactions: {e}"))?;
     let metadata = Metadata::load(&cfg.data_dir).map_err(|e| format!("loading metadata: {e}"))?;
     let ctx = Rc::new(ShardCtx {
         id: s.index,
@@ -163,6 +169,7 @@ async fn serve(s: Startup) -> Result<(), String> {
         started: Instant::now(),
         clock: s.clock.clone(),
         timer,
+        transactions: tx,
         connections: Cell::new(0),
         metadata_lock: glommio::sync::Semaphore::new(1),
     });
@@ -171,6 +178,7 @@ async fn serve(s: Startup) -> Result<(), String> {
     let acceptor = glommio::spawn_local(super::connection::accept_loop(ctx.clone(), listener));
     let mut schedule = super::schedule::spawn(&ctx);
     schedule.push(super::timer::spawn(&ctx));
+    schedule.push(transactions::spawn(&ctx));
     s.report.send((s.index, Ok(None))).map_err(|e| e.to_string())?;
     while !s.shutdown.load(Ordering::Relaxed) {
         glommio::timer::sleep(Duration::from_millis(50)).await;
