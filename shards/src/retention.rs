@@ -34,15 +34,16 @@ impl Inner {
         Ok(doomed.len())
     }
 
-    /// The oldest segments, wholly below `covered`, that age or size retention
-    /// dooms; never the active segment.
+    /// The oldest segments, wholly below `covered` and the retention floor,
+    /// that age or size retention dooms; never the active segment.
     fn doomed_segments(&self, covered: u64) -> Result<Vec<(u64, std::path::PathBuf)>> {
         let cfg = &self.config;
         let st = self.state.borrow();
         let mut total = st.log.segments.len() as u64 * cfg.segment_bytes;
         let mut doomed = Vec::new();
+        let keep = covered.min(self.retention_floor.get());
         for (base, seg) in &st.log.segments {
-            if *base == st.log.active.base || base + cfg.segment_bytes > covered {
+            if *base == st.log.active.base || base + cfg.segment_bytes > keep {
                 break;
             }
             let too_big = cfg.retention_bytes.is_some_and(|max| total > max);

@@ -47,6 +47,8 @@ pub(crate) struct Inner {
     pub counters: Counters,
     /// Last chunk that missed the cache, to detect sequential readers.
     pub last_miss: Cell<u64>,
+    /// Retention keeps the segment holding this log position and later ones.
+    pub retention_floor: Cell<u64>,
     tasks: RefCell<Vec<glommio::Task<()>>>,
     flusher: RefCell<Option<glommio::Task<()>>>,
 }
@@ -102,6 +104,7 @@ impl Shard {
             probes: FailureProbes::default(),
             counters: Counters::default(),
             last_miss: Cell::new(u64::MAX - 1),
+            retention_floor: Cell::new(u64::MAX),
             tasks: RefCell::new(Vec::new()),
             flusher: RefCell::new(None),
         });
@@ -253,6 +256,13 @@ impl Shard {
     /// Failure probes, for tests that exercise error paths.
     pub fn probes(&self) -> &FailureProbes {
         &self.inner.probes
+    }
+
+    /// Makes retention keep the segment holding `position` and every later
+    /// one (data the owner still needs, such as pending delayed messages),
+    /// until called again with another position (u64::MAX: no floor).
+    pub fn keep_from(&self, position: u64) {
+        self.inner.retention_floor.set(position);
     }
 
     /// Base positions of the log's segments, ascending (spare excluded).

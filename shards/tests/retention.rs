@@ -82,3 +82,25 @@ fn age_retention_deletes_segments_older_than_the_limit_only() {
         shard.close().await.unwrap();
     });
 }
+
+#[test]
+fn retention_keeps_what_the_owner_still_needs() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path().to_path_buf();
+    run(move || async move {
+        let cfg = ShardConfig { retention_bytes: Some(2 << 20), ..config(&p) };
+        let shard = fill(20)(cfg).await;
+        let needed = shard.entry(QueueId(1), 3).await.unwrap().position.0;
+        for i in 20..100u64 {
+            let q = QueueId(1 + (i % 2) as u32);
+            shard.append(q, &batch_of(&value(q.0, i, 50_000))).await.unwrap();
+        }
+        shard.keep_from(needed);
+        shard.apply_retention().await.unwrap();
+        assert!(shard.offsets(QueueId(1)).unwrap().0 <= 3, "offset 3 of queue 1 is kept");
+        shard.keep_from(u64::MAX);
+        assert!(shard.apply_retention().await.unwrap() > 0);
+        assert!(shard.offsets(QueueId(1)).unwrap().0 > 3, "without the floor it goes");
+        shard.close().await.unwrap();
+    });
+}

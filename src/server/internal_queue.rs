@@ -1,9 +1,14 @@
 //! Helpers for the broker's internal storage queues (offsets, delay levels,
-//! the timer log, transactions): create them, scan them, read one record.
+//! the timer log, transactions): create them, scan them, read one record,
+//! and keep retention from deleting what they still need.
 
+use super::shard_server::ShardCtx;
+use super::{schedule, timer, transactions};
 use ringmq_shards::batch::{self, BatchHeader};
 use ringmq_shards::record::RecordIter;
 use ringmq_shards::{FlushPolicy, QueueId, ReadWait, Record, Shard, StorageError};
+use std::rc::Rc;
+use std::time::Duration;
 
 /// Creates the queues the shard lacks.
 pub async fn ensure(storage: &Shard, queues: &[(QueueId, FlushPolicy)]) -> Result<(), StorageError> {
@@ -66,4 +71,34 @@ fn for_each_record(batches: &[u8], mut each: impl FnMut(u64, &Record<'_>)) {
             each(h.base_offset + k as u64, &r);
         }
     }
+}
+
+/// Once a second, sets the shard's retention floor at the oldest record the
+/// internal queues still need: the first undelivered timer, the first
+/// unfinished transaction and each delay level's first undelivered retry.
+pub fn spawn_retention_floor(ctx: &Rc<ShardCtx>) -> glommio::task::JoinHandle<()> {
+    let ctx = ctx.clone();
+    glommio::spawn_local(async move {
+        loop {
+            glommio::timer::sleep(Duration::from_secs(1)).await;
+            match retention_floor(&ctx).await {
+                Ok(floor) => ctx.storage.keep_from(floor),
+                Err(error) => tracing::warn!(shard = ctx.id, %error, "computing the retention floor failed"),
+            }
+        }
+    })
+    .detach()
+}
+
+async fn retention_floor(ctx: &ShardCtx) -> Result<u64, StorageError> {
+    let mut needed = vec![(timer::TIMER_LOG, ctx.timer.cursor()), (transactions::TX_HALF, ctx.transactions.cursor())];
+    needed.extend((1..=schedule::LEVELS).map(|l| (schedule::level_queue(l), schedule::cursor(&ctx.offsets, l))));
+    let mut floor = u64::MAX;
+    for (queue, cursor) in needed {
+        let (start, end) = ctx.storage.offsets(queue)?;
+        if cursor < end {
+            floor = floor.min(ctx.storage.entry(queue, cursor.max(start)).await?.position.0);
+        }
+    }
+    Ok(floor)
 }

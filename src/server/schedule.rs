@@ -40,6 +40,11 @@ pub fn level_queue(level: u32) -> QueueId {
     QueueId(u32::MAX - 2 - level)
 }
 
+/// A level's cursor: every record below it was delivered.
+pub fn cursor(offsets: &Offsets, level: u32) -> u64 {
+    offsets.get(CURSOR_GROUP, "", level).unwrap_or(0)
+}
+
 /// Creates the level queues a shard lacks.
 pub async fn open(storage: &Shard) -> Result<(), StorageError> {
     let levels: Vec<_> = (1..=LEVELS).map(|l| (level_queue(l), ringmq_shards::FlushPolicy::Sync)).collect();

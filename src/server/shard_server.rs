@@ -179,6 +179,7 @@ async fn serve(s: Startup) -> Result<(), String> {
     let mut schedule = super::schedule::spawn(&ctx);
     schedule.push(super::timer::spawn(&ctx));
     schedule.push(transactions::spawn(&ctx));
+    schedule.push(super::internal_queue::spawn_retention_floor(&ctx));
     s.report.send((s.index, Ok(None))).map_err(|e| e.to_string())?;
     while !s.shutdown.load(Ordering::Relaxed) {
         glommio::timer::sleep(Duration::from_millis(50)).await;

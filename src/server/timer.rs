@@ -39,6 +39,11 @@ pub struct Timer {
 }
 
 impl Timer {
+    /// Every timer-log offset below it was delivered.
+    pub fn cursor(&self) -> u64 {
+        self.delivered.borrow().cursor
+    }
+
     /// Creates the internal queues if needed and rebuilds the pending set.
     pub async fn open(storage: &Shard, offsets: &Offsets, now_ms: u64) -> Result<Timer, StorageError> {
         internal_queue::ensure(storage, &[(TIMER_LOG, FlushPolicy::Sync), (TIMER_DONE, FlushPolicy::Async)]).await?;

@@ -118,6 +118,11 @@ impl Transactions {
         })
     }
 
+    /// Every half offset below it is finished.
+    pub fn cursor(&self) -> u64 {
+        self.finished.borrow().cursor
+    }
+
     /// Checks waiting for `group`, handed out (each goes to one producer).
     pub fn take_checks(&self, group: &str) -> Vec<u64> {
         self.checks.borrow_mut().get_mut(group).map(|q| q.drain(..).collect()).unwrap_or_default()
