@@ -1,6 +1,9 @@
-//! Consumer group offsets, stored durably by the shard that owns the queue:
-//! each commit is a record appended to an internal storage queue of that
-//! shard, replayed into memory at start.
+//! Consumer group offsets (and the broker's own cursors), stored durably by
+//! the group's coordinator shard: each commit is a record appended to an
+//! internal storage queue, replayed into memory at start. Every few minutes
+//! all current values are appended again, so retention, which deletes old
+//! segments, never takes the last value of a key (a compacted topic's job
+//! in Kafka).
 
 use super::internal_queue;
 use ringmq_shards::batch::BatchBuilder;
@@ -50,6 +53,22 @@ impl Offsets {
         Ok(())
     }
 
+    /// Appends every current value again (in batches), so that the newest
+    /// value of each key is always in recent segments.
+    pub async fn snapshot(&self, storage: &Shard) -> Result<usize, StorageError> {
+        let all: Vec<(Key, u64)> = self.committed.borrow().iter().map(|(k, v)| (k.clone(), *v)).collect();
+        for chunk in all.chunks(1000) {
+            let mut b = BatchBuilder::new(0);
+            let encoded: Vec<(String, [u8; 8])> =
+                chunk.iter().map(|((g, t, q), v)| (format!("{g}\0{t}\0{q}"), v.to_le_bytes())).collect();
+            for (key, value) in &encoded {
+                b.push(&Record { key: key.as_bytes(), value, ..Record::default() });
+            }
+            storage.append(OFFSETS_QUEUE, &b.finish()).await?;
+        }
+        Ok(all.len())
+    }
+
     /// The group's committed offset of the queue, if any.
     pub fn get(&self, group: &str, topic: &str, queue: u32) -> Option<u64> {
         self.committed.borrow().get(&(group.to_string(), topic.to_string(), queue)).copied()
@@ -61,4 +80,32 @@ fn decode_key(key: &[u8]) -> Option<Key> {
     let mut parts = text.split('\0');
     let (group, topic, queue) = (parts.next()?, parts.next()?, parts.next()?.parse().ok()?);
     Some((group.to_string(), topic.to_string(), queue))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use ringmq_shards::ShardConfig;
+
+    #[test]
+    fn a_snapshot_repeats_every_current_value_and_replays_to_the_same_offsets() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().to_path_buf();
+        glommio::LocalExecutorBuilder::new(glommio::Placement::Unbound)
+            .spawn(move || async move {
+                let storage = Shard::open(ShardConfig::small(&p)).await.unwrap();
+                let offsets = Offsets::open(&storage).await.unwrap();
+                for (q, o) in [(0, 5), (1, 7), (0, 9)] {
+                    offsets.commit(&storage, "g", "t", q, o).await.unwrap();
+                }
+                assert_eq!(offsets.snapshot(&storage).await.unwrap(), 2, "one record per key");
+                assert_eq!(storage.offsets(OFFSETS_QUEUE).unwrap().1, 5, "3 commits + 2 snapshot records");
+                let replayed = Offsets::open(&storage).await.unwrap();
+                assert_eq!((replayed.get("g", "t", 0), replayed.get("g", "t", 1)), (Some(9), Some(7)));
+                storage.close().await.unwrap();
+            })
+            .unwrap()
+            .join()
+            .unwrap();
+    }
 }

@@ -114,6 +114,20 @@ pub struct Startup {
     pub clock: Arc<Clock>,
 }
 
+/// Every 10 minutes, appends every committed offset again (see `Offsets::snapshot`).
+fn spawn_offset_snapshots(ctx: &Rc<ShardCtx>) -> glommio::task::JoinHandle<()> {
+    let ctx = ctx.clone();
+    glommio::spawn_local(async move {
+        loop {
+            glommio::timer::sleep(Duration::from_secs(600)).await;
+            if let Err(error) = ctx.offsets.snapshot(&ctx.storage).await {
+                tracing::error!(shard = ctx.id, %error, "snapshotting consumer offsets failed");
+            }
+        }
+    })
+    .detach()
+}
+
 /// Runs one shard until shutdown; returns when its storage is closed.
 pub async fn run(s: Startup) {
     let index = s.index;
@@ -180,6 +194,7 @@ async fn serve(s: Startup) -> Result<(), String> {
     schedule.push(super::timer::spawn(&ctx));
     schedule.push(transactions::spawn(&ctx));
     schedule.push(super::internal_queue::spawn_retention_floor(&ctx));
+    schedule.push(spawn_offset_snapshots(&ctx));
     s.report.send((s.index, Ok(None))).map_err(|e| e.to_string())?;
     while !s.shutdown.load(Ordering::Relaxed) {
         glommio::timer::sleep(Duration::from_millis(50)).await;
