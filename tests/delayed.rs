@@ -6,9 +6,9 @@
 mod common;
 
 use common::Broker;
-use ringmq::client::{ClientError, ConsumedMessage, Consumer, Delay, Message, Producer, ProducerConfig, StartFrom};
+use ringmq::client::{ClientError, Consumer, Delay, Message, Producer, ProducerConfig, StartFrom};
 use ringmq::protocol::ErrorCode;
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 fn reader(client: &std::sync::Arc<ringmq::client::Client>) -> Consumer {
     let mut c = Consumer::new(client.clone(), None);
@@ -16,14 +16,9 @@ fn reader(client: &std::sync::Arc<ringmq::client::Client>) -> Consumer {
     c
 }
 
-/// Everything that arrives within `real` wall time.
+/// Values of everything that arrives within `real` wall time.
 fn arrivals(c: &mut Consumer, real: Duration) -> Vec<String> {
-    let deadline = Instant::now() + real;
-    let mut got: Vec<ConsumedMessage> = Vec::new();
-    while Instant::now() < deadline {
-        got.extend(c.poll(Duration::from_millis(50)).unwrap());
-    }
-    got.into_iter().map(|m| String::from_utf8(m.value).unwrap()).collect()
+    common::poll_during(c, real).into_iter().map(|m| String::from_utf8(m.value).unwrap()).collect()
 }
 
 fn unix_ms() -> u64 {

@@ -29,11 +29,10 @@ fn checker(calls: Arc<Mutex<HashMap<String, u32>>>) -> ringmq::client::CheckFn {
 fn visible(client: &Arc<Client>) -> Vec<String> {
     let mut c = Consumer::new(client.clone(), None);
     c.assign_all("pay", StartFrom::Earliest).unwrap();
-    let deadline = Instant::now() + Duration::from_millis(600);
-    let mut got: Vec<String> = Vec::new();
-    while Instant::now() < deadline {
-        got.extend(c.poll(Duration::from_millis(50)).unwrap().into_iter().map(|m| String::from_utf8(m.value).unwrap()));
-    }
+    let mut got: Vec<String> = common::poll_during(&mut c, Duration::from_millis(600))
+        .into_iter()
+        .map(|m| String::from_utf8(m.value).unwrap())
+        .collect();
     got.sort();
     got
 }

@@ -39,6 +39,16 @@ pub fn consume(consumer: &mut Consumer, count: usize, limit: Duration) -> Vec<Co
     got
 }
 
+/// Everything that arrives within `real` wall time.
+pub fn poll_during(consumer: &mut Consumer, real: Duration) -> Vec<ConsumedMessage> {
+    let deadline = Instant::now() + real;
+    let mut got = Vec::new();
+    while Instant::now() < deadline {
+        got.extend(consumer.poll(Duration::from_millis(50)).unwrap());
+    }
+    got
+}
+
 /// Asserts that in every queue each sender's messages (values "sender-seq")
 /// appear in the order it sent them; returns the queues seen.
 pub fn assert_per_sender_order(got: &[ConsumedMessage]) -> HashSet<u32> {
