@@ -57,21 +57,6 @@ impl ApiKey {
     pub fn versions(self) -> (u16, u16) {
         (0, 0)
     }
-
-    /// Requests served by the group's coordinator shard.
-    pub fn is_group(self) -> bool {
-        matches!(
-            self,
-            ApiKey::JoinGroup
-                | ApiKey::SyncGroup
-                | ApiKey::Heartbeat
-                | ApiKey::LeaveGroup
-                | ApiKey::LockQueues
-                | ApiKey::UnlockQueues
-                | ApiKey::CommitOffset
-                | ApiKey::FetchOffset
-        )
-    }
 }
 
 /// The shard that coordinates `group` and stores its offsets (any shard

@@ -2,16 +2,14 @@
 //! queues owned elsewhere are forwarded over the mesh, metadata changes go to
 //! shard 0, everything else is served from this shard's storage.
 
-use super::groups::{JoinRequest, Refusal};
+use super::group_api;
+use super::groups::Refusal;
 use super::metadata::{self, Metadata, QueueSlot, QUEUES_MAX};
 use super::retry;
 use super::shard_server::ShardCtx;
 use super::tag_filter::{self, TagFilter};
 use crate::protocol::frame::{self, RequestHeader};
-use crate::protocol::messages::{
-    self as msg, CreateTopic, Fetch, Fetched, GroupOffset, JoinGroup, Membership, Produce, QueueLocking, QueueRef,
-    SendBack, SyncGroup,
-};
+use crate::protocol::messages::{self as msg, CreateTopic, Fetch, Fetched, Produce, QueueRef, SendBack};
 use crate::protocol::{coordinator_of, ApiKey, DecodeError, ErrorCode, Reader, Writer};
 use ringmq_shards::{FlushPolicy, QueueId, ReadWait, StorageError};
 use std::rc::Rc;
@@ -97,13 +95,21 @@ pub async fn handle(ctx: &Rc<ShardCtx>, frame: Vec<u8>) -> Option<Vec<u8>> {
 async fn serve(ctx: &Rc<ShardCtx>, api: ApiKey, body: &[u8], frame: &[u8]) -> Outcome {
     let mut r = Reader::new(body);
     let mut w = Writer::default();
-    if api.is_group() {
-        let coordinator = coordinator_of(&Reader::new(body).string()?, ctx.mesh.peers());
-        if coordinator != ctx.id {
-            return forward(ctx, coordinator, frame).await;
-        }
-    }
     match api {
+        ApiKey::JoinGroup
+        | ApiKey::SyncGroup
+        | ApiKey::Heartbeat
+        | ApiKey::LeaveGroup
+        | ApiKey::LockQueues
+        | ApiKey::UnlockQueues
+        | ApiKey::CommitOffset
+        | ApiKey::FetchOffset => {
+            let coordinator = coordinator_of(&Reader::new(body).string()?, ctx.mesh.peers());
+            if coordinator != ctx.id {
+                return forward(ctx, coordinator, frame).await;
+            }
+            group_api::serve(ctx, api, &mut r, &mut w).await?;
+        }
         ApiKey::ApiVersions => {
             w.u32(ApiKey::ALL.len() as u32);
             for &k in ApiKey::ALL {
@@ -167,36 +173,13 @@ async fn serve(ctx: &Rc<ShardCtx>, api: ApiKey, body: &[u8], frame: &[u8]) -> Ou
             let (start, end) = ctx.storage.offsets(QueueId(slot.storage_id))?;
             w.u64(start).u64(end);
         }
-        ApiKey::CommitOffset => {
-            let c = GroupOffset::decode(&mut r)?;
-            ctx.groups.borrow().may_commit(&c.member, &c.queue.topic, c.queue.queue)?;
-            ctx.offsets.commit(&ctx.storage, &c.member.group, &c.queue.topic, c.queue.queue, c.offset).await?;
-        }
-        ApiKey::FetchOffset => {
-            let group = r.string()?;
-            let q = QueueRef::decode(&mut r)?;
-            w.u64(ctx.offsets.get(&group, &q.topic, q.queue).unwrap_or(msg::NO_OFFSET));
-        }
-        ApiKey::JoinGroup => join_group(ctx, JoinGroup::decode(&mut r)?).await?.encode(&mut w),
-        ApiKey::SyncGroup => {
-            let sync = SyncGroup::decode(&mut r)?;
-            ctx.groups.borrow_mut().sync(&sync.member, &sync.assignments, ctx.now_ms())?;
-            ctx.group_changed.notify();
-            let limit = ctx.config.max_group_wait;
-            let assignment = park(ctx, limit, || ctx.groups.borrow().synced(&sync.member)).await?;
-            w.bytes(&assignment.encode());
-        }
         ApiKey::ProduceDelayed => {
             let p = msg::ProduceDelayed::decode(&mut r)?;
             if let Served::Elsewhere(reply) = here_or_forward(ctx, &p.queue, frame).await? {
                 return Ok(reply);
             }
-            let due_ms = due_time(ctx, p.delay_level, p.deliver_at_ms)?;
-            ringmq_shards::batch::check(p.batch, ctx.config.max_batch_bytes)?;
-            let body = &p.batch[ringmq_shards::batch::HEADER_BYTES..];
-            let records = ringmq_shards::record::RecordIter::new(body).collect::<Result<Vec<_>, _>>()?;
-            super::timer::put(ctx, &p.queue.topic, p.queue.queue, due_ms, &records).await?;
-            w.u64(due_ms).u32(records.len() as u32);
+            let (due_ms, count) = super::timer::produce_delayed(ctx, &p).await?;
+            w.u64(due_ms).u32(count);
         }
         ApiKey::LookupMessages => super::lookup::lookup(ctx, &msg::LookupQuery::decode(&mut r)?).await?.encode(&mut w),
         ApiKey::ProduceHalf | ApiKey::EndTransaction => {
@@ -205,31 +188,12 @@ async fn serve(ctx: &Rc<ShardCtx>, api: ApiKey, body: &[u8], frame: &[u8]) -> Ou
                 return Ok(reply);
             }
             if api == ApiKey::ProduceHalf {
-                w.u64(produce_half(ctx, &t).await?);
+                w.u64(super::transactions::produce_half(ctx, &t).await?);
             } else {
-                let outcome = super::transactions::end(ctx, t.half, t.commit).await?.ok_or_else(|| {
-                    Failure(
-                        ErrorCode::InvalidRequest,
-                        format!("no transaction at half offset {} on this shard", t.half),
-                    )
-                })?;
-                w.u8(if outcome == super::transactions::Outcome::Committed { 1 } else { 2 });
+                w.u8(super::transactions::end_requested(ctx, t.half, t.commit).await?);
             }
         }
-        ApiKey::PollChecks => {
-            let group = r.string()?;
-            let wait = Duration::from_millis(u64::from(r.u32()?)).min(ctx.config.max_fetch_wait);
-            let tx = &ctx.transactions;
-            let mut halves = tx.take_checks(&group);
-            if halves.is_empty() && !wait.is_zero() && tx.check_ready.wait_for(wait).await {
-                halves = tx.take_checks(&group);
-            }
-            let found = super::transactions::check_messages(ctx, &halves).await?;
-            w.u32(found.len() as u32);
-            for (half, topic, queue, batch) in &found {
-                w.u64(*half).string(topic).u32(*queue).bytes(batch);
-            }
-        }
+        ApiKey::PollChecks => super::transactions::poll_checks(ctx, &mut r, &mut w).await?,
         ApiKey::SendBack => {
             let req = SendBack::decode(&mut r)?;
             let slot = match here_or_forward(ctx, &req.queue, frame).await? {
@@ -247,117 +211,9 @@ async fn serve(ctx: &Rc<ShardCtx>, api: ApiKey, body: &[u8], frame: &[u8]) -> Ou
                 ));
             }
         }
-        ApiKey::LockQueues => {
-            let l = QueueLocking::decode(&mut r)?;
-            let (mut locks, now) = (ctx.queue_locks.borrow_mut(), ctx.clock.now_ms());
-            for q in &l.queues {
-                let held = locks.lock(&l.group, &l.holder, &q.topic, q.queue, u64::from(l.lease_ms), now);
-                w.u8(u8::from(held));
-            }
-        }
-        ApiKey::UnlockQueues => {
-            let l = QueueLocking::decode(&mut r)?;
-            let mut locks = ctx.queue_locks.borrow_mut();
-            l.queues.iter().for_each(|q| locks.unlock(&l.group, &l.holder, &q.topic, q.queue));
-        }
-        ApiKey::Heartbeat => {
-            let who = Membership::decode(&mut r)?;
-            let wait = Duration::from_millis(u64::from(r.u32()?)).min(ctx.config.max_group_wait);
-            ctx.groups.borrow_mut().heartbeat(&who, ctx.now_ms())?;
-            // Parked until the member must rejoin or `wait` passes, so a
-            // rebalance reaches every member at once.
-            let deadline = std::time::Instant::now() + wait;
-            loop {
-                let left = deadline.saturating_duration_since(std::time::Instant::now());
-                if left.is_zero() || !ctx.group_changed.wait_for(left).await {
-                    break;
-                }
-                ctx.groups.borrow().standing(&who)?;
-            }
-        }
-        ApiKey::LeaveGroup => {
-            ctx.groups.borrow_mut().leave(&Membership::decode(&mut r)?, ctx.now_ms())?;
-            ctx.group_changed.notify();
-        }
     }
     r.finish()?;
     Ok(Reply::Body(w.buf))
-}
-
-async fn join_group(ctx: &Rc<ShardCtx>, j: JoinGroup) -> Result<msg::Joined, Failure> {
-    let limit = Duration::from_millis(u64::from(j.rebalance_timeout_ms));
-    if limit > ctx.config.max_group_wait {
-        let m =
-            format!("rebalance timeout {limit:?} exceeds the broker's max_group_wait {:?}", ctx.config.max_group_wait);
-        return Err(Failure(ErrorCode::InvalidRequest, m));
-    }
-    let req = JoinRequest {
-        member: &j.member,
-        client_id: &j.client_id,
-        session_timeout_ms: j.session_timeout_ms,
-        rebalance_timeout_ms: j.rebalance_timeout_ms,
-        metadata: j.metadata,
-    };
-    let member = ctx.groups.borrow_mut().join(&j.group, req, ctx.now_ms())?;
-    ctx.group_changed.notify();
-    // The deadline evicts missing members on the shard's tick: allow for it.
-    park(ctx, limit + Duration::from_secs(1), || ctx.groups.borrow().joined(&j.group, &member)).await
-}
-
-/// Waits until `ready` has an answer (or refuses), at most `limit`; after
-/// that the member is told to rejoin.
-async fn park<T>(
-    ctx: &Rc<ShardCtx>,
-    limit: Duration,
-    ready: impl Fn() -> Result<Option<T>, Refusal>,
-) -> Result<T, Failure> {
-    let deadline = std::time::Instant::now() + limit;
-    loop {
-        if let Some(answer) = ready()? {
-            return Ok(answer);
-        }
-        let left = deadline.saturating_duration_since(std::time::Instant::now());
-        if left.is_zero() || !ctx.group_changed.wait_for(left).await {
-            if let Some(answer) = ready()? {
-                return Ok(answer);
-            }
-            return Err(Failure(ErrorCode::RebalanceInProgress, format!("no answer within {limit:?}; rejoin")));
-        }
-    }
-}
-
-/// Stores a transaction's half message (exactly one record).
-async fn produce_half(ctx: &ShardCtx, t: &msg::Transactional<'_>) -> Result<u64, Failure> {
-    ringmq_shards::batch::check(t.batch, ctx.config.max_batch_bytes)?;
-    let body = &t.batch[ringmq_shards::batch::HEADER_BYTES..];
-    let records = ringmq_shards::record::RecordIter::new(body).collect::<Result<Vec<_>, _>>()?;
-    let [record] = records.as_slice() else {
-        let m = format!("a half message batch holds exactly one message, not {}", records.len());
-        return Err(Failure(ErrorCode::InvalidRequest, m));
-    };
-    if t.group.is_empty() {
-        return Err(Failure(ErrorCode::InvalidRequest, "a half message needs its producer group".into()));
-    }
-    Ok(super::transactions::store_half(ctx, &t.group, &t.queue.topic, t.queue.queue, record).await?)
-}
-
-/// When a delayed message is due: after its level's delay, or at its time
-/// (at once if that has passed), at most `max_delay` ahead.
-fn due_time(ctx: &ShardCtx, level: u32, at_ms: u64) -> Result<u64, Failure> {
-    let now = ctx.clock.now_ms();
-    let due = match level {
-        0 => at_ms.max(now),
-        l if l as usize <= ctx.config.delay_levels.len() => {
-            now + ctx.config.delay_levels[l as usize - 1].as_millis() as u64
-        }
-        l => return Err(Failure(ErrorCode::InvalidRequest, format!("delay level {l} is outside 1..=18"))),
-    };
-    let max = ctx.config.max_delay.as_millis() as u64;
-    if due > now + max {
-        let m = format!("delivery {} ms ahead exceeds the broker's max_delay of {max} ms", due - now);
-        return Err(Failure(ErrorCode::InvalidRequest, m));
-    }
-    Ok(due)
 }
 
 /// Appends a batch to a topic's queue from inside the broker (wherever the

@@ -6,6 +6,7 @@
 mod clock;
 pub mod config;
 mod connection;
+mod group_api;
 mod groups;
 mod handler;
 mod internal_queue;

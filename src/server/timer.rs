@@ -13,12 +13,15 @@
 //! minus the done offsets; what fell due while the broker was down is
 //! delivered at the first tick.
 
+use super::handler::Failure;
 use super::internal_queue;
 use super::offset_marks::Marks;
 use super::offsets::Offsets;
 use super::schedule::{self, Destination, Handover};
 use super::shard_server::ShardCtx;
 use super::timing_wheel::TimingWheel;
+use crate::protocol::messages::ProduceDelayed;
+use crate::protocol::ErrorCode;
 use ringmq_shards::batch::BatchBuilder;
 use ringmq_shards::{FlushPolicy, QueueId, Record, Shard, StorageError};
 use std::cell::{Cell, RefCell};
@@ -153,4 +156,34 @@ async fn record_done(ctx: &ShardCtx, offsets: impl Iterator<Item = u64>) {
     if let Err(error) = ctx.storage.append(TIMER_DONE, &b.finish()).await {
         tracing::error!(shard = ctx.id, %error, "recording delivered timers failed (they may be delivered again)");
     }
+}
+
+/// ProduceDelayed on the queue's owner: stores the batch's records for
+/// their due time; returns it and the record count.
+pub async fn produce_delayed(ctx: &ShardCtx, p: &ProduceDelayed<'_>) -> Result<(u64, u32), Failure> {
+    let due_ms = due_time(ctx, p.delay_level, p.deliver_at_ms)?;
+    ringmq_shards::batch::check(p.batch, ctx.config.max_batch_bytes)?;
+    let body = &p.batch[ringmq_shards::batch::HEADER_BYTES..];
+    let records = ringmq_shards::record::RecordIter::new(body).collect::<Result<Vec<_>, _>>()?;
+    put(ctx, &p.queue.topic, p.queue.queue, due_ms, &records).await?;
+    Ok((due_ms, records.len() as u32))
+}
+
+/// When a delayed message is due: after its level's delay, or at its time
+/// (at once if that has passed), at most `max_delay` ahead.
+fn due_time(ctx: &ShardCtx, level: u32, at_ms: u64) -> Result<u64, Failure> {
+    let now = ctx.clock.now_ms();
+    let due = match level {
+        0 => at_ms.max(now),
+        l if l as usize <= ctx.config.delay_levels.len() => {
+            now + ctx.config.delay_levels[l as usize - 1].as_millis() as u64
+        }
+        l => return Err(Failure(ErrorCode::InvalidRequest, format!("delay level {l} is outside 1..=18"))),
+    };
+    let max = ctx.config.max_delay.as_millis() as u64;
+    if due > now + max {
+        let m = format!("delivery {} ms ahead exceeds the broker's max_delay of {max} ms", due - now);
+        return Err(Failure(ErrorCode::InvalidRequest, m));
+    }
+    Ok(due)
 }

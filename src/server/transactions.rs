@@ -10,10 +10,13 @@
 //! answer ends it; every `tx_check_interval` it is checked again, and after
 //! `tx_max_checks` unanswered checks it is rolled back (and logged).
 
+use super::handler::Failure;
 use super::internal_queue;
 use super::offset_marks::Marks;
 use super::schedule::{self, Destination, Handover};
 use super::shard_server::ShardCtx;
+use crate::protocol::messages::Transactional;
+use crate::protocol::{ErrorCode, Reader, Writer};
 use ringmq_shards::batch::BatchBuilder;
 use ringmq_shards::{FlushPolicy, QueueId, Record, Shard, Signal, StorageError};
 use std::cell::RefCell;
@@ -299,4 +302,44 @@ pub async fn check_messages(ctx: &ShardCtx, halves: &[u64]) -> Result<Vec<HalfMe
         }
     }
     Ok(out)
+}
+
+/// Stores a transaction's half message (exactly one record).
+pub async fn produce_half(ctx: &ShardCtx, t: &Transactional<'_>) -> Result<u64, Failure> {
+    ringmq_shards::batch::check(t.batch, ctx.config.max_batch_bytes)?;
+    let body = &t.batch[ringmq_shards::batch::HEADER_BYTES..];
+    let records = ringmq_shards::record::RecordIter::new(body).collect::<Result<Vec<_>, _>>()?;
+    let [record] = records.as_slice() else {
+        let m = format!("a half message batch holds exactly one message, not {}", records.len());
+        return Err(Failure(ErrorCode::InvalidRequest, m));
+    };
+    if t.group.is_empty() {
+        return Err(Failure(ErrorCode::InvalidRequest, "a half message needs its producer group".into()));
+    }
+    Ok(store_half(ctx, &t.group, &t.queue.topic, t.queue.queue, record).await?)
+}
+
+/// EndTransaction: the outcome's wire code (1 committed, 2 rolled back).
+pub async fn end_requested(ctx: &Rc<ShardCtx>, half: u64, commit: bool) -> Result<u8, Failure> {
+    let outcome = end(ctx, half, commit).await?.ok_or_else(|| {
+        Failure(ErrorCode::InvalidRequest, format!("no transaction at half offset {half} on this shard"))
+    })?;
+    Ok(if outcome == Outcome::Committed { 1 } else { 2 })
+}
+
+/// PollChecks: parks until checks for the group wait (or the wait ends) and hands them out.
+pub async fn poll_checks(ctx: &ShardCtx, r: &mut Reader<'_>, w: &mut Writer) -> Result<(), Failure> {
+    let group = r.string()?;
+    let wait = Duration::from_millis(u64::from(r.u32()?)).min(ctx.config.max_fetch_wait);
+    let tx = &ctx.transactions;
+    let mut halves = tx.take_checks(&group);
+    if halves.is_empty() && !wait.is_zero() && tx.check_ready.wait_for(wait).await {
+        halves = tx.take_checks(&group);
+    }
+    let found = check_messages(ctx, &halves).await?;
+    w.u32(found.len() as u32);
+    for (half, topic, queue, batch) in &found {
+        w.u64(*half).string(topic).u32(*queue).bytes(batch);
+    }
+    Ok(())
 }
