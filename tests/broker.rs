@@ -209,3 +209,110 @@ fn a_parked_fetch_does_not_hold_up_a_produce_on_the_same_connection() {
     let (_, fetched) = &answered[&1];
     assert!(fetched.windows(9).any(|w| w == b"pipelined"), "the parked fetch woke with the produced message");
 }
+
+#[test]
+fn bad_requests_to_the_group_delay_transaction_and_lookup_apis_get_typed_errors() {
+    use ringmq::protocol::messages::{JoinGroup, LookupQuery, Membership, SendBack, Transactional};
+    let dir = tempfile::tempdir().unwrap();
+    let broker = Broker::start(dir.path(), &[]);
+    broker.client().create_topic("t", 2, 0).unwrap();
+    let q = |queue| QueueRef { topic: "t".into(), queue };
+    let mut raw = Raw::connect(broker.addr());
+    let mut cases: Vec<(ApiKey, Vec<u8>, ErrorCode, &str)> = Vec::new();
+    let body = |f: &dyn Fn(&mut Writer)| {
+        let mut w = Writer::default();
+        f(&mut w);
+        w.buf
+    };
+    let two = {
+        let mut b = BatchBuilder::new(0);
+        b.push(&Record { value: b"a", ..Record::default() }).push(&Record { value: b"b", ..Record::default() });
+        b.finish()
+    };
+    let join = |session, rebalance| JoinGroup {
+        group: "g".into(),
+        member: String::new(),
+        client_id: "c".into(),
+        session_timeout_ms: session,
+        rebalance_timeout_ms: rebalance,
+        metadata: Vec::new(),
+    };
+    cases.push((ApiKey::JoinGroup, body(&|w| join(0, 1000).encode(w)), ErrorCode::InvalidRequest, "timeouts"));
+    cases.push((
+        ApiKey::JoinGroup,
+        body(&|w| join(1000, 999_999_999).encode(w)),
+        ErrorCode::InvalidRequest,
+        "max_group_wait",
+    ));
+    let stranger = Membership { group: "g".into(), generation: 1, member: "nobody".into() };
+    cases.push((
+        ApiKey::Heartbeat,
+        body(&|w| {
+            stranger.encode(w);
+            w.u32(0);
+        }),
+        ErrorCode::UnknownMember,
+        "no member",
+    ));
+    cases.push((ApiKey::LeaveGroup, body(&|w| stranger.encode(w)), ErrorCode::UnknownMember, "no member"));
+    let send_back = |group: &str, offset| SendBack {
+        group: group.into(),
+        queue: q(0),
+        offset,
+        max_retries: 0,
+        delay_level: 0,
+        dead_letter: false,
+    };
+    cases.push((
+        ApiKey::SendBack,
+        body(&|w| send_back("bad group!", 0).encode(w)),
+        ErrorCode::InvalidRequest,
+        "not a valid name",
+    ));
+    cases.push((ApiKey::SendBack, body(&|w| send_back("g", 5).encode(w)), ErrorCode::OffsetOutOfRange, "offset"));
+    fn half(batch: &[u8], half: u64) -> Transactional<'_> {
+        let queue = QueueRef { topic: "t".into(), queue: 0 };
+        Transactional { queue, group: "p".into(), batch, half, commit: true }
+    }
+    cases.push((
+        ApiKey::ProduceHalf,
+        body(&|w| half(&two, 0).encode(w)),
+        ErrorCode::InvalidRequest,
+        "exactly one message",
+    ));
+    cases.push((
+        ApiKey::EndTransaction,
+        body(&|w| half(&[], 42).encode(w)),
+        ErrorCode::InvalidRequest,
+        "no transaction at half offset 42",
+    ));
+    cases.push((
+        ApiKey::AdvanceClock,
+        body(&|w| {
+            w.u64(1000);
+        }),
+        ErrorCode::InvalidRequest,
+        "not manual",
+    ));
+    cases.push((
+        ApiKey::LookupMessages,
+        body(&|w| {
+            w.u8(7);
+        }),
+        ErrorCode::Malformed,
+        "lookup kind",
+    ));
+    cases.push((
+        ApiKey::LookupMessages,
+        body(&|w| LookupQuery::Key { topic: "t".into(), key: b"k".to_vec() }.encode(w)),
+        ErrorCode::None,
+        "",
+    ));
+    for (i, (api, body, code, says)) in cases.into_iter().enumerate() {
+        let (_, got, message, _) = raw.call(api as u16, 0, 500 + i as u32, &body);
+        assert_eq!(got, code, "{api:?}: {message}");
+        assert!(message.contains(says), "{api:?}: {message:?} should say {says:?}");
+    }
+    still_serves(&broker);
+    assert_eq!(broker.client().list_offsets("t", 0).unwrap(), (0, 0), "nothing was stored");
+}
