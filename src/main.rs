@@ -2,7 +2,9 @@
 //! producing and consuming.
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
-use ringmq::client::{Client, ClientConfig, ClientError, Consumer, Message, Producer, ProducerConfig, StartFrom};
+use ringmq::client::{
+    Client, ClientConfig, ClientError, Consumer, GroupConfig, Message, Producer, ProducerConfig, StartFrom, StartNew,
+};
 use ringmq::server::{self, ServerConfig};
 use std::io::{BufRead, Write};
 use std::path::PathBuf;
@@ -309,6 +311,11 @@ struct ConsumeArgs {
     /// Consumer group: start from and commit its offsets.
     #[arg(long)]
     group: Option<String>,
+    /// Join the group as a member (its queues come from rebalancing; a new
+    /// group starts as --from says, earliest or latest) instead of reading
+    /// every queue.
+    #[arg(long, requires = "group")]
+    subscribe: bool,
     /// Only messages whose tag matches: `*` or tags joined by `||` (the broker filters).
     #[arg(long, default_value = "*")]
     tags: String,
@@ -480,9 +487,21 @@ fn consume(a: ConsumeArgs) -> Result<(), String> {
             n.parse().map_err(|_| format!("--from {n:?}: expected earliest, latest, committed or an offset"))?,
         ),
     };
-    let mut consumer = Consumer::new(client.clone(), a.group.clone());
-    consumer.filter_tags(&a.topic, &a.tags);
-    consumer.assign_all(&a.topic, start).map_err(|e: ClientError| e.to_string())?;
+    let mut consumer = match (&a.group, a.subscribe) {
+        (Some(group), true) => {
+            let start_new = if start == StartFrom::Latest { StartNew::Latest } else { StartNew::Earliest };
+            let mut config =
+                GroupConfig { start_new, client_id: "ringmq-cli".into(), ..GroupConfig::new(group, &[&a.topic]) };
+            config.tags.insert(a.topic.clone(), a.tags.clone());
+            Consumer::subscribe(client.clone(), config)
+        }
+        _ => {
+            let mut consumer = Consumer::new(client.clone(), a.group.clone());
+            consumer.filter_tags(&a.topic, &a.tags);
+            consumer.assign_all(&a.topic, start).map_err(|e: ClientError| e.to_string())?;
+            consumer
+        }
+    };
     let mut seen = 0u64;
     let mut last = Instant::now();
     // Next offset per queue of what was printed: only that is committed, so a
@@ -508,12 +527,11 @@ fn consume(a: ConsumeArgs) -> Result<(), String> {
         }
     }
     out.flush().map_err(|e| e.to_string())?;
-    if let Some(group) = &a.group {
-        // Outside a group membership: the broker takes it while the group has no members.
-        let who = ringmq::protocol::messages::Membership { group: group.clone(), ..Default::default() };
-        for (queue, next) in printed {
-            client.commit_offset(&who, &a.topic, queue, next).map_err(|e| e.to_string())?;
-        }
+    if a.group.is_some() {
+        // As a member, or (without --subscribe) from outside the group, which
+        // the broker takes while the group has no members.
+        let positions: Vec<_> = printed.into_iter().map(|(q, next)| (a.topic.clone(), q, next)).collect();
+        consumer.commit_offsets(&positions).map_err(|e| e.to_string())?;
     }
     Ok(())
 }

@@ -128,3 +128,25 @@ fn dead_letters_are_listed_shown_and_redriven_to_their_topic() {
     );
     assert_eq!(again.reconsume_times(), 0, "a redriven message starts over");
 }
+
+#[test]
+fn consume_subscribe_joins_the_group_and_commits_as_a_member() {
+    let dir = tempfile::tempdir().unwrap();
+    let broker = Broker::start(dir.path(), &[]);
+    let b = broker.addr();
+    assert!(ringmq(&["topic", "create", "jobs", "--queues", "4", "--broker", b], "").status.success());
+    let lines: String = (0..8).map(|i| format!("job-{i}\n")).collect();
+    assert!(ringmq(&["produce", "jobs", "--broker", b], &lines).status.success());
+    let member = |count: &str| {
+        let args = ["consume", "jobs", "--group", "workers", "--subscribe", "--count", count, "--idle-exit-ms", "3000"];
+        let out = ringmq(&[&args[..], &["--broker", b]].concat(), "");
+        assert!(out.status.success(), "{}", text(&out.stderr));
+        text(&out.stdout).lines().map(str::to_string).collect::<Vec<_>>()
+    };
+    let first = member("5");
+    assert_eq!(first.len(), 5, "a lone member holds every queue");
+    let rest = member("8");
+    assert_eq!(first.len() + rest.len(), 8, "the next member resumes after what the first committed: {first:?} {rest:?}");
+    let out = ringmq(&["consume", "jobs", "--subscribe", "--broker", b], "");
+    assert_eq!(out.status.code(), Some(2), "--subscribe needs --group");
+}
