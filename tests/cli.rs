@@ -146,7 +146,11 @@ fn consume_subscribe_joins_the_group_and_commits_as_a_member() {
     let first = member("5");
     assert_eq!(first.len(), 5, "a lone member holds every queue");
     let rest = member("8");
-    assert_eq!(first.len() + rest.len(), 8, "the next member resumes after what the first committed: {first:?} {rest:?}");
+    assert_eq!(
+        first.len() + rest.len(),
+        8,
+        "the next member resumes after what the first committed: {first:?} {rest:?}"
+    );
     let out = ringmq(&["consume", "jobs", "--subscribe", "--broker", b], "");
     assert_eq!(out.status.code(), Some(2), "--subscribe needs --group");
 }
