@@ -10,6 +10,7 @@
 use crate::error::{Result, StorageError};
 use crate::fs;
 use crate::index::{self, ENTRIES_PER_PAGE, ENTRY_BYTES};
+use crate::lookup::Lookup;
 use crate::position::{QueueId, PAGE_BYTES};
 use crate::shard::Inner;
 use crate::stats::add;
@@ -97,12 +98,18 @@ impl Inner {
         for &(queue, _, from, upto) in &plan {
             self.write_index(queue, from, upto).await?;
         }
-        let (chunk, lookup_dir) = {
+        let (source, lookup_dir) = {
             let st = self.state.borrow();
-            (st.lookup.chunk_below(position), st.lookup.dir().to_path_buf())
+            (st.lookup.chunk_source(position), st.lookup.dir().to_path_buf())
         };
-        if let Some(chunk) = &chunk {
-            crate::lookup::Lookup::write(&lookup_dir, chunk).await?;
+        let mut chunk = None;
+        if let Some(source) = source {
+            // Sorting a checkpoint's worth of entries took tens of ms on the
+            // shard's thread: a stall for every append and read.
+            let dir = lookup_dir.clone();
+            let built = glommio::executor().spawn_blocking(move || Lookup::build_chunk(&dir, source)).await;
+            Lookup::write(&lookup_dir, &built).await?;
+            chunk = Some(built);
         }
         let checkpoint =
             Checkpoint { position, queues: plan.iter().map(|&(q, start, _, upto)| (q, start, upto)).collect() };
@@ -110,7 +117,7 @@ impl Inner {
         let mut st = self.state.borrow_mut();
         let st = &mut *st;
         if let Some(chunk) = chunk {
-            st.index_mem_entries -= st.lookup.chunk_written(chunk);
+            st.lookup.chunk_written(chunk);
         }
         for &(queue, _, _, upto) in &plan {
             if let Some(q) = st.queues.get_mut(&queue) {

@@ -15,6 +15,7 @@ use crate::position::QueueId;
 use glommio::io::DmaFile;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 const MAGIC: &[u8; 8] = b"RMQLKP01";
 const HEADER_BYTES: usize = 16;
@@ -58,12 +59,22 @@ struct Chunk {
     last_hash: u64,
 }
 
+/// Tail entries per block: appends fill a block allocated up front, so the
+/// tail never reallocates or copies (a 32 MiB tail copied on the shard's
+/// thread stalled every append for milliseconds).
+const TAIL_BLOCK: usize = 64 * 1024;
+
+/// (log position, entry), in log order.
+type Block = Vec<(u64, Entry)>;
+
 /// A shard's lookup entries: the in-memory tail and the written chunks.
 #[derive(Default)]
 pub(crate) struct Lookup {
     dir: PathBuf,
-    /// (log position, entry), in log order.
-    tail: Vec<(u64, Entry)>,
+    /// Full blocks of the tail, shared with a chunk being built.
+    full: Vec<Arc<Block>>,
+    /// The block being filled.
+    open: Block,
     chunks: BTreeMap<u64, Chunk>,
 }
 
@@ -78,31 +89,47 @@ impl Lookup {
             let Some((from, to)) = parse_name(&name) else { continue };
             chunks.insert(from, Chunk::load(entry.path(), to).await?);
         }
-        Ok(Lookup { dir, tail: Vec::new(), chunks })
+        Ok(Lookup { dir, full: Vec::new(), open: Block::with_capacity(TAIL_BLOCK), chunks })
     }
 
-    /// Entries in memory.
-    pub fn tail_len(&self) -> usize {
-        self.tail.len()
-    }
-
-    /// Adds the entries of one record at log position `pos`; returns how many.
-    pub fn note(&mut self, pos: u64, queue: QueueId, offset: u64, id: &[u8; 16], key: &[u8]) -> usize {
-        self.tail.push((pos, Entry { hash: id_hash(id), queue, offset }));
-        if key.is_empty() {
-            return 1;
+    /// Adds the entries of one record at log position `pos`.
+    pub fn note(&mut self, pos: u64, queue: QueueId, offset: u64, id: &[u8; 16], key: &[u8]) {
+        self.push((pos, Entry { hash: id_hash(id), queue, offset }));
+        if !key.is_empty() {
+            self.push((pos, Entry { hash: key_hash(key), queue, offset }));
         }
-        self.tail.push((pos, Entry { hash: key_hash(key), queue, offset }));
-        2
     }
 
-    /// The tail's entries below `position` as a chunk to write (None if there are none).
-    pub fn chunk_below(&self, position: u64) -> Option<PendingChunk> {
+    fn push(&mut self, entry: (u64, Entry)) {
+        if self.open.len() == TAIL_BLOCK {
+            let full = std::mem::replace(&mut self.open, Block::with_capacity(TAIL_BLOCK));
+            self.full.push(Arc::new(full));
+        }
+        self.open.push(entry);
+    }
+
+    fn tail(&self) -> impl Iterator<Item = &(u64, Entry)> {
+        self.full.iter().flat_map(|b| b.iter()).chain(self.open.iter())
+    }
+
+    /// What a chunk of the tail's entries in [last chunk's end, `position`)
+    /// is built from: the full blocks (shared, not copied) and a copy of the
+    /// open block's part. None if there is nothing to write.
+    pub fn chunk_source(&self, position: u64) -> Option<ChunkSource> {
         let from = self.chunks.values().map(|c| c.to).max().unwrap_or(0);
-        let mut entries: Vec<Entry> = self.tail.iter().take_while(|(p, _)| *p < position).map(|(_, e)| *e).collect();
-        if entries.is_empty() || position <= from {
-            return None;
-        }
+        let open: Block = self.open.iter().take_while(|(p, _)| *p < position).copied().collect();
+        let any = self.full.iter().any(|b| b.first().is_some_and(|(p, _)| *p < position)) || !open.is_empty();
+        (any && position > from).then(|| ChunkSource { from, to: position, full: self.full.clone(), open })
+    }
+
+    /// Sorts and encodes entries covering [from, to) as a chunk. Costly for
+    /// big chunks (a sort of every entry): the checkpoint runs it off the
+    /// shard's thread.
+    pub fn build_chunk(dir: &Path, source: ChunkSource) -> PendingChunk {
+        let ChunkSource { from, to, full, open } = source;
+        let in_range = |(p, _): &&(u64, Entry)| (from..to).contains(p);
+        let mut entries: Vec<Entry> =
+            full.iter().flat_map(|b| b.iter()).chain(open.iter()).filter(in_range).map(|(_, e)| *e).collect();
         entries.sort_unstable();
         let mut bytes = Vec::with_capacity(HEADER_BYTES + entries.len() * ENTRY_BYTES);
         bytes.extend_from_slice(MAGIC);
@@ -113,29 +140,32 @@ impl Lookup {
             bytes.extend_from_slice(&e.offset.to_le_bytes());
         }
         let chunk = Chunk {
-            path: self.dir.join(format!("{from:020}-{position:020}.lkp")),
-            to: position,
+            path: dir.join(format!("{from:020}-{to:020}.lkp")),
+            to,
             count: entries.len(),
             block_first: entries.iter().step_by(BLOCK).map(|e| e.hash).collect(),
             last_hash: entries.last().map_or(0, |e| e.hash),
         };
         // Footer: the sparse index, so opening a chunk reads only it.
         chunk.block_first.iter().chain([&chunk.last_hash]).for_each(|h| bytes.extend_from_slice(&h.to_le_bytes()));
-        Some(PendingChunk { from, bytes, chunk })
+        PendingChunk { from, bytes, chunk }
     }
 
-    /// Writes a chunk made by `chunk_below` (no state is borrowed meanwhile).
+    /// Writes a chunk made by `build_chunk` (no state is borrowed meanwhile).
     pub async fn write(dir: &Path, pending: &PendingChunk) -> Result<()> {
         let name = pending.chunk.path.file_name().expect("a file name").to_string_lossy().into_owned();
         fs::write_atomic(dir, &name, &pending.bytes).await
     }
 
-    /// Records a written chunk and drops its entries from the tail; returns how many left memory.
-    pub fn chunk_written(&mut self, pending: PendingChunk) -> usize {
-        let written = self.tail.iter().take_while(|(p, _)| *p < pending.chunk.to).count();
-        self.tail.drain(..written);
+    /// Records a written chunk and drops the tail blocks it covers whole (a
+    /// block it covers in part stays; lookups drop the duplicates).
+    pub fn chunk_written(&mut self, pending: PendingChunk) {
+        let to = pending.chunk.to;
+        self.full.retain(|b| b.last().is_some_and(|(p, _)| *p >= to));
+        if self.full.is_empty() && self.open.last().is_some_and(|(p, _)| *p < to) {
+            self.open.retain(|(p, _)| *p >= to);
+        }
         self.chunks.insert(pending.from, pending.chunk);
-        written
     }
 
     /// The directory of the chunk files.
@@ -146,7 +176,7 @@ impl Lookup {
     /// What a lookup of `hash` must read (chunk blocks) and the tail's matches.
     pub fn plan(&self, hash: u64) -> (Vec<BlockRead>, Vec<(QueueId, u64)>) {
         let reads = self.chunks.values().filter_map(|c| c.block_read(hash)).collect();
-        let tail = self.tail.iter().filter(|(_, e)| e.hash == hash).map(|(_, e)| (e.queue, e.offset)).collect();
+        let tail = self.tail().filter(|(_, e)| e.hash == hash).map(|(_, e)| (e.queue, e.offset)).collect();
         (reads, tail)
     }
 
@@ -202,6 +232,14 @@ impl Chunk {
         let at = (HEADER_BYTES + first * BLOCK * ENTRY_BYTES) as u64;
         Some(BlockRead { path: self.path.clone(), at, len: (upto - first * BLOCK) * ENTRY_BYTES, hash })
     }
+}
+
+/// The tail entries a chunk is built from (off the shard's thread).
+pub(crate) struct ChunkSource {
+    from: u64,
+    to: u64,
+    full: Vec<Arc<Block>>,
+    open: Block,
 }
 
 /// A chunk made from the tail, to be written.

@@ -79,8 +79,7 @@ impl Shard {
         let mut cache = ChunkCache::new(config.cache_bytes / chunk_bytes, chunk_bytes);
         seed_frontier_chunk(&mut cache, &recovered.segments, recovered.end, config.segment_bytes).await?;
         let log = Log::new(&config, recovered.segments, recovered.end, recovered.tail_page);
-        let index_mem_entries =
-            recovered.queues.values().map(|q| q.mem.len()).sum::<usize>() + recovered.lookup.tail_len();
+        let index_mem_entries = recovered.queues.values().map(|q| q.mem.len()).sum();
         let state = State {
             index_mem_entries,
             lookup: recovered.lookup,
@@ -177,7 +176,7 @@ impl Shard {
                     match log.append(q, batch, &checked) {
                         Ok(placed) => {
                             *index_mem_entries += placed.appended.record_count as usize;
-                            *index_mem_entries += note_lookup(lookup, queue, &placed.appended, batch);
+                            note_lookup(lookup, queue, &placed.appended, batch);
                             break placed;
                         }
                         Err(Blocked::Backpressure) => add(&inner.counters.backpressure_waits, 1),
@@ -363,13 +362,14 @@ impl Drop for Turn<'_> {
     }
 }
 
-/// Adds the lookup entries of an appended batch; returns how many.
-fn note_lookup(lookup: &mut Lookup, queue: QueueId, appended: &Appended, batch: &[u8]) -> usize {
+/// Adds the lookup entries of an appended batch. They are not counted in
+/// `index_mem_entries`: checkpoints, which write them out, are paced by the
+/// queue index alone (one to two lookup entries per index entry).
+fn note_lookup(lookup: &mut Lookup, queue: QueueId, appended: &Appended, batch: &[u8]) {
     let records = crate::record::RecordIter::new(&batch[crate::batch::HEADER_BYTES..]);
     let pos = appended.position.0;
     records
         .enumerate()
         .filter_map(|(k, r)| r.ok().map(|r| (k, r)))
-        .map(|(k, r)| lookup.note(pos, queue, appended.base_offset + k as u64, &r.message_id, r.key))
-        .sum()
+        .for_each(|(k, r)| lookup.note(pos, queue, appended.base_offset + k as u64, &r.message_id, r.key));
 }
