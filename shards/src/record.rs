@@ -54,6 +54,11 @@ impl<'a> Headers<'a> {
         })
     }
 
+    /// The value of the first header named `name`.
+    pub fn get(&self, name: &[u8]) -> Option<&'a [u8]> {
+        self.iter().find(|(n, _)| *n == name).map(|(_, v)| v)
+    }
+
     /// Encodes pairs for [`Record::headers`].
     pub fn encode(pairs: &[(&[u8], &[u8])], out: &mut Vec<u8>) {
         for (name, value) in pairs {

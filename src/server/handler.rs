@@ -216,6 +216,14 @@ async fn serve(ctx: &Rc<ShardCtx>, api: ApiKey, body: &[u8], frame: &[u8]) -> Ou
     Ok(Reply::Body(w.buf))
 }
 
+/// The records of a client's batch, after checking its length, CRC and
+/// records against the broker's limits.
+pub fn checked_records<'a>(ctx: &ShardCtx, batch: &'a [u8]) -> Result<Vec<ringmq_shards::Record<'a>>, Failure> {
+    ringmq_shards::batch::check(batch, ctx.config.max_batch_bytes)?;
+    let body = &batch[ringmq_shards::batch::HEADER_BYTES..];
+    Ok(ringmq_shards::record::RecordIter::new(body).collect::<Result<Vec<_>, _>>()?)
+}
+
 /// Appends a batch to a topic's queue from inside the broker (wherever the
 /// queue lives), durably.
 pub async fn produce_internal(ctx: &Rc<ShardCtx>, topic: &str, queue: u32, batch: &[u8]) -> Result<(), Failure> {

@@ -4,7 +4,7 @@
 
 use super::shard_server::ShardCtx;
 use super::{schedule, timer, transactions};
-use ringmq_shards::batch::{self, BatchHeader};
+use ringmq_shards::batch::{self, BatchBuilder, BatchHeader};
 use ringmq_shards::record::RecordIter;
 use ringmq_shards::{FlushPolicy, QueueId, ReadWait, Record, Shard, StorageError};
 use std::rc::Rc;
@@ -19,6 +19,19 @@ pub async fn ensure(storage: &Shard, queues: &[(QueueId, FlushPolicy)]) -> Resul
         }
     }
     Ok(())
+}
+
+/// Appends one record of `key` and `value` to `queue` (durable as the queue's policy says).
+pub async fn append_one(
+    storage: &Shard,
+    queue: QueueId,
+    key: &[u8],
+    value: &[u8],
+    timestamp_ms: i64,
+) -> Result<(), StorageError> {
+    let mut b = BatchBuilder::new(timestamp_ms);
+    b.push(&Record { key, value, ..Record::default() });
+    storage.append(queue, &b.finish()).await.map(|_| ())
 }
 
 /// Calls `each(offset, record)` for every record of `queue` from `from`.

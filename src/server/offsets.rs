@@ -44,11 +44,8 @@ impl Offsets {
         queue: u32,
         offset: u64,
     ) -> Result<(), StorageError> {
-        let key = format!("{group}\0{topic}\0{queue}");
-        let value = offset.to_le_bytes();
-        let mut b = BatchBuilder::new(0);
-        b.push(&Record { key: key.as_bytes(), value: &value, ..Record::default() });
-        storage.append(OFFSETS_QUEUE, &b.finish()).await?;
+        let key = encode_key(group, topic, queue);
+        internal_queue::append_one(storage, OFFSETS_QUEUE, key.as_bytes(), &offset.to_le_bytes(), 0).await?;
         self.committed.borrow_mut().insert((group.to_string(), topic.to_string(), queue), offset);
         Ok(())
     }
@@ -60,7 +57,7 @@ impl Offsets {
         for chunk in all.chunks(1000) {
             let mut b = BatchBuilder::new(0);
             let encoded: Vec<(String, [u8; 8])> =
-                chunk.iter().map(|((g, t, q), v)| (format!("{g}\0{t}\0{q}"), v.to_le_bytes())).collect();
+                chunk.iter().map(|((g, t, q), v)| (encode_key(g, t, *q), v.to_le_bytes())).collect();
             for (key, value) in &encoded {
                 b.push(&Record { key: key.as_bytes(), value, ..Record::default() });
             }
@@ -73,6 +70,10 @@ impl Offsets {
     pub fn get(&self, group: &str, topic: &str, queue: u32) -> Option<u64> {
         self.committed.borrow().get(&(group.to_string(), topic.to_string(), queue)).copied()
     }
+}
+
+fn encode_key(group: &str, topic: &str, queue: u32) -> String {
+    format!("{group}\0{topic}\0{queue}")
 }
 
 fn decode_key(key: &[u8]) -> Option<Key> {

@@ -39,16 +39,16 @@ pub async fn send_back(ctx: &Rc<ShardCtx>, req: &SendBack, storage_id: u32) -> R
     if !super::metadata::valid_topic_name(&req.group) {
         return Err(Failure(ErrorCode::InvalidRequest, format!("group name {:?} is not a valid name", req.group)));
     }
-    let level = match req.delay_level {
-        l if l <= schedule::LEVELS => l,
-        l => return Err(Failure(ErrorCode::InvalidRequest, format!("delay level {l} is outside 1..=18"))),
-    };
+    let level = req.delay_level;
+    if level != 0 {
+        schedule::level_delay(&ctx.config, level)?;
+    }
     let (retry, dlq) = (retry_topic(&req.group), dlq_topic(&req.group));
     let copy = internal_queue::with_record(&ctx.storage, QueueId(storage_id), req.offset, |r| {
         copy_back(ctx, req, level, &retry, r)
     })
     .await?
-    .ok_or_else(|| Failure(ErrorCode::OffsetOutOfRange, format!("no message at offset {}", req.offset)))?;
+    .ok_or_else(|| Failure(ErrorCode::OffsetOutOfRange, format!("no message at offset {}", req.offset)))??;
     let max = if req.max_retries == 0 { DEFAULT_MAX_RETRIES } else { req.max_retries };
     if copy.times > max || req.dead_letter {
         handler::ensure_topic(ctx, &dlq).await?;
@@ -72,8 +72,14 @@ struct Copy {
 
 /// Counts the send-back, keeps the origin, and stamps the retry copy with
 /// its level's due time (level `count + 2` unless the request names one).
-fn copy_back(ctx: &ShardCtx, req: &SendBack, level: u32, retry_topic: &str, record: &Record<'_>) -> Copy {
-    let header = |name: &[u8]| record.headers.iter().find(|(n, _)| *n == name).map(|(_, v)| v);
+fn copy_back(
+    ctx: &ShardCtx,
+    req: &SendBack,
+    level: u32,
+    retry_topic: &str,
+    record: &Record<'_>,
+) -> Result<Copy, Failure> {
+    let header = |name| record.headers.get(name);
     let times = header(RECONSUME).and_then(|v| v.try_into().ok()).map_or(0, u32::from_le_bytes) + 1;
     let (origin_queue, origin_offset) = (req.queue.queue.to_le_bytes(), req.offset.to_le_bytes());
     let times_bytes = times.to_le_bytes();
@@ -85,9 +91,9 @@ fn copy_back(ctx: &ShardCtx, req: &SendBack, level: u32, retry_topic: &str, reco
     ];
     let level = if level == 0 { (times + 2).min(schedule::LEVELS) } else { level };
     let now = ctx.clock.now_ms();
-    let due_ms = now + ctx.config.delay_levels[level as usize - 1].as_millis() as u64;
+    let due_ms = now + schedule::level_delay(&ctx.config, level)?.as_millis() as u64;
     let keep = |name: &[u8]| set.iter().all(|(n, _)| *n != name);
     let dead_letter = schedule::rebuilt(record, now as i64, &set, keep);
     let retry = schedule::stamped(record, now, Destination { due_ms, topic: retry_topic, queue: 0 }, &set);
-    Copy { times, level, due_ms, retry, dead_letter }
+    Ok(Copy { times, level, due_ms, retry, dead_letter })
 }

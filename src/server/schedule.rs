@@ -7,9 +7,11 @@
 //! fell due while the broker was down) and commits its cursor; a crash
 //! between delivery and commit delivers that record again (at least once).
 
-use super::handler;
+use super::config::ServerConfig;
+use super::handler::{self, Failure};
 use super::offsets::Offsets;
 use super::shard_server::ShardCtx;
+use crate::protocol::ErrorCode;
 use ringmq_shards::batch::{self, BatchBuilder, BatchHeader};
 use ringmq_shards::record::{Headers, Record, RecordIter};
 use ringmq_shards::{QueueId, ReadWait, Shard, StorageError};
@@ -25,6 +27,12 @@ pub fn default_delays() -> Vec<Duration> {
         .into_iter()
         .map(Duration::from_secs)
         .collect()
+}
+
+/// The delay of `level` (1..=18) as the broker is configured.
+pub fn level_delay(config: &ServerConfig, level: u32) -> Result<Duration, Failure> {
+    let known = (1..=LEVELS).contains(&level).then(|| config.delay_levels.get(level as usize - 1)).flatten();
+    known.copied().ok_or_else(|| Failure(ErrorCode::InvalidRequest, format!("delay level {level} is outside 1..=18")))
 }
 
 /// Header names the schedule adds (stripped at delivery).
@@ -74,7 +82,7 @@ pub fn stamped_all(records: &[Record<'_>], now_ms: u64, to: Destination<'_>, set
 
 /// The destination a stored record was stamped with.
 pub fn destination<'a>(record: &Record<'a>) -> Destination<'a> {
-    let header = |name: &[u8]| record.headers.iter().find(|(n, _)| *n == name).map(|(_, v)| v);
+    let header = |name| record.headers.get(name);
     Destination {
         due_ms: header(DUE).and_then(|v| v.try_into().ok()).map_or(0, u64::from_le_bytes),
         topic: header(TOPIC).and_then(|t| std::str::from_utf8(t).ok()).unwrap_or_default(),

@@ -13,7 +13,7 @@
 //! minus the done offsets; what fell due while the broker was down is
 //! delivered at the first tick.
 
-use super::handler::Failure;
+use super::handler::{self, Failure};
 use super::internal_queue;
 use super::offset_marks::Marks;
 use super::offsets::Offsets;
@@ -22,9 +22,8 @@ use super::shard_server::ShardCtx;
 use super::timing_wheel::TimingWheel;
 use crate::protocol::messages::ProduceDelayed;
 use crate::protocol::ErrorCode;
-use ringmq_shards::batch::BatchBuilder;
 use ringmq_shards::{FlushPolicy, QueueId, Record, Shard, StorageError};
-use std::cell::{Cell, RefCell};
+use std::cell::RefCell;
 use std::rc::Rc;
 use std::time::{Duration, Instant};
 
@@ -91,7 +90,7 @@ pub fn spawn(ctx: &Rc<ShardCtx>) -> glommio::task::JoinHandle<()> {
 
 async fn deliver_loop(ctx: Rc<ShardCtx>) {
     let mut last_commit = Instant::now();
-    let committed = Cell::new(ctx.timer.delivered.borrow().cursor);
+    let mut committed = ctx.timer.delivered.borrow().cursor;
     loop {
         glommio::timer::sleep(Duration::from_millis(TICK_MS)).await;
         let due = ctx.timer.wheel.borrow_mut().advance(ctx.clock.now_ms());
@@ -111,11 +110,11 @@ async fn deliver_loop(ctx: Rc<ShardCtx>) {
             record_done(&ctx, due.iter().map(|(_, o)| *o)).await;
         }
         let cursor = ctx.timer.delivered.borrow().cursor;
-        if cursor != committed.get() && last_commit.elapsed() >= Duration::from_secs(1) {
+        if cursor != committed && last_commit.elapsed() >= Duration::from_secs(1) {
             if let Err(error) = ctx.offsets.commit(&ctx.storage, CURSOR_GROUP, "", 0, cursor).await {
                 tracing::error!(shard = ctx.id, %error, "committing the timer cursor failed");
             }
-            committed.set(cursor);
+            committed = cursor;
             last_commit = Instant::now();
         }
     }
@@ -151,9 +150,9 @@ async fn record_done(ctx: &ShardCtx, offsets: impl Iterator<Item = u64>) {
         ctx.timer.delivered.borrow_mut().mark(o);
         value.extend_from_slice(&o.to_le_bytes());
     }
-    let mut b = BatchBuilder::new(ctx.clock.now_ms() as i64);
-    b.push(&Record { value: &value, ..Record::default() });
-    if let Err(error) = ctx.storage.append(TIMER_DONE, &b.finish()).await {
+    if let Err(error) =
+        internal_queue::append_one(&ctx.storage, TIMER_DONE, &[], &value, ctx.clock.now_ms() as i64).await
+    {
         tracing::error!(shard = ctx.id, %error, "recording delivered timers failed (they may be delivered again)");
     }
 }
@@ -162,9 +161,7 @@ async fn record_done(ctx: &ShardCtx, offsets: impl Iterator<Item = u64>) {
 /// their due time; returns it and the record count.
 pub async fn produce_delayed(ctx: &ShardCtx, p: &ProduceDelayed<'_>) -> Result<(u64, u32), Failure> {
     let due_ms = due_time(ctx, p.delay_level, p.deliver_at_ms)?;
-    ringmq_shards::batch::check(p.batch, ctx.config.max_batch_bytes)?;
-    let body = &p.batch[ringmq_shards::batch::HEADER_BYTES..];
-    let records = ringmq_shards::record::RecordIter::new(body).collect::<Result<Vec<_>, _>>()?;
+    let records = handler::checked_records(ctx, p.batch)?;
     put(ctx, &p.queue.topic, p.queue.queue, due_ms, &records).await?;
     Ok((due_ms, records.len() as u32))
 }
@@ -175,10 +172,7 @@ fn due_time(ctx: &ShardCtx, level: u32, at_ms: u64) -> Result<u64, Failure> {
     let now = ctx.clock.now_ms();
     let due = match level {
         0 => at_ms.max(now),
-        l if l as usize <= ctx.config.delay_levels.len() => {
-            now + ctx.config.delay_levels[l as usize - 1].as_millis() as u64
-        }
-        l => return Err(Failure(ErrorCode::InvalidRequest, format!("delay level {l} is outside 1..=18"))),
+        l => now + schedule::level_delay(&ctx.config, l)?.as_millis() as u64,
     };
     let max = ctx.config.max_delay.as_millis() as u64;
     if due > now + max {

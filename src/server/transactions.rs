@@ -10,14 +10,13 @@
 //! answer ends it; every `tx_check_interval` it is checked again, and after
 //! `tx_max_checks` unanswered checks it is rolled back (and logged).
 
-use super::handler::Failure;
+use super::handler::{self, Failure};
 use super::internal_queue;
 use super::offset_marks::Marks;
 use super::schedule::{self, Destination, Handover};
 use super::shard_server::ShardCtx;
 use crate::protocol::messages::Transactional;
 use crate::protocol::{ErrorCode, Reader, Writer};
-use ringmq_shards::batch::BatchBuilder;
 use ringmq_shards::{FlushPolicy, QueueId, Record, Shard, Signal, StorageError};
 use std::cell::RefCell;
 use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
@@ -133,11 +132,7 @@ impl Transactions {
 }
 
 fn group_of(r: &Record<'_>) -> String {
-    r.headers
-        .iter()
-        .find(|(n, _)| *n == GROUP)
-        .map(|(_, v)| String::from_utf8_lossy(v).into_owned())
-        .unwrap_or_default()
+    r.headers.get(GROUP).map(|v| String::from_utf8_lossy(v).into_owned()).unwrap_or_default()
 }
 
 /// Stores a half message of `group` for `topic`/`queue`; returns its half offset.
@@ -203,9 +198,7 @@ fn finish(ctx: &ShardCtx, half: u64) {
 async fn record_op(ctx: &ShardCtx, op: Op, half: u64) -> Result<(), StorageError> {
     let mut value = vec![op as u8];
     value.extend_from_slice(&half.to_le_bytes());
-    let mut b = BatchBuilder::new(ctx.clock.now_ms() as i64);
-    b.push(&Record { value: &value, ..Record::default() });
-    ctx.storage.append(TX_OP, &b.finish()).await.map(|_| ())
+    internal_queue::append_one(&ctx.storage, TX_OP, &[], &value, ctx.clock.now_ms() as i64).await
 }
 
 /// A half message handed out for a check: (half offset, topic, queue, batch).
@@ -306,9 +299,7 @@ pub async fn check_messages(ctx: &ShardCtx, halves: &[u64]) -> Result<Vec<HalfMe
 
 /// Stores a transaction's half message (exactly one record).
 pub async fn produce_half(ctx: &ShardCtx, t: &Transactional<'_>) -> Result<u64, Failure> {
-    ringmq_shards::batch::check(t.batch, ctx.config.max_batch_bytes)?;
-    let body = &t.batch[ringmq_shards::batch::HEADER_BYTES..];
-    let records = ringmq_shards::record::RecordIter::new(body).collect::<Result<Vec<_>, _>>()?;
+    let records = handler::checked_records(ctx, t.batch)?;
     let [record] = records.as_slice() else {
         let m = format!("a half message batch holds exactly one message, not {}", records.len());
         return Err(Failure(ErrorCode::InvalidRequest, m));
