@@ -7,8 +7,9 @@ mod common;
 
 use common::Broker;
 use ringmq::client::{ClientError, Consumer, Delay, Message, Producer, ProducerConfig, StartFrom};
+use ringmq::duration::unix_ms;
 use ringmq::protocol::ErrorCode;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
 fn reader(client: &std::sync::Arc<ringmq::client::Client>) -> Consumer {
     let mut c = Consumer::new(client.clone(), None);
@@ -19,10 +20,6 @@ fn reader(client: &std::sync::Arc<ringmq::client::Client>) -> Consumer {
 /// Values of everything that arrives within `real` wall time.
 fn arrivals(c: &mut Consumer, real: Duration) -> Vec<String> {
     common::poll_during(c, real).into_iter().map(|m| String::from_utf8(m.value).unwrap()).collect()
-}
-
-fn unix_ms() -> u64 {
-    SystemTime::now().duration_since(UNIX_EPOCH).unwrap().as_millis() as u64
 }
 
 #[test]

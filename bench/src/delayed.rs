@@ -7,6 +7,7 @@
 use crate::histogram::new_histogram;
 use hdrhistogram::Histogram;
 use ringmq::client::{Client, Consumer, Delay, Message, Producer, ProducerConfig, StartFrom};
+use ringmq::duration::unix_ms;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
@@ -93,10 +94,6 @@ impl Probe {
         let h = self.lateness.lock().expect("lateness lock").clone();
         h
     }
-}
-
-fn unix_ms() -> u64 {
-    unix_us() / 1000
 }
 
 fn unix_us() -> u64 {

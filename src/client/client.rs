@@ -243,7 +243,7 @@ impl Client {
     ) -> Result<Vec<bool>, ClientError> {
         let mut w = Writer::default();
         let queues = queues.iter().map(|(t, q)| QueueRef { topic: t.clone(), queue: *q }).collect();
-        let lease_ms = lease.as_millis().min(u128::from(u32::MAX)) as u32;
+        let lease_ms = crate::duration::millis_u32(lease);
         msg::QueueLocking { group: group.to_string(), holder: holder.to_string(), lease_ms, queues }.encode(&mut w);
         let api = if lease_ms == 0 { ApiKey::UnlockQueues } else { ApiKey::LockQueues };
         let reply = self.call_group(group, api, &w.buf, Duration::ZERO)?;

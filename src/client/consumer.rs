@@ -282,7 +282,7 @@ impl Consumer {
     /// none). A group member first follows a pending rebalance.
     pub fn poll(&mut self, timeout: Duration) -> Result<Vec<ConsumedMessage>, ClientError> {
         self.follow_group()?;
-        let wait_ms = timeout.as_millis().min(u128::from(u32::MAX)) as u32;
+        let wait_ms = crate::duration::millis_u32(timeout);
         for (i, a) in self.assigned.iter_mut().enumerate().filter(|(_, a)| !a.fetching && !a.paused) {
             let mut w = Writer::default();
             Fetch {

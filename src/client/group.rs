@@ -6,6 +6,7 @@
 use super::assignment::Strategy;
 use super::client::Client;
 use super::error::ClientError;
+use crate::duration::millis_u32;
 use crate::protocol::messages::{Assignment, JoinGroup, Joined, Membership, SyncGroup};
 use crate::protocol::{ApiKey, ErrorCode, Reader, Writer};
 use std::collections::{BTreeMap, BTreeSet, HashMap};
@@ -169,8 +170,8 @@ impl GroupMember {
             group: c.group.clone(),
             member,
             client_id: c.client_id.clone(),
-            session_timeout_ms: millis(c.session_timeout),
-            rebalance_timeout_ms: millis(c.rebalance_timeout),
+            session_timeout_ms: millis_u32(c.session_timeout),
+            rebalance_timeout_ms: millis_u32(c.rebalance_timeout),
             metadata: encode_topics(&c.topics),
         }
         .encode(&mut w);
@@ -267,7 +268,7 @@ fn heartbeat_loop(client: &Client, session: &Mutex<Session>, stop: &AtomicBool, 
         let started = Instant::now();
         let mut w = Writer::default();
         who.encode(&mut w);
-        w.u32(millis(every));
+        w.u32(millis_u32(every));
         match client.call_group(&who.group, ApiKey::Heartbeat, &w.buf, every) {
             Err(ClientError::Broker { code, .. }) if code.needs_rejoin() => {
                 let mut s = session.lock().expect("session lock");
@@ -283,10 +284,6 @@ fn heartbeat_loop(client: &Client, session: &Mutex<Session>, stop: &AtomicBool, 
             std::thread::sleep(Duration::from_millis(20).min(every));
         }
     }
-}
-
-fn millis(d: Duration) -> u32 {
-    d.as_millis().min(u128::from(u32::MAX)) as u32
 }
 
 fn encode_topics(topics: &[String]) -> Vec<u8> {

@@ -3,7 +3,6 @@
 //! bits chosen once per generator, 48 bits of a per-generator counter.
 
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::{SystemTime, UNIX_EPOCH};
 
 /// A message ID.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
@@ -48,7 +47,7 @@ impl MessageIdGenerator {
 
     /// The next ID.
     pub fn next_id(&self) -> MessageId {
-        let now = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_millis() as u64);
+        let now = crate::duration::unix_ms();
         // Never go back in time within a generator, even if the wall clock does.
         let ms = self.last_ms.fetch_max(now, Ordering::Relaxed).max(now);
         let n = self.counter.fetch_add(1, Ordering::Relaxed);

@@ -15,7 +15,7 @@ use ringmq_shards::batch::BatchBuilder;
 use ringmq_shards::record::{Headers, Record};
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::Arc;
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant};
 
 /// A message to send.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -231,7 +231,7 @@ impl Producer {
             Delay::Level(l) => (l.max(1), 0),
             Delay::At(ms) => (0, ms),
             Delay::After(d) => {
-                let now = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |n| n.as_millis() as u64);
+                let now = crate::duration::unix_ms();
                 (0, now + d.as_millis() as u64)
             }
         };
@@ -290,7 +290,7 @@ impl Producer {
 
 /// Builds one record batch from messages.
 pub(super) fn build_batch(messages: &[(MessageId, &Message)]) -> Vec<u8> {
-    let now = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_millis() as i64);
+    let now = crate::duration::unix_ms() as i64;
     let mut b = BatchBuilder::new(now);
     let mut header_bytes = Vec::new();
     for (id, m) in messages {

@@ -3,8 +3,8 @@
 //! moves only when the AdvanceClock API says so, so no test sleeps through a
 //! real back-off delay.
 
+use crate::duration::unix_ms;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::{SystemTime, UNIX_EPOCH};
 
 /// Shared by every shard; read on the scheduling path only.
 #[derive(Debug, Default)]
@@ -20,22 +20,18 @@ impl Clock {
 
     /// A clock that starts at the system time and moves only when advanced.
     pub fn manual() -> Clock {
-        Clock { manual: Some(AtomicU64::new(system_ms())) }
+        Clock { manual: Some(AtomicU64::new(unix_ms())) }
     }
 
     /// Unix milliseconds now.
     pub fn now_ms(&self) -> u64 {
-        self.manual.as_ref().map_or_else(system_ms, |m| m.load(Ordering::Relaxed))
+        self.manual.as_ref().map_or_else(unix_ms, |m| m.load(Ordering::Relaxed))
     }
 
     /// Moves a manual clock forward; false for the system clock.
     pub fn advance(&self, ms: u64) -> bool {
         self.manual.as_ref().map(|m| m.fetch_add(ms, Ordering::Relaxed)).is_some()
     }
-}
-
-fn system_ms() -> u64 {
-    SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_millis() as u64)
 }
 
 #[cfg(test)]
