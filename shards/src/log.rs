@@ -4,6 +4,7 @@
 use crate::batch::{self, CheckedBatch, HEADER_BYTES};
 use crate::config::FlushPolicy;
 use crate::index::{IndexEntry, QueueIndex};
+use crate::lookup::Lookup;
 use crate::position::{LogPos, PAGE_BYTES};
 use crate::record::RecordIter;
 use crate::round::Round;
@@ -64,8 +65,14 @@ pub(crate) struct Log {
 
 impl Log {
     /// Places a checked batch for `queue`: stamps it into the open round and
-    /// records its index entries (readable once the round is written).
-    pub fn append(&mut self, queue: &mut QueueIndex, bytes: &[u8], checked: &CheckedBatch) -> Result<Placed, Blocked> {
+    /// records its index and lookup entries (readable once the round is written).
+    pub fn append(
+        &mut self,
+        queue: &mut QueueIndex,
+        lookup: &mut Lookup,
+        bytes: &[u8],
+        checked: &CheckedBatch,
+    ) -> Result<Placed, Blocked> {
         let len = bytes.len();
         if self.pending_bytes > 0 && self.pending_bytes + len > self.pending_bytes_max {
             return Err(Blocked::Backpressure);
@@ -84,8 +91,9 @@ impl Log {
         batch::stamp(round.put(bytes), queue.next, queue.id.0);
         let base_offset = queue.next;
         for record in RecordIter::new(&bytes[HEADER_BYTES..]) {
-            let tag_hash = record.expect("checked batch").tag_hash();
-            queue.push(IndexEntry { position: LogPos(position), size: len as u32, tag_hash });
+            let record = record.expect("checked batch");
+            lookup.note(position, queue.id, queue.next, &record.message_id, record.key);
+            queue.push(IndexEntry { position: LogPos(position), size: len as u32, tag_hash: record.tag_hash() });
         }
         self.end += len as u64;
         self.pending_bytes += len;

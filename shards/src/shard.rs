@@ -173,10 +173,12 @@ impl Shard {
                 if turn.may_go() {
                     let State { queues, log, index_mem_entries, lookup, .. } = &mut *st;
                     let q = queues.get_mut(&queue).ok_or(StorageError::UnknownQueue(queue.0))?;
-                    match log.append(q, batch, &checked) {
+                    // Lookup entries are not counted in `index_mem_entries`:
+                    // checkpoints, which write them out, are paced by the queue
+                    // index alone (one to two lookup entries per index entry).
+                    match log.append(q, lookup, batch, &checked) {
                         Ok(placed) => {
                             *index_mem_entries += placed.appended.record_count as usize;
-                            note_lookup(lookup, queue, &placed.appended, batch);
                             break placed;
                         }
                         Err(Blocked::Backpressure) => add(&inner.counters.backpressure_waits, 1),
@@ -360,16 +362,4 @@ impl Drop for Turn<'_> {
             }
         }
     }
-}
-
-/// Adds the lookup entries of an appended batch. They are not counted in
-/// `index_mem_entries`: checkpoints, which write them out, are paced by the
-/// queue index alone (one to two lookup entries per index entry).
-fn note_lookup(lookup: &mut Lookup, queue: QueueId, appended: &Appended, batch: &[u8]) {
-    let records = crate::record::RecordIter::new(&batch[crate::batch::HEADER_BYTES..]);
-    let pos = appended.position.0;
-    records
-        .enumerate()
-        .filter_map(|(k, r)| r.ok().map(|r| (k, r)))
-        .for_each(|(k, r)| lookup.note(pos, queue, appended.base_offset + k as u64, &r.message_id, r.key));
 }
