@@ -113,7 +113,11 @@ impl Drop for Connection {
     }
 }
 
-fn read_loop(mut stream: TcpStream, pending: Pending, alive: Arc<AtomicBool>, addr: String, max_frame_bytes: usize) {
+/// Read buffer of the reader thread: responses that arrive together cost one recv.
+const READ_BUFFER_BYTES: usize = 64 << 10;
+
+fn read_loop(stream: TcpStream, pending: Pending, alive: Arc<AtomicBool>, addr: String, max_frame_bytes: usize) {
+    let mut stream = std::io::BufReader::with_capacity(READ_BUFFER_BYTES, stream);
     let reason = loop {
         let mut len = [0u8; 4];
         if let Err(e) = stream.read_exact(&mut len) {

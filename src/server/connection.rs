@@ -1,16 +1,25 @@
-//! Client connections of one shard: frames are read one after another, each
+//! Client connections of one shard: frames are read one after another
+//! (through a buffer, so requests that arrive together cost one recv), each
 //! request is served in its own task (pipelining, bounded per connection) and
 //! its response is written as soon as it is ready, tagged with its
-//! correlation id. A framing error closes that connection only.
+//! correlation id. Responses that become ready together (every produce a
+//! flush round acknowledges, every fetch it wakes) go out in one send. A
+//! framing error closes that connection only.
 
 use super::handler;
 use super::shard_server::ShardCtx;
 use crate::protocol::frame::{self, REQUEST_HEADER_BYTES};
 use crate::protocol::{ApiKey, ErrorCode};
-use futures_lite::io::{AsyncReadExt, AsyncWriteExt, WriteHalf};
+use futures_lite::io::{AsyncReadExt, AsyncWriteExt, BufReader, WriteHalf};
 use glommio::net::{TcpListener, TcpStream};
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
 use std::rc::Rc;
+
+/// Read buffer per connection: bigger requests bypass it.
+const READ_BUFFER_BYTES: usize = 64 << 10;
+/// Responses up to this size are joined into one send; bigger ones are sent
+/// on their own rather than copied.
+const JOIN_MAX_BYTES: usize = 64 << 10;
 
 /// Accepts connections until the task is dropped.
 pub async fn accept_loop(ctx: Rc<ShardCtx>, listener: TcpListener) {
@@ -41,27 +50,60 @@ pub async fn accept_loop(ctx: Rc<ShardCtx>, listener: TcpListener) {
     }
 }
 
-/// The write side, taken out while one response is written so that no
-/// RefCell borrow is held across an await.
+/// The write side. The first response to arrive while no write is in
+/// progress becomes the writer: it lets the other tasks made ready in the same
+/// tick queue theirs, then writes the queue until it is empty.
 struct Writer {
     half: RefCell<Option<WriteHalf<TcpStream>>>,
-    turn: glommio::sync::Semaphore,
+    queued: RefCell<Vec<Vec<u8>>>,
+    writing: Cell<bool>,
 }
 
 impl Writer {
-    async fn send(&self, bytes: &[u8]) -> bool {
-        let _turn = self.turn.acquire_permit(1).await;
+    async fn send(&self, response: Vec<u8>) {
+        self.queued.borrow_mut().push(response);
+        if self.writing.replace(true) {
+            return;
+        }
+        futures_lite::future::yield_now().await;
+        loop {
+            let responses = std::mem::take(&mut *self.queued.borrow_mut());
+            if responses.is_empty() || !self.write(responses).await {
+                break;
+            }
+        }
+        self.writing.set(false);
+    }
+
+    /// Writes `responses` in order, small ones joined; false once the
+    /// connection failed (later responses are dropped with it).
+    async fn write(&self, responses: Vec<Vec<u8>>) -> bool {
         let Some(mut half) = self.half.borrow_mut().take() else { return false };
-        let ok = half.write_all(bytes).await.is_ok();
-        *self.half.borrow_mut() = Some(half);
+        let mut joined = Vec::new();
+        let mut ok = true;
+        for r in responses {
+            if r.len() <= JOIN_MAX_BYTES {
+                joined.extend_from_slice(&r);
+                continue;
+            }
+            ok = ok && (joined.is_empty() || half.write_all(&joined).await.is_ok());
+            joined.clear();
+            ok = ok && half.write_all(&r).await.is_ok();
+        }
+        ok = ok && (joined.is_empty() || half.write_all(&joined).await.is_ok());
+        if ok {
+            *self.half.borrow_mut() = Some(half);
+        }
         ok
     }
 }
 
 async fn serve(ctx: Rc<ShardCtx>, stream: TcpStream) {
     let _ = stream.set_nodelay(true);
-    let (mut reader, writer) = futures_lite::io::split(stream);
-    let writer = Rc::new(Writer { half: RefCell::new(Some(writer)), turn: glommio::sync::Semaphore::new(1) });
+    let (reader, writer) = futures_lite::io::split(stream);
+    let mut reader = BufReader::with_capacity(READ_BUFFER_BYTES, reader);
+    let writer =
+        Rc::new(Writer { half: RefCell::new(Some(writer)), queued: RefCell::default(), writing: Cell::new(false) });
     // Produces and everything else draw on separate in-flight budgets: produces
     // parked by back-pressure must not keep a fetch on the same connection
     // from being read (consumers starved that way at overload), nor parked
@@ -87,7 +129,7 @@ async fn serve(ctx: Rc<ShardCtx>, stream: TcpStream) {
                     format!("frame of {len} bytes exceeds max_frame_bytes {}", ctx.config.max_frame_bytes),
                 )
             };
-            writer.send(&frame::response(0, code, &format!("{m}; closing the connection"), &[])).await;
+            writer.send(frame::response(0, code, &format!("{m}; closing the connection"), &[])).await;
             return;
         }
         // The limit was checked above, so this allocation is bounded.
@@ -102,7 +144,7 @@ async fn serve(ctx: Rc<ShardCtx>, stream: TcpStream) {
         let (ctx, writer) = (ctx.clone(), writer.clone());
         glommio::spawn_local(async move {
             if let Some(response) = handler::handle(&ctx, request).await {
-                writer.send(&response).await;
+                writer.send(response).await;
             }
             drop(permit);
         })
