@@ -544,25 +544,34 @@ impl GroupConsumers {
     }
 }
 
-/// Prints rates once a second until `done()`.
+/// Prints rates once a second until `done()`, with the e2e p99 of that
+/// second (stalls show up where they happen) and of the run so far.
 fn progress(s: &Shared, done: impl Fn() -> bool) {
     let (mut last_sent, mut last_recv, started) = (0, 0, Instant::now());
+    let mut last_e2e = s.e2e.lock().expect("lock").clone();
     while !done() {
         std::thread::sleep(Duration::from_secs(1));
         let (sent, recv) = (s.sent.load(Ordering::Relaxed), s.received.load(Ordering::Relaxed));
-        let p99 = s.e2e.lock().expect("lock").value_at_percentile(99.0) as f64 / 1000.0;
+        let e2e = s.e2e.lock().expect("lock").clone();
+        let mut second = e2e.clone();
+        // Fails only if the histogram was reset in between; then the second is the whole.
+        if second.subtract(&last_e2e).is_err() {
+            second = e2e.clone();
+        }
+        let ms = |h: &Histogram<u64>| h.value_at_percentile(99.0) as f64 / 1000.0;
         let phase = if now_ns(s.args.clock) < s.measure_from_ns { "warm-up" } else { "measure" };
         eprintln!(
-            "[{:>5.1}s {phase}] sent {:>8}/s recv {:>8}/s {:>7.1} MB/s  e2e p99 {:>8.2} ms  backlog {:>8}  errors {}",
+            "[{:>5.1}s {phase}] sent {:>8}/s recv {:>8}/s {:>7.1} MB/s  e2e p99 {:>7.2} ms (run {:>7.2})  backlog {:>8}  errors {}",
             started.elapsed().as_secs_f64(),
             sent - last_sent,
             recv - last_recv,
             (recv - last_recv) as f64 * s.args.message_size as f64 / 1e6,
-            p99,
+            ms(&second),
+            ms(&e2e),
             sent.saturating_sub(recv),
             s.errors.load(Ordering::Relaxed)
         );
-        (last_sent, last_recv) = (sent, recv);
+        (last_sent, last_recv, last_e2e) = (sent, recv, e2e);
     }
 }
 
