@@ -104,10 +104,14 @@ impl Inner {
         };
         let mut chunk = None;
         if let Some(source) = source {
-            // Sorting a checkpoint's worth of entries took tens of ms on the
-            // shard's thread: a stall for every append and read.
+            // Sorting a checkpoint's worth of entries takes tens of ms of CPU:
+            // on the shard's thread, or on the blocking pool pinned to its
+            // core, it stalled every append and read.
             let dir = lookup_dir.clone();
-            let built = glommio::executor().spawn_blocking(move || Lookup::build_chunk(&dir, source)).await;
+            let build = move || Lookup::build_chunk(&dir, source);
+            let built = glommio::executor()
+                .spawn_blocking(move || crate::background::run_low_priority("ringmq-lookup", build))
+                .await;
             Lookup::write(&lookup_dir, &built).await?;
             chunk = Some(built);
         }
@@ -129,32 +133,36 @@ impl Inner {
         Ok(position)
     }
 
-    /// Writes and syncs the index pages holding entries [from, upto) of `queue`.
+    /// Writes and syncs the index pages holding entries [from, upto) of
+    /// `queue`, in background-sized writes, one fdatasync per file.
     async fn write_index(&self, queue: QueueId, from: u64, upto: u64) -> Result<()> {
         if from >= upto {
             return Ok(());
         }
         let file_entries = self.config.index_file_entries;
+        let slice_pages = (fs::BACKGROUND_WRITE_BYTES as u64 / PAGE_BYTES).max(1);
         let mut page = from / ENTRIES_PER_PAGE;
         let last_page = upto.div_ceil(ENTRIES_PER_PAGE);
         while page < last_page {
             let file_base = page * ENTRIES_PER_PAGE / file_entries * file_entries;
-            let file_last_page = (file_base + file_entries) / ENTRIES_PER_PAGE;
-            let pages = last_page.min(file_last_page) - page;
+            let file_end_page = last_page.min((file_base + file_entries) / ENTRIES_PER_PAGE);
             let (file, dir) = self.index_file(queue, file_base).await?;
-            let mut buf = file.alloc_dma_buffer((pages * PAGE_BYTES) as usize);
-            {
-                let st = self.state.borrow();
-                let q = st.queues.get(&queue).ok_or(StorageError::UnknownQueue(queue.0))?;
-                q.encode_pages(page, pages, upto, buf.as_bytes_mut());
-            }
-            let at = (page * ENTRIES_PER_PAGE - file_base) * ENTRY_BYTES as u64;
             let path = index::file_path(&dir, file_base);
-            file.write_at(buf, at).await.map_err(|e| StorageError::io("writing index", &path, e))?;
+            while page < file_end_page {
+                let pages = slice_pages.min(file_end_page - page);
+                let mut buf = file.alloc_dma_buffer((pages * PAGE_BYTES) as usize);
+                {
+                    let st = self.state.borrow();
+                    let q = st.queues.get(&queue).ok_or(StorageError::UnknownQueue(queue.0))?;
+                    q.encode_pages(page, pages, upto, buf.as_bytes_mut());
+                }
+                let at = (page * ENTRIES_PER_PAGE - file_base) * ENTRY_BYTES as u64;
+                file.write_at(buf, at).await.map_err(|e| StorageError::io("writing index", &path, e))?;
+                page += pages;
+            }
             file.fdatasync().await.map_err(|e| StorageError::io("syncing index", &path, e))?;
             // No index-cache invalidation: only pages at or past mem_base are
             // rewritten, and those are always served from memory.
-            page += pages;
         }
         Ok(())
     }

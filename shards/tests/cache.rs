@@ -60,3 +60,39 @@ fn old_index_pages_are_read_back_from_disk_after_a_checkpoint() {
         shard.close().await.unwrap();
     });
 }
+
+#[test]
+fn a_checkpoint_of_several_background_writes_reads_back_whole_after_a_restart() {
+    // 20,000 entries of one queue: 320 KB of index pages in one index file and
+    // a 400 KB lookup chunk, each written in several 128 KiB writes.
+    let cfg = |p: &std::path::Path| ShardConfig {
+        index_file_entries: 1 << 16,
+        index_mem_entries_max: 1 << 20,
+        segment_bytes: 16 << 20,
+        ..config(p)
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path().to_path_buf();
+    let before = run(move || async move {
+        let shard = open_with(cfg(&p), &[1]).await;
+        for b in 0..200u64 {
+            let values: Vec<Vec<u8>> = (0..100).map(|i| value(1, b * 100 + i, 16)).collect();
+            let refs: Vec<&[u8]> = values.iter().map(Vec::as_slice).collect();
+            shard.append(QueueId(1), &batch_with(&refs)).await.unwrap();
+        }
+        shard.checkpoint().await.unwrap();
+        let before = read_all(&shard, QueueId(1), 0).await;
+        shard.close().await.unwrap();
+        before
+    });
+    assert_eq!(before.len(), 20_000);
+    let p = dir.path().to_path_buf();
+    run(move || async move {
+        let shard = open_with(cfg(&p), &[]).await;
+        assert!(read_all(&shard, QueueId(1), 0).await == before, "every record reads back after the restart");
+        assert!(shard.stats().index_page_reads > 0, "the entries came from the index file");
+        let last = shard.entry(QueueId(1), 19_999).await.unwrap();
+        assert_eq!(last.tag_hash, ringmq_shards::record::tag_hash(b"t"), "the last slice's last entry");
+        shard.close().await.unwrap();
+    });
+}
