@@ -7,7 +7,7 @@
 //! 16 u32 queue         queue id, stamped by the shard
 //! 20 u32 header_crc    CRC32 of bytes [0, 20), set by the shard when it stamps
 //! 24 u16 magic         BATCH_MAGIC
-//! 26 u16 attributes    bit 0: padding batch (fills a segment's end)
+//! 26 u16 attributes    bit 0: padding batch (fills a segment's end or a round's last page)
 //! 28 u32 record_count
 //! 32 i64 first_timestamp_ms
 //! 40 records           see record.rs
@@ -24,7 +24,7 @@ use crate::record::{Record, RecordIter};
 pub const HEADER_BYTES: usize = 40;
 /// Identifies a ringmq record batch ("RB").
 pub const BATCH_MAGIC: u16 = 0x5242;
-/// Attribute bit of the batch that pads the end of a segment.
+/// Attribute bit of the batch that pads the end of a segment or of a round's last page.
 pub const ATTR_PADDING: u16 = 1;
 /// Bytes covered by the producer's CRC start here.
 const BODY_START: usize = 24;
@@ -134,7 +134,8 @@ pub fn verify_stored(bytes: &[u8]) -> std::result::Result<BatchHeader, &'static 
 }
 
 /// Builds the header of the padding batch that fills `length` bytes up to a
-/// segment's end. Only its header is written and covered by its CRC.
+/// segment's end or a page boundary. Only its header is written and covered
+/// by its CRC.
 pub fn padding_header(length: u32) -> [u8; HEADER_BYTES] {
     let mut h = [0u8; HEADER_BYTES];
     h[0..4].copy_from_slice(&length.to_le_bytes());

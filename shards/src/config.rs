@@ -30,6 +30,10 @@ pub struct ShardConfig {
     pub pending_bytes_max: usize,
     /// How long the flusher waits for more appends before closing a small round (0 = never waits).
     pub flush_delay: Duration,
+    /// Durable writes the flusher keeps in flight at once: with 2 or more, the
+    /// appends that arrive during a write go out in the next one at once
+    /// instead of waiting for it (1 = one write at a time).
+    pub flush_depth: usize,
     /// Async policy: flush at least this often.
     pub async_flush_interval: Duration,
     /// Async policy: flush once this many bytes are unsynced.
@@ -68,6 +72,7 @@ impl ShardConfig {
             batch_bytes_max: (1 << 20) - 2 * PAGE_BYTES as usize,
             pending_bytes_max: 16 << 20,
             flush_delay: Duration::ZERO,
+            flush_depth: 2,
             async_flush_interval: Duration::from_millis(500),
             async_flush_bytes: 4 * PAGE_BYTES as usize,
             default_flush_policy: FlushPolicy::Sync,
@@ -121,6 +126,9 @@ impl ShardConfig {
         }
         if self.batch_bytes_max > self.round_bytes_max || self.batch_bytes_max as u64 > self.segment_bytes / 2 {
             return fail(format!("batch_bytes_max {} must fit in a round and in half a segment", self.batch_bytes_max));
+        }
+        if self.flush_depth == 0 {
+            return Err(StorageError::Config("flush_depth must be at least 1".into()));
         }
         if self.pending_bytes_max < self.round_bytes_max {
             return fail("pending_bytes_max must be at least round_bytes_max".into());

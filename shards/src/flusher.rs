@@ -1,42 +1,79 @@
-//! The shard's one flusher: takes every round appended since the last flush,
-//! writes them (one I/O per round, all submitted together), issues one
-//! fdatasync per segment touched, then publishes the bytes to readers and
-//! acknowledges every waiter. While a flush is in flight the next round fills.
+//! The shard's flusher: takes every round appended since the last take and
+//! writes it durably, then publishes the bytes to readers and acknowledges
+//! every waiter.
 //!
-//! Back of the envelope (DESIGN.md figures): one fdatasync costs 0.1-5 ms, so
-//! a single writer gets ~1,000-5,000 durable appends/s; with N concurrent
-//! writers each flush carries ~N batches, so throughput grows with N until the
+//! Rounds of sync-policy queues are written through the O_DSYNC descriptor,
+//! durable when the write completes, and up to `flush_depth` such writes are
+//! in flight at once: the appends that arrive during a write go out in the
+//! next one at once instead of waiting for it. Writes may complete in any
+//! order; they are published in log order, so readers and acks never see a
+//! hole. Two writes in flight never share a page: a round that may be
+//! followed by one written while it is in flight is padded to its page end
+//! (Log::seal_open). Async-policy rounds are written one take at a time and
+//! synced by interval or size.
+//!
+//! Back of the envelope (DESIGN.md figures): one durable write costs 0.1-5 ms,
+//! so a single writer gets ~1,000-5,000 durable appends/s; with N concurrent
+//! writers each write carries ~N batches, so throughput grows with N until the
 //! disk's ~200-240 MiB/s write+sync bandwidth is the limit. CPU per round is
 //! one memcpy of the batches (into the round) plus one into the cache.
 
 use crate::config::FlushPolicy;
 use crate::error::StorageError;
 use crate::join::join_all;
+use crate::position::PAGE_BYTES;
 use crate::round::Round;
 use crate::segment::Segment;
 use crate::shard::Inner;
+use crate::signal::Completion;
 use crate::stats::add;
+use std::cell::Cell;
 use std::rc::Rc;
 use std::time::{Duration, Instant};
 
+/// A round of at least this many batch bytes means appends are arriving
+/// faster than one write at a time serves them: it is padded to its page end
+/// so that the next round can be written while it is in flight. Smaller
+/// rounds are not padded (padding would waste most of a page per round).
+const PIPELINE_MIN_BYTES: usize = 16 << 10;
+
 /// Flushes until the shard closes or fails.
 pub(crate) async fn run(inner: Rc<Inner>) {
-    let mut flusher =
-        Flusher { inner, unsynced: Vec::new(), unsynced_bytes: 0, unsynced_records: 0, last_sync: Instant::now() };
+    let published = Rc::new(Completion::default());
+    published.complete(Ok(()));
+    let mut flusher = Flusher {
+        inner,
+        unsynced: Vec::new(),
+        unsynced_bytes: 0,
+        unsynced_records: 0,
+        last_sync: Rc::new(Cell::new(Instant::now())),
+        in_flight: Rc::new(Cell::new(0)),
+        newest: published,
+        tail_shared: false,
+    };
     while flusher.step().await {}
+    flusher.wait_idle().await;
 }
 
 struct Flusher {
     inner: Rc<Inner>,
-    /// Segments written since the last fdatasync.
+    /// Segments written since the last fdatasync (async-policy rounds).
     unsynced: Vec<Rc<Segment>>,
     unsynced_bytes: usize,
     unsynced_records: u64,
-    last_sync: Instant,
+    last_sync: Rc<Cell<Instant>>,
+    /// Durable writes in flight.
+    in_flight: Rc<Cell<usize>>,
+    /// Completes once the newest durable write is published (or failed).
+    newest: Rc<Completion>,
+    /// The newest write ends mid-page: the next round rewrites that page, so
+    /// it waits until that write is done.
+    tail_shared: bool,
 }
 
 impl Flusher {
-    /// One flush, or one wait for work; false when the flusher should stop.
+    /// One take of rounds, or one wait for work or for a free slot; false
+    /// when the flusher should stop.
     async fn step(&mut self) -> bool {
         let inner = self.inner.clone();
         let has_work = {
@@ -47,17 +84,12 @@ impl Flusher {
             st.log.open.is_some() || !st.log.sealed.is_empty()
         };
         if !has_work {
-            if inner.closed.get() {
-                return self.unsynced_bytes > 0 && self.sync_and_publish(Vec::new()).await;
-            }
-            if self.unsynced_bytes == 0 {
-                inner.flush_needed.wait().await;
-            } else {
-                let due = inner.config.async_flush_interval.saturating_sub(self.last_sync.elapsed());
-                if !inner.flush_needed.wait_for(due.max(Duration::from_micros(100))).await {
-                    return self.sync_and_publish(Vec::new()).await;
-                }
-            }
+            return self.idle().await;
+        }
+        let in_flight = self.in_flight.get();
+        if in_flight > 0 && (self.tail_shared || in_flight >= inner.config.flush_depth) {
+            // A finishing write notifies.
+            inner.flush_needed.wait().await;
             return true;
         }
         if !inner.config.flush_delay.is_zero() && self.open_round_is_small() {
@@ -65,27 +97,52 @@ impl Flusher {
         }
         let rounds = {
             let mut st = inner.state.borrow_mut();
-            st.log.seal_open();
+            let busy = in_flight > 0 || st.log.open.as_ref().is_some_and(|r| r.batch_bytes >= PIPELINE_MIN_BYTES);
+            st.log.seal_open(inner.config.flush_depth > 1 && busy);
             st.log.sealed.drain(..).collect::<Vec<_>>()
         };
-        // A lone sync round with nothing else unsynced is written durable in one I/O.
-        let dsync = rounds.len() == 1 && rounds[0].needs_sync && self.unsynced.is_empty();
-        if let Err(e) = self.write(&rounds, dsync).await {
-            self.fail(rounds, e);
-            return false;
-        }
-        if dsync {
-            self.synced(1, rounds[0].batch_bytes, rounds[0].records);
-            self.publish(rounds, true);
+        if rounds.iter().all(|r| r.needs_sync) && self.unsynced.is_empty() {
+            self.tail_shared = rounds.last().is_some_and(|r| !r.end.is_multiple_of(PAGE_BYTES));
+            self.spawn_durable_write(rounds);
             return true;
         }
+        // Async-policy rounds, or unsynced bytes to sync: after every durable
+        // write in flight, one take at a time.
+        self.wait_idle().await;
+        if inner.state.borrow().failed.is_some() {
+            fail(&inner, rounds, StorageError::Failed("an earlier write failed".into()));
+            return false;
+        }
+        if let Err(e) = write_rounds(&inner, &rounds, false).await {
+            fail(&inner, rounds, e);
+            return false;
+        }
+        self.note_unsynced(&rounds);
         let needs_sync = rounds.iter().any(|r| r.needs_sync)
             || self.unsynced_bytes >= inner.config.async_flush_bytes
-            || self.last_sync.elapsed() >= inner.config.async_flush_interval;
+            || self.last_sync.get().elapsed() >= inner.config.async_flush_interval;
         if needs_sync {
             return self.sync_and_publish(rounds).await;
         }
-        self.publish(rounds, false);
+        publish(&inner, rounds, false);
+        true
+    }
+
+    /// Nothing to take: syncs async-policy bytes when due, or waits for appends.
+    async fn idle(&mut self) -> bool {
+        let inner = self.inner.clone();
+        if inner.closed.get() {
+            self.wait_idle().await;
+            return self.unsynced_bytes > 0 && self.sync_and_publish(Vec::new()).await;
+        }
+        if self.unsynced_bytes == 0 {
+            inner.flush_needed.wait().await;
+        } else {
+            let due = inner.config.async_flush_interval.saturating_sub(self.last_sync.get().elapsed());
+            if !inner.flush_needed.wait_for(due.max(Duration::from_micros(100))).await {
+                return self.sync_and_publish(Vec::new()).await;
+            }
+        }
         true
     }
 
@@ -95,26 +152,44 @@ impl Flusher {
             && st.log.open.as_ref().is_some_and(|r| r.batch_bytes < self.inner.config.round_bytes_max / 2)
     }
 
-    /// Writes every round, all submitted before any is awaited; `dsync` writes
-    /// through the O_DSYNC descriptor, durable on completion.
-    async fn write(&mut self, rounds: &[Round], dsync: bool) -> Result<(), StorageError> {
-        let inner = &*self.inner;
-        let writes = rounds.iter().map(|r| async move {
-            inner.probes.write().map_err(|e| StorageError::io("writing", &r.segment.path, e))?;
-            if dsync {
-                inner.probes.sync().map_err(|e| StorageError::io("syncing", &r.segment.path, e))?;
-            }
-            let file = if dsync { &r.segment.dsync } else { &r.segment.file };
-            file.write_rc_at(r.buf.clone(), r.file_position())
-                .await
-                .map_err(|e| StorageError::io("writing", &r.segment.path, e))
-        });
-        for result in join_all(writes.collect()).await {
-            add(&self.inner.counters.write_bytes, result? as u64);
+    /// Writes `rounds` through the O_DSYNC descriptor on a task of its own;
+    /// it publishes them once every earlier write is published.
+    fn spawn_durable_write(&mut self, rounds: Vec<Round>) {
+        let previous = std::mem::replace(&mut self.newest, Rc::new(Completion::default()));
+        let published = self.newest.clone();
+        let (inner, in_flight, last_sync) = (self.inner.clone(), self.in_flight.clone(), self.last_sync.clone());
+        if in_flight.get() > 0 {
+            add(&inner.counters.overlapped_writes, 1);
         }
-        if dsync {
-            return Ok(());
-        }
+        in_flight.set(in_flight.get() + 1);
+        glommio::spawn_local(async move {
+            let written = write_rounds(&inner, &rounds, true).await;
+            let _ = previous.wait().await;
+            let failed = inner.state.borrow().failed.clone();
+            let outcome = match (written, failed) {
+                (Err(e), _) => Err(fail(&inner, rounds, e)),
+                (Ok(()), Some(reason)) => Err(fail(&inner, rounds, StorageError::Failed(reason))),
+                (Ok(()), None) => {
+                    let bytes = rounds.iter().map(|r| r.batch_bytes).sum();
+                    let records = rounds.iter().map(|r| r.records).sum();
+                    synced(&inner, &last_sync, rounds.len() as u64, bytes, records);
+                    publish(&inner, rounds, true);
+                    Ok(())
+                }
+            };
+            published.complete(outcome);
+            in_flight.set(in_flight.get() - 1);
+            inner.flush_needed.notify();
+        })
+        .detach();
+    }
+
+    /// Waits until every durable write in flight is published or failed.
+    async fn wait_idle(&self) {
+        let _ = self.newest.clone().wait().await;
+    }
+
+    fn note_unsynced(&mut self, rounds: &[Round]) {
         for r in rounds {
             if !self.unsynced.iter().any(|s| Rc::ptr_eq(s, &r.segment)) {
                 self.unsynced.push(r.segment.clone());
@@ -122,7 +197,6 @@ impl Flusher {
             self.unsynced_bytes += r.batch_bytes;
             self.unsynced_records += r.records;
         }
-        Ok(())
     }
 
     /// fdatasyncs every segment written since the last sync, then publishes.
@@ -135,74 +209,100 @@ impl Flusher {
         });
         let results = join_all(syncs.collect()).await;
         if let Some(Err(e)) = results.into_iter().find(|r| r.is_err()) {
-            self.fail(rounds, e);
+            fail(inner, rounds, e);
             return false;
         }
-        self.synced(segments.len() as u64, self.unsynced_bytes, self.unsynced_records);
+        synced(inner, &self.last_sync, segments.len() as u64, self.unsynced_bytes, self.unsynced_records);
         self.unsynced_bytes = 0;
         self.unsynced_records = 0;
-        self.publish(rounds, true);
+        publish(inner, rounds, true);
         true
     }
+}
 
-    /// Counts `fsyncs` durability barriers that made `bytes` and `records` durable.
-    fn synced(&mut self, fsyncs: u64, bytes: usize, records: u64) {
-        let c = &self.inner.counters;
-        add(&c.fsyncs, fsyncs);
-        add(&c.synced_bytes, bytes as u64);
-        add(&c.synced_records, records);
-        self.last_sync = Instant::now();
+/// Writes every round, all submitted before any is awaited; `dsync` writes
+/// through the O_DSYNC descriptor, durable on completion.
+async fn write_rounds(inner: &Inner, rounds: &[Round], dsync: bool) -> Result<(), StorageError> {
+    let writes = rounds.iter().map(|r| async move {
+        inner.probes.write().map_err(|e| StorageError::io("writing", &r.segment.path, e))?;
+        if dsync {
+            inner.probes.sync().map_err(|e| StorageError::io("syncing", &r.segment.path, e))?;
+        }
+        let file = if dsync { &r.segment.dsync } else { &r.segment.file };
+        file.write_rc_at(r.buf.clone(), r.file_position())
+            .await
+            .map_err(|e| StorageError::io("writing", &r.segment.path, e))
+    });
+    for result in join_all(writes.collect()).await {
+        add(&inner.counters.write_bytes, result? as u64);
     }
+    Ok(())
+}
 
-    /// Makes written rounds readable, fills the cache, acknowledges waiters.
-    fn publish(&mut self, rounds: Vec<Round>, synced: bool) {
-        let inner = &self.inner;
-        let mut st = inner.state.borrow_mut();
-        let st = &mut *st;
-        for round in &rounds {
-            st.log.written_end = round.end;
-            st.log.pending_bytes -= round.batch_bytes;
-            crate::reader::cache_write_through(&mut st.cache, round.start, round.new_bytes());
-        }
-        if synced {
-            st.log.synced_end = st.log.written_end;
-        }
-        let written_end = st.log.written_end;
-        st.cache.pin(Some(written_end / st.cache.chunk_bytes() as u64));
-        for round in &rounds {
-            for q in &round.touched {
-                let queue = st.queues.get_mut(q).expect("queues are never removed while appended to");
-                // Sync-policy data becomes readable only once durable.
-                let readable_end =
-                    if synced || queue.policy == FlushPolicy::Async { written_end } else { st.log.synced_end };
-                if queue.publish(readable_end) {
-                    queue.arrivals.notify();
-                }
+/// Counts `fsyncs` durability barriers that made `bytes` and `records` durable.
+fn synced(inner: &Inner, last_sync: &Cell<Instant>, fsyncs: u64, bytes: usize, records: u64) {
+    let c = &inner.counters;
+    add(&c.fsyncs, fsyncs);
+    add(&c.synced_bytes, bytes as u64);
+    add(&c.synced_records, records);
+    last_sync.set(Instant::now());
+}
+
+/// Makes written rounds readable, fills the cache, acknowledges waiters.
+fn publish(inner: &Inner, rounds: Vec<Round>, synced: bool) {
+    let mut st = inner.state.borrow_mut();
+    let st = &mut *st;
+    for round in &rounds {
+        st.log.written_end = round.end;
+        st.log.pending_bytes -= round.batch_bytes;
+        crate::reader::cache_write_through(&mut st.cache, round.start, round.new_bytes());
+    }
+    if synced {
+        st.log.synced_end = st.log.written_end;
+    }
+    let written_end = st.log.written_end;
+    st.cache.pin(Some(written_end / st.cache.chunk_bytes() as u64));
+    for round in &rounds {
+        for q in &round.touched {
+            let queue = st.queues.get_mut(q).expect("queues are never removed while appended to");
+            // Sync-policy data becomes readable only once durable.
+            let readable_end =
+                if synced || queue.policy == FlushPolicy::Async { written_end } else { st.log.synced_end };
+            if queue.publish(readable_end) {
+                queue.arrivals.notify();
             }
-            round.done.complete(Ok(()));
         }
-        add(&inner.counters.rounds, rounds.len() as u64);
-        if st.index_mem_entries > inner.config.index_mem_entries_max {
-            inner.checkpoint_needed.notify();
-        }
-        inner.space_freed.notify();
+        round.done.complete(Ok(()));
     }
+    add(&inner.counters.rounds, rounds.len() as u64);
+    if st.index_mem_entries > inner.config.index_mem_entries_max {
+        inner.checkpoint_needed.notify();
+    }
+    inner.space_freed.notify();
+}
 
-    /// Marks the shard failed and fails every waiting append: after a failed
-    /// write or fdatasync the page state is unknown (fsyncgate), so only a
-    /// restart, which recovers from what is durable, may append again.
-    fn fail(&mut self, rounds: Vec<Round>, error: StorageError) {
-        tracing::error!(%error, "shard flush failed; refusing writes until restart");
-        let reason = error.to_string();
-        let mut st = self.inner.state.borrow_mut();
-        st.failed = Some(reason.clone());
-        st.log.seal_open();
-        let stranded: Vec<Round> = st.log.sealed.drain(..).collect();
-        drop(st);
-        for round in rounds.iter().chain(stranded.iter()) {
-            round.done.complete(Err(StorageError::Failed(reason.clone())));
+/// Marks the shard failed and fails every waiting append: after a failed
+/// write or fdatasync the page state is unknown (fsyncgate), so only a
+/// restart, which recovers from what is durable, may append again. Returns
+/// the reason.
+fn fail(inner: &Inner, rounds: Vec<Round>, error: StorageError) -> StorageError {
+    let mut st = inner.state.borrow_mut();
+    let reason = match &st.failed {
+        Some(reason) => reason.clone(),
+        None => {
+            tracing::error!(%error, "shard flush failed; refusing writes until restart");
+            let reason = error.to_string();
+            st.failed = Some(reason.clone());
+            reason
         }
-        self.inner.space_freed.notify();
-        self.inner.flush_needed.notify();
+    };
+    st.log.seal_open(false);
+    let stranded: Vec<Round> = st.log.sealed.drain(..).collect();
+    drop(st);
+    for round in rounds.iter().chain(stranded.iter()) {
+        round.done.complete(Err(StorageError::Failed(reason.clone())));
     }
+    inner.space_freed.notify();
+    inner.flush_needed.notify();
+    StorageError::Failed(reason)
 }

@@ -5,7 +5,7 @@ use crate::batch::{self, CheckedBatch, HEADER_BYTES};
 use crate::config::FlushPolicy;
 use crate::index::{IndexEntry, QueueIndex};
 use crate::lookup::Lookup;
-use crate::position::{LogPos, PAGE_BYTES};
+use crate::position::{page_up, LogPos, PAGE_BYTES};
 use crate::record::RecordIter;
 use crate::round::Round;
 use crate::segment::Segment;
@@ -77,13 +77,16 @@ impl Log {
         if self.pending_bytes > 0 && self.pending_bytes + len > self.pending_bytes_max {
             return Err(Blocked::Backpressure);
         }
+        if self.open.as_ref().is_some_and(|r| !r.fits(len)) {
+            // The flusher may write a full round and the next one at once: they must not share a page.
+            self.seal_open(true);
+        }
         let segment_end = self.active.end(self.segment_bytes);
         if self.end + (len + HEADER_BYTES) as u64 > segment_end {
             let spare = self.spare.take().ok_or(Blocked::Segment)?;
             self.pad_and_roll(spare);
         }
-        if !self.open.as_ref().is_some_and(|r| r.fits(len)) {
-            self.seal_open();
+        if self.open.is_none() {
             self.open = Some(self.new_round());
         }
         let position = self.end;
@@ -108,8 +111,15 @@ impl Log {
         Ok(Placed { appended, done: round.done.clone(), policy: queue.policy })
     }
 
-    /// Moves the open round to the sealed queue, if it holds anything.
-    pub fn seal_open(&mut self) {
+    /// Moves the open round to the sealed queue, if it holds anything. With
+    /// `pad`, a padding batch first fills the rest of its last page, so the
+    /// next round starts on a fresh page and may be written while this one is
+    /// still in flight (two writes of one page in flight could land in either
+    /// order).
+    pub fn seal_open(&mut self, pad: bool) {
+        if pad {
+            self.pad_to_page();
+        }
         if let Some(mut round) = self.open.take() {
             if round.is_empty() && round.end == round.start {
                 return;
@@ -119,20 +129,36 @@ impl Log {
         }
     }
 
+    /// Pads the open round, if it holds anything, to the next page boundary
+    /// that leaves room for the padding header.
+    fn pad_to_page(&mut self) {
+        let Some(round) = self.open.as_mut().filter(|r| !r.is_empty()) else { return };
+        if self.end.is_multiple_of(PAGE_BYTES) {
+            return;
+        }
+        let to = page_up(self.end + HEADER_BYTES as u64);
+        round.put(&batch::padding_header((to - self.end) as u32));
+        round.end = to;
+        self.end = to;
+        self.tail_page.fill(0);
+    }
+
     /// Fills the rest of the active segment with a padding batch and makes
     /// `spare` the active segment.
     fn pad_and_roll(&mut self, spare: Rc<Segment>) {
         let segment_end = self.active.end(self.segment_bytes);
         debug_assert_eq!(spare.base, segment_end, "segments are contiguous");
-        let pad = (segment_end - self.end) as u32;
-        if self.open.is_none() {
-            self.open = Some(self.new_round());
+        if self.end < segment_end {
+            let pad = (segment_end - self.end) as u32;
+            if self.open.is_none() {
+                self.open = Some(self.new_round());
+            }
+            let round = self.open.as_mut().expect("opened above");
+            round.put(&batch::padding_header(pad));
+            round.end = segment_end;
+            round.needs_sync = true;
         }
-        let round = self.open.as_mut().expect("opened above");
-        round.put(&batch::padding_header(pad));
-        round.end = segment_end;
-        round.needs_sync = true;
-        self.seal_open();
+        self.seal_open(false);
         self.end = segment_end;
         self.tail_page.fill(0);
         self.segments.insert(spare.base, spare.clone());

@@ -133,10 +133,11 @@ impl Scan<'_> {
                 break;
             }
             if header.is_padding() {
-                if verify_stored(head).is_err() || pos + len != segment_end {
+                // Fills a segment's end, or a round's last page (see Log::seal_open).
+                if verify_stored(head).is_err() {
                     break;
                 }
-                pos = segment_end;
+                pos += len;
                 continue;
             }
             let batch = self.bytes(&seg, pos, len as usize).await?;

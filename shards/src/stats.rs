@@ -15,8 +15,10 @@ pub struct ShardStats {
     pub rounds: u64,
     /// Bytes written to the log, tail-page rewrites included.
     pub write_bytes: u64,
-    /// fdatasync calls on log segments.
+    /// Durability barriers on log segments: fdatasync calls and O_DSYNC writes.
     pub fsyncs: u64,
+    /// Durable writes started while an earlier one was still in flight.
+    pub overlapped_writes: u64,
     /// Records made durable by those fdatasyncs.
     pub synced_records: u64,
     /// Batch bytes made durable by those fdatasyncs.
@@ -49,6 +51,7 @@ pub(crate) struct Counters {
     pub rounds: Cell<u64>,
     pub write_bytes: Cell<u64>,
     pub fsyncs: Cell<u64>,
+    pub overlapped_writes: Cell<u64>,
     pub synced_records: Cell<u64>,
     pub synced_bytes: Cell<u64>,
     pub backpressure_waits: Cell<u64>,
@@ -76,6 +79,7 @@ impl Counters {
             rounds: self.rounds.get(),
             write_bytes: self.write_bytes.get(),
             fsyncs: self.fsyncs.get(),
+            overlapped_writes: self.overlapped_writes.get(),
             synced_records: self.synced_records.get(),
             synced_bytes: self.synced_bytes.get(),
             backpressure_waits: self.backpressure_waits.get(),

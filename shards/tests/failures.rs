@@ -64,3 +64,39 @@ fn a_failed_read_fails_only_that_read() {
         shard.close().await.unwrap();
     });
 }
+
+#[test]
+fn a_failed_write_among_overlapping_writes_fails_every_waiter_and_a_restart_recovers_acked_data() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path().to_path_buf();
+    let acked = run(move || async move {
+        let shard = open_with(config(&p), &[1]).await;
+        let acked = AckLog::default();
+        let writers: Vec<_> =
+            (0..16u32).map(|w| glommio::spawn_local(write_until_failure(shard.clone(), w, 1, acked.clone()))).collect();
+        let started = std::time::Instant::now();
+        while shard.stats().overlapped_writes < 3 {
+            assert!(started.elapsed().as_secs() < 30, "durable writes never overlapped: {:?}", shard.stats());
+            glommio::timer::sleep(std::time::Duration::from_millis(5)).await;
+        }
+        shard.probes().fail_writes(1);
+        for w in writers {
+            let err = w.await;
+            assert!(matches!(err, StorageError::Failed(_)), "every writer learns of the failure: {err}");
+        }
+        assert!(shard.close().await.is_err());
+        let acked = acked.borrow().clone();
+        acked
+    });
+    let p = dir.path().to_path_buf();
+    run(move || async move {
+        let shard = open_with(config(&p), &[]).await;
+        let stored = read_all(&shard, QueueId(1), 0).await;
+        let offsets: Vec<u64> = stored.iter().map(|(o, _)| *o).collect();
+        assert_eq!(offsets, (0..stored.len() as u64).collect::<Vec<_>>(), "no gaps or duplicates");
+        for (_, offset, v) in &acked {
+            assert_eq!(stored.get(*offset as usize).map(|(_, s)| s == v), Some(true), "acked batch {offset} survived");
+        }
+        shard.close().await.unwrap();
+    });
+}

@@ -49,6 +49,9 @@ struct Args {
     /// Group-commit delay in microseconds (0: a round closes as soon as the previous one is durable).
     #[arg(long, default_value_t = 0)]
     flush_delay_us: u64,
+    /// Durable writes in flight at once (1: one at a time).
+    #[arg(long, default_value_t = 2)]
+    flush_depth: usize,
     /// Microseconds the shard's executor spins for I/O completions before it
     /// sleeps (thread-per-core: the core is the shard's; spinning saves the wake-up).
     #[arg(long, default_value_t = 100)]
@@ -100,6 +103,7 @@ async fn run(args: Args) -> Result<Outcome, ringmq_shards::StorageError> {
         segment_bytes: args.segment_mib << 20,
         cache_bytes: args.cache_mib << 20,
         flush_delay: Duration::from_micros(args.flush_delay_us),
+        flush_depth: args.flush_depth,
         default_flush_policy: if args.flush == "async" { FlushPolicy::Async } else { FlushPolicy::Sync },
         ..ShardConfig::new(&args.dir)
     };
@@ -180,6 +184,7 @@ fn diff(a: ShardStats, b: ShardStats) -> ShardStats {
         rounds: a.rounds - b.rounds,
         write_bytes: a.write_bytes - b.write_bytes,
         fsyncs: a.fsyncs - b.fsyncs,
+        overlapped_writes: a.overlapped_writes - b.overlapped_writes,
         synced_records: a.synced_records - b.synced_records,
         synced_bytes: a.synced_bytes - b.synced_bytes,
         backpressure_waits: a.backpressure_waits - b.backpressure_waits,
@@ -209,12 +214,14 @@ fn report(args: &Args, cpu: usize, o: &Outcome) {
         ("flush", format!("\"{}\"", args.flush)),
         ("cpu", cpu.to_string()),
         ("spin_us", args.spin_us.to_string()),
+        ("flush_depth", args.flush_depth.to_string()),
         ("seconds", format!("{secs:.3}")),
         ("records", s.records.to_string()),
         ("records_per_s", format!("{:.0}", s.records as f64 / secs)),
         ("mb_per_s", format!("{:.2}", s.append_bytes as f64 / secs / 1e6)),
         ("fsyncs", s.fsyncs.to_string()),
         ("rounds", s.rounds.to_string()),
+        ("overlapped_writes", s.overlapped_writes.to_string()),
         ("mean_batch_records", format!("{:.2}", s.synced_records as f64 / fsyncs)),
         ("mean_batch_bytes", format!("{:.0}", s.synced_bytes as f64 / fsyncs)),
         ("write_bytes", s.write_bytes.to_string()),

@@ -79,3 +79,23 @@ pub async fn open_with(cfg: ShardConfig, queues: &[u32]) -> Shard {
     }
     shard
 }
+
+/// (queue, offset, value) of every acknowledged append.
+pub type AckLog = std::rc::Rc<std::cell::RefCell<Vec<(u32, u64, Vec<u8>)>>>;
+
+/// Writer `w` appends 3 KB batches to `queue` until an append fails, noting
+/// each acknowledged one. Writers pause between appends for different times,
+/// so appends keep arriving while a write is in flight (writers that all wait
+/// for one round would all land in the next one together).
+pub async fn write_until_failure(shard: Shard, w: u32, queue: u32, acked: AckLog) -> ringmq_shards::StorageError {
+    let pause = std::time::Duration::from_micros(50 + 60 * u64::from(w % 8));
+    for i in 0.. {
+        let v = value(w, i, 3000);
+        match shard.append(QueueId(queue), &batch_of(&v)).await {
+            Ok(a) => acked.borrow_mut().push((queue, a.base_offset, v)),
+            Err(e) => return e,
+        }
+        glommio::timer::sleep(pause).await;
+    }
+    unreachable!("the loop only ends by returning")
+}
