@@ -189,5 +189,5 @@ pub async fn open_file(dir: &Path, base: u64) -> Result<Rc<DmaFile>> {
 /// Creates an index file preallocated and zero-filled.
 pub async fn create_file(dir: &Path, base: u64, file_entries: u64) -> Result<Rc<DmaFile>> {
     let bytes = file_entries * ENTRY_BYTES as u64;
-    Ok(Rc::new(fs::create_zero_filled(&file_path(dir, base), bytes).await?))
+    Ok(Rc::new(fs::create_zero_filled(&file_path(dir, base), bytes, &|_| 1).await?))
 }

@@ -11,6 +11,25 @@ use std::time::Duration;
 /// Pause before retrying a failed segment creation.
 const RETRY_DELAY: Duration = Duration::from_secs(1);
 
+/// The spare must be ready before appends reach the active segment's end:
+/// its fill hurries while it leads the active segment by less than this
+/// fraction of a segment (the fdatasync, rename and directory sync after the
+/// fill need time too).
+const FILL_LEAD_DIVISOR: u64 = 8;
+
+/// Zero-fill writes in flight for a spare `filled` bytes along: one while it
+/// leads the active segment's use comfortably, more when appends catch up.
+fn fill_depth(inner: &Inner, filled: u64) -> usize {
+    let st = inner.state.borrow();
+    let used = st.log.end.saturating_sub(st.log.active.base);
+    let lead = inner.config.segment_bytes / FILL_LEAD_DIVISOR;
+    if used + lead >= filled {
+        crate::fs::ZERO_FILL_DEPTH_MAX
+    } else {
+        1
+    }
+}
+
 /// Creates spare segments until the shard closes.
 pub(crate) async fn run(inner: Rc<Inner>) {
     loop {
@@ -26,7 +45,8 @@ pub(crate) async fn run(inner: Rc<Inner>) {
             wake.await;
             continue;
         };
-        match Segment::create(&inner.config.dir, base, inner.config.segment_bytes).await {
+        let depth = |filled: u64| fill_depth(&inner, filled);
+        match Segment::create(&inner.config.dir, base, inner.config.segment_bytes, &depth).await {
             Ok(segment) => {
                 inner.state.borrow_mut().log.spare = Some(segment);
                 add(&inner.counters.segments_created, 1);

@@ -50,7 +50,8 @@ pub(crate) async fn recover(config: &ShardConfig) -> Result<Recovered> {
     if !segments.contains_key(&end)
         && segments.range(..end).next_back().is_none_or(|(b, _)| end >= b + config.segment_bytes)
     {
-        segments.insert(end, Segment::create(dir, end, config.segment_bytes).await?);
+        let depth = |_| fs::ZERO_FILL_DEPTH_MAX;
+        segments.insert(end, Segment::create(dir, end, config.segment_bytes, &depth).await?);
     }
     let tail_page = wipe_torn_tail(config, &mut segments, end).await?;
     for q in queues.values_mut() {

@@ -52,11 +52,12 @@ impl Segment {
     }
 
     /// Creates a segment of `bytes`: written under a temporary name, fallocate'd,
-    /// zero-filled, synced, renamed into place and the directory synced, so a
-    /// crash never leaves a half-made segment under a real name.
-    pub async fn create(dir: &Path, base: u64, bytes: u64) -> Result<Rc<Segment>> {
+    /// zero-filled (`depth` writes in flight), synced, renamed into place and
+    /// the directory synced, so a crash never leaves a half-made segment under
+    /// a real name.
+    pub async fn create(dir: &Path, base: u64, bytes: u64, depth: fs::FillDepth<'_>) -> Result<Rc<Segment>> {
         let path = dir.join(segment_name(base));
-        let file = fs::create_zero_filled(&path, bytes).await?;
+        let file = fs::create_zero_filled(&path, bytes, depth).await?;
         let dsync = open_dsync(&path).await?;
         Ok(Rc::new(Segment { base, file, dsync, path }))
     }
