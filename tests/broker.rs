@@ -316,3 +316,49 @@ fn bad_requests_to_the_group_delay_transaction_and_lookup_apis_get_typed_errors(
     still_serves(&broker);
     assert_eq!(broker.client().list_offsets("t", 0).unwrap(), (0, 0), "nothing was stored");
 }
+
+#[test]
+fn produce_many_appends_each_entry_in_order_and_fails_only_the_bad_ones() {
+    use ringmq::protocol::messages::{decode_produced_many, ProduceMany};
+    use ringmq::protocol::Reader;
+    let dir = tempfile::tempdir().unwrap();
+    let broker = Broker::start(dir.path(), &["--max-batch-bytes", "65536"]);
+    let client = broker.client();
+    client.create_topic("t", 4, 0).unwrap();
+    let shards = client.topic("t").unwrap().queue_shards;
+    let (good, huge) = (batch(b"good"), batch(&vec![1u8; 70_000]));
+    let mut bad_crc = good.clone();
+    *bad_crc.last_mut().unwrap() ^= 1;
+    let queue = |topic: &str, queue: u32| QueueRef { topic: topic.into(), queue };
+    // Queue 0 twice (in order), every queue once, whichever shard owns it
+    // (entries of the other shard's queues are forwarded), and four bad entries.
+    let mut entries = vec![(queue("t", 0), good.as_slice()), (queue("t", 0), good.as_slice())];
+    entries.extend((1..4).map(|q| (queue("t", q), good.as_slice())));
+    entries.extend([
+        (queue("t", 1), bad_crc.as_slice()),
+        (queue("t", 2), huge.as_slice()),
+        (queue("nope", 0), good.as_slice()),
+        (queue("t", 9), good.as_slice()),
+    ]);
+    let mut w = Writer::default();
+    ProduceMany { acks: ACKS_DURABLE, entries }.encode(&mut w);
+    let mut raw = Raw::connect(&broker.addrs[shards[0] as usize]);
+    let (_, code, message, body) = raw.call(ApiKey::ProduceMany as u16, 0, 1, &w.buf);
+    assert_eq!(code, ErrorCode::None, "{message}");
+    let outcomes = decode_produced_many(&mut Reader::new(&body)).unwrap();
+    let codes: Vec<ErrorCode> = outcomes.iter().map(|o| o.as_ref().map_or_else(|e| e.0, |_| ErrorCode::None)).collect();
+    use ErrorCode::*;
+    assert_eq!(codes, [None, None, None, None, None, CrcMismatch, BatchTooLarge, UnknownTopic, UnknownQueue]);
+    assert_eq!(outcomes[0], Ok((0, 1)));
+    assert_eq!(outcomes[1], Ok((1, 1)), "entries of one queue are appended in request order");
+    assert!(outcomes[7].as_ref().unwrap_err().1.contains("create it first"), "each error explains itself");
+    for q in 1..4 {
+        assert_eq!(client.list_offsets("t", q).unwrap(), (0, 1), "queue {q}: only its good entry was stored");
+    }
+    let (_, code, _, _) = raw.call(ApiKey::ProduceMany as u16, 0, 2, &[0, 255, 255, 255, 255]);
+    assert_eq!(code, ErrorCode::Malformed, "a count larger than the body is refused");
+    let (_, code, _, _) = raw.call(ApiKey::ProduceMany as u16, 0, 3, &w.buf[..w.buf.len() - 3]);
+    assert_eq!(code, ErrorCode::Malformed, "a truncated body is refused");
+    assert_eq!(client.list_offsets("t", 0).unwrap(), (0, 2), "nothing of the refused requests was stored");
+    still_serves(&broker);
+}

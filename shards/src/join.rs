@@ -6,7 +6,7 @@ use std::pin::Pin;
 use std::task::Poll;
 
 /// Awaits all `futures`, returning their outputs in order.
-pub(crate) async fn join_all<F: Future>(futures: Vec<F>) -> Vec<F::Output> {
+pub async fn join_all<F: Future>(futures: Vec<F>) -> Vec<F::Output> {
     let mut futures: Vec<Pin<Box<F>>> = futures.into_iter().map(Box::pin).collect();
     let mut outputs: Vec<Option<F::Output>> = futures.iter().map(|_| None).collect();
     std::future::poll_fn(|cx| {

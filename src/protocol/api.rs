@@ -49,6 +49,7 @@ wire_enum! {
         ProduceHalf = 20,
         EndTransaction = 21,
         PollChecks = 22,
+        ProduceMany = 23,
     }
 }
 

@@ -1,6 +1,7 @@
 //! Request and response bodies of every API (docs/PROTOCOL.md has the layouts).
 
 use super::codec::{DecodeError, Reader, Writer};
+use super::ErrorCode;
 
 /// Flush policy on the wire: 0 sync, 1 async.
 pub type FlushCode = u8;
@@ -147,6 +148,56 @@ pub fn encode_produced(results: &[(u64, u32)], w: &mut Writer) {
 /// Decodes a produce response.
 pub fn decode_produced(r: &mut Reader) -> Result<Vec<(u64, u32)>, DecodeError> {
     (0..r.count(12)?).map(|_| Ok((r.u64()?, r.u32()?))).collect()
+}
+
+/// ProduceMany request: one record batch for each of several queues of one
+/// shard, appended in the order given (a producer's batches for every queue
+/// waiting on that shard, in one request).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ProduceMany<'a> {
+    pub acks: u8,
+    pub entries: Vec<(QueueRef, &'a [u8])>,
+}
+
+impl<'a> ProduceMany<'a> {
+    pub fn encode(&self, w: &mut Writer) {
+        w.u8(self.acks).u32(self.entries.len() as u32);
+        for (queue, batch) in &self.entries {
+            queue.encode(w);
+            w.bytes(batch);
+        }
+    }
+
+    pub fn decode(r: &mut Reader<'a>) -> Result<Self, DecodeError> {
+        let acks = r.u8()?;
+        let entries = (0..r.count(10)?).map(|_| Ok((QueueRef::decode(r)?, r.bytes()?))).collect::<Result<_, _>>()?;
+        Ok(ProduceMany { acks, entries })
+    }
+}
+
+/// The outcome of one ProduceMany entry: (base offset, record count), or the
+/// error that entry alone got.
+pub type EntryOutcome = Result<(u64, u32), (ErrorCode, String)>;
+
+/// ProduceMany response: an outcome per entry, in request order.
+pub fn encode_produced_many(outcomes: &[EntryOutcome], w: &mut Writer) {
+    w.u32(outcomes.len() as u32);
+    for outcome in outcomes {
+        match outcome {
+            Ok((base, count)) => w.u16(ErrorCode::None as u16).string("").u64(*base).u32(*count),
+            Err((code, message)) => w.u16(*code as u16).string(message).u64(0).u32(0),
+        };
+    }
+}
+
+/// Decodes a ProduceMany response.
+pub fn decode_produced_many(r: &mut Reader) -> Result<Vec<EntryOutcome>, DecodeError> {
+    (0..r.count(16)?)
+        .map(|_| {
+            let (code, message, base, count) = (ErrorCode::from_u16(r.u16()?), r.string()?, r.u64()?, r.u32()?);
+            Ok(if code == ErrorCode::None { Ok((base, count)) } else { Err((code, message)) })
+        })
+        .collect()
 }
 
 /// Fetch request.

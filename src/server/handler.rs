@@ -143,6 +143,16 @@ async fn serve(ctx: &Rc<ShardCtx>, api: ApiKey, body: &[u8], frame: &[u8]) -> Ou
             }
             msg::encode_produced(&results, &mut w);
         }
+        ApiKey::ProduceMany => {
+            let p = msg::ProduceMany::decode(&mut r)?;
+            // Entries start in order, so each queue's batches are placed in request order.
+            let appends = p.entries.iter().map(|(queue, batch)| produce_entry(ctx, queue, batch));
+            let outcomes = ringmq_shards::join_all(appends.collect()).await;
+            if p.acks == msg::ACKS_NONE {
+                return Ok(Reply::Nothing);
+            }
+            msg::encode_produced_many(&outcomes, &mut w);
+        }
         ApiKey::Fetch => {
             let f = Fetch::decode(&mut r)?;
             let slot = match here_or_forward(ctx, &f.queue, frame).await? {
@@ -268,6 +278,15 @@ enum Served {
 
 /// Resolves the queue; serves the request on its owner if that is another shard.
 async fn here_or_forward(ctx: &Rc<ShardCtx>, q: &QueueRef, frame: &[u8]) -> Result<Served, Failure> {
+    let slot = locate(ctx, q)?;
+    if slot.shard as usize == ctx.id {
+        return Ok(Served::Here(slot));
+    }
+    forward(ctx, slot.shard as usize, frame).await.map(Served::Elsewhere)
+}
+
+/// Where a topic's queue lives.
+fn locate(ctx: &ShardCtx, q: &QueueRef) -> Result<QueueSlot, Failure> {
     let metadata = ctx.metadata();
     let topic = metadata
         .topics
@@ -279,10 +298,31 @@ async fn here_or_forward(ctx: &Rc<ShardCtx>, q: &QueueRef, frame: &[u8]) -> Resu
             format!("topic {:?} has queues 0..{}, not {}", q.topic, topic.queues.len(), q.queue),
         )
     })?;
-    if slot.shard as usize == ctx.id {
-        return Ok(Served::Here(slot));
-    }
-    forward(ctx, slot.shard as usize, frame).await.map(Served::Elsewhere)
+    Ok(slot)
+}
+
+/// Appends one ProduceMany entry: here, or as a Produce on the queue's owner
+/// (a producer that has not yet seen a metadata change may send it here).
+async fn produce_entry(ctx: &Rc<ShardCtx>, queue: &QueueRef, batch: &[u8]) -> msg::EntryOutcome {
+    let outcome = async {
+        let slot = locate(ctx, queue)?;
+        if slot.shard as usize == ctx.id {
+            let a = ctx.storage.append(QueueId(slot.storage_id), batch).await?;
+            return Ok((a.base_offset, a.record_count));
+        }
+        let mut w = Writer::default();
+        Produce { queue: queue.clone(), acks: msg::ACKS_DURABLE, batches: vec![batch] }.encode(&mut w);
+        let request = frame::request(ApiKey::Produce as u16, 0, 0, &w.buf);
+        let reply = ctx.mesh.forward(slot.shard as usize, request).await;
+        let reply = reply.map_err(|e| Failure(ErrorCode::ShuttingDown, e.to_string()))?;
+        let response = frame::Response::parse(reply.get(4..).unwrap_or_default())?;
+        if response.error != ErrorCode::None {
+            return Err(Failure(response.error, response.message));
+        }
+        let results = msg::decode_produced(&mut Reader::new(response.body))?;
+        results.first().copied().ok_or_else(|| Failure(ErrorCode::Internal, "empty produce response".into()))
+    };
+    outcome.await.map_err(|Failure(code, message)| (code, message))
 }
 
 /// Serves the request on `shard`; its response frame travels back as is.
