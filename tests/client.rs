@@ -128,6 +128,45 @@ fn pipelined_batches_of_a_queue_keep_the_senders_order() {
 }
 
 #[test]
+fn a_bad_batch_among_a_shards_waiting_batches_fails_only_its_own_messages() {
+    let dir = tempfile::tempdir().unwrap();
+    let broker = Broker::start(dir.path(), &["--max-batch-bytes", "65536"]);
+    let client = broker.client();
+    client.create_topic("many", 4, 0).unwrap();
+    // The key's first byte names the queue. Batches of the four queues wait
+    // for answers and usually leave in shared requests (the broker test
+    // checks a shared request's per-entry outcomes deterministically).
+    let selector = QueueSelector::Custom(Arc::new(|m: &Message, n| u32::from(m.key.as_ref().unwrap()[0]) % n));
+    // Batches leave when an answer frees their queue, not by size or linger.
+    let config =
+        ProducerConfig { selector, batch_bytes: 1 << 20, linger: Duration::from_secs(5), ..Default::default() };
+    let producer = Producer::new(client, config);
+    let message = |i: usize| {
+        let value = if i == 2_002 { vec![b'x'; 70_000] } else { format!("m-{i}").into_bytes() };
+        Message::new(value).with_key(vec![(i % 4) as u8])
+    };
+    let futures: Vec<_> = (0..4_000).map(|i| (i % 4, producer.send_async("many", message(i)))).collect();
+    let mut offsets = [Vec::new(), Vec::new(), Vec::new(), Vec::new()];
+    let mut failed = 0;
+    for (queue, future) in futures {
+        match future.wait() {
+            Ok(sent) => offsets[queue].push(sent.offset),
+            Err(e) => {
+                assert_eq!(queue, 2, "only queue 2 held the oversized message: {e}");
+                assert!(e.to_string().contains("BatchTooLarge"), "{e}");
+                failed += 1;
+            }
+        }
+    }
+    assert!(failed >= 1, "the oversized message failed");
+    for (queue, got) in offsets.iter().enumerate() {
+        assert!(got.windows(2).all(|w| w[1] == w[0] + 1), "queue {queue}: acked in order, without gaps");
+        let expected = if queue == 2 { 1_000 - failed } else { 1_000 };
+        assert_eq!(got.len(), expected, "queue {queue}: every message outside the bad batch was stored");
+    }
+}
+
+#[test]
 fn tag_filters_deliver_exactly_the_matching_messages_and_advance_past_the_rest() {
     let dir = tempfile::tempdir().unwrap();
     let broker = Broker::start(dir.path(), &[]);
