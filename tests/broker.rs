@@ -362,3 +362,65 @@ fn produce_many_appends_each_entry_in_order_and_fails_only_the_bad_ones() {
     assert_eq!(client.list_offsets("t", 0).unwrap(), (0, 2), "nothing of the refused requests was stored");
     still_serves(&broker);
 }
+
+#[test]
+fn fetch_many_parks_until_any_queue_has_data_and_fails_only_the_bad_entries() {
+    use ringmq::protocol::messages::{decode_fetched_many, FetchMany};
+    use ringmq::protocol::Reader;
+    let dir = tempfile::tempdir().unwrap();
+    let broker = Broker::start(dir.path(), &[]);
+    let client = broker.client();
+    client.create_topic("t", 8, 0).unwrap();
+    let shards = client.topic("t").unwrap().queue_shards;
+    let here: Vec<u32> = (0..8).filter(|q| shards[*q as usize] == shards[0]).collect();
+    let elsewhere = (0..8).find(|q| shards[*q as usize] != shards[0]).unwrap();
+    let entry = |topic: &str, queue: u32, tags: &str| Fetch {
+        queue: QueueRef { topic: topic.into(), queue },
+        offset: 0,
+        max_bytes: 1 << 20,
+        max_wait_ms: 0,
+        tags: tags.into(),
+    };
+    let request = |max_wait_ms: u32, entries: Vec<Fetch>| {
+        let mut w = Writer::default();
+        FetchMany { max_wait_ms, entries }.encode(&mut w);
+        w.buf
+    };
+    let mut raw = Raw::connect(&broker.addrs[shards[0] as usize]);
+    raw.call(ApiKey::Produce as u16, 0, 1, &produce_body("t", here[0], &batch(b"ready")));
+    // One queue with data, one empty, and bad entries: answered at once.
+    let entries = vec![
+        entry("t", here[0], ""),
+        entry("t", here[1], ""),
+        entry("nope", 0, ""),
+        entry("t", elsewhere, ""),
+        entry("t", here[1], "A ||"),
+    ];
+    let (_, code, message, body) = raw.call(ApiKey::FetchMany as u16, 0, 2, &request(60_000, entries));
+    assert_eq!(code, ErrorCode::None, "{message}");
+    let outcomes = decode_fetched_many(&mut Reader::new(&body)).unwrap();
+    assert!(outcomes[0].as_ref().unwrap().batches.windows(5).any(|w| w == b"ready"));
+    assert_eq!(outcomes[0].as_ref().unwrap().next_offset, 1);
+    assert!(outcomes[1].as_ref().unwrap().batches.is_empty());
+    let codes: Vec<ErrorCode> = outcomes[2..].iter().map(|o| o.as_ref().unwrap_err().0).collect();
+    assert_eq!(codes, [ErrorCode::UnknownTopic, ErrorCode::InvalidRequest, ErrorCode::InvalidRequest]);
+    assert!(outcomes[3].as_ref().unwrap_err().1.contains("lives on shard"), "the wrong shard is named");
+    // Two empty queues park until a produce to either wakes the poll.
+    let producer_addr = broker.addrs[shards[0] as usize].clone();
+    let woken_by = here[1];
+    let sender = std::thread::spawn(move || {
+        std::thread::sleep(Duration::from_millis(200));
+        let mut raw = Raw::connect(&producer_addr);
+        raw.call(ApiKey::Produce as u16, 0, 1, &produce_body("t", woken_by, &batch(b"wake")));
+    });
+    let parked = vec![Fetch { offset: 1, ..entry("t", here[0], "") }, entry("t", woken_by, "")];
+    let (_, code, message, body) = raw.call(ApiKey::FetchMany as u16, 0, 3, &request(60_000, parked));
+    sender.join().unwrap();
+    assert_eq!(code, ErrorCode::None, "{message}");
+    let outcomes = decode_fetched_many(&mut Reader::new(&body)).unwrap();
+    assert!(outcomes[0].as_ref().unwrap().batches.is_empty(), "the other queue had nothing");
+    assert!(outcomes[1].as_ref().unwrap().batches.windows(4).any(|w| w == b"wake"), "woken by the produce");
+    let (_, code, _, _) = raw.call(ApiKey::FetchMany as u16, 0, 4, &[0, 0, 0, 0, 255, 255, 255, 255]);
+    assert_eq!(code, ErrorCode::Malformed, "a count larger than the body is refused");
+    still_serves(&broker);
+}

@@ -28,3 +28,18 @@ pub async fn join_all<F: Future>(futures: Vec<F>) -> Vec<F::Output> {
     .await;
     outputs.into_iter().map(|o| o.expect("all ready")).collect()
 }
+
+/// Awaits the first of `futures` to finish and returns its index and output;
+/// the others are dropped. Never finishes for an empty list.
+pub async fn first_of<F: Future>(futures: Vec<F>) -> (usize, F::Output) {
+    let mut futures: Vec<Pin<Box<F>>> = futures.into_iter().map(Box::pin).collect();
+    std::future::poll_fn(|cx| {
+        for (i, fut) in futures.iter_mut().enumerate() {
+            if let Poll::Ready(v) = fut.as_mut().poll(cx) {
+                return Poll::Ready((i, v));
+            }
+        }
+        Poll::Pending
+    })
+    .await
+}

@@ -33,7 +33,7 @@ pub use config::{FlushPolicy, ShardConfig};
 pub use error::{Result, StorageError};
 pub use fault::FailureProbes;
 pub use index::IndexEntry;
-pub use join::join_all;
+pub use join::{first_of, join_all};
 pub use log::Appended;
 pub use position::{LogPos, QueueId};
 pub use reader::{ReadBatches, ReadWait};

@@ -50,6 +50,7 @@ wire_enum! {
         EndTransaction = 21,
         PollChecks = 22,
         ProduceMany = 23,
+        FetchMany = 24,
     }
 }
 

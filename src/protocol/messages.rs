@@ -248,6 +248,67 @@ impl<'a> Fetched<'a> {
     }
 }
 
+/// FetchMany request: one long poll over several queues of one shard (a
+/// consumer's queues there). It is answered as soon as any queue has data,
+/// with every queue's data, or after `max_wait_ms` with none.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FetchMany {
+    pub max_wait_ms: u32,
+    /// Each entry's `max_wait_ms` is ignored.
+    pub entries: Vec<Fetch>,
+}
+
+impl FetchMany {
+    pub fn encode(&self, w: &mut Writer) {
+        w.u32(self.max_wait_ms).u32(self.entries.len() as u32);
+        for f in &self.entries {
+            f.queue.encode(w);
+            w.u64(f.offset).u32(f.max_bytes).string(&f.tags);
+        }
+    }
+
+    pub fn decode(r: &mut Reader) -> Result<Self, DecodeError> {
+        let max_wait_ms = r.u32()?;
+        let entries = (0..r.count(20)?)
+            .map(|_| {
+                let queue = QueueRef::decode(r)?;
+                Ok(Fetch { queue, offset: r.u64()?, max_bytes: r.u32()?, max_wait_ms: 0, tags: r.string()? })
+            })
+            .collect::<Result<_, _>>()?;
+        Ok(FetchMany { max_wait_ms, entries })
+    }
+}
+
+/// FetchMany response: per entry, in request order, an error code and
+/// message, then (on success) the entry's Fetched.
+pub fn encode_fetched_many(outcomes: &[Result<Fetched, (ErrorCode, String)>], w: &mut Writer) {
+    w.u32(outcomes.len() as u32);
+    for outcome in outcomes {
+        match outcome {
+            Ok(f) => {
+                w.u16(ErrorCode::None as u16).string("");
+                f.encode(w);
+            }
+            Err((code, message)) => {
+                w.u16(*code as u16).string(message);
+            }
+        }
+    }
+}
+
+/// Decodes a FetchMany response.
+#[allow(clippy::type_complexity)]
+pub fn decode_fetched_many<'a>(
+    r: &mut Reader<'a>,
+) -> Result<Vec<Result<Fetched<'a>, (ErrorCode, String)>>, DecodeError> {
+    (0..r.count(4)?)
+        .map(|_| {
+            let (code, message) = (ErrorCode::from_u16(r.u16()?), r.string()?);
+            Ok(if code == ErrorCode::None { Ok(Fetched::decode(r)?) } else { Err((code, message)) })
+        })
+        .collect()
+}
+
 /// A consumer group's offset of one queue. `member` commits in
 /// `generation`; a consumer outside any membership (manual assignment) sends
 /// generation 0 and an empty member, accepted while the group has no members.

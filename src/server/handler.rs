@@ -160,19 +160,18 @@ async fn serve(ctx: &Rc<ShardCtx>, api: ApiKey, body: &[u8], frame: &[u8]) -> Ou
                 Served::Elsewhere(reply) => return Ok(reply),
             };
             let wait = Duration::from_millis(u64::from(f.max_wait_ms)).min(ctx.config.max_fetch_wait);
-            let q = QueueId(slot.storage_id);
-            let filter = TagFilter::parse(&f.tags).map_err(|m| Failure(ErrorCode::InvalidRequest, m))?;
-            let (bytes, next_offset, end) = if filter == TagFilter::All {
-                let wait = if wait.is_zero() { ReadWait::No } else { ReadWait::Upto(wait) };
-                let read = ctx.storage.read(q, f.offset, f.max_bytes as usize, wait).await?;
-                (read.bytes, read.next_offset, read.end_offset)
-            } else {
-                let read = tag_filter::read_filtered(&ctx.storage, q, f.offset, f.max_bytes as usize, wait, &filter);
-                let read = read.await?;
-                (read.bytes, read.next_offset, read.end_offset)
-            };
-            let (start, _) = ctx.storage.offsets(q)?;
-            Fetched { start, end, next_offset, batches: &bytes }.encode(&mut w);
+            let read = read_queue(ctx, slot, &f, wait).await?;
+            read.fetched().encode(&mut w);
+        }
+        ApiKey::FetchMany => {
+            let f = msg::FetchMany::decode(&mut r)?;
+            let wait = Duration::from_millis(u64::from(f.max_wait_ms)).min(ctx.config.max_fetch_wait);
+            let reads = fetch_many(ctx, &f.entries, wait).await;
+            let outcomes: Vec<_> = reads
+                .iter()
+                .map(|o| o.as_ref().map(QueueRead::fetched).map_err(|Failure(c, m)| (*c, m.clone())))
+                .collect();
+            msg::encode_fetched_many(&outcomes, &mut w);
         }
         ApiKey::ListOffsets => {
             let q = QueueRef::decode(&mut r)?;
@@ -299,6 +298,70 @@ fn locate(ctx: &ShardCtx, q: &QueueRef) -> Result<QueueSlot, Failure> {
         )
     })?;
     Ok(slot)
+}
+
+/// What a fetch of one queue read.
+struct QueueRead {
+    start: u64,
+    end: u64,
+    next_offset: u64,
+    bytes: Vec<u8>,
+}
+
+impl QueueRead {
+    fn fetched(&self) -> Fetched<'_> {
+        Fetched { start: self.start, end: self.end, next_offset: self.next_offset, batches: &self.bytes }
+    }
+}
+
+/// Reads one queue of this shard from `f.offset`, through its tag filter,
+/// waiting up to `wait` at the end of the queue.
+async fn read_queue(ctx: &ShardCtx, slot: QueueSlot, f: &Fetch, wait: Duration) -> Result<QueueRead, Failure> {
+    let q = QueueId(slot.storage_id);
+    let filter = TagFilter::parse(&f.tags).map_err(|m| Failure(ErrorCode::InvalidRequest, m))?;
+    let (bytes, next_offset, end) = if filter == TagFilter::All {
+        let wait = if wait.is_zero() { ReadWait::No } else { ReadWait::Upto(wait) };
+        let read = ctx.storage.read(q, f.offset, f.max_bytes as usize, wait).await?;
+        (read.bytes, read.next_offset, read.end_offset)
+    } else {
+        let read = tag_filter::read_filtered(&ctx.storage, q, f.offset, f.max_bytes as usize, wait, &filter).await?;
+        (read.bytes, read.next_offset, read.end_offset)
+    };
+    let (start, _) = ctx.storage.offsets(q)?;
+    Ok(QueueRead { start, end, next_offset, bytes })
+}
+
+/// Reads one FetchMany entry; its queue must live on this shard (consumers
+/// group their fetches by shard).
+async fn fetch_entry(ctx: &ShardCtx, f: &Fetch, wait: Duration) -> Result<QueueRead, Failure> {
+    let slot = locate(ctx, &f.queue)?;
+    if slot.shard as usize != ctx.id {
+        let m = format!("queue {} of {:?} lives on shard {}; fetch it there", f.queue.queue, f.queue.topic, slot.shard);
+        return Err(Failure(ErrorCode::InvalidRequest, m));
+    }
+    read_queue(ctx, slot, f, wait).await
+}
+
+/// Reads every entry at once; if none has anything to report, waits until
+/// the first does (or `wait` passes) and reads the others again then.
+async fn fetch_many(ctx: &ShardCtx, entries: &[Fetch], wait: Duration) -> Vec<Result<QueueRead, Failure>> {
+    let news = |f: &Fetch, r: &Result<QueueRead, Failure>| {
+        r.as_ref().map_or(true, |r| !r.bytes.is_empty() || r.next_offset != f.offset)
+    };
+    let mut reads =
+        ringmq_shards::join_all(entries.iter().map(|f| fetch_entry(ctx, f, Duration::ZERO)).collect()).await;
+    if wait.is_zero() || entries.is_empty() || entries.iter().zip(&reads).any(|(f, r)| news(f, r)) {
+        return reads;
+    }
+    let (first, read) = ringmq_shards::first_of(entries.iter().map(|f| fetch_entry(ctx, f, wait)).collect()).await;
+    reads[first] = read;
+    let others: Vec<usize> = (0..entries.len()).filter(|&i| i != first).collect();
+    let again =
+        ringmq_shards::join_all(others.iter().map(|&i| fetch_entry(ctx, &entries[i], Duration::ZERO)).collect());
+    for (i, read) in others.into_iter().zip(again.await) {
+        reads[i] = read;
+    }
+    reads
 }
 
 /// Appends one ProduceMany entry: here, or as a Produce on the queue's owner
