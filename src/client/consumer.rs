@@ -10,7 +10,7 @@ use super::connection::Tagged;
 use super::error::ClientError;
 use super::group::{ConsumeMode, GroupConfig, GroupMember, StartNew};
 use super::message_id::MessageId;
-use crate::protocol::messages::{Fetch, Fetched, Membership, QueueRef};
+use crate::protocol::messages::{decode_fetched_many, Fetch, FetchMany, Membership, QueueRef};
 use crate::protocol::{ApiKey, ErrorCode, Reader, Writer};
 use ringmq_shards::batch;
 use ringmq_shards::record::RecordIter;
@@ -113,6 +113,9 @@ pub struct Consumer {
     replies: (mpsc::Sender<Tagged>, mpsc::Receiver<Tagged>),
     /// Bumped when the assignment changes: replies to older fetches are dropped.
     epoch: u64,
+    /// Fetches in flight (tag id -> indices in `assigned`), of this epoch.
+    requests: HashMap<u64, Vec<usize>>,
+    next_request: u64,
     /// Set by `subscribe`.
     config: Option<GroupConfig>,
     /// A clustering member's membership.
@@ -140,6 +143,8 @@ impl Consumer {
             assigned: Vec::new(),
             replies: mpsc::channel(),
             epoch: 0,
+            requests: HashMap::new(),
+            next_request: 0,
             config: None,
             member: None,
             broadcasting: false,
@@ -240,7 +245,7 @@ impl Consumer {
     /// followed at the next poll.
     pub fn release_queues(&mut self) {
         self.assigned.clear();
-        self.epoch += 1;
+        self.new_epoch();
     }
 
     /// Makes queues assigned from now on start paused.
@@ -254,8 +259,7 @@ impl Consumer {
         if let Some(a) = self.assigned.iter_mut().find(|a| a.topic == topic && a.queue == queue) {
             a.paused = true;
         }
-        self.epoch += 1;
-        self.assigned.iter_mut().for_each(|a| a.fetching = false);
+        self.new_epoch();
     }
 
     /// Moves a paused queue's position (an ordered consumer rewinds to what
@@ -283,24 +287,14 @@ impl Consumer {
     pub fn poll(&mut self, timeout: Duration) -> Result<Vec<ConsumedMessage>, ClientError> {
         self.follow_group()?;
         let wait_ms = crate::duration::millis_u32(timeout);
-        for (i, a) in self.assigned.iter_mut().enumerate().filter(|(_, a)| !a.fetching && !a.paused) {
-            let mut w = Writer::default();
-            Fetch {
-                queue: QueueRef { topic: a.topic.clone(), queue: a.queue },
-                offset: a.position,
-                max_bytes: self.max_bytes,
-                max_wait_ms: wait_ms,
-                tags: self.tags.get(&a.topic).cloned().unwrap_or_default(),
-            }
-            .encode(&mut w);
-            self.client.send_queue(
-                &a.topic,
-                a.queue,
-                ApiKey::Fetch,
-                &w.buf,
-                Some((self.replies.0.clone(), self.epoch << 32 | i as u64)),
-            )?;
-            a.fetching = true;
+        // One long poll per shard over its queues that are neither in flight nor paused.
+        let mut by_shard: HashMap<u32, Vec<usize>> = HashMap::new();
+        for (i, a) in self.assigned.iter().enumerate().filter(|(_, a)| !a.fetching && !a.paused) {
+            let shard = self.client.topic(&a.topic)?.queue_shards.get(a.queue as usize).copied().unwrap_or(0);
+            by_shard.entry(shard).or_default().push(i);
+        }
+        for indices in by_shard.into_values() {
+            self.fetch(indices, wait_ms)?;
         }
         if !self.assigned.iter().any(|a| a.fetching) {
             // Nothing to fetch (no queues, or all paused): wait like a poll would.
@@ -323,20 +317,80 @@ impl Consumer {
         Ok(out)
     }
 
+    /// Sends one FetchMany for `indices` (queues of one shard).
+    fn fetch(&mut self, indices: Vec<usize>, wait_ms: u32) -> Result<(), ClientError> {
+        let entries = indices
+            .iter()
+            .map(|&i| {
+                let a = &self.assigned[i];
+                Fetch {
+                    queue: QueueRef { topic: a.topic.clone(), queue: a.queue },
+                    offset: a.position,
+                    max_bytes: self.max_bytes,
+                    max_wait_ms: 0,
+                    tags: self.tags.get(&a.topic).cloned().unwrap_or_default(),
+                }
+            })
+            .collect();
+        let mut w = Writer::default();
+        FetchMany { max_wait_ms: wait_ms, entries }.encode(&mut w);
+        let id = self.next_request;
+        self.next_request = (self.next_request + 1) & u64::from(u32::MAX);
+        let (topic, queue) = (self.assigned[indices[0]].topic.clone(), self.assigned[indices[0]].queue);
+        let reply_to = (self.replies.0.clone(), self.epoch << 32 | id);
+        self.client.send_queue(&topic, queue, ApiKey::FetchMany, &w.buf, Some(reply_to))?;
+        for &i in &indices {
+            self.assigned[i].fetching = true;
+        }
+        self.requests.insert(id, indices);
+        Ok(())
+    }
+
+    /// Takes one FetchMany reply. A failed entry or an undecodable batch fails
+    /// the poll before any position moves, so every queue of the reply is
+    /// fetched again from where it was.
     fn take(&mut self, (tag, reply): Tagged, out: &mut Vec<ConsumedMessage>) -> Result<(), ClientError> {
         if tag >> 32 != self.epoch {
             return Ok(()); // a fetch of queues given up in a rebalance
         }
-        let a = &mut self.assigned[(tag & u64::from(u32::MAX)) as usize];
-        a.fetching = false;
+        let Some(indices) = self.requests.remove(&(tag & u64::from(u32::MAX))) else { return Ok(()) };
+        for &i in &indices {
+            self.assigned[i].fetching = false;
+        }
         let reply = reply?;
         if reply.error != ErrorCode::None {
             return Err(ClientError::Broker { code: reply.error, message: reply.message });
         }
-        let f = Fetched::decode(&mut Reader::new(&reply.body))?;
-        out.extend(decode_messages(&a.topic, a.queue, f.batches, a.position)?);
-        a.position = a.position.max(f.next_offset);
+        let outcomes = decode_fetched_many(&mut Reader::new(&reply.body))?;
+        if outcomes.len() != indices.len() {
+            return Err(ClientError::Protocol(format!(
+                "{} fetch results for {} queues",
+                outcomes.len(),
+                indices.len()
+            )));
+        }
+        let fetched = outcomes
+            .into_iter()
+            .map(|o| o.map_err(|(code, message)| ClientError::Broker { code, message }))
+            .collect::<Result<Vec<_>, _>>()?;
+        let mut decoded = Vec::with_capacity(fetched.len());
+        for (&i, f) in indices.iter().zip(&fetched) {
+            let a = &self.assigned[i];
+            decoded.push(decode_messages(&a.topic, a.queue, f.batches, a.position)?);
+        }
+        for ((i, f), messages) in indices.into_iter().zip(fetched).zip(decoded) {
+            let a = &mut self.assigned[i];
+            a.position = a.position.max(f.next_offset);
+            out.extend(messages);
+        }
         Ok(())
+    }
+
+    /// Drops every fetch in flight: their replies are ignored.
+    fn new_epoch(&mut self) {
+        self.epoch += 1;
+        self.requests.clear();
+        self.assigned.iter_mut().for_each(|a| a.fetching = false);
     }
 
     /// Commits every assigned queue's position for the group. A group member
@@ -401,7 +455,7 @@ impl Consumer {
                     }
                 }
                 self.assigned.clear();
-                self.epoch += 1;
+                self.new_epoch();
                 self.member.as_ref().expect("a clustering member").join()?
             }
             _ => return Ok(()),
