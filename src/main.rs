@@ -133,6 +133,9 @@ struct ServeArgs {
     /// User-space cache per shard, MiB [default: 256].
     #[arg(long)]
     cache_mib: Option<usize>,
+    /// Durable log writes in flight per shard (1: one at a time) [default: 2].
+    #[arg(long)]
+    flush_depth: Option<usize>,
     /// Largest request frame, bytes, checked before the frame is read [default: 8388608].
     #[arg(long)]
     max_frame_bytes: Option<usize>,
@@ -182,6 +185,10 @@ impl ServeArgs {
         }
         cfg.segment_bytes = self.segment_mib.or(file.segment_mib).map_or(cfg.segment_bytes, |m| m << 20);
         cfg.cache_bytes = self.cache_mib.or(file.cache_mib).map_or(cfg.cache_bytes, |m| m << 20);
+        cfg.flush_depth = self.flush_depth.or(file.flush_depth).unwrap_or(cfg.flush_depth);
+        if cfg.flush_depth == 0 {
+            return Err("--flush-depth must be at least 1".into());
+        }
         cfg.max_frame_bytes = self.max_frame_bytes.or(file.max_frame_bytes).unwrap_or(cfg.max_frame_bytes);
         cfg.max_batch_bytes = self.max_batch_bytes.or(file.max_batch_bytes).unwrap_or(cfg.max_batch_bytes);
         cfg.max_connections = self.max_connections.or(file.max_connections).unwrap_or(cfg.max_connections);

@@ -74,12 +74,16 @@ fn help_describes_every_command_and_flag() {
         "--flush",
         "--segment-mib",
         "--cache-mib",
+        "--flush-depth",
         "--max-frame-bytes",
         "--max-connections",
         "--config",
     ] {
         assert!(serve.contains(flag), "{flag} missing from serve --help");
     }
+    let out = ringmq(&["serve", "--flush-depth", "0"], "");
+    assert_eq!(out.status.code(), Some(1));
+    assert!(text(&out.stderr).contains("--flush-depth must be at least 1"), "{}", text(&out.stderr));
 }
 
 #[test]

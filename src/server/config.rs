@@ -18,6 +18,8 @@ pub struct ServerConfig {
     pub default_flush: FlushPolicy,
     pub segment_bytes: u64,
     pub cache_bytes: usize,
+    /// Durable log writes in flight per shard.
+    pub flush_depth: usize,
     /// Largest frame accepted, checked before the frame is buffered.
     pub max_frame_bytes: usize,
     /// Largest record batch accepted.
@@ -60,6 +62,7 @@ impl ServerConfig {
             default_flush: FlushPolicy::Sync,
             segment_bytes: 1 << 30,
             cache_bytes: 256 << 20,
+            flush_depth: 2,
             max_frame_bytes: 8 << 20,
             max_batch_bytes: (1 << 20) - 8192,
             max_connections: 1024,

@@ -143,6 +143,7 @@ async fn serve(s: Startup) -> Result<(), String> {
     let storage_cfg = ShardConfig {
         segment_bytes: cfg.segment_bytes,
         cache_bytes: cfg.cache_bytes,
+        flush_depth: cfg.flush_depth,
         batch_bytes_max: cfg.max_batch_bytes,
         default_flush_policy: cfg.default_flush,
         retention_age: cfg.retention_age,
