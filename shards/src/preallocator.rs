@@ -21,9 +21,13 @@ const FILL_LEAD_DIVISOR: u64 = 8;
 /// leads the active segment's use comfortably, more when appends catch up.
 fn fill_depth(inner: &Inner, filled: u64) -> usize {
     let st = inner.state.borrow();
-    let used = st.log.end.saturating_sub(st.log.active.base);
-    let lead = inner.config.segment_bytes / FILL_LEAD_DIVISOR;
-    if used + lead >= filled {
+    depth_for(st.log.end.saturating_sub(st.log.active.base), filled, inner.config.segment_bytes)
+}
+
+/// The fill depth when the active segment holds `used` bytes and the spare
+/// has `filled` of its `segment_bytes` zero-filled.
+fn depth_for(used: u64, filled: u64, segment_bytes: u64) -> usize {
+    if used + segment_bytes / FILL_LEAD_DIVISOR >= filled {
         crate::fs::ZERO_FILL_DEPTH_MAX
     } else {
         1
@@ -57,5 +61,19 @@ pub(crate) async fn run(inner: Rc<Inner>) {
                 glommio::timer::sleep(RETRY_DELAY).await;
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_fill_hurries_only_while_appends_are_within_an_eighth_of_a_segment_of_it() {
+        let seg = 1 << 30;
+        assert_eq!(depth_for(0, 0, seg), 4, "a new spare starts fast");
+        assert_eq!(depth_for(0, seg / 8 + 1, seg), 1, "a lead of over 1/8 is enough");
+        assert_eq!(depth_for(seg / 2, seg / 2 + seg / 8, seg), 4, "appends caught up");
+        assert_eq!(depth_for(seg / 2, seg - 1, seg), 1);
     }
 }
