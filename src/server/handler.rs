@@ -234,12 +234,19 @@ pub fn checked_records<'a>(ctx: &ShardCtx, batch: &'a [u8]) -> Result<Vec<ringmq
 }
 
 /// Appends a batch to a topic's queue from inside the broker (wherever the
-/// queue lives), durably.
-pub async fn produce_internal(ctx: &Rc<ShardCtx>, topic: &str, queue: u32, batch: &[u8]) -> Result<(), Failure> {
+/// queue lives), durably; returns its base offset and record count.
+pub async fn produce_internal(
+    ctx: &Rc<ShardCtx>,
+    topic: &str,
+    queue: u32,
+    batch: &[u8],
+) -> Result<(u64, u32), Failure> {
     let mut w = Writer::default();
     let queue = QueueRef { topic: topic.to_string(), queue };
     Produce { queue, acks: msg::ACKS_DURABLE, batches: vec![batch] }.encode(&mut w);
-    call_internal(ctx, ApiKey::Produce, &w.buf).await
+    let body = call_internal(ctx, ApiKey::Produce, &w.buf).await?;
+    let results = msg::decode_produced(&mut Reader::new(&body))?;
+    results.first().copied().ok_or_else(|| Failure(ErrorCode::Internal, "empty produce response".into()))
 }
 
 /// Creates a one-queue topic (a group's retry or dead-letter topic) unless it exists.
@@ -251,17 +258,18 @@ pub async fn ensure_topic(ctx: &Rc<ShardCtx>, name: &str) -> Result<(), Failure>
     CreateTopic { name: name.to_string(), queues: 1, flush: 0 }.encode(&mut w);
     match call_internal(ctx, ApiKey::CreateTopic, &w.buf).await {
         Err(Failure(ErrorCode::TopicExists, _)) => Ok(()),
-        other => other,
+        other => other.map(|_| ()),
     }
 }
 
-/// Serves a request built inside the broker as if a client had sent it here.
-async fn call_internal(ctx: &Rc<ShardCtx>, api: ApiKey, body: &[u8]) -> Result<(), Failure> {
+/// Serves a request built inside the broker as if a client had sent it here;
+/// returns the response body.
+async fn call_internal(ctx: &Rc<ShardCtx>, api: ApiKey, body: &[u8]) -> Result<Vec<u8>, Failure> {
     let request = frame::request(api as u16, 0, 0, body);
     let response = Box::pin(handle(ctx, request)).await.unwrap_or_default();
     let parsed = response.get(4..).map(frame::Response::parse);
     match parsed {
-        Some(Ok(r)) if r.error == ErrorCode::None => Ok(()),
+        Some(Ok(r)) if r.error == ErrorCode::None => Ok(r.body.to_vec()),
         Some(Ok(r)) => Err(Failure(r.error, r.message)),
         _ => Err(Failure(ErrorCode::Internal, format!("no response to an internal {api:?}"))),
     }
@@ -373,17 +381,7 @@ async fn produce_entry(ctx: &Rc<ShardCtx>, queue: &QueueRef, batch: &[u8]) -> ms
             let a = ctx.storage.append(QueueId(slot.storage_id), batch).await?;
             return Ok((a.base_offset, a.record_count));
         }
-        let mut w = Writer::default();
-        Produce { queue: queue.clone(), acks: msg::ACKS_DURABLE, batches: vec![batch] }.encode(&mut w);
-        let request = frame::request(ApiKey::Produce as u16, 0, 0, &w.buf);
-        let reply = ctx.mesh.forward(slot.shard as usize, request).await;
-        let reply = reply.map_err(|e| Failure(ErrorCode::ShuttingDown, e.to_string()))?;
-        let response = frame::Response::parse(reply.get(4..).unwrap_or_default())?;
-        if response.error != ErrorCode::None {
-            return Err(Failure(response.error, response.message));
-        }
-        let results = msg::decode_produced(&mut Reader::new(response.body))?;
-        results.first().copied().ok_or_else(|| Failure(ErrorCode::Internal, "empty produce response".into()))
+        produce_internal(ctx, &queue.topic, queue.queue, batch).await
     };
     outcome.await.map_err(|Failure(code, message)| (code, message))
 }

@@ -109,7 +109,7 @@ impl Handover {
     pub async fn run(self, ctx: &Rc<ShardCtx>) {
         loop {
             match handler::produce_internal(ctx, &self.topic, self.queue, &self.batch).await {
-                Ok(()) => return,
+                Ok(_) => return,
                 Err(error) => {
                     let (topic, queue) = (&self.topic, self.queue);
                     tracing::warn!(shard = ctx.id, %topic, queue, %error, "delivering a delayed record failed; retrying");
