@@ -166,8 +166,9 @@ fn connections_past_the_limit_are_refused_and_the_slot_frees_on_close() {
     assert_eq!(code, ErrorCode::None, "a closed connection frees its slot");
 }
 
-#[test]
-fn a_parked_fetch_does_not_hold_up_a_produce_on_the_same_connection() {
+/// Parks a fetch, then sends a produce of kind `api` with `body` (one message
+/// "pipelined" for queue 0 of "t") on the same connection.
+fn a_parked_fetch_does_not_hold_up(api: ApiKey, body: impl Fn() -> Vec<u8>) {
     let dir = tempfile::tempdir().unwrap();
     // One request of each kind in flight per connection.
     let broker = Broker::start(dir.path(), &["--max-inflight-per-connection", "1"]);
@@ -187,14 +188,7 @@ fn a_parked_fetch_does_not_hold_up_a_produce_on_the_same_connection() {
     raw.stream.write_all(&ringmq::protocol::frame::request(ApiKey::Fetch as u16, 0, 1, &w.buf)).unwrap();
     std::thread::sleep(Duration::from_millis(100));
     let started = std::time::Instant::now();
-    raw.stream
-        .write_all(&ringmq::protocol::frame::request(
-            ApiKey::Produce as u16,
-            0,
-            2,
-            &produce_body("t", 0, &batch(b"pipelined")),
-        ))
-        .unwrap();
+    raw.stream.write_all(&ringmq::protocol::frame::request(api as u16, 0, 2, &body())).unwrap();
     let mut answered = std::collections::HashMap::new();
     for _ in 0..2 {
         let (corr, code, message, body) = raw.read_response().expect("a response");
@@ -208,6 +202,17 @@ fn a_parked_fetch_does_not_hold_up_a_produce_on_the_same_connection() {
     );
     let (_, fetched) = &answered[&1];
     assert!(fetched.windows(9).any(|w| w == b"pipelined"), "the parked fetch woke with the produced message");
+}
+
+#[test]
+fn a_parked_fetch_does_not_hold_up_a_produce_on_the_same_connection() {
+    a_parked_fetch_does_not_hold_up(ApiKey::Produce, || produce_body("t", 0, &batch(b"pipelined")));
+    a_parked_fetch_does_not_hold_up(ApiKey::ProduceMany, || {
+        let (mut w, one) = (Writer::default(), batch(b"pipelined"));
+        let entries = vec![(QueueRef { topic: "t".into(), queue: 0 }, one.as_slice())];
+        ringmq::protocol::messages::ProduceMany { acks: ACKS_DURABLE, entries }.encode(&mut w);
+        w.buf
+    });
 }
 
 #[test]

@@ -138,7 +138,8 @@ async fn serve(ctx: Rc<ShardCtx>, stream: TcpStream) {
         if reader.read_exact(&mut request[4..]).await.is_err() {
             return;
         }
-        let is_produce = u16::from_le_bytes([request[4], request[5]]) == ApiKey::Produce as u16;
+        let api = ApiKey::from_wire(u16::from_le_bytes([request[4], request[5]]));
+        let is_produce = matches!(api, Some(ApiKey::Produce | ApiKey::ProduceMany));
         let slots = if is_produce { &produce_slots } else { &other_slots };
         let Ok(permit) = slots.clone().acquire_static_permit(1).await else { return };
         let (ctx, writer) = (ctx.clone(), writer.clone());
