@@ -132,15 +132,10 @@ impl Log {
     /// Pads the open round, if it holds anything, to the next page boundary
     /// that leaves room for the padding header.
     fn pad_to_page(&mut self) {
-        let Some(round) = self.open.as_mut().filter(|r| !r.is_empty()) else { return };
-        if self.end.is_multiple_of(PAGE_BYTES) {
+        if self.open.as_ref().is_none_or(|r| r.is_empty()) || self.end.is_multiple_of(PAGE_BYTES) {
             return;
         }
-        let to = page_up(self.end + HEADER_BYTES as u64);
-        round.put(&batch::padding_header((to - self.end) as u32));
-        round.end = to;
-        self.end = to;
-        self.tail_page.fill(0);
+        self.pad_to(page_up(self.end + HEADER_BYTES as u64));
     }
 
     /// Fills the rest of the active segment with a padding batch and makes
@@ -149,20 +144,25 @@ impl Log {
         let segment_end = self.active.end(self.segment_bytes);
         debug_assert_eq!(spare.base, segment_end, "segments are contiguous");
         if self.end < segment_end {
-            let pad = (segment_end - self.end) as u32;
-            if self.open.is_none() {
-                self.open = Some(self.new_round());
-            }
-            let round = self.open.as_mut().expect("opened above");
-            round.put(&batch::padding_header(pad));
-            round.end = segment_end;
-            round.needs_sync = true;
+            self.pad_to(segment_end);
+            self.open.as_mut().expect("padded above").needs_sync = true;
         }
         self.seal_open(false);
-        self.end = segment_end;
-        self.tail_page.fill(0);
         self.segments.insert(spare.base, spare.clone());
         self.active = spare;
+    }
+
+    /// Puts a padding batch from the end up to `to` into the open round
+    /// (opened if there is none); the log then ends at `to`.
+    fn pad_to(&mut self, to: u64) {
+        if self.open.is_none() {
+            self.open = Some(self.new_round());
+        }
+        let round = self.open.as_mut().expect("opened above");
+        round.put(&batch::padding_header((to - self.end) as u32));
+        round.end = to;
+        self.end = to;
+        self.tail_page.fill(0);
     }
 
     fn new_round(&mut self) -> Round {
