@@ -166,27 +166,6 @@ impl Inner {
         }
         Ok(())
     }
-
-    /// The queue's index file starting at `base`, created if missing.
-    async fn index_file(
-        &self,
-        queue: QueueId,
-        base: u64,
-    ) -> Result<(std::rc::Rc<glommio::io::DmaFile>, std::path::PathBuf)> {
-        let dir = {
-            let st = self.state.borrow();
-            let q = st.queues.get(&queue).ok_or(StorageError::UnknownQueue(queue.0))?;
-            if let Some(f) = q.files.get(&base) {
-                return Ok((f.clone(), q.dir.clone()));
-            }
-            q.dir.clone()
-        };
-        let file = index::create_file(&dir, base, self.config.index_file_entries).await?;
-        if let Some(q) = self.state.borrow_mut().queues.get_mut(&queue) {
-            q.files.insert(base, file.clone());
-        }
-        Ok((file, dir))
-    }
 }
 
 /// Checkpoints on the interval, or sooner when the in-memory index grows past

@@ -14,6 +14,7 @@ mod fault;
 mod flusher;
 mod fs;
 pub mod index;
+mod index_preallocator;
 mod join;
 mod log;
 pub mod lookup;

@@ -41,7 +41,10 @@ pub(crate) struct Inner {
     pub spare_needed: Signal,
     /// The in-memory index is past its bound.
     pub checkpoint_needed: Signal,
+    /// Held by a checkpoint, and by the index preallocator while it creates a file.
     pub checkpoint_lock: glommio::sync::Semaphore,
+    /// A queue's appends passed the point where its next index file is wanted.
+    pub index_files_needed: Signal,
     pub closed: Cell<bool>,
     pub probes: FailureProbes,
     pub counters: Counters,
@@ -99,6 +102,7 @@ impl Shard {
             spare_needed: Signal::default(),
             checkpoint_needed: Signal::default(),
             checkpoint_lock: glommio::sync::Semaphore::new(1),
+            index_files_needed: Signal::default(),
             closed: Cell::new(false),
             probes: FailureProbes::default(),
             counters: Counters::default(),
@@ -111,6 +115,7 @@ impl Shard {
         inner.tasks.borrow_mut().extend([
             glommio::spawn_local(crate::preallocator::run(inner.clone())),
             glommio::spawn_local(crate::checkpoint::run(inner.clone())),
+            glommio::spawn_local(crate::index_preallocator::run(inner.clone())),
             glommio::spawn_local(crate::retention::run(inner.clone())),
         ]);
         Ok(Shard { inner })
@@ -179,6 +184,9 @@ impl Shard {
                     match log.append(q, lookup, batch, &checked) {
                         Ok(placed) => {
                             *index_mem_entries += placed.appended.record_count as usize;
+                            if !q.files.contains_key(&q.file_wanted(inner.config.index_file_entries)) {
+                                inner.index_files_needed.notify();
+                            }
                             break placed;
                         }
                         Err(Blocked::Backpressure) => add(&inner.counters.backpressure_waits, 1),

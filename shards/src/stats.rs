@@ -31,6 +31,8 @@ pub struct ShardStats {
     pub segments_created: u64,
     /// Segments deleted by retention.
     pub segments_deleted: u64,
+    /// Queue index files created (preallocated and zero-filled).
+    pub index_files_created: u64,
     /// Log cache hits, misses, evictions and chunks read ahead.
     pub cache_hits: u64,
     pub cache_misses: u64,
@@ -58,6 +60,7 @@ pub(crate) struct Counters {
     pub segment_waits: Cell<u64>,
     pub segments_created: Cell<u64>,
     pub segments_deleted: Cell<u64>,
+    pub index_files_created: Cell<u64>,
     pub cache_hits: Cell<u64>,
     pub cache_misses: Cell<u64>,
     pub cache_readahead: Cell<u64>,
@@ -86,6 +89,7 @@ impl Counters {
             segment_waits: self.segment_waits.get(),
             segments_created: self.segments_created.get(),
             segments_deleted: self.segments_deleted.get(),
+            index_files_created: self.index_files_created.get(),
             cache_hits: self.cache_hits.get(),
             cache_misses: self.cache_misses.get(),
             cache_evictions,

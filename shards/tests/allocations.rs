@@ -37,10 +37,11 @@ fn steady_state_appends_allocate_per_round_not_per_record() {
     let dir = tempfile::tempdir().unwrap();
     let p = dir.path().to_path_buf();
     run(move || async move {
-        // Production index sizes: no checkpoint or index-file creation mid-drive.
+        // Index files big enough that no checkpoint or index-file creation
+        // falls in the measured drive (~36k entries a queue in all).
         let cfg = ShardConfig {
             segment_bytes: 64 << 20,
-            index_file_entries: 1 << 16,
+            index_file_entries: 1 << 17,
             index_mem_entries_max: 1 << 20,
             ..config(&p)
         };

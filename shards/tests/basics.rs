@@ -162,3 +162,39 @@ fn segments_roll_over_into_preallocated_zero_filled_files() {
     let used: u64 = String::from_utf8_lossy(&out.stdout).split_whitespace().next().unwrap().parse().unwrap();
     assert!(used >= seg_bytes, "the spare segment's blocks are allocated, not sparse: {used}");
 }
+
+#[test]
+fn index_files_are_preallocated_ahead_of_appends_not_by_checkpoints() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().to_path_buf();
+    let p = path.clone();
+    let queue_dir = path.join("index").join("0000000001");
+    let idx = |base: u64| queue_dir.join(format!("{base:020}.idx"));
+    let (first, second) = (idx(0), idx(1024));
+    run(move || async move {
+        // 1024-entry files: past offset 512 the file at 1024 is wanted.
+        let shard = open_with(config(&p), &[1]).await;
+        for i in 0..600u64 {
+            shard.append(QueueId(1), &batch_of(&value(1, i, 20))).await.unwrap();
+        }
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while shard.stats().index_files_created < 2 && Instant::now() < deadline {
+            glommio::timer::sleep(Duration::from_millis(5)).await;
+        }
+        let stats = shard.stats();
+        assert_eq!(stats.checkpoints, 0, "600 entries are below the checkpoint bound");
+        assert_eq!(stats.index_files_created, 2, "the file holding offset 600 and the next one");
+        for file in [&first, &second] {
+            assert_eq!(std::fs::metadata(file).unwrap().len(), 1024 * 16, "{} is preallocated", file.display());
+        }
+        shard.close().await.unwrap();
+        assert_eq!(shard.stats().index_files_created, 2, "the closing checkpoint found its file ready");
+    });
+    run(move || async move {
+        let shard = open_with(config(&path), &[]).await;
+        let got = read_all(&shard, QueueId(1), 0).await;
+        assert_eq!(got.len(), 600);
+        assert_eq!(got[599].1, value(1, 599, 20));
+        shard.close().await.unwrap();
+    });
+}
