@@ -99,7 +99,7 @@ async fn load_partial_page(config: &ShardConfig, q: &mut QueueIndex) -> Result<(
     let page =
         file.read_at_aligned(at, PAGE_BYTES as usize).await.map_err(|e| StorageError::io("reading", &path, e))?;
     debug_assert!(count < ENTRIES_PER_PAGE as usize);
-    q.mem = (0..count).map(|slot| IndexEntry::decode(&page, slot)).collect();
+    q.restore_partial_page((0..count).map(|slot| IndexEntry::decode(&page, slot)));
     Ok(())
 }
 

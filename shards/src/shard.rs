@@ -82,7 +82,7 @@ impl Shard {
         let mut cache = ChunkCache::new(config.cache_bytes / chunk_bytes, chunk_bytes);
         seed_frontier_chunk(&mut cache, &recovered.segments, recovered.end, config.segment_bytes).await?;
         let log = Log::new(&config, recovered.segments, recovered.end, recovered.tail_page);
-        let index_mem_entries = recovered.queues.values().map(|q| q.mem.len()).sum();
+        let index_mem_entries = recovered.queues.values().map(|q| q.mem_len()).sum();
         let state = State {
             index_mem_entries,
             lookup: recovered.lookup,

@@ -67,7 +67,7 @@ fn steady_state_appends_allocate_per_round_not_per_record() {
                 }
             }
         };
-        drive(20).await; // warm up: index vectors, cache chunks and arenas reach their size
+        drive(20).await; // warm up: cache chunks and arenas reach their size
                          // The spare segment's zero-fill is background work, not the append path.
         while shard.stats().segments_created == 0 {
             glommio::timer::sleep(std::time::Duration::from_millis(1)).await;
