@@ -130,27 +130,48 @@ async fn zero_fill(file: &DmaFile, path: &Path, bytes: u64, depth: FillDepth<'_>
 /// a new file is written and synced, renamed over the old one, and the
 /// directory synced.
 pub async fn write_atomic(dir: &Path, name: &str, bytes: &[u8]) -> Result<()> {
+    let mut rest = bytes;
+    write_atomic_from(dir, name, |out| {
+        let n = rest.len().min(out.len());
+        out[..n].copy_from_slice(&rest[..n]);
+        rest = &rest[n..];
+        n
+    })
+    .await
+}
+
+/// Like `write_atomic`, with the content made piece by piece: `fill` puts
+/// the next bytes into the buffer it is given and says how many (0 at the
+/// end; fewer than the buffer holds only for the last piece). Pieces go out
+/// in writes of at most `BACKGROUND_WRITE_BYTES`, one after another.
+pub async fn write_atomic_from(dir: &Path, name: &str, mut fill: impl FnMut(&mut [u8]) -> usize) -> Result<()> {
     let tmp = dir.join(format!("{name}.tmp"));
     let path = dir.join(name);
     let file = create_truncated(&tmp).await?;
-    write_sliced(&file, &tmp, 0, bytes).await?;
+    let mut at = 0;
+    loop {
+        let mut buf = file.alloc_dma_buffer(BACKGROUND_WRITE_BYTES);
+        let n = fill(buf.as_bytes_mut());
+        if n == 0 {
+            break;
+        }
+        buf.as_bytes_mut()[n..].fill(0);
+        let len = crate::position::page_up(n as u64) as usize;
+        if len < BACKGROUND_WRITE_BYTES {
+            let mut last = file.alloc_dma_buffer(len);
+            last.as_bytes_mut().copy_from_slice(&buf.as_bytes()[..len]);
+            buf = last;
+        }
+        file.write_at(buf, at).await.map_err(|e| StorageError::io("writing", &tmp, e))?;
+        at += len as u64;
+        if n < BACKGROUND_WRITE_BYTES {
+            break;
+        }
+    }
     file.fdatasync().await.map_err(|e| StorageError::io("syncing", &tmp, e))?;
     file.rename(&path).await.map_err(|e| StorageError::io("renaming", &tmp, e))?;
     file.close().await.map_err(|e| StorageError::io("closing", &path, e))?;
     sync_dir(dir).await
-}
-
-/// Writes `bytes` at page-aligned `at`, padded with zeros to whole pages, in
-/// writes of at most `BACKGROUND_WRITE_BYTES` issued one after another.
-pub async fn write_sliced(file: &DmaFile, path: &Path, at: u64, bytes: &[u8]) -> Result<()> {
-    for (i, part) in bytes.chunks(BACKGROUND_WRITE_BYTES).enumerate() {
-        let mut buf = file.alloc_dma_buffer(crate::position::page_up(part.len() as u64) as usize);
-        buf.as_bytes_mut()[..part.len()].copy_from_slice(part);
-        buf.as_bytes_mut()[part.len()..].fill(0);
-        let offset = at + (i * BACKGROUND_WRITE_BYTES) as u64;
-        file.write_at(buf, offset).await.map_err(|e| StorageError::io("writing", path, e))?;
-    }
-    Ok(())
 }
 
 /// Reads a whole small file with O_DIRECT; None if it does not exist.
@@ -189,4 +210,27 @@ pub async fn probe_device(dir: &Path) -> Result<()> {
     }
     let file = DmaFile::open(&path).await.map_err(|e| StorageError::io("opening", &path, e))?;
     file.close().await.map_err(|e| StorageError::io("closing", &path, e))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn write_atomic_writes_every_size_whole_and_padded_to_pages() {
+        let dir = tempfile::tempdir().unwrap();
+        let d = dir.path().to_path_buf();
+        let piece = BACKGROUND_WRITE_BYTES;
+        let sizes = [0, 100, 4096, piece, piece + 5, 3 * piece - 1];
+        glommio::LocalExecutor::default().run(async move {
+            for (i, size) in sizes.into_iter().enumerate() {
+                let bytes: Vec<u8> = (0..size).map(|b| (b % 251) as u8 + 1).collect();
+                write_atomic(&d, &format!("f{i}"), &bytes).await.unwrap();
+                let got = std::fs::read(d.join(format!("f{i}"))).unwrap();
+                assert_eq!(got.len() as u64, crate::position::page_up(size as u64), "size {size}");
+                assert_eq!(&got[..size], &bytes[..], "size {size}");
+                assert!(got[size..].iter().all(|&b| b == 0), "size {size}: zero padding");
+            }
+        });
+    }
 }

@@ -4,7 +4,6 @@
 //! queue, read through a user-space cache, and recovered after a crash by
 //! truncating at the first damaged batch. No networking here.
 
-mod background;
 pub mod batch;
 mod cache;
 mod checkpoint;
