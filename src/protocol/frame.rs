@@ -47,6 +47,27 @@ pub fn response(correlation_id: u32, error: ErrorCode, message: &str, body: &[u8
     w.buf
 }
 
+/// Bytes of a successful response frame's header: length, correlation id, error code.
+const OK_RESPONSE_HEADER_BYTES: usize = 10;
+
+/// A buffer to write a successful response's body into, with room for the
+/// frame header in front, so `finish_ok_response` need not copy the body
+/// (a fetch response of a megabyte was copied whole, into fresh pages).
+pub fn ok_response_buffer() -> Vec<u8> {
+    vec![0; OK_RESPONSE_HEADER_BYTES]
+}
+
+/// The frame of a successful response whose body was written after the
+/// room `ok_response_buffer` left: the same bytes as `response` with
+/// `ErrorCode::None`.
+pub fn finish_ok_response(correlation_id: u32, mut buf: Vec<u8>) -> Vec<u8> {
+    let len = (buf.len() - 4) as u32;
+    buf[0..4].copy_from_slice(&len.to_le_bytes());
+    buf[4..8].copy_from_slice(&correlation_id.to_le_bytes());
+    buf[8..10].copy_from_slice(&(ErrorCode::None as u16).to_le_bytes());
+    buf
+}
+
 /// A decoded response frame payload (after the length).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Response<'a> {
@@ -90,5 +111,14 @@ mod tests {
         );
         let ok = response(1, ErrorCode::None, "", b"xyz");
         assert_eq!(Response::parse(&ok[4..]).unwrap().body, b"xyz");
+    }
+
+    #[test]
+    fn a_response_finished_in_place_equals_one_built_around_its_body() {
+        for body in [&b""[..], b"xyz", &[7u8; 5000]] {
+            let mut buf = ok_response_buffer();
+            buf.extend_from_slice(body);
+            assert_eq!(finish_ok_response(0xdead_beef, buf), response(0xdead_beef, ErrorCode::None, "", body));
+        }
     }
 }

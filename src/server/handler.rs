@@ -58,7 +58,8 @@ impl From<StorageError> for Failure {
 
 /// What a served request sends back.
 enum Reply {
-    /// A response body, to wrap in a frame with this request's correlation id.
+    /// A successful response: its body after the room `frame::ok_response_buffer`
+    /// leaves for the frame header, to fill in with this request's correlation id.
     Body(Vec<u8>),
     /// A complete response frame from the shard that served a forwarded request.
     Frame(Vec<u8>),
@@ -85,7 +86,7 @@ pub async fn handle(ctx: &Rc<ShardCtx>, frame: Vec<u8>) -> Option<Vec<u8>> {
     }
     let outcome = serve(ctx, api, body, &frame).await;
     match outcome {
-        Ok(Reply::Body(body)) => Some(frame::response(corr, ErrorCode::None, "", &body)),
+        Ok(Reply::Body(buf)) => Some(frame::finish_ok_response(corr, buf)),
         Ok(Reply::Frame(frame)) => Some(frame),
         Ok(Reply::Nothing) => None,
         Err(Failure(code, m)) => Some(frame::response(corr, code, &m, &[])),
@@ -94,7 +95,7 @@ pub async fn handle(ctx: &Rc<ShardCtx>, frame: Vec<u8>) -> Option<Vec<u8>> {
 
 async fn serve(ctx: &Rc<ShardCtx>, api: ApiKey, body: &[u8], frame: &[u8]) -> Outcome {
     let mut r = Reader::new(body);
-    let mut w = Writer::default();
+    let mut w = Writer::new(frame::ok_response_buffer());
     match api {
         ApiKey::JoinGroup
         | ApiKey::SyncGroup
@@ -171,6 +172,9 @@ async fn serve(ctx: &Rc<ShardCtx>, api: ApiKey, body: &[u8], frame: &[u8]) -> Ou
                 .iter()
                 .map(|o| o.as_ref().map(QueueRead::fetched).map_err(|Failure(c, m)| (*c, m.clone())))
                 .collect();
+            // Sized once: growing to a megabyte copied it several times.
+            let batches: usize = outcomes.iter().flatten().map(|f| f.batches.len()).sum();
+            w.buf.reserve(batches + 64 * outcomes.len());
             msg::encode_fetched_many(&outcomes, &mut w);
         }
         ApiKey::ListOffsets => {
