@@ -198,3 +198,38 @@ fn index_files_are_preallocated_ahead_of_appends_not_by_checkpoints() {
         shard.close().await.unwrap();
     });
 }
+
+#[test]
+fn an_index_file_that_cannot_be_created_is_retried_while_appends_go_on() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().to_path_buf();
+    let p = path.clone();
+    let queue_dir = path.join("index").join("0000000001");
+    let q = queue_dir.clone();
+    run(move || async move {
+        let shard = open_with(config(&p), &[1]).await;
+        // Creating files in a missing directory fails (ENOENT) until it is back.
+        std::fs::remove_dir_all(&q).unwrap();
+        for i in 0..600u64 {
+            shard.append(QueueId(1), &batch_of(&value(1, i, 20))).await.unwrap();
+        }
+        glommio::timer::sleep(Duration::from_millis(300)).await;
+        assert_eq!(shard.stats().index_files_created, 0, "the directory is gone");
+        assert_eq!(read_all(&shard, QueueId(1), 0).await.len(), 600, "reads are served from memory meanwhile");
+        std::fs::create_dir(&q).unwrap();
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while shard.stats().index_files_created < 2 && Instant::now() < deadline {
+            glommio::timer::sleep(Duration::from_millis(5)).await;
+        }
+        assert_eq!(shard.stats().index_files_created, 2, "the retry created both files");
+        shard.append(QueueId(1), &batch_of(b"after")).await.unwrap();
+        shard.close().await.unwrap();
+    });
+    run(move || async move {
+        let shard = open_with(config(&path), &[]).await;
+        let got = read_all(&shard, QueueId(1), 0).await;
+        assert_eq!(got.len(), 601);
+        assert_eq!(got[600].1, b"after".to_vec());
+        shard.close().await.unwrap();
+    });
+}
