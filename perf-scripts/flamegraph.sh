@@ -37,22 +37,9 @@ if ! command -v inferno-flamegraph >/dev/null; then
   cargo install --quiet inferno
 fi
 
-root=$(cd "$(dirname "$0")/.." && pwd)
-(cd "$root" && cargo build --release -q -p ringmq -p ringmq-bench)
-work=$(mktemp -d "$root/target/flamegraph.XXXXXX")
-trap 'kill "$broker_pid" 2>/dev/null || true; wait "$broker_pid" 2>/dev/null || true; rm -rf "$work"' EXIT
-
-"$root/target/release/ringmq" serve --data-dir "$work/data" --listen 127.0.0.1:0 --cores "$bcores" \
-  --segment-mib 256 --cache-mib 128 >"$work/serve.out" 2>"$work/serve.err" &
-broker_pid=$!
-for _ in $(seq 100); do grep -q listening "$work/serve.out" 2>/dev/null && break; sleep 0.1; done
-addr=$(sed -n 's/^ringmq listening on \([^ ]*\).*/\1/p' "$work/serve.out")
-[[ -n $addr ]] || { echo "the broker did not start:" >&2; cat "$work/serve.err" >&2; exit 1; }
-
-"$root/target/release/ringmq-bench" run --broker "$addr" --client-cores "$ccores" --rate "$rate" \
-  --warmup 2s --duration "$((seconds + 4))s" >"$work/bench.out" 2>&1 &
-bench_pid=$!
-sleep 3
+# shellcheck source=lib/broker-under-load.sh
+source "$(dirname "$0")/lib/broker-under-load.sh"
+start_broker_under_load flamegraph "$bcores" "$ccores" "$rate" "$seconds"
 echo "recording $seconds s of the broker (pid $broker_pid) at $rate msgs/s" >&2
 perf record -F 999 -g --call-graph dwarf,16384 -p "$broker_pid" -o "$work/perf.data" -- sleep "$seconds" 2>"$work/perf.err"
 wait "$bench_pid" || true
