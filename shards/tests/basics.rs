@@ -177,10 +177,7 @@ fn index_files_are_preallocated_ahead_of_appends_not_by_checkpoints() {
         for i in 0..600u64 {
             shard.append(QueueId(1), &batch_of(&value(1, i, 20))).await.unwrap();
         }
-        let deadline = Instant::now() + Duration::from_secs(10);
-        while shard.stats().index_files_created < 2 && Instant::now() < deadline {
-            glommio::timer::sleep(Duration::from_millis(5)).await;
-        }
+        wait_until(Duration::from_secs(10), || shard.stats().index_files_created >= 2).await;
         let stats = shard.stats();
         assert_eq!(stats.checkpoints, 0, "600 entries are below the checkpoint bound");
         assert_eq!(stats.index_files_created, 2, "the file holding offset 600 and the next one");
@@ -217,10 +214,7 @@ fn an_index_file_that_cannot_be_created_is_retried_while_appends_go_on() {
         assert_eq!(shard.stats().index_files_created, 0, "the directory is gone");
         assert_eq!(read_all(&shard, QueueId(1), 0).await.len(), 600, "reads are served from memory meanwhile");
         std::fs::create_dir(&q).unwrap();
-        let deadline = Instant::now() + Duration::from_secs(10);
-        while shard.stats().index_files_created < 2 && Instant::now() < deadline {
-            glommio::timer::sleep(Duration::from_millis(5)).await;
-        }
+        wait_until(Duration::from_secs(10), || shard.stats().index_files_created >= 2).await;
         assert_eq!(shard.stats().index_files_created, 2, "the retry created both files");
         shard.append(QueueId(1), &batch_of(b"after")).await.unwrap();
         shard.close().await.unwrap();

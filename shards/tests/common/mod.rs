@@ -99,3 +99,12 @@ pub async fn write_until_failure(shard: Shard, w: u32, queue: u32, acked: AckLog
     }
     unreachable!("the loop only ends by returning")
 }
+
+/// Polls `done` every 5 ms until it holds or `limit` passes; the caller's
+/// assertions then say what is missing.
+pub async fn wait_until(limit: std::time::Duration, done: impl Fn() -> bool) {
+    let deadline = std::time::Instant::now() + limit;
+    while !done() && std::time::Instant::now() < deadline {
+        glommio::timer::sleep(std::time::Duration::from_millis(5)).await;
+    }
+}
