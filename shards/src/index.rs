@@ -102,9 +102,8 @@ impl QueueIndex {
             self.mem.back().and_then(|b| b.last()).is_none_or(|e| e.position <= entry.position),
             "positions grow with offsets"
         );
-        let page = PAGE_ENTRIES;
-        if self.mem.back().is_none_or(|block| block.len() == page) {
-            self.mem.push_back(Vec::with_capacity(page));
+        if self.mem.back().is_none_or(|block| block.len() == PAGE_ENTRIES) {
+            self.mem.push_back(Vec::with_capacity(PAGE_ENTRIES));
         }
         self.mem.back_mut().expect("pushed above").push(entry);
         self.next += 1;

@@ -195,13 +195,13 @@ impl Chunk {
             return Err(bad("bad magic"));
         }
         let count = crate::batch::u64_at(&head, 8) as usize;
+        let bits = if sorted { 0 } else { crate::batch::u32_at(&head, 16) };
+        if bits > BUCKET_BITS_MAX {
+            return Err(bad("bucket bits out of range"));
+        }
         let (at, footer) = if sorted {
             (SORTED_HEADER_BYTES + count * ENTRY_BYTES, (count.div_ceil(BLOCK) + 1) * 8)
         } else {
-            let bits = crate::batch::u32_at(&head, 16);
-            if bits > BUCKET_BITS_MAX {
-                return Err(bad("bucket bits out of range"));
-            }
             (HEADER_BYTES + count * ENTRY_BYTES, ((1 << bits) + 1) * 4)
         };
         let foot = file.read_at(at as u64, footer).await.map_err(|e| io("reading", e))?;
@@ -218,7 +218,7 @@ impl Chunk {
             if starts.windows(2).any(|w| w[0] > w[1]) || starts.last() != Some(&(count as u32)) {
                 return Err(bad("bucket starts out of order"));
             }
-            Layout::Bucketed { bits: crate::batch::u32_at(&head, 16), starts }
+            Layout::Bucketed { bits, starts }
         };
         Ok(Chunk { path, to, layout })
     }
