@@ -136,6 +136,9 @@ struct ServeArgs {
     /// Durable log writes in flight per shard (1: one at a time) [default: 2].
     #[arg(long)]
     flush_depth: Option<usize>,
+    /// While durable writes are in flight, yield the shard's core to the kernel's completion work every this many microseconds (0: never) [default: 20].
+    #[arg(long)]
+    completion_yield_us: Option<u64>,
     /// Largest request frame, bytes, checked before the frame is read [default: 8388608].
     #[arg(long)]
     max_frame_bytes: Option<usize>,
@@ -188,6 +191,9 @@ impl ServeArgs {
         cfg.flush_depth = self.flush_depth.or(file.flush_depth).unwrap_or(cfg.flush_depth);
         if cfg.flush_depth == 0 {
             return Err("--flush-depth must be at least 1".into());
+        }
+        if let Some(us) = self.completion_yield_us.or(file.completion_yield_us) {
+            cfg.completion_yield = Duration::from_micros(us);
         }
         cfg.max_frame_bytes = self.max_frame_bytes.or(file.max_frame_bytes).unwrap_or(cfg.max_frame_bytes);
         cfg.max_batch_bytes = self.max_batch_bytes.or(file.max_batch_bytes).unwrap_or(cfg.max_batch_bytes);

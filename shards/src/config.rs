@@ -34,6 +34,11 @@ pub struct ShardConfig {
     /// appends that arrive during a write go out in the next one at once
     /// instead of waiting for it (1 = one write at a time).
     pub flush_depth: usize,
+    /// While durable writes are in flight, the shard gives its core to the
+    /// kernel (sched_yield) this often, so that the completion work the
+    /// kernel queues on this core runs without waiting for the shard to
+    /// sleep (0: never).
+    pub completion_yield: Duration,
     /// Async policy: flush at least this often.
     pub async_flush_interval: Duration,
     /// Async policy: flush once this many bytes are unsynced.
@@ -73,6 +78,7 @@ impl ShardConfig {
             pending_bytes_max: 16 << 20,
             flush_delay: Duration::ZERO,
             flush_depth: 2,
+            completion_yield: Duration::from_micros(20),
             async_flush_interval: Duration::from_millis(500),
             async_flush_bytes: 4 * PAGE_BYTES as usize,
             default_flush_policy: FlushPolicy::Sync,

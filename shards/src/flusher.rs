@@ -18,6 +18,7 @@
 //! disk's ~200-240 MiB/s write+sync bandwidth is the limit. CPU per round is
 //! one memcpy of the batches (into the round) plus one into the cache.
 
+use crate::completion_yield;
 use crate::config::FlushPolicy;
 use crate::error::StorageError;
 use crate::join::join_all;
@@ -25,7 +26,7 @@ use crate::position::PAGE_BYTES;
 use crate::round::Round;
 use crate::segment::Segment;
 use crate::shard::Inner;
-use crate::signal::Completion;
+use crate::signal::{Completion, Signal};
 use crate::stats::add;
 use std::cell::Cell;
 use std::rc::Rc;
@@ -50,7 +51,9 @@ pub(crate) async fn run(inner: Rc<Inner>) {
         in_flight: Rc::new(Cell::new(0)),
         newest: published,
         tail_shared: false,
+        started: Rc::new(Signal::default()),
     };
+    let _yielder = completion_yield::start(flusher.inner.clone(), flusher.in_flight.clone(), flusher.started.clone());
     while flusher.step().await {}
     flusher.wait_idle().await;
 }
@@ -69,6 +72,8 @@ struct Flusher {
     /// The newest write ends mid-page: the next round rewrites that page, so
     /// it waits until that write is done.
     tail_shared: bool,
+    /// A durable write started.
+    started: Rc<Signal>,
 }
 
 impl Flusher {
@@ -162,6 +167,7 @@ impl Flusher {
             add(&inner.counters.overlapped_writes, 1);
         }
         in_flight.set(in_flight.get() + 1);
+        self.started.notify();
         glommio::spawn_local(async move {
             let written = write_rounds(&inner, &rounds, true).await;
             let _ = previous.wait().await;

@@ -7,6 +7,7 @@
 pub mod batch;
 mod cache;
 mod checkpoint;
+mod completion_yield;
 pub mod config;
 pub mod error;
 mod fault;

@@ -42,6 +42,9 @@ pub struct ShardStats {
     pub index_page_reads: u64,
     /// Checkpoints written.
     pub checkpoints: u64,
+    /// Times the shard gave its core to the kernel while durable writes were
+    /// in flight (`ShardConfig::completion_yield`).
+    pub kernel_yields: u64,
 }
 
 /// Live counters, one Cell each (the shard is single-threaded).
@@ -66,6 +69,7 @@ pub(crate) struct Counters {
     pub cache_readahead: Cell<u64>,
     pub index_page_reads: Cell<u64>,
     pub checkpoints: Cell<u64>,
+    pub kernel_yields: Cell<u64>,
 }
 
 /// Adds `n` to a counter.
@@ -96,6 +100,7 @@ impl Counters {
             cache_readahead: self.cache_readahead.get(),
             index_page_reads: self.index_page_reads.get(),
             checkpoints: self.checkpoints.get(),
+            kernel_yields: self.kernel_yields.get(),
         }
     }
 }

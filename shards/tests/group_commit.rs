@@ -115,3 +115,32 @@ fn appends_blocked_by_backpressure_keep_their_arrival_order() {
         shard.close().await.unwrap();
     });
 }
+
+#[test]
+fn the_shard_yields_its_core_to_the_kernel_only_while_durable_writes_are_in_flight() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path().to_path_buf();
+    run(move || async move {
+        let shard = open_with(config(&p), &[1]).await;
+        glommio::timer::sleep(std::time::Duration::from_millis(30)).await;
+        assert_eq!(shard.stats().kernel_yields, 0, "no yields before any write");
+        for i in 0..50 {
+            shard.append(QueueId(1), &batch_of(&value(1, i, 512))).await.unwrap();
+        }
+        let after_writes = shard.stats().kernel_yields;
+        assert!(after_writes > 0, "yields while writes were in flight: {:?}", shard.stats());
+        glommio::timer::sleep(std::time::Duration::from_millis(30)).await;
+        assert_eq!(shard.stats().kernel_yields, after_writes, "no yields once every write is done");
+        shard.close().await.unwrap();
+    });
+    let p = dir.path().to_path_buf();
+    run(move || async move {
+        let cfg = ShardConfig { completion_yield: std::time::Duration::ZERO, ..config(&p) };
+        let shard = open_with(cfg, &[1]).await;
+        for i in 50..100 {
+            shard.append(QueueId(1), &batch_of(&value(1, i, 512))).await.unwrap();
+        }
+        assert_eq!(shard.stats().kernel_yields, 0, "completion_yield 0 never yields");
+        shard.close().await.unwrap();
+    });
+}

@@ -49,6 +49,9 @@ pub struct ServerConfig {
     pub retention_bytes: Option<u64>,
     /// How long an idle shard spins for I/O completions before sleeping.
     pub spin_before_park: Duration,
+    /// While durable writes are in flight, each shard yields its core to the
+    /// kernel's completion work this often (0: never; see `ShardConfig`).
+    pub completion_yield: Duration,
 }
 
 impl ServerConfig {
@@ -78,6 +81,7 @@ impl ServerConfig {
             retention_age: None,
             retention_bytes: None,
             spin_before_park: Duration::from_micros(50),
+            completion_yield: Duration::from_micros(20),
         }
     }
 }

@@ -144,6 +144,7 @@ async fn serve(s: Startup) -> Result<(), String> {
         segment_bytes: cfg.segment_bytes,
         cache_bytes: cfg.cache_bytes,
         flush_depth: cfg.flush_depth,
+        completion_yield: cfg.completion_yield,
         batch_bytes_max: cfg.max_batch_bytes,
         default_flush_policy: cfg.default_flush,
         retention_age: cfg.retention_age,
