@@ -70,6 +70,8 @@ r = {
     "sync_p50_us": us("50.000000"),
     "sync_p99_us": us("99.000000"),
     "sync_p999_us": us("99.900000"),
+    "sync_p9999_us": us("99.990000"),
+    "sync_max_us": round(s["lat_ns"]["max"] / 1000, 1),
 }
 # One durable write is a write followed by its fdatasync: the sum of the two
 # p99s bounds the p99 of the pair from above.
