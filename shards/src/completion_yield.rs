@@ -41,6 +41,8 @@ pub(crate) fn start(inner: Rc<Inner>, in_flight: Rc<Cell<usize>>, started: Rc<Si
 }
 
 async fn run(inner: Rc<Inner>, in_flight: Rc<Cell<usize>>, started: Rc<Signal>) {
+    // One timer, reset for every pause: a new one would allocate each time.
+    let mut pause = glommio::timer::Timer::new(inner.config.completion_yield);
     loop {
         if in_flight.get() == 0 {
             started.wait().await;
@@ -49,6 +51,7 @@ async fn run(inner: Rc<Inner>, in_flight: Rc<Cell<usize>>, started: Rc<Signal>) 
         // SAFETY: sched_yield takes no arguments and only reschedules the caller.
         unsafe { libc::sched_yield() };
         add(&inner.counters.kernel_yields, 1);
-        glommio::timer::sleep(inner.config.completion_yield).await;
+        pause.reset(inner.config.completion_yield);
+        (&mut pause).await;
     }
 }
