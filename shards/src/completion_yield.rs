@@ -48,8 +48,7 @@ async fn run(inner: Rc<Inner>, in_flight: Rc<Cell<usize>>, started: Rc<Signal>) 
             started.wait().await;
             continue;
         }
-        // SAFETY: sched_yield takes no arguments and only reschedules the caller.
-        unsafe { libc::sched_yield() };
+        std::thread::yield_now(); // sched_yield(2)
         add(&inner.counters.kernel_yields, 1);
         pause.reset(inner.config.completion_yield);
         (&mut pause).await;
