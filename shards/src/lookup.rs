@@ -59,6 +59,24 @@ pub struct Entry {
     pub offset: u64,
 }
 
+impl Entry {
+    /// Appends the entry's `ENTRY_BYTES` file bytes: u64 hash, u32 queue, u64 offset.
+    fn encode(&self, out: &mut Vec<u8>) {
+        out.extend_from_slice(&self.hash.to_le_bytes());
+        out.extend_from_slice(&self.queue.0.to_le_bytes());
+        out.extend_from_slice(&self.offset.to_le_bytes());
+    }
+
+    /// The entry in the first `ENTRY_BYTES` of `bytes`.
+    fn decode(bytes: &[u8]) -> Entry {
+        Entry {
+            hash: crate::batch::u64_at(bytes, 0),
+            queue: QueueId(crate::batch::u32_at(bytes, 8)),
+            offset: crate::batch::u64_at(bytes, 12),
+        }
+    }
+}
+
 /// A written chunk: its range and how to find a hash in it.
 struct Chunk {
     path: PathBuf,
@@ -377,9 +395,7 @@ impl ChunkBuilder {
         };
         let end = (i + STAGE_ENTRIES).min(bucket.len());
         for e in &bucket[i..end] {
-            self.staged.extend_from_slice(&e.hash.to_le_bytes());
-            self.staged.extend_from_slice(&e.queue.0.to_le_bytes());
-            self.staged.extend_from_slice(&e.offset.to_le_bytes());
+            e.encode(&mut self.staged);
         }
         self.written = if end == bucket.len() { (b + 1, 0) } else { (b, end) };
         true
@@ -417,12 +433,8 @@ impl BlockRead {
         let file = DmaFile::open(&self.path).await.map_err(|e| io("opening", e))?;
         let data = file.read_at(self.at, self.len).await.map_err(|e| io("reading", e))?;
         let _ = file.close().await;
-        for e in data.chunks_exact(ENTRY_BYTES) {
-            if u64::from_le_bytes(e[..8].try_into().expect("8 bytes")) == self.hash {
-                let queue = QueueId(u32::from_le_bytes(e[8..12].try_into().expect("4 bytes")));
-                out.push((queue, u64::from_le_bytes(e[12..20].try_into().expect("8 bytes"))));
-            }
-        }
+        let entries = data.chunks_exact(ENTRY_BYTES).map(Entry::decode);
+        out.extend(entries.filter(|e| e.hash == self.hash).map(|e| (e.queue, e.offset)));
         Ok(())
     }
 }
@@ -482,9 +494,7 @@ mod tests {
         let mut bytes = MAGIC_SORTED.to_vec();
         bytes.extend_from_slice(&(entries.len() as u64).to_le_bytes());
         for e in &entries {
-            bytes.extend_from_slice(&e.hash.to_le_bytes());
-            bytes.extend_from_slice(&e.queue.0.to_le_bytes());
-            bytes.extend_from_slice(&e.offset.to_le_bytes());
+            e.encode(&mut bytes);
         }
         for e in entries.iter().step_by(BLOCK) {
             bytes.extend_from_slice(&e.hash.to_le_bytes());
@@ -547,12 +557,7 @@ mod tests {
         for b in 0..starts.len() - 1 {
             for i in starts[b] as usize..starts[b + 1] as usize {
                 let at = HEADER_BYTES + i * ENTRY_BYTES;
-                let e = &bytes[at..at + ENTRY_BYTES];
-                let entry = Entry {
-                    hash: crate::batch::u64_at(e, 0),
-                    queue: QueueId(crate::batch::u32_at(e, 8)),
-                    offset: crate::batch::u64_at(e, 12),
-                };
+                let entry = Entry::decode(&bytes[at..at + ENTRY_BYTES]);
                 assert_eq!(bucket_of(entry.hash, *bits), b, "entry {i} lies in its hash's bucket");
                 placed.push(entry);
             }
