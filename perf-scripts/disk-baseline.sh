@@ -34,10 +34,9 @@ while [[ $# -gt 0 ]]; do
   esac
 done
 
-if ! command -v fio >/dev/null; then
-  echo "fio not found; installing it from Debian's packages" >&2
-  apt-get update -qq >/dev/null && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq fio >/dev/null
-fi
+# shellcheck source=lib/tools.sh
+source "$(dirname "$0")/lib/tools.sh"
+need_fio
 
 mkdir -p "$dir"
 cleanup() { rm -f "$dir/fio-baseline.test" "$dir/fio-fill.test"; rmdir "$dir" 2>/dev/null || true; }

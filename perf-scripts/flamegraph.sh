@@ -28,10 +28,9 @@ while [[ $# -gt 0 ]]; do
   esac
 done
 
-if ! command -v perf >/dev/null; then
-  echo "perf not found: install it (Debian: apt-get install linux-perf) and rerun" >&2
-  exit 1
-fi
+# shellcheck source=lib/tools.sh
+source "$(dirname "$0")/lib/tools.sh"
+need_perf
 if ! command -v inferno-flamegraph >/dev/null; then
   echo "inferno not found; installing it with cargo (crates.io)" >&2
   cargo install --quiet inferno
