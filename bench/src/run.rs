@@ -80,7 +80,7 @@ pub struct RunArgs {
     /// Clock of the send stamps: monotonic (one host) or realtime (several hosts; needs synced clocks).
     #[arg(long, value_enum, default_value_t = Clock::Monotonic)]
     pub clock: Clock,
-    /// Write e2e.hgrm, publish.hgrm and summary.json here.
+    /// Write e2e.hgrm, publish.hgrm, send_delay.hgrm and summary.json here.
     #[arg(long)]
     pub out: Option<PathBuf>,
     /// Longest wait for consumers to catch up after the producers stop.
@@ -137,6 +137,10 @@ pub struct Outcome {
     pub summary: Summary,
     pub e2e: Histogram<u64>,
     pub publish: Histogram<u64>,
+    /// Send delay: how late producers handed messages to the client library
+    /// (send call time - intended time): the load generator's own lag, part
+    /// of both latencies above (the OpenMessaging Benchmark's publish delay).
+    pub send_delay: Histogram<u64>,
     /// End-to-end latency during a member restart's rebalance and outside it.
     pub rebalance: Option<Split>,
     /// Delayed messages pending during the run, and the probes' lateness (µs).
@@ -186,6 +190,7 @@ struct Shared {
     received_sets: Vec<Mutex<Seen>>,
     e2e: Mutex<Histogram<u64>>,
     publish: Mutex<Histogram<u64>>,
+    send_delay: Mutex<Histogram<u64>>,
     /// Per-second latencies, when a group member restarts.
     window: Option<Window>,
 }
@@ -265,6 +270,7 @@ fn drive(args: RunArgs, addr: &str, client_cores: &[usize]) -> Result<Outcome, S
         received_sets: (0..args.producers).map(|_| Mutex::default()).collect(),
         e2e: Mutex::new(new_histogram()),
         publish: Mutex::new(new_histogram()),
+        send_delay: Mutex::new(new_histogram()),
         window: args.restart_member_at.map(|_| Window::new(start_ns)),
         args,
     });
@@ -277,20 +283,14 @@ fn drive(args: RunArgs, addr: &str, client_cores: &[usize]) -> Result<Outcome, S
                 let cpu = core(i);
                 let mut consumer = Consumer::new(c, None);
                 consumer.assign(&s.args.topic, &mine, StartFrom::Latest).map_err(|e| e.to_string())?;
-                Ok(std::thread::spawn(move || {
-                    core_affinity::set_for_current(cpu);
-                    consume(&s, consumer, None)
-                }))
+                Ok(spawn_pinned(format!("consumer-{i}"), cpu, move || consume(&s, consumer, None)))
             })
             .collect::<Result<_, String>>()?,
     };
     let producers: Vec<_> = (0..shared.args.producers)
         .map(|i| {
             let (s, c, cpu) = (shared.clone(), client.clone(), core(i + shared.args.consumers));
-            std::thread::spawn(move || {
-                core_affinity::set_for_current(cpu);
-                produce(&s, c, i as u32, start_ns)
-            })
+            spawn_pinned(format!("producer-{i}"), cpu, move || produce(&s, c, i as u32, start_ns))
         })
         .collect();
     let wall = Instant::now();
@@ -336,7 +336,14 @@ fn outcome(s: &Shared) -> Outcome {
         errors: s.errors.load(Ordering::Relaxed),
     };
     let rebalance = s.window.as_ref().and_then(|w| w.split(s.measure_from_ns));
-    Outcome { summary, e2e, publish: s.publish.lock().expect("lock").clone(), rebalance, delayed: None }
+    Outcome {
+        summary,
+        e2e,
+        publish: s.publish.lock().expect("lock").clone(),
+        send_delay: s.send_delay.lock().expect("lock").clone(),
+        rebalance,
+        delayed: None,
+    }
 }
 
 /// One producer: sends on the open-loop schedule until the end time.
@@ -356,6 +363,7 @@ fn produce(s: &Arc<Shared>, client: Arc<Client>, id: u32, start_ns: u64) {
     let schedule = Schedule::new(start_ns, a.rate / a.producers as f64);
     let in_flight = Arc::new(AtomicU64::new(0));
     let mut payload = vec![b'x'; a.message_size];
+    let mut send_delay = new_histogram();
     for seq in 0u64.. {
         let intended = if schedule.interval_ns == 0 { now_ns(a.clock) } else { schedule.intended(seq) };
         if intended >= s.end_ns {
@@ -373,6 +381,9 @@ fn produce(s: &Arc<Shared>, client: Arc<Client>, id: u32, start_ns: u64) {
             m.key = Some(format!("key-{}", (seq.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 20) % a.keys).into_bytes());
         }
         s.sent.fetch_add(1, Ordering::Relaxed);
+        if intended >= s.measure_from_ns {
+            histogram::record(&mut send_delay, intended, now_ns(a.clock));
+        }
         match a.mode {
             SendMode::Async => {
                 in_flight.fetch_add(1, Ordering::Relaxed);
@@ -393,6 +404,7 @@ fn produce(s: &Arc<Shared>, client: Arc<Client>, id: u32, start_ns: u64) {
             }
         }
     }
+    s.send_delay.lock().expect("lock").add(&send_delay).expect("histograms of the same bounds");
     drop(producer);
     while in_flight.load(Ordering::Relaxed) > 0 {
         std::thread::sleep(Duration::from_millis(1));
@@ -521,8 +533,7 @@ impl GroupConsumers {
             };
             let (tx, rx) = mpsc::channel::<Arc<Shared>>();
             let (client, assigned, cpu) = (client.clone(), assigned.clone(), core(i));
-            threads.push(std::thread::spawn(move || {
-                core_affinity::set_for_current(cpu);
+            threads.push(spawn_pinned(format!("consumer-{i}"), cpu, move || {
                 let make = move || Consumer::subscribe(client.clone(), config.clone());
                 let mut consumer = make();
                 let shared = loop {
@@ -599,7 +610,7 @@ pub fn report(o: &Outcome) -> String {
         out += &format!(" {name:>10}");
     }
     out.push('\n');
-    for (name, h) in [("e2e", &o.e2e), ("publish", &o.publish)] {
+    for (name, h) in [("e2e", &o.e2e), ("publish", &o.publish), ("send delay", &o.send_delay)] {
         out += &format!("{name:>10}");
         for v in percentiles_us(h) {
             out += &format!(" {:>10.3}", v as f64 / 1000.0);
@@ -641,14 +652,16 @@ pub fn report(o: &Outcome) -> String {
     out
 }
 
-/// Writes e2e.hgrm, publish.hgrm and summary.json into `dir`.
+/// Writes e2e.hgrm, publish.hgrm, send_delay.hgrm and summary.json into `dir`.
 pub fn write_out(o: &Outcome, dir: &std::path::Path) -> Result<(), String> {
     std::fs::create_dir_all(dir).map_err(|e| format!("creating {}: {e}", dir.display()))?;
     let write =
         |name: &str, text: String| std::fs::write(dir.join(name), text).map_err(|e| format!("writing {name}: {e}"));
     write("e2e.hgrm", histogram::to_hgrm(&o.e2e))?;
     write("publish.hgrm", histogram::to_hgrm(&o.publish))?;
-    write("summary.json", o.summary.to_json(&o.e2e, &o.publish, o.rebalance.as_ref(), o.delayed.as_ref()) + "\n")
+    write("send_delay.hgrm", histogram::to_hgrm(&o.send_delay))?;
+    let json = o.summary.to_json([&o.e2e, &o.publish, &o.send_delay], o.rebalance.as_ref(), o.delayed.as_ref());
+    write("summary.json", json + "\n")
 }
 
 /// Embedded brokers started by this process (each gets its own directory).
@@ -686,6 +699,21 @@ impl Embedded {
         self.server.stop();
         let _ = std::fs::remove_dir_all(&self.dir);
     }
+}
+
+/// Starts a thread named `name` (as perf and top show it) on `cpu`.
+fn spawn_pinned<T: Send + 'static>(
+    name: String,
+    cpu: core_affinity::CoreId,
+    f: impl FnOnce() -> T + Send + 'static,
+) -> std::thread::JoinHandle<T> {
+    std::thread::Builder::new()
+        .name(name)
+        .spawn(move || {
+            core_affinity::set_for_current(cpu);
+            f()
+        })
+        .expect("spawn a load generator thread")
 }
 
 /// Lets the calling thread, and threads it starts later, run only on `cores`.

@@ -30,12 +30,12 @@ impl Summary {
         self.msgs_per_s() * self.message_size as f64 / 1e6
     }
 
-    /// The JSON object with the counts and both latency distributions (and,
-    /// after a member restart, e2e during its rebalance and outside it).
+    /// The JSON object with the counts and the e2e, publish and send delay
+    /// distributions (and, after a member restart, e2e during its rebalance
+    /// and outside it).
     pub fn to_json(
         &self,
-        e2e: &Histogram<u64>,
-        publish: &Histogram<u64>,
+        [e2e, publish, send_delay]: [&Histogram<u64>; 3],
         rebalance: Option<&Split>,
         delayed: Option<&(u64, Histogram<u64>)>,
     ) -> String {
@@ -58,7 +58,7 @@ impl Summary {
             format!(",\"delayed\":{{\"pending\":{pending},\"lateness\":{}}}", lat(lateness))
         });
         format!(
-            "{{\"seconds\":{:.3},\"message_size\":{},\"msgs_per_s\":{:.1},\"mb_per_s\":{:.3},\"sent\":{},\"acked\":{},\"received\":{},\"measured\":{},\"lost\":{},\"duplicates\":{},\"errors\":{},\"e2e\":{},\"publish\":{}{}{}}}",
+            "{{\"seconds\":{:.3},\"message_size\":{},\"msgs_per_s\":{:.1},\"mb_per_s\":{:.3},\"sent\":{},\"acked\":{},\"received\":{},\"measured\":{},\"lost\":{},\"duplicates\":{},\"errors\":{},\"e2e\":{},\"publish\":{},\"send_delay\":{}{}{}}}",
             self.seconds,
             self.message_size,
             self.msgs_per_s(),
@@ -72,6 +72,7 @@ impl Summary {
             self.errors,
             lat(e2e),
             lat(publish),
+            lat(send_delay),
             rebalance,
             delayed
         )
@@ -96,12 +97,13 @@ mod tests {
             measured: 10,
             ..Summary::default()
         };
-        let json = s.to_json(&h, &h, None, None);
-        for key in ["msgs_per_s", "mb_per_s", "sent", "acked", "received", "lost", "duplicates", "e2e", "publish"] {
+        let json = s.to_json([&h, &h, &h], None, None);
+        let keys = ["msgs_per_s", "mb_per_s", "sent", "acked", "received", "lost", "duplicates", "e2e", "publish"];
+        for key in keys.iter().chain(&["send_delay"]) {
             assert!(json.contains(&format!("\"{key}\":")), "{key} missing: {json}");
         }
         for key in ["p50_us", "p90_us", "p99_us", "p999_us", "p9999_us", "max_us"] {
-            assert_eq!(json.matches(&format!("\"{key}\":")).count(), 2, "{key} in both distributions");
+            assert_eq!(json.matches(&format!("\"{key}\":")).count(), 3, "{key} in every distribution");
         }
         assert!(json.contains("\"msgs_per_s\":5.0") && json.contains("\"mb_per_s\":0.005"), "{json}");
         assert!(json.contains("\"lost\":0"));

@@ -43,6 +43,11 @@ fn an_embedded_run_reports_no_loss_and_runs_compare_into_a_chart() {
     assert!((s.msgs_per_s() - 500.0).abs() < 100.0, "open loop holds the rate: {}", s.msgs_per_s());
     let json = std::fs::read_to_string(a.join("summary.json")).unwrap();
     assert!(json.contains("\"lost\":0") && json.contains("\"p9999_us\""), "{json}");
+    // Each measured message's send delay is part of its publish latency.
+    let (delay, publish) = (&first.send_delay, &first.publish);
+    assert_eq!(delay.len(), publish.len(), "one send delay per measured message");
+    assert!(delay.max() <= publish.max() && delay.value_at_quantile(0.5) <= publish.value_at_quantile(0.5));
+    assert!(a.join("send_delay.hgrm").exists());
     short_run(&b, "2000");
     let (svg, png) = compare::run(&[a, b], dir.path()).unwrap();
     let png = std::fs::read(png).unwrap();
