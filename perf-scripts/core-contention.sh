@@ -19,12 +19,11 @@ USAGE
 }
 
 seconds=8 rate=150000 bcores=$(( $(nproc) - 1 )) ccores=0
+# shellcheck source=lib/broker-under-load.sh
+source "$(dirname "$0")/lib/broker-under-load.sh"
 while [[ $# -gt 0 ]]; do
+  load_flag "$@" && { shift 2; continue; }
   case "$1" in
-    --seconds) seconds=$2; shift 2 ;;
-    --rate) rate=$2; shift 2 ;;
-    --broker-cores) bcores=$2; shift 2 ;;
-    --client-cores) ccores=$2; shift 2 ;;
     -h|--help) usage; exit 0 ;;
     *) echo "unknown argument: $1" >&2; usage >&2; exit 2 ;;
   esac
@@ -38,8 +37,6 @@ if [[ $EUID != 0 ]]; then
   exit 1
 fi
 
-# shellcheck source=lib/broker-under-load.sh
-source "$(dirname "$0")/lib/broker-under-load.sh"
 start_broker_under_load core-contention "$bcores" "$ccores" "$rate" "$seconds"
 cpu=${bcores%%[,-]*}
 echo "recording $seconds s of CPU $cpu (broker pid $broker_pid) at $rate msgs/s" >&2

@@ -16,13 +16,12 @@ USAGE
 }
 
 out=flamegraph.svg seconds=15 rate=20000 bcores=$(( $(nproc) - 1 )) ccores=0
+# shellcheck source=lib/broker-under-load.sh
+source "$(dirname "$0")/lib/broker-under-load.sh"
 while [[ $# -gt 0 ]]; do
+  load_flag "$@" && { shift 2; continue; }
   case "$1" in
     --out) out=$2; shift 2 ;;
-    --seconds) seconds=$2; shift 2 ;;
-    --rate) rate=$2; shift 2 ;;
-    --broker-cores) bcores=$2; shift 2 ;;
-    --client-cores) ccores=$2; shift 2 ;;
     -h|--help) usage; exit 0 ;;
     *) echo "unknown argument: $1" >&2; usage >&2; exit 2 ;;
   esac
@@ -36,8 +35,6 @@ if ! command -v inferno-flamegraph >/dev/null; then
   cargo install --quiet inferno
 fi
 
-# shellcheck source=lib/broker-under-load.sh
-source "$(dirname "$0")/lib/broker-under-load.sh"
 start_broker_under_load flamegraph "$bcores" "$ccores" "$rate" "$seconds"
 echo "recording $seconds s of the broker (pid $broker_pid) at $rate msgs/s" >&2
 perf record -F 999 -g --call-graph dwarf,16384 -p "$broker_pid" -o "$work/perf.data" -- sleep "$seconds" 2>"$work/perf.err"

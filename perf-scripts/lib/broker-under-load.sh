@@ -1,5 +1,19 @@
 # Sourced by the perf scripts that record a broker under load.
 #
+# load_flag FLAG VALUE
+# Sets seconds, rate, bcores or ccores from one of the load's flags
+# (--seconds, --rate, --broker-cores, --client-cores); false for any other
+# flag, which the script parses itself.
+load_flag() {
+  case "$1" in
+    --seconds) seconds=$2 ;;
+    --rate) rate=$2 ;;
+    --broker-cores) bcores=$2 ;;
+    --client-cores) ccores=$2 ;;
+    *) return 1 ;;
+  esac
+}
+
 # start_broker_under_load NAME BROKER_CORES CLIENT_CORES RATE SECONDS
 # Builds ringmq and ringmq-bench, starts `ringmq serve` on BROKER_CORES in a
 # new work directory under target/NAME.*, and ringmq-bench against it at RATE
