@@ -254,7 +254,11 @@ fn synced(inner: &Inner, last_sync: &Cell<Instant>, fsyncs: u64, bytes: usize, r
     last_sync.set(Instant::now());
 }
 
-/// Makes written rounds readable, fills the cache, acknowledges waiters.
+/// Makes written rounds readable, fills the cache, acknowledges waiters,
+/// then wakes the readers parked on the queues. The appends' waiters wake
+/// first: their acks let producers send the next round, while a fetch reply
+/// is the bigger send (at 175k msgs/s, 14 alternating runs: e2e p99 median
+/// 2.87 -> 2.27 ms, publish p50 lower in most pairs).
 fn publish(inner: &Inner, rounds: Vec<Round>, synced: bool) {
     let mut st = inner.state.borrow_mut();
     let st = &mut *st;
@@ -268,6 +272,7 @@ fn publish(inner: &Inner, rounds: Vec<Round>, synced: bool) {
     }
     let written_end = st.log.written_end;
     st.cache.pin(Some(written_end / st.cache.chunk_bytes() as u64));
+    let mut arrived = Vec::new(); // queues with new readable bytes
     for round in &rounds {
         for q in &round.touched {
             let queue = st.queues.get_mut(q).expect("queues are never removed while appended to");
@@ -275,10 +280,13 @@ fn publish(inner: &Inner, rounds: Vec<Round>, synced: bool) {
             let readable_end =
                 if synced || queue.policy == FlushPolicy::Async { written_end } else { st.log.synced_end };
             if queue.publish(readable_end) {
-                queue.arrivals.notify();
+                arrived.push(*q);
             }
         }
         round.done.complete(Ok(()));
+    }
+    for q in arrived {
+        st.queues.get_mut(&q).expect("just published").arrivals.notify();
     }
     add(&inner.counters.rounds, rounds.len() as u64);
     if st.index_mem_entries > inner.config.index_mem_entries_max {
