@@ -103,6 +103,34 @@ fn long_poll_parks_until_data_arrives_or_the_wait_ends() {
 }
 
 #[test]
+fn a_durable_write_acknowledges_its_appends_before_it_wakes_parked_reads() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path().to_path_buf();
+    run(move || async move {
+        let shard = open_with(config(&p), &[1]).await;
+        let order = std::rc::Rc::new(std::cell::RefCell::new(Vec::new()));
+        let (reader, read_order) = (shard.clone(), order.clone());
+        let parked = glommio::spawn_local(async move {
+            let got = reader.read(QueueId(1), 0, 1024, ReadWait::Upto(Duration::from_secs(60))).await;
+            read_order.borrow_mut().push("read");
+            got
+        });
+        glommio::timer::sleep(Duration::from_millis(20)).await;
+        let (writer, ack_order) = (shard.clone(), order.clone());
+        let appended = glommio::spawn_local(async move {
+            let a = writer.append(QueueId(1), &batch_of(b"first")).await;
+            ack_order.borrow_mut().push("ack");
+            a
+        });
+        appended.await.unwrap();
+        assert_eq!(records(&parked.await.unwrap().bytes), vec![(0, b"first".to_vec())]);
+        // The ack lets a producer send its next batch; the fetch reply can follow.
+        assert_eq!(*order.borrow(), ["ack", "read"]);
+        shard.close().await.unwrap();
+    });
+}
+
+#[test]
 fn async_policy_acknowledges_before_sync_and_data_becomes_readable() {
     let dir = tempfile::tempdir().unwrap();
     let p = dir.path().to_path_buf();
