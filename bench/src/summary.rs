@@ -98,8 +98,19 @@ mod tests {
             ..Summary::default()
         };
         let json = s.to_json([&h, &h, &h], None, None);
-        let keys = ["msgs_per_s", "mb_per_s", "sent", "acked", "received", "lost", "duplicates", "e2e", "publish"];
-        for key in keys.iter().chain(&["send_delay"]) {
+        let keys = [
+            "msgs_per_s",
+            "mb_per_s",
+            "sent",
+            "acked",
+            "received",
+            "lost",
+            "duplicates",
+            "e2e",
+            "publish",
+            "send_delay",
+        ];
+        for key in keys {
             assert!(json.contains(&format!("\"{key}\":")), "{key} missing: {json}");
         }
         for key in ["p50_us", "p90_us", "p99_us", "p999_us", "p9999_us", "max_us"] {
