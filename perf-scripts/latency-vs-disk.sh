@@ -40,8 +40,9 @@ IFS=',' read -ra list <<<"$rates"
 for r in "${list[@]}"; do
   echo "bench: $r msgs/s for ${duration}s" >&2
   "$root/target/release/ringmq-bench" run --embedded --rate "$r" --duration "${duration}s" --warmup 3s --out "$out/rate-$r" >"$out/rate-$r.log" 2>&1 || echo "run at $r msgs/s failed (see $out/rate-$r.log)" >&2
-  # The log bytes of 1 KiB messages: value plus a 34-byte record header.
-  mbps=$(( r * (1024 + 34) / 1000000 )); (( mbps > 0 )) || mbps=1
+  # The run's log bytes: each message's value plus a 34-byte record header.
+  mbps=$(python3 -c 'import json, sys; s = json.load(open(sys.argv[1]))
+print(max(1, round(s["msgs_per_s"] * (s["message_size"] + 34) / 1e6)))' "$out/rate-$r/summary.json" 2>/dev/null) || continue
   echo "fio: that rate's disk work, $mbps MB/s of write+fdatasync beside a $mbps MB/s fill" >&2
   "$here/disk-baseline.sh" --bs 65536 --runtime 5 --cpu "$cpu" --dir "$out/fio" --rate-mbps "$mbps" --fill-mbps "$mbps" --json >"$out/rate-$r.fio.json"
 done
