@@ -70,11 +70,20 @@ pub async fn create_zero_filled(path: &Path, bytes: u64, depth: FillDepth<'_>) -
     let tmp = path.with_extension(format!("{}.tmp", path.extension().and_then(|e| e.to_str()).unwrap_or("")));
     let file = create_truncated(&tmp).await?;
     file.pre_allocate(bytes, false).await.map_err(|e| StorageError::io("preallocating", &tmp, e))?;
-    zero_fill(&file, &tmp, bytes, depth).await?;
+    zero_fill(&file, &tmp, 0, bytes, depth).await?;
     file.fdatasync().await.map_err(|e| StorageError::io("syncing", &tmp, e))?;
     file.rename(path).await.map_err(|e| StorageError::io("renaming", &tmp, e))?;
     sync_dir(dir).await?;
     Ok(file)
+}
+
+/// Gives a file cut at `size` back its length `bytes`: preallocated, the
+/// partial page at the cut zero past it, the pages after it zero-filled, synced.
+pub async fn extend_zero_filled(file: &DmaFile, path: &Path, size: u64, bytes: u64) -> Result<()> {
+    file.pre_allocate(bytes, false).await.map_err(|e| StorageError::io("preallocating", path, e))?;
+    let from = size.next_multiple_of(crate::position::PAGE_BYTES);
+    zero_fill(file, path, from, bytes, &|_| ZERO_FILL_DEPTH_MAX).await?;
+    file.fdatasync().await.map_err(|e| StorageError::io("syncing", path, e))
 }
 
 /// Zero-fill writes in flight when the fill must hurry. One at a time could
@@ -86,17 +95,17 @@ pub const ZERO_FILL_DEPTH_MAX: usize = 4;
 /// Zero-fill writes to keep in flight, given the bytes filled so far.
 pub type FillDepth<'a> = &'a dyn Fn(u64) -> usize;
 
-/// Overwrites `bytes` of `file` with zeros in background-sized writes, as
+/// Overwrites bytes [from, bytes) of `file` with zeros in background-sized writes, as
 /// many in flight as `depth` says (at most `ZERO_FILL_DEPTH_MAX`), so a
 /// group-commit write queues behind at most those few.
-async fn zero_fill(file: &DmaFile, path: &Path, bytes: u64, depth: FillDepth<'_>) -> Result<()> {
+async fn zero_fill(file: &DmaFile, path: &Path, from: u64, bytes: u64, depth: FillDepth<'_>) -> Result<()> {
     let slice = BACKGROUND_WRITE_BYTES as u64;
     let mut zeros = file.alloc_dma_buffer(BACKGROUND_WRITE_BYTES);
     zeros.as_bytes_mut().fill(0);
     let zeros = std::rc::Rc::new(zeros);
-    let mut pos = 0;
+    let mut pos = from;
     while pos < bytes {
-        let in_flight = depth(pos).clamp(1, ZERO_FILL_DEPTH_MAX) as u64;
+        let in_flight = depth(pos - from).clamp(1, ZERO_FILL_DEPTH_MAX) as u64;
         let writes = (0..in_flight).map(|i| pos + i * slice).filter(|&at| at < bytes).map(|at| {
             let len = (bytes - at).min(slice) as usize;
             let zeros = zeros.clone();

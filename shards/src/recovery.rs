@@ -40,7 +40,7 @@ pub(crate) async fn recover(config: &ShardConfig) -> Result<Recovered> {
     let mut queues = load_queues(config, checkpoint.as_ref()).await?;
     let mut segments = BTreeMap::new();
     for base in segment::list_segments(dir)? {
-        segments.insert(base, Segment::open(dir, base).await?);
+        segments.insert(base, Segment::open(dir, base, config.segment_bytes).await?);
     }
     let first = segments.keys().next().copied().unwrap_or(0);
     let from = checkpoint.as_ref().map_or(first, |c| c.position.max(first));

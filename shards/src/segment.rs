@@ -43,10 +43,23 @@ pub fn parse_segment_name(name: &str) -> Option<u64> {
 }
 
 impl Segment {
-    /// Opens an existing segment.
-    pub async fn open(dir: &Path, base: u64) -> Result<Rc<Segment>> {
+    /// Opens an existing segment of `bytes`. A file cut shorter than that
+    /// (by anything but the broker, which never shrinks one) gets its length
+    /// back, zero-filled past the cut, so recovery reads the cut as a torn
+    /// tail and keeps every batch before it.
+    pub async fn open(dir: &Path, base: u64, bytes: u64) -> Result<Rc<Segment>> {
         let path = dir.join(segment_name(base));
         let file = fs::open_rw(&path).await?;
+        let size = file.file_size().await.map_err(|e| StorageError::io("sizing", &path, e))?;
+        if size < bytes {
+            tracing::warn!(
+                segment = %path.display(),
+                size,
+                bytes,
+                "segment is shorter than its preallocated size; recovering what is before the cut"
+            );
+            fs::extend_zero_filled(&file, &path, size, bytes).await?;
+        }
         let dsync = open_dsync(&path).await?;
         Ok(Rc::new(Segment { base, file, dsync, path }))
     }
