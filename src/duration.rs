@@ -13,7 +13,8 @@ pub fn unix_ms() -> u64 {
     SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_millis() as u64)
 }
 
-/// Parses 30s, 500ms, 2m, 1h or plain seconds.
+/// Parses 30s, 500ms, 2m, 1h or plain seconds; anything else (negative,
+/// not a number, past what a `Duration` holds) is an error, never a panic.
 pub fn parse_duration(s: &str) -> Result<Duration, String> {
     let (num, unit) = s.find(|c: char| c.is_ascii_alphabetic()).map_or((s, "s"), |i| s.split_at(i));
     let n: f64 = num.trim().parse().map_err(|_| format!("{s:?} is not a duration like 30s or 500ms"))?;
@@ -25,7 +26,10 @@ pub fn parse_duration(s: &str) -> Result<Duration, String> {
         "h" => n * 3600.0,
         _ => return Err(format!("{s:?}: unknown unit {unit:?} (use us, ms, s, m, h)")),
     };
-    Ok(Duration::from_secs_f64(secs))
+    if secs < 0.0 || secs.is_nan() {
+        return Err(format!("{s:?}: a duration cannot be negative"));
+    }
+    Duration::try_from_secs_f64(secs).map_err(|_| format!("{s:?} is longer than any duration this broker can wait"))
 }
 
 #[cfg(test)]
@@ -38,5 +42,16 @@ mod tests {
         assert_eq!(parse_duration("2m").unwrap(), Duration::from_secs(120));
         assert_eq!(parse_duration("3").unwrap(), Duration::from_secs(3));
         assert!(parse_duration("5 parsecs").unwrap_err().contains("unknown unit"));
+        assert!(parse_duration("-1s").unwrap_err().contains("negative"));
+        assert!(parse_duration("99999999999999999999999h").unwrap_err().contains("longer"));
+        assert!(parse_duration("NaN").is_err());
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn no_text_makes_parse_duration_panic(s in "\\PC{0,12}", n in proptest::num::f64::ANY, unit in "(us|ms|s|m|h|)") {
+            let _ = parse_duration(&s);
+            let _ = parse_duration(&format!("{n}{unit}"));
+        }
     }
 }
