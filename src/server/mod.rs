@@ -10,6 +10,7 @@ mod group_api;
 mod groups;
 mod handler;
 mod internal_queue;
+mod layout;
 mod lookup;
 mod mesh;
 pub mod metadata;
@@ -45,6 +46,8 @@ pub enum ServerError {
     DataDir(String, std::io::Error),
     #[error("cannot start the executor of shard {0}: {1}")]
     Executor(usize, String),
+    #[error("{0}")]
+    Layout(String),
     #[error("shard {0} failed to start: {1}")]
     Shard(usize, String),
 }
@@ -72,6 +75,8 @@ pub fn start(config: ServerConfig) -> Result<Server, ServerError> {
     std::fs::create_dir_all(&config.data_dir)
         .map_err(|e| ServerError::DataDir(config.data_dir.display().to_string(), e))?;
     let n = config.cores.len();
+    layout::check_or_record(&config.data_dir, layout::Layout { shards: n, segment_bytes: config.segment_bytes })
+        .map_err(ServerError::Layout)?;
     let mesh = MeshBuilder::full(n, 1024);
     let shutdown = Arc::new(AtomicBool::new(false));
     let clock = Arc::new(if config.manual_clock { Clock::manual() } else { Clock::system() });
@@ -98,29 +103,43 @@ pub fn start(config: ServerConfig) -> Result<Server, ServerError> {
         shards.push(handle);
     }
     let mut server = Server { addrs: vec![SocketAddr::from(([0, 0, 0, 0], 0)); n], shutdown, shards };
-    let fail = |server: Server, index, e| {
-        server.stop();
-        Err(ServerError::Shard(index, e))
-    };
-    for _ in 0..n {
-        match report_rx.recv_timeout(START_TIMEOUT) {
-            Ok((i, Ok(Some(addr)))) => server.addrs[i] = addr,
-            Ok((i, Ok(None))) => return fail(server, i, "reported ready before binding".into()),
-            Ok((i, Err(e))) => return fail(server, i, e),
-            Err(_) => return fail(server, 0, "did not bind in time".into()),
+    match wait_until_serving(&report_rx, &addr_txs, &mut server.addrs) {
+        Ok(()) => Ok(server),
+        Err((index, e)) => {
+            // Shards still waiting for the address list give up when it cannot come.
+            drop(addr_txs);
+            server.stop();
+            Err(ServerError::Shard(index, e))
         }
     }
-    for tx in &addr_txs {
-        let _ = tx.send(server.addrs.clone());
+}
+
+/// Collects every shard's bound address, hands the list to all, and waits
+/// until each serves; the first failure (shard, reason) ends the wait.
+fn wait_until_serving(
+    report_rx: &mpsc::Receiver<(usize, Result<Option<SocketAddr>, String>)>,
+    addr_txs: &[mpsc::Sender<Vec<SocketAddr>>],
+    addrs: &mut [SocketAddr],
+) -> Result<(), (usize, String)> {
+    for _ in 0..addrs.len() {
+        match report_rx.recv_timeout(START_TIMEOUT) {
+            Ok((i, Ok(Some(addr)))) => addrs[i] = addr,
+            Ok((i, Ok(None))) => return Err((i, "reported ready before binding".into())),
+            Ok((i, Err(e))) => return Err((i, e)),
+            Err(_) => return Err((0, "did not bind in time".into())),
+        }
     }
-    for _ in 0..n {
+    for tx in addr_txs {
+        let _ = tx.send(addrs.to_vec());
+    }
+    for _ in 0..addrs.len() {
         match report_rx.recv_timeout(START_TIMEOUT) {
             Ok((_, Ok(_))) => {}
-            Ok((i, Err(e))) => return fail(server, i, e),
-            Err(_) => return fail(server, 0, "did not become ready in time".into()),
+            Ok((i, Err(e))) => return Err((i, e)),
+            Err(_) => return Err((0, "did not become ready in time".into())),
         }
     }
-    Ok(server)
+    Ok(())
 }
 
 impl Server {

@@ -1,0 +1,137 @@
+//! What fixes where a data directory's data lives, recorded at its first
+//! start in `DATA_DIR/layout`: the shard count (a queue's data is in the
+//! directory of the shard that owns it) and the segment size (a log position
+//! names a segment file by it). A later start with other values would find
+//! half its queues missing or read segments at the wrong places, so it is
+//! refused with what to pass instead.
+
+use std::io::Write;
+use std::path::Path;
+
+const FILE: &str = "layout";
+
+/// The settings a data directory was created with.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Layout {
+    pub shards: usize,
+    pub segment_bytes: u64,
+}
+
+impl Layout {
+    fn encode(&self) -> String {
+        format!("shards = {}\nsegment_bytes = {}\n", self.shards, self.segment_bytes)
+    }
+
+    fn decode(text: &str) -> Result<Layout, String> {
+        let mut shards = None;
+        let mut segment_bytes = None;
+        for line in text.lines().map(str::trim).filter(|l| !l.is_empty()) {
+            let (key, value) = line.split_once('=').ok_or_else(|| format!("line {line:?} is not key = value"))?;
+            let value = value.trim();
+            match key.trim() {
+                "shards" => shards = value.parse().ok(),
+                "segment_bytes" => segment_bytes = value.parse().ok(),
+                other => return Err(format!("unknown key {other:?}")),
+            }
+        }
+        match (shards, segment_bytes) {
+            (Some(shards), Some(segment_bytes)) => Ok(Layout { shards, segment_bytes }),
+            _ => Err("expected `shards = N` and `segment_bytes = N`".into()),
+        }
+    }
+}
+
+/// Records `wanted` in a new data directory, or checks it against what an
+/// existing one was created with. A directory from before this file existed
+/// has its shard count read from its `shard-N` directories.
+pub fn check_or_record(data_dir: &Path, wanted: Layout) -> Result<(), String> {
+    let path = data_dir.join(FILE);
+    let recorded = match std::fs::read_to_string(&path) {
+        Ok(text) => Some(Layout::decode(&text).map_err(|e| format!("{}: {e}", path.display()))?),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
+        Err(e) => return Err(format!("reading {}: {e}", path.display())),
+    };
+    match recorded {
+        Some(recorded) => refuse_other(data_dir, recorded, wanted),
+        None => {
+            let existing = shard_dirs(data_dir)?;
+            if existing > 0 && existing != wanted.shards {
+                let had = Layout { shards: existing, ..wanted };
+                return refuse_other(data_dir, had, wanted);
+            }
+            store(data_dir, wanted).map_err(|e| format!("recording {}: {e}", path.display()))
+        }
+    }
+}
+
+fn refuse_other(data_dir: &Path, recorded: Layout, wanted: Layout) -> Result<(), String> {
+    let dir = data_dir.display();
+    if recorded.shards != wanted.shards {
+        return Err(format!(
+            "{dir} holds {} shards but {} cores were given: every queue lives on the shard that created it; \
+             start with --cores naming {} CPUs (or use a new --data-dir)",
+            recorded.shards, wanted.shards, recorded.shards
+        ));
+    }
+    if recorded.segment_bytes != wanted.segment_bytes {
+        return Err(format!(
+            "{dir} was created with segments of {} bytes, not {}: start with --segment-mib {} (or use a new --data-dir)",
+            recorded.segment_bytes,
+            wanted.segment_bytes,
+            recorded.segment_bytes >> 20
+        ));
+    }
+    Ok(())
+}
+
+/// How many `shard-N` directories the data directory holds.
+fn shard_dirs(data_dir: &Path) -> Result<usize, String> {
+    let entries = std::fs::read_dir(data_dir).map_err(|e| format!("listing {}: {e}", data_dir.display()))?;
+    let is_shard = |name: &str| name.strip_prefix("shard-").is_some_and(|n| n.parse::<usize>().is_ok());
+    Ok(entries.flatten().filter(|e| e.file_name().to_str().is_some_and(is_shard)).count())
+}
+
+/// Start-up, before any shard runs: a small buffered write, synced and renamed into place.
+fn store(data_dir: &Path, layout: Layout) -> std::io::Result<()> {
+    let tmp = data_dir.join(format!("{FILE}.tmp"));
+    let mut f = std::fs::File::create(&tmp)?;
+    f.write_all(layout.encode().as_bytes())?;
+    f.sync_all()?;
+    std::fs::rename(&tmp, data_dir.join(FILE))?;
+    std::fs::File::open(data_dir)?.sync_all()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_data_dir_keeps_the_layout_it_was_created_with() {
+        let dir = tempfile::tempdir().unwrap();
+        let two = Layout { shards: 2, segment_bytes: 16 << 20 };
+        check_or_record(dir.path(), two).unwrap();
+        check_or_record(dir.path(), two).expect("the same layout starts again");
+        let one = check_or_record(dir.path(), Layout { shards: 1, ..two }).unwrap_err();
+        assert!(one.contains("holds 2 shards but 1 cores") && one.contains("--cores"), "{one}");
+        let seg = check_or_record(dir.path(), Layout { segment_bytes: 32 << 20, ..two }).unwrap_err();
+        assert!(seg.contains("--segment-mib 16"), "{seg}");
+    }
+
+    #[test]
+    fn a_data_dir_from_before_the_layout_file_is_judged_by_its_shard_dirs() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir(dir.path().join("shard-0")).unwrap();
+        std::fs::create_dir(dir.path().join("shard-1")).unwrap();
+        let layout = Layout { shards: 1, segment_bytes: 1 << 30 };
+        assert!(check_or_record(dir.path(), layout).unwrap_err().contains("holds 2 shards"));
+        check_or_record(dir.path(), Layout { shards: 2, ..layout }).unwrap();
+        assert_eq!(Layout::decode(&std::fs::read_to_string(dir.path().join(FILE)).unwrap()).unwrap().shards, 2);
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn no_layout_text_makes_decode_panic(text in "\\PC{0,64}") {
+            let _ = Layout::decode(&text);
+        }
+    }
+}
