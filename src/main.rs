@@ -151,6 +151,12 @@ struct ServeArgs {
     /// Requests in flight per connection, for produces and for the rest each, before the broker stops reading it [default: 256].
     #[arg(long)]
     max_inflight_per_connection: Option<usize>,
+    /// Longest long-poll wait (Fetch, FetchMany, PollChecks) a client may ask for, ms; more is refused [default: 60000].
+    #[arg(long)]
+    max_fetch_wait_ms: Option<u64>,
+    /// Longest group wait (heartbeat park, rebalance and session timeouts) a client may ask for, ms; more is refused [default: 300000].
+    #[arg(long)]
+    max_group_wait_ms: Option<u64>,
     /// Delete log segments older than this many hours [default: keep].
     #[arg(long)]
     retention_hours: Option<u64>,
@@ -186,8 +192,9 @@ impl ServeArgs {
         if let Some(Flush::Async) = self.flush.or(file.flush) {
             cfg.default_flush = ringmq::shards::FlushPolicy::Async;
         }
-        cfg.segment_bytes = self.segment_mib.or(file.segment_mib).map_or(cfg.segment_bytes, |m| m << 20);
-        cfg.cache_bytes = self.cache_mib.or(file.cache_mib).map_or(cfg.cache_bytes, |m| m << 20);
+        cfg.segment_bytes =
+            self.segment_mib.or(file.segment_mib).map_or(cfg.segment_bytes, |m| m.saturating_mul(1 << 20));
+        cfg.cache_bytes = self.cache_mib.or(file.cache_mib).map_or(cfg.cache_bytes, |m| m.saturating_mul(1 << 20));
         cfg.flush_depth = self.flush_depth.or(file.flush_depth).unwrap_or(cfg.flush_depth);
         if cfg.flush_depth == 0 {
             return Err("--flush-depth must be at least 1".into());
@@ -198,12 +205,18 @@ impl ServeArgs {
         cfg.max_frame_bytes = self.max_frame_bytes.or(file.max_frame_bytes).unwrap_or(cfg.max_frame_bytes);
         cfg.max_batch_bytes = self.max_batch_bytes.or(file.max_batch_bytes).unwrap_or(cfg.max_batch_bytes);
         cfg.max_connections = self.max_connections.or(file.max_connections).unwrap_or(cfg.max_connections);
+        let millis = |flag: Option<u64>, file: Option<u64>, default: Duration| {
+            flag.or(file).map_or(default, Duration::from_millis)
+        };
+        cfg.max_fetch_wait = millis(self.max_fetch_wait_ms, file.max_fetch_wait_ms, cfg.max_fetch_wait);
+        cfg.max_group_wait = millis(self.max_group_wait_ms, file.max_group_wait_ms, cfg.max_group_wait);
         cfg.max_inflight_per_connection = self
             .max_inflight_per_connection
             .or(file.max_inflight_per_connection)
             .unwrap_or(cfg.max_inflight_per_connection);
-        cfg.retention_age = self.retention_hours.or(file.retention_hours).map(|h| Duration::from_secs(h * 3600));
-        cfg.retention_bytes = self.retention_gib.or(file.retention_gib).map(|g| g << 30);
+        cfg.retention_age =
+            self.retention_hours.or(file.retention_hours).map(|h| Duration::from_secs(h.saturating_mul(3600)));
+        cfg.retention_bytes = self.retention_gib.or(file.retention_gib).map(|g| g.saturating_mul(1 << 30));
         if let Some(levels) = self.delay_levels.or(file.delay_levels) {
             cfg.delay_levels = parse_delay_levels(&levels)?;
         }
@@ -396,12 +409,14 @@ fn serve(a: ServeArgs) -> Result<(), String> {
         let lines: Vec<String> = failed.iter().map(|c| format!("  {}: {}", c.name, c.detail)).collect();
         return Err(format!("this host cannot run the broker (see `ringmq doctor`):\n{}", lines.join("\n")));
     }
+    let server = server::start(cfg).map_err(|e| e.to_string())?;
+    // Installed once serving: until then a signal ends the process at once
+    // (start-up writes nothing a crash would not also leave).
     // SAFETY: the handler only stores to an atomic, which is async-signal-safe.
     unsafe {
         libc::signal(libc::SIGINT, on_signal as *const () as libc::sighandler_t);
         libc::signal(libc::SIGTERM, on_signal as *const () as libc::sighandler_t);
     }
-    let server = server::start(cfg).map_err(|e| e.to_string())?;
     let addrs: Vec<String> = server.addrs.iter().map(|a| a.to_string()).collect();
     println!("ringmq listening on {} (shards: {})", addrs[0], addrs.join(" "));
     std::io::stdout().flush().map_err(|e| e.to_string())?;

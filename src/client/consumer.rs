@@ -18,6 +18,9 @@ use std::collections::HashMap;
 use std::sync::{mpsc, Arc};
 use std::time::{Duration, Instant};
 
+/// The longest one poll waits: below the broker's default `max_fetch_wait`
+/// (60 s), which refuses a long poll that asks for more.
+pub const POLL_WAIT_MAX: Duration = Duration::from_secs(30);
 /// A consumed message.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ConsumedMessage {
@@ -282,10 +285,12 @@ impl Consumer {
         self.assigned.iter().map(|a| (a.topic.clone(), a.queue, a.position)).collect()
     }
 
-    /// Waits up to `timeout` for messages; returns those that arrived (maybe
-    /// none). A group member first follows a pending rebalance.
+    /// Waits up to `timeout` (at most [`POLL_WAIT_MAX`]) for messages;
+    /// returns those that arrived (maybe none). A group member first follows
+    /// a pending rebalance.
     pub fn poll(&mut self, timeout: Duration) -> Result<Vec<ConsumedMessage>, ClientError> {
         self.follow_group()?;
+        let timeout = timeout.min(POLL_WAIT_MAX);
         let wait_ms = crate::duration::millis_u32(timeout);
         // One long poll per shard over its queues that are neither in flight nor paused.
         let mut by_shard: HashMap<u32, Vec<usize>> = HashMap::new();

@@ -5,6 +5,7 @@ pub mod api;
 pub mod codec;
 pub mod frame;
 pub mod messages;
+pub mod request;
 
 pub use api::{coordinator_of, ApiKey, ErrorCode};
 pub use codec::{DecodeError, Reader, Writer};

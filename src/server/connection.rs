@@ -138,6 +138,12 @@ async fn serve(ctx: Rc<ShardCtx>, stream: TcpStream) {
         if reader.read_exact(&mut request[4..]).await.is_err() {
             return;
         }
+        if request[8..12] == [0; 4] {
+            // Its answer could not be told from a framing error's.
+            let m = "correlation id 0 is reserved for framing errors; number requests from 1; closing the connection";
+            writer.send(frame::response(0, ErrorCode::Malformed, m, &[])).await;
+            return;
+        }
         let api = ApiKey::from_wire(u16::from_le_bytes([request[4], request[5]]));
         let is_produce = matches!(api, Some(ApiKey::Produce | ApiKey::ProduceMany));
         let slots = if is_produce { &produce_slots } else { &other_slots };

@@ -2,51 +2,47 @@
 //! (join, sync, heartbeat, leave), offsets, and queue locks.
 
 use super::groups::{JoinRequest, Refusal};
-use super::handler::Failure;
+use super::handler::{self, Failure};
 use super::shard_server::ShardCtx;
-use crate::protocol::messages::{self as msg, GroupOffset, JoinGroup, Membership, QueueLocking, QueueRef, SyncGroup};
-use crate::protocol::{ApiKey, ErrorCode, Reader, Writer};
+use crate::protocol::messages::{self as msg, JoinGroup};
+use crate::protocol::request::Request;
+use crate::protocol::{ErrorCode, Writer};
 use std::rc::Rc;
 use std::time::Duration;
 
 /// Serves a group request on its coordinator.
-pub async fn serve(ctx: &Rc<ShardCtx>, api: ApiKey, r: &mut Reader<'_>, w: &mut Writer) -> Result<(), Failure> {
-    match api {
-        ApiKey::CommitOffset => {
-            let c = GroupOffset::decode(r)?;
+pub async fn serve(ctx: &Rc<ShardCtx>, request: Request<'_>, w: &mut Writer) -> Result<(), Failure> {
+    match request {
+        Request::CommitOffset(c) => {
+            // An offset of a queue that does not exist would be stored for nothing.
+            handler::locate(ctx, &c.queue)?;
             ctx.groups.borrow().may_commit(&c.member, &c.queue.topic, c.queue.queue)?;
             ctx.offsets.commit(&ctx.storage, &c.member.group, &c.queue.topic, c.queue.queue, c.offset).await?;
         }
-        ApiKey::FetchOffset => {
-            let group = r.string()?;
-            let q = QueueRef::decode(r)?;
+        Request::FetchOffset { group, queue: q } => {
             w.u64(ctx.offsets.get(&group, &q.topic, q.queue).unwrap_or(msg::NO_OFFSET));
         }
-        ApiKey::JoinGroup => join_group(ctx, JoinGroup::decode(r)?).await?.encode(w),
-        ApiKey::SyncGroup => {
-            let sync = SyncGroup::decode(r)?;
+        Request::JoinGroup(join) => join_group(ctx, join).await?.encode(w),
+        Request::SyncGroup(sync) => {
             ctx.groups.borrow_mut().sync(&sync.member, &sync.assignments, ctx.now_ms())?;
             ctx.group_changed.notify();
             let limit = ctx.config.max_group_wait;
             let assignment = park(ctx, limit, || ctx.groups.borrow().synced(&sync.member)).await?;
             w.bytes(&assignment.encode());
         }
-        ApiKey::LockQueues => {
-            let l = QueueLocking::decode(r)?;
+        Request::LockQueues(l) => {
             let (mut locks, now) = (ctx.queue_locks.borrow_mut(), ctx.clock.now_ms());
             for q in &l.queues {
                 let held = locks.lock(&l.group, &l.holder, &q.topic, q.queue, u64::from(l.lease_ms), now);
                 w.u8(u8::from(held));
             }
         }
-        ApiKey::UnlockQueues => {
-            let l = QueueLocking::decode(r)?;
+        Request::UnlockQueues(l) => {
             let mut locks = ctx.queue_locks.borrow_mut();
             l.queues.iter().for_each(|q| locks.unlock(&l.group, &l.holder, &q.topic, q.queue));
         }
-        ApiKey::Heartbeat => {
-            let who = Membership::decode(r)?;
-            let wait = Duration::from_millis(u64::from(r.u32()?)).min(ctx.config.max_group_wait);
+        Request::Heartbeat { member: who, wait_ms } => {
+            let wait = Duration::from_millis(u64::from(wait_ms));
             ctx.groups.borrow_mut().heartbeat(&who, ctx.now_ms())?;
             // Parked until the member must rejoin or `wait` passes, so a
             // rebalance reaches every member at once.
@@ -59,22 +55,18 @@ pub async fn serve(ctx: &Rc<ShardCtx>, api: ApiKey, r: &mut Reader<'_>, w: &mut 
                 ctx.groups.borrow().standing(&who)?;
             }
         }
-        ApiKey::LeaveGroup => {
-            ctx.groups.borrow_mut().leave(&Membership::decode(r)?, ctx.now_ms())?;
+        Request::LeaveGroup(who) => {
+            ctx.groups.borrow_mut().leave(&who, ctx.now_ms())?;
             ctx.group_changed.notify();
         }
-        other => unreachable!("{other:?} is not a group API"),
+        other => unreachable!("{other:?} is not a group request"),
     }
     Ok(())
 }
 
 async fn join_group(ctx: &Rc<ShardCtx>, j: JoinGroup) -> Result<msg::Joined, Failure> {
+    // At most max_group_wait: checked with the request's other limits.
     let limit = Duration::from_millis(u64::from(j.rebalance_timeout_ms));
-    if limit > ctx.config.max_group_wait {
-        let m =
-            format!("rebalance timeout {limit:?} exceeds the broker's max_group_wait {:?}", ctx.config.max_group_wait);
-        return Err(Failure(ErrorCode::InvalidRequest, m));
-    }
     let req = JoinRequest {
         member: &j.member,
         client_id: &j.client_id,

@@ -9,7 +9,8 @@ use super::retry;
 use super::shard_server::ShardCtx;
 use super::tag_filter::{self, TagFilter};
 use crate::protocol::frame::{self, RequestHeader};
-use crate::protocol::messages::{self as msg, CreateTopic, Fetch, Fetched, Produce, QueueRef, SendBack};
+use crate::protocol::messages::{self as msg, CreateTopic, Fetch, Fetched, Produce, QueueRef};
+use crate::protocol::request::Request;
 use crate::protocol::{coordinator_of, ApiKey, DecodeError, ErrorCode, Reader, Writer};
 use ringmq_shards::{FlushPolicy, QueueId, ReadWait, StorageError};
 use std::rc::Rc;
@@ -93,80 +94,123 @@ pub async fn handle(ctx: &Rc<ShardCtx>, frame: Vec<u8>) -> Option<Vec<u8>> {
     }
 }
 
-async fn serve(ctx: &Rc<ShardCtx>, api: ApiKey, body: &[u8], frame: &[u8]) -> Outcome {
-    let mut r = Reader::new(body);
-    let mut w = Writer::new(frame::ok_response_buffer());
-    match api {
-        ApiKey::JoinGroup
-        | ApiKey::SyncGroup
-        | ApiKey::Heartbeat
-        | ApiKey::LeaveGroup
-        | ApiKey::LockQueues
-        | ApiKey::UnlockQueues
-        | ApiKey::CommitOffset
-        | ApiKey::FetchOffset => {
-            let coordinator = coordinator_of(&Reader::new(body).string()?, ctx.mesh.peers());
-            if coordinator != ctx.id {
-                return forward(ctx, coordinator, frame).await;
-            }
-            group_api::serve(ctx, api, &mut r, &mut w).await?;
+/// The slot of a queue this shard owns; for a queue another shard owns,
+/// returns that shard's reply to the forwarded request from the caller.
+macro_rules! on_owner {
+    ($ctx:expr, $queue:expr, $frame:expr) => {
+        match here_or_forward($ctx, $queue, $frame).await? {
+            Served::Here(slot) => slot,
+            Served::Elsewhere(reply) => return Ok(reply),
         }
-        ApiKey::ApiVersions => {
+    };
+}
+
+async fn serve(ctx: &Rc<ShardCtx>, api: ApiKey, body: &[u8], frame: &[u8]) -> Outcome {
+    // Decoded and checked whole before anything is stored or parked.
+    let request = Request::decode(api, body)?;
+    check_limits(ctx, &request)?;
+    if request.acks() == Some(msg::ACKS_NONE) {
+        // Acks none: no response at all, not even for an error (the client reads none).
+        if let Err(failure) = serve_request(ctx, request, frame).await {
+            tracing::debug!(shard = ctx.id, %failure, "an acks-0 produce failed");
+        }
+        return Ok(Reply::Nothing);
+    }
+    serve_request(ctx, request, frame).await
+}
+
+/// Refuses a request that asks for more than the broker allows: a wait past
+/// its maximum, acks other than 0 and 1, a session longer than a group wait.
+fn check_limits(ctx: &ShardCtx, request: &Request) -> Result<(), Failure> {
+    if let Some((field, wait_ms)) = request.wait_ms() {
+        let (max, name) = match request {
+            Request::Heartbeat { .. } => (ctx.config.max_group_wait, "max_group_wait"),
+            _ => (ctx.config.max_fetch_wait, "max_fetch_wait"),
+        };
+        if u128::from(wait_ms) > max.as_millis() {
+            let m = format!("{field} {wait_ms} exceeds the broker's {name} of {} ms; ask for less", max.as_millis());
+            return Err(Failure(ErrorCode::InvalidRequest, m));
+        }
+    }
+    if let Some(acks) = request.acks() {
+        if acks != msg::ACKS_NONE && acks != msg::ACKS_DURABLE {
+            return Err(Failure(
+                ErrorCode::InvalidRequest,
+                format!("acks must be 0 (none) or 1 (durable), not {acks}"),
+            ));
+        }
+    }
+    if let Request::JoinGroup(j) = request {
+        let max = ctx.config.max_group_wait;
+        for (field, ms) in [("rebalance timeout", j.rebalance_timeout_ms), ("session timeout", j.session_timeout_ms)] {
+            if u128::from(ms) > max.as_millis() {
+                let m = format!("{field} of {ms} ms exceeds the broker's max_group_wait of {} ms", max.as_millis());
+                return Err(Failure(ErrorCode::InvalidRequest, m));
+            }
+        }
+    }
+    Ok(())
+}
+
+async fn serve_request(ctx: &Rc<ShardCtx>, request: Request<'_>, frame: &[u8]) -> Outcome {
+    let mut w = Writer::new(frame::ok_response_buffer());
+    if let Some(group) = request.group() {
+        let coordinator = coordinator_of(group, ctx.mesh.peers());
+        if coordinator != ctx.id {
+            return forward(ctx, coordinator, frame).await;
+        }
+        group_api::serve(ctx, request, &mut w).await?;
+        return Ok(Reply::Body(w.buf));
+    }
+    match request {
+        Request::ApiVersions => {
             w.u32(ApiKey::ALL.len() as u32);
             for &k in ApiKey::ALL {
                 let (min, max) = k.versions();
                 w.u16(k as u16).u16(min).u16(max);
             }
         }
-        ApiKey::Metadata => {
-            let names = msg::decode_names(&mut r)?;
-            ctx.metadata().describe(&ctx.addrs, &names).encode(&mut w);
+        Request::Metadata(names) => {
+            let metadata = ctx.metadata();
+            if let Some(unknown) = names.iter().find(|n| !metadata.topics.contains_key(*n)) {
+                return Err(unknown_topic(unknown));
+            }
+            metadata.describe(&ctx.addrs, &names).encode(&mut w);
         }
-        ApiKey::ListTopics => {
+        Request::ListTopics => {
             msg::encode_names(&ctx.metadata().topics.keys().cloned().collect::<Vec<_>>(), &mut w);
         }
-        ApiKey::CreateTopic | ApiKey::DeleteTopic if ctx.id != 0 => return forward(ctx, 0, frame).await,
-        ApiKey::CreateTopic => create_topic(ctx, CreateTopic::decode(&mut r)?).await?,
-        ApiKey::DeleteTopic => delete_topic(ctx, &r.string()?).await?,
-        ApiKey::Produce => {
-            let p = Produce::decode(&mut r)?;
-            let slot = match here_or_forward(ctx, &p.queue, frame).await? {
-                Served::Here(slot) => slot,
-                Served::Elsewhere(reply) => return Ok(reply),
-            };
-            let mut results = Vec::with_capacity(p.batches.len());
+        Request::CreateTopic(_) | Request::DeleteTopic(_) if ctx.id != 0 => return forward(ctx, 0, frame).await,
+        Request::CreateTopic(req) => create_topic(ctx, req).await?,
+        Request::DeleteTopic(name) => delete_topic(ctx, &name).await?,
+        Request::Produce(p) => {
+            let slot = on_owner!(ctx, &p.queue, frame);
+            // Every batch is checked before any is stored: a refused request stores nothing.
             for b in &p.batches {
-                let a = ctx.storage.append(QueueId(slot.storage_id), b).await?;
-                results.push((a.base_offset, a.record_count));
+                ringmq_shards::batch::check(b, ctx.config.max_batch_bytes)?;
             }
-            if p.acks == msg::ACKS_NONE {
-                return Ok(Reply::Nothing);
+            let appends = p.batches.iter().map(|b| ctx.storage.append(QueueId(slot.storage_id), b));
+            let mut results = Vec::with_capacity(p.batches.len());
+            for appended in ringmq_shards::join_all(appends.collect()).await {
+                let a = appended?;
+                results.push((a.base_offset, a.record_count));
             }
             msg::encode_produced(&results, &mut w);
         }
-        ApiKey::ProduceMany => {
-            let p = msg::ProduceMany::decode(&mut r)?;
+        Request::ProduceMany(p) => {
             // Entries start in order, so each queue's batches are placed in request order.
             let appends = p.entries.iter().map(|(queue, batch)| produce_entry(ctx, queue, batch));
             let outcomes = ringmq_shards::join_all(appends.collect()).await;
-            if p.acks == msg::ACKS_NONE {
-                return Ok(Reply::Nothing);
-            }
             msg::encode_produced_many(&outcomes, &mut w);
         }
-        ApiKey::Fetch => {
-            let f = Fetch::decode(&mut r)?;
-            let slot = match here_or_forward(ctx, &f.queue, frame).await? {
-                Served::Here(slot) => slot,
-                Served::Elsewhere(reply) => return Ok(reply),
-            };
-            let wait = Duration::from_millis(u64::from(f.max_wait_ms)).min(ctx.config.max_fetch_wait);
+        Request::Fetch(f) => {
+            let slot = on_owner!(ctx, &f.queue, frame);
+            let wait = Duration::from_millis(u64::from(f.max_wait_ms));
             let read = read_queue(ctx, slot, &f, wait).await?;
             read.fetched().encode(&mut w);
         }
-        ApiKey::FetchMany => {
-            let f = msg::FetchMany::decode(&mut r)?;
-            let wait = Duration::from_millis(u64::from(f.max_wait_ms)).min(ctx.config.max_fetch_wait);
+        Request::FetchMany(f) => {
+            let wait = Duration::from_millis(u64::from(f.max_wait_ms));
             let reads = fetch_many(ctx, &f.entries, wait).await;
             let outcomes: Vec<_> = reads
                 .iter()
@@ -177,46 +221,34 @@ async fn serve(ctx: &Rc<ShardCtx>, api: ApiKey, body: &[u8], frame: &[u8]) -> Ou
             w.buf.reserve(batches + 64 * outcomes.len());
             msg::encode_fetched_many(&outcomes, &mut w);
         }
-        ApiKey::ListOffsets => {
-            let q = QueueRef::decode(&mut r)?;
-            let slot = match here_or_forward(ctx, &q, frame).await? {
-                Served::Here(slot) => slot,
-                Served::Elsewhere(reply) => return Ok(reply),
-            };
+        Request::ListOffsets(q) => {
+            let slot = on_owner!(ctx, &q, frame);
             let (start, end) = ctx.storage.offsets(QueueId(slot.storage_id))?;
             w.u64(start).u64(end);
         }
-        ApiKey::ProduceDelayed => {
-            let p = msg::ProduceDelayed::decode(&mut r)?;
-            if let Served::Elsewhere(reply) = here_or_forward(ctx, &p.queue, frame).await? {
-                return Ok(reply);
-            }
+        Request::ProduceDelayed(p) => {
+            on_owner!(ctx, &p.queue, frame);
             let (due_ms, count) = super::timer::produce_delayed(ctx, &p).await?;
             w.u64(due_ms).u32(count);
         }
-        ApiKey::LookupMessages => super::lookup::lookup(ctx, &msg::LookupQuery::decode(&mut r)?).await?.encode(&mut w),
-        ApiKey::ProduceHalf | ApiKey::EndTransaction => {
-            let t = msg::Transactional::decode(&mut r)?;
-            if let Served::Elsewhere(reply) = here_or_forward(ctx, &t.queue, frame).await? {
-                return Ok(reply);
-            }
-            if api == ApiKey::ProduceHalf {
-                w.u64(super::transactions::produce_half(ctx, &t).await?);
-            } else {
-                w.u8(super::transactions::end_requested(ctx, t.half, t.commit).await?);
-            }
+        Request::LookupMessages(query) => super::lookup::lookup(ctx, &query).await?.encode(&mut w),
+        Request::ProduceHalf(t) => {
+            on_owner!(ctx, &t.queue, frame);
+            w.u64(super::transactions::produce_half(ctx, &t).await?);
         }
-        ApiKey::PollChecks => super::transactions::poll_checks(ctx, &mut r, &mut w).await?,
-        ApiKey::SendBack => {
-            let req = SendBack::decode(&mut r)?;
-            let slot = match here_or_forward(ctx, &req.queue, frame).await? {
-                Served::Here(slot) => slot,
-                Served::Elsewhere(reply) => return Ok(reply),
-            };
+        Request::EndTransaction(t) => {
+            on_owner!(ctx, &t.queue, frame);
+            w.u8(super::transactions::end_requested(ctx, t.half, t.commit).await?);
+        }
+        Request::PollChecks { group, wait_ms } => {
+            let wait = Duration::from_millis(u64::from(wait_ms));
+            super::transactions::poll_checks(ctx, &group, wait, &mut w).await?
+        }
+        Request::SendBack(req) => {
+            let slot = on_owner!(ctx, &req.queue, frame);
             retry::send_back(ctx, &req, slot.storage_id).await?.encode(&mut w);
         }
-        ApiKey::AdvanceClock => {
-            let ms = r.u64()?;
+        Request::AdvanceClock(ms) => {
             if !ctx.clock.advance(ms) {
                 return Err(Failure(
                     ErrorCode::InvalidRequest,
@@ -224,8 +256,15 @@ async fn serve(ctx: &Rc<ShardCtx>, api: ApiKey, body: &[u8], frame: &[u8]) -> Ou
                 ));
             }
         }
+        Request::CommitOffset(_)
+        | Request::FetchOffset { .. }
+        | Request::JoinGroup(_)
+        | Request::SyncGroup(_)
+        | Request::Heartbeat { .. }
+        | Request::LeaveGroup(_)
+        | Request::LockQueues(_)
+        | Request::UnlockQueues(_) => unreachable!("group requests are served above"),
     }
-    r.finish()?;
     Ok(Reply::Body(w.buf))
 }
 
@@ -269,7 +308,8 @@ pub async fn ensure_topic(ctx: &Rc<ShardCtx>, name: &str) -> Result<(), Failure>
 /// Serves a request built inside the broker as if a client had sent it here;
 /// returns the response body.
 async fn call_internal(ctx: &Rc<ShardCtx>, api: ApiKey, body: &[u8]) -> Result<Vec<u8>, Failure> {
-    let request = frame::request(api as u16, 0, 0, body);
+    // Any correlation id but the reserved 0: the answer comes back to this call alone.
+    let request = frame::request(api as u16, 0, 1, body);
     let response = Box::pin(handle(ctx, request)).await.unwrap_or_default();
     let parsed = response.get(4..).map(frame::Response::parse);
     match parsed {
@@ -297,12 +337,9 @@ async fn here_or_forward(ctx: &Rc<ShardCtx>, q: &QueueRef, frame: &[u8]) -> Resu
 }
 
 /// Where a topic's queue lives.
-fn locate(ctx: &ShardCtx, q: &QueueRef) -> Result<QueueSlot, Failure> {
+pub fn locate(ctx: &ShardCtx, q: &QueueRef) -> Result<QueueSlot, Failure> {
     let metadata = ctx.metadata();
-    let topic = metadata
-        .topics
-        .get(&q.topic)
-        .ok_or_else(|| Failure(ErrorCode::UnknownTopic, format!("unknown topic {:?}; create it first", q.topic)))?;
+    let topic = metadata.topics.get(&q.topic).ok_or_else(|| unknown_topic(&q.topic))?;
     let slot = *topic.queues.get(q.queue as usize).ok_or_else(|| {
         Failure(
             ErrorCode::UnknownQueue,
@@ -310,6 +347,10 @@ fn locate(ctx: &ShardCtx, q: &QueueRef) -> Result<QueueSlot, Failure> {
         )
     })?;
     Ok(slot)
+}
+
+fn unknown_topic(name: &str) -> Failure {
+    Failure(ErrorCode::UnknownTopic, format!("unknown topic {name:?}; create it first"))
 }
 
 /// What a fetch of one queue read.

@@ -16,7 +16,7 @@ use super::offset_marks::Marks;
 use super::schedule::{self, Destination, Handover};
 use super::shard_server::ShardCtx;
 use crate::protocol::messages::Transactional;
-use crate::protocol::{ErrorCode, Reader, Writer};
+use crate::protocol::{ErrorCode, Writer};
 use ringmq_shards::{FlushPolicy, QueueId, Record, Shard, Signal, StorageError};
 use std::cell::RefCell;
 use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
@@ -319,13 +319,11 @@ pub async fn end_requested(ctx: &Rc<ShardCtx>, half: u64, commit: bool) -> Resul
 }
 
 /// PollChecks: parks until checks for the group wait (or the wait ends) and hands them out.
-pub async fn poll_checks(ctx: &ShardCtx, r: &mut Reader<'_>, w: &mut Writer) -> Result<(), Failure> {
-    let group = r.string()?;
-    let wait = Duration::from_millis(u64::from(r.u32()?)).min(ctx.config.max_fetch_wait);
+pub async fn poll_checks(ctx: &ShardCtx, group: &str, wait: Duration, w: &mut Writer) -> Result<(), Failure> {
     let tx = &ctx.transactions;
-    let mut halves = tx.take_checks(&group);
+    let mut halves = tx.take_checks(group);
     if halves.is_empty() && !wait.is_zero() && tx.check_ready.wait_for(wait).await {
-        halves = tx.take_checks(&group);
+        halves = tx.take_checks(group);
     }
     let found = check_messages(ctx, &halves).await?;
     w.u32(found.len() as u32);
