@@ -66,6 +66,11 @@ impl Checkpoint {
         Some(Checkpoint { position: u64_at(b, 8), queues })
     }
 
+    /// Replaces the shard's checkpoint file atomically.
+    pub async fn store(&self, dir: &Path) -> Result<()> {
+        fs::write_atomic(dir, CHECKPOINT_FILE, &self.encode()).await
+    }
+
     /// Loads the shard's checkpoint; None if there is none yet.
     pub async fn load(dir: &Path) -> Result<Option<Checkpoint>> {
         let path = dir.join(CHECKPOINT_FILE);
@@ -115,7 +120,7 @@ impl Inner {
         }
         let checkpoint =
             Checkpoint { position, queues: plan.iter().map(|&(q, start, _, upto)| (q, start, upto)).collect() };
-        fs::write_atomic(&self.config.dir, CHECKPOINT_FILE, &checkpoint.encode()).await?;
+        checkpoint.store(&self.config.dir).await?;
         let mut st = self.state.borrow_mut();
         let st = &mut *st;
         if let Some(chunk) = chunk {

@@ -98,7 +98,7 @@ pub type FillDepth<'a> = &'a dyn Fn(u64) -> usize;
 /// Overwrites bytes [from, bytes) of `file` with zeros in background-sized writes, as
 /// many in flight as `depth` says (at most `ZERO_FILL_DEPTH_MAX`), so a
 /// group-commit write queues behind at most those few.
-async fn zero_fill(file: &DmaFile, path: &Path, from: u64, bytes: u64, depth: FillDepth<'_>) -> Result<()> {
+pub(crate) async fn zero_fill(file: &DmaFile, path: &Path, from: u64, bytes: u64, depth: FillDepth<'_>) -> Result<()> {
     let slice = BACKGROUND_WRITE_BYTES as u64;
     let mut zeros = file.alloc_dma_buffer(BACKGROUND_WRITE_BYTES);
     zeros.as_bytes_mut().fill(0);

@@ -43,9 +43,17 @@ pub(crate) async fn recover(config: &ShardConfig) -> Result<Recovered> {
         segments.insert(base, Segment::open(dir, base, config.segment_bytes).await?);
     }
     let first = segments.keys().next().copied().unwrap_or(0);
-    let from = checkpoint.as_ref().map_or(first, |c| c.position.max(first));
+    let checkpointed = checkpoint.as_ref().map_or(first, |c| c.position.max(first));
     let mut lookup = Lookup::open(lookup::dir_of(dir)).await?;
     let mut scan = Scan { config, segments: &segments, buf: Vec::new(), buf_pos: 0 };
+    // The scan starts where every queue's index agrees with the log: the
+    // checkpoint, or below it where the log lost batches it covers.
+    let lost = scan.first_lost(config, &queues).await?;
+    if let Some(at) = lost {
+        tracing::warn!(dir = %dir.display(), at, checkpointed, "the log lost batches below its checkpoint; rolling back");
+        roll_back(config, &mut queues, at).await?;
+    }
+    let from = lost.map_or(checkpointed, |at| at.min(checkpointed));
     let end = scan.run(from, &mut queues, &mut lookup).await?;
     if !segments.contains_key(&end)
         && segments.range(..end).next_back().is_none_or(|(b, _)| end >= b + config.segment_bytes)
@@ -53,9 +61,17 @@ pub(crate) async fn recover(config: &ShardConfig) -> Result<Recovered> {
         let depth = |_| fs::ZERO_FILL_DEPTH_MAX;
         segments.insert(end, Segment::create(dir, end, config.segment_bytes, &depth).await?);
     }
-    let tail_page = wipe_torn_tail(config, &mut segments, end).await?;
+    // Past a rollback, valid batches may remain up to the old checkpoint.
+    let old_end = if lost.is_some() { checkpointed.max(end) } else { end };
+    let tail_page = wipe_torn_tail(config, &mut segments, end, old_end).await?;
     for q in queues.values_mut() {
         q.visible = q.next;
+    }
+    if lost.is_some() {
+        // The old checkpoint names offsets the log no longer holds: replace it
+        // before any append lands where its batches were.
+        let queues = queues.values().map(|q| (q.id, q.start, q.next)).collect();
+        Checkpoint { position: end, queues }.store(dir).await?;
     }
     tracing::info!(dir = %dir.display(), end, queues = queues.len(), "shard recovered");
     Ok(Recovered { segments, end, tail_page, queues, lookup })
@@ -149,6 +165,45 @@ impl Scan<'_> {
         Ok(pos)
     }
 
+    /// The log position of the first batch an index names that the log no
+    /// longer holds (checked at each queue's last entry, then found by a
+    /// binary search over that queue's entries), or None if every queue's
+    /// last batch is there.
+    async fn first_lost(&mut self, config: &ShardConfig, queues: &HashMap<QueueId, QueueIndex>) -> Result<Option<u64>> {
+        let mut lost: Option<u64> = None;
+        for q in queues.values().filter(|q| q.next > q.start) {
+            if self.holds(q, q.next - 1, &entry_at(config, q, q.next - 1).await?).await? {
+                continue;
+            }
+            // Offsets below `good` are held; `bad` is not.
+            let (mut good, mut bad) = (q.start, q.next - 1);
+            while good < bad {
+                let mid = good + (bad - good) / 2;
+                if self.holds(q, mid, &entry_at(config, q, mid).await?).await? {
+                    good = mid + 1;
+                } else {
+                    bad = mid;
+                }
+            }
+            let at = entry_at(config, q, bad).await?.position.0;
+            lost = Some(lost.map_or(at, |l| l.min(at)));
+        }
+        Ok(lost)
+    }
+
+    /// True if the log holds the batch of `q`'s `offset` where `entry` says.
+    async fn holds(&mut self, q: &QueueIndex, offset: u64, entry: &IndexEntry) -> Result<bool> {
+        let pos = entry.position.0;
+        let Some(seg) = segment::at_or_before(self.segments, pos) else { return Ok(false) };
+        if pos + u64::from(entry.size) > seg.base + self.config.segment_bytes {
+            return Ok(false);
+        }
+        let batch = self.bytes(&seg, pos, entry.size as usize).await?;
+        Ok(verify_stored(batch).is_ok_and(|h| {
+            h.queue == q.id.0 && h.base_offset <= offset && offset < h.base_offset + u64::from(h.record_count)
+        }))
+    }
+
     /// `len` bytes at log position `pos` of `seg`, reading ahead in big chunks.
     async fn bytes(&mut self, seg: &Segment, pos: u64, len: usize) -> Result<&[u8]> {
         let have = pos >= self.buf_pos && pos + len as u64 <= self.buf_pos + self.buf.len() as u64;
@@ -175,6 +230,52 @@ impl Scan<'_> {
         let at = (pos - self.buf_pos) as usize;
         Ok(&self.buf[at..at + len])
     }
+}
+
+/// The index entry of a checkpointed offset: from memory (the partial page),
+/// else from the queue's index file.
+async fn entry_at(config: &ShardConfig, q: &QueueIndex, offset: u64) -> Result<IndexEntry> {
+    if let Some(e) = q.mem_entry(offset) {
+        return Ok(e);
+    }
+    let file_base = offset - offset % config.index_file_entries;
+    let path = index::file_path(&q.dir, file_base);
+    let file = q.files.get(&file_base).ok_or_else(|| StorageError::Corruption {
+        what: "queue index",
+        position: 0,
+        detail: format!("{} is missing but the checkpoint covers offset {offset} of it", path.display()),
+    })?;
+    let in_file = (offset - file_base) * ENTRY_BYTES as u64;
+    let page = file
+        .read_at_aligned(page_down(in_file), PAGE_BYTES as usize)
+        .await
+        .map_err(|e| StorageError::io("reading", &path, e))?;
+    Ok(IndexEntry::decode(&page, ((in_file % PAGE_BYTES) as usize) / ENTRY_BYTES))
+}
+
+/// Moves every queue's end back to the first of its batches at or past log
+/// position `at` (the log holds nothing from there on), with the index's
+/// partial page back in memory, as a checkpoint at `at` would have left it.
+async fn roll_back(config: &ShardConfig, queues: &mut HashMap<QueueId, QueueIndex>, at: u64) -> Result<()> {
+    for q in queues.values_mut() {
+        // The first offset whose batch starts at or past `at`.
+        let (mut lo, mut hi) = (q.start, q.next);
+        while lo < hi {
+            let mid = lo + (hi - lo) / 2;
+            if entry_at(config, q, mid).await?.position.0 < at {
+                lo = mid + 1;
+            } else {
+                hi = mid;
+            }
+        }
+        if lo < q.next {
+            let files = std::mem::take(&mut q.files);
+            *q = QueueIndex::new(q.id, q.dir.clone(), q.policy, q.start, lo);
+            q.files = files;
+            load_partial_page(config, q).await?;
+        }
+    }
+    Ok(())
 }
 
 /// Rebuilds the index entries of one good batch found by the scan.
@@ -208,14 +309,15 @@ fn index_batch(
     Ok(())
 }
 
-/// Zeroes what a torn write may have left past `end` (at most the bytes that
-/// can be in flight beyond the durable end), deletes later segments, and
-/// returns the tail page. Stale bytes past the end could otherwise be read as
-/// batches after the next crash.
+/// Zeroes what a torn write may have left past `end` (the log up to
+/// `old_end`, then at most the bytes that can be in flight beyond it),
+/// deletes later segments, and returns the tail page. Stale bytes past the
+/// end could otherwise be read as batches after the next crash.
 async fn wipe_torn_tail(
     config: &ShardConfig,
     segments: &mut BTreeMap<u64, Rc<Segment>>,
     end: u64,
+    old_end: u64,
 ) -> Result<Box<[u8]>> {
     let seg = segment::at_or_before(segments, end).expect("a segment holds the end");
     let later: Vec<u64> = segments.range(seg.base + 1..).map(|(b, _)| *b).collect();
@@ -226,7 +328,7 @@ async fn wipe_torn_tail(
     let segment_end = seg.base + config.segment_bytes;
     let window = (config.pending_bytes_max + config.round_bytes_max) as u64 + 2 * PAGE_BYTES;
     let page_start = page_down(end);
-    let wipe_end = (page_start + window).min(segment_end);
+    let wipe_end = (page_down(old_end) + window).min(segment_end);
     let mut tail_page = vec![0u8; PAGE_BYTES as usize].into_boxed_slice();
     if page_start < segment_end {
         let in_file = page_start - seg.base;
@@ -248,14 +350,5 @@ async fn wipe_torn_tail(
 }
 
 async fn wipe(seg: &Segment, from: u64, to: u64) -> Result<()> {
-    if from >= to {
-        return Ok(());
-    }
-    let mut zeros = seg.file.alloc_dma_buffer((to - from) as usize);
-    zeros.as_bytes_mut().fill(0);
-    seg.file
-        .write_at(zeros, from - seg.base)
-        .await
-        .map_err(|e| StorageError::io("wiping torn tail of", &seg.path, e))?;
-    Ok(())
+    fs::zero_fill(&seg.file, &seg.path, from - seg.base, to - seg.base, &|_| fs::ZERO_FILL_DEPTH_MAX).await
 }

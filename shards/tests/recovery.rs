@@ -28,12 +28,20 @@ fn cfg(dir: &Path) -> ShardConfig {
 /// Appends batches of varied sizes over two segments, then "crashes" (the
 /// executor ends without close or checkpoint).
 fn write_then_crash(dir: &Path, seed: u64) -> Vec<Acked> {
+    write_checkpoint_then_crash(dir, seed, usize::MAX)
+}
+
+/// As `write_then_crash`, with a checkpoint after the first `checkpoint_after` batches.
+fn write_checkpoint_then_crash(dir: &Path, seed: u64, checkpoint_after: usize) -> Vec<Acked> {
     let p = dir.to_path_buf();
     run(move || async move {
         let shard = open_with(cfg(&p), &[1, 2]).await;
         let mut rng = seed;
         let mut acked = Vec::new();
         for i in 0..80u64 {
+            if i as usize == checkpoint_after {
+                shard.checkpoint().await.unwrap();
+            }
             let queue = 1 + (next(&mut rng) % 2) as u32;
             let v = value(queue, i, 100 + (next(&mut rng) % 40_000) as usize);
             let bytes = batch_of(&v);
@@ -178,4 +186,31 @@ fn garbage_past_the_log_end_is_wiped_so_it_never_resurfaces() {
     let after = std::fs::read(dir.path().join(ringmq_shards::segment_name(base))).unwrap();
     let ghost = &after[(ghost_at - base) as usize..(ghost_at - base + src.size) as usize];
     assert!(ghost != copy.as_slice(), "recovery wiped the stale batch past the end");
+}
+
+#[test]
+fn a_cut_below_the_checkpoint_rolls_every_queue_back_to_the_log() {
+    let mut rng = 0x5bd1_e995_2f6b_a3c7u64;
+    for case in 0..16 {
+        let dir = tempfile::tempdir().unwrap();
+        // Checkpointed at batch 70 (or after all 80): the cut lands below it,
+        // as a lost write cache zeroes what the checkpoint already covers.
+        let checkpoint_after = if case % 2 == 0 { 70 } else { 80 };
+        let acked = write_checkpoint_then_crash(dir.path(), next(&mut rng), checkpoint_after);
+        if checkpoint_after == 80 {
+            run({
+                let p = dir.path().to_path_buf();
+                move || async move { open_with(cfg(&p), &[]).await.checkpoint().await.unwrap() }
+            });
+        }
+        let below = acked[checkpoint_after.min(acked.len()) - 1].position;
+        let cut = match case {
+            0 | 1 => 0,
+            2 | 3 => acked[10].position,
+            _ => next(&mut rng) % below,
+        };
+        cut_log(dir.path(), cut);
+        let expected: Vec<Acked> = acked.iter().filter(|a| a.position + a.size <= cut).cloned().collect();
+        reopen_and_check(dir.path(), expected, &format!("case {case}: cut at {cut} below the checkpoint"));
+    }
 }
