@@ -351,6 +351,10 @@ struct ConsumeArgs {
     /// Stop after this many milliseconds without a message.
     #[arg(long)]
     idle_exit_ms: Option<u64>,
+    /// Read on past batches the broker finds damaged (CorruptData) instead of
+    /// stopping at them; each skip is logged and the total printed at the end.
+    #[arg(long)]
+    skip_corrupt: bool,
     #[arg(long, value_enum, default_value_t = Format::Text)]
     format: Format,
     #[command(flatten)]
@@ -530,6 +534,7 @@ fn consume(a: ConsumeArgs) -> Result<(), String> {
             consumer
         }
     };
+    consumer.set_skip_corrupt(a.skip_corrupt);
     let mut seen = 0u64;
     let mut last = Instant::now();
     // Next offset per queue of what was printed: only that is committed, so a
@@ -555,6 +560,9 @@ fn consume(a: ConsumeArgs) -> Result<(), String> {
         }
     }
     out.flush().map_err(|e| e.to_string())?;
+    if consumer.skipped_corrupt() > 0 {
+        eprintln!("ringmq: skipped {} damaged offsets (--skip-corrupt)", consumer.skipped_corrupt());
+    }
     if a.group.is_some() {
         // As a member, or (without --subscribe) from outside the group, which
         // the broker takes while the group has no members.

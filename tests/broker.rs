@@ -407,9 +407,9 @@ fn fetch_many_parks_until_any_queue_has_data_and_fails_only_the_bad_entries() {
     assert!(outcomes[0].as_ref().unwrap().batches.windows(5).any(|w| w == b"ready"));
     assert_eq!(outcomes[0].as_ref().unwrap().next_offset, 1);
     assert!(outcomes[1].as_ref().unwrap().batches.is_empty());
-    let codes: Vec<ErrorCode> = outcomes[2..].iter().map(|o| o.as_ref().unwrap_err().0).collect();
+    let codes: Vec<ErrorCode> = outcomes[2..].iter().map(|o| o.as_ref().unwrap_err().code).collect();
     assert_eq!(codes, [ErrorCode::UnknownTopic, ErrorCode::InvalidRequest, ErrorCode::InvalidRequest]);
-    assert!(outcomes[3].as_ref().unwrap_err().1.contains("lives on shard"), "the wrong shard is named");
+    assert!(outcomes[3].as_ref().unwrap_err().message.contains("lives on shard"), "the wrong shard is named");
     // Two empty queues park until a produce to either wakes the poll.
     let producer_addr = broker.addrs[shards[0] as usize].clone();
     let woken_by = here[1];

@@ -158,3 +158,38 @@ fn consume_subscribe_joins_the_group_and_commits_as_a_member() {
     let out = ringmq(&["consume", "jobs", "--subscribe", "--broker", b], "");
     assert_eq!(out.status.code(), Some(2), "--subscribe needs --group");
 }
+
+#[test]
+fn consume_stops_at_a_damaged_batch_and_skip_corrupt_reads_past_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut broker = Broker::start(dir.path(), &[]);
+    let b = broker.addr().to_string();
+    assert!(ringmq(&["topic", "create", "t", "--queues", "1", "--broker", &b], "").status.success());
+    for value in ["first", "damaged-one", "last"] {
+        assert!(ringmq(&["produce", "t", "--broker", &b], &format!("{value}\n")).status.success());
+    }
+    broker.stop();
+    // One bit flips in the middle message's stored bytes.
+    let shard = (0..2).map(|s| dir.path().join(format!("shard-{s}/00000000000000000000.log")));
+    let (seg, mut bytes, at) = shard
+        .filter_map(|p| {
+            let bytes = std::fs::read(&p).unwrap();
+            let at = bytes.windows(11).position(|w| w == b"damaged-one")?;
+            Some((p, bytes, at))
+        })
+        .next()
+        .expect("the message is stored");
+    bytes[at] ^= 4;
+    std::fs::write(&seg, bytes).unwrap();
+    broker.restart();
+    let b = broker.addr().to_string();
+    let out = ringmq(&["consume", "t", "--count", "3", "--broker", &b], "");
+    assert_eq!(out.status.code(), Some(1), "consume stops at the damage");
+    assert_eq!(text(&out.stdout), "first\n", "what came before it was printed");
+    let err = text(&out.stderr);
+    assert!(err.contains("CorruptData") && err.contains("[1, 2)"), "the damaged offsets are named: {err}");
+    let out = ringmq(&["consume", "t", "--count", "2", "--skip-corrupt", "--broker", &b], "");
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert_eq!(text(&out.stdout), "first\nlast\n");
+    assert!(text(&out.stderr).contains("skipped 1 damaged offsets"), "{}", text(&out.stderr));
+}

@@ -25,6 +25,11 @@ pub enum StorageError {
     OffsetOutOfRange { queue: u32, offset: u64, start: u64, end: u64 },
     #[error("corrupt {what} at log position {position}: {detail}")]
     Corruption { what: &'static str, position: u64, detail: String },
+    #[error(
+        "queue {queue}: the stored batch at log position {position} fails its check ({detail}); offsets \
+         [{first_offset}, {next_offset}) are damaged: read on from {next_offset} to skip them"
+    )]
+    CorruptBatch { queue: u32, position: u64, first_offset: u64, next_offset: u64, detail: &'static str },
     #[error("I/O error while {op} {path}: {source}")]
     Io { op: &'static str, path: String, source: Arc<std::io::Error> },
     #[error(

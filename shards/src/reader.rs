@@ -53,18 +53,51 @@ impl Inner {
             }
             let at = out.bytes.len();
             self.read_log(entry.position.0, entry.size as usize, &mut out.bytes).await?;
-            let header = verify_stored(&out.bytes[at..]).map_err(|detail| corrupt(entry.position.0, detail))?;
             let offset = out.next_offset;
-            if header.queue != queue.0
-                || header.base_offset > offset
-                || header.next_offset() <= offset
-                || header.length != entry.size
-            {
-                return Err(corrupt(entry.position.0, "batch does not hold the offset its index entry points at"));
+            let checked = verify_stored(&out.bytes[at..]).and_then(|header| {
+                let holds = header.queue == queue.0
+                    && header.base_offset <= offset
+                    && offset < header.next_offset()
+                    && header.length == entry.size;
+                holds.then_some(header).ok_or("the batch does not hold the offset its index entry points at")
+            });
+            match checked {
+                Ok(header) => out.next_offset = header.next_offset(),
+                // The good batches before a damaged one are returned; a read
+                // that starts at it is told which offsets it covers.
+                Err(_) if at > 0 => {
+                    out.bytes.truncate(at);
+                    break;
+                }
+                Err(detail) => return Err(self.damaged(queue, offset, end, entry, detail).await?),
             }
-            out.next_offset = header.next_offset();
         }
         Ok(out)
+    }
+
+    /// The error of a damaged batch at `entry`, read at `offset`: it names
+    /// the offsets whose index entries point at that batch, so a reader can
+    /// skip them.
+    async fn damaged(
+        &self,
+        queue: QueueId,
+        offset: u64,
+        end: u64,
+        entry: IndexEntry,
+        detail: &'static str,
+    ) -> Result<StorageError> {
+        let start = self.state.borrow().queues.get(&queue).map_or(offset, |q| q.start);
+        let mut first = offset;
+        while first > start && self.entry(queue, first - 1).await?.position == entry.position {
+            first -= 1;
+        }
+        let mut next = offset + 1;
+        while next < end && self.entry(queue, next).await?.position == entry.position {
+            next += 1;
+        }
+        add(&self.counters.corrupt_reads, 1);
+        let position = entry.position.0;
+        Ok(StorageError::CorruptBatch { queue: queue.0, position, first_offset: first, next_offset: next, detail })
     }
 
     /// Returns the queue's readable end once `offset` is below it (or at once,

@@ -45,6 +45,8 @@ pub struct ShardStats {
     /// Times the shard gave its core to the kernel while durable writes were
     /// in flight (`ShardConfig::completion_yield`).
     pub kernel_yields: u64,
+    /// Reads refused because a stored batch failed its check.
+    pub corrupt_reads: u64,
 }
 
 /// Live counters, one Cell each (the shard is single-threaded).
@@ -70,6 +72,7 @@ pub(crate) struct Counters {
     pub index_page_reads: Cell<u64>,
     pub checkpoints: Cell<u64>,
     pub kernel_yields: Cell<u64>,
+    pub corrupt_reads: Cell<u64>,
 }
 
 /// Adds `n` to a counter.
@@ -101,6 +104,7 @@ impl Counters {
             index_page_reads: self.index_page_reads.get(),
             checkpoints: self.checkpoints.get(),
             kernel_yields: self.kernel_yields.get(),
+            corrupt_reads: self.corrupt_reads.get(),
         }
     }
 }

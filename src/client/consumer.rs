@@ -10,7 +10,7 @@ use super::connection::Tagged;
 use super::error::ClientError;
 use super::group::{ConsumeMode, GroupConfig, GroupMember, StartNew};
 use super::message_id::MessageId;
-use crate::protocol::messages::{decode_fetched_many, Fetch, FetchMany, Membership, QueueRef};
+use crate::protocol::messages::{decode_fetched_many, Fetch, FetchFailed, FetchMany, Membership, QueueRef};
 use crate::protocol::{ApiKey, ErrorCode, Reader, Writer};
 use ringmq_shards::batch;
 use ringmq_shards::record::RecordIter;
@@ -135,6 +135,10 @@ pub struct Consumer {
     hold_rejoins: bool,
     /// Bytes asked for per fetch.
     pub max_bytes: u32,
+    /// Damaged batches (`CorruptData`) are skipped instead of failing the poll.
+    skip_corrupt: bool,
+    /// Offsets skipped that way.
+    skipped_corrupt: u64,
 }
 
 impl Consumer {
@@ -156,7 +160,21 @@ impl Consumer {
             start_paused: false,
             hold_rejoins: false,
             max_bytes: 1 << 20,
+            skip_corrupt: false,
+            skipped_corrupt: 0,
         }
+    }
+
+    /// With `skip` set, a queue whose next batch is damaged on the broker
+    /// (`CorruptData`) moves past the damaged offsets (logged and counted in
+    /// [`Consumer::skipped_corrupt`]) instead of failing every poll.
+    pub fn set_skip_corrupt(&mut self, skip: bool) {
+        self.skip_corrupt = skip;
+    }
+
+    /// Offsets skipped because their batch was damaged.
+    pub fn skipped_corrupt(&self) -> u64 {
+        self.skipped_corrupt
     }
 
     /// A member of a consumer group. Clustering: queues come from the group
@@ -374,18 +392,23 @@ impl Consumer {
                 indices.len()
             )));
         }
-        let fetched = outcomes
-            .into_iter()
-            .map(|o| o.map_err(|(code, message)| ClientError::Broker { code, message }))
-            .collect::<Result<Vec<_>, _>>()?;
-        let mut decoded = Vec::with_capacity(fetched.len());
-        for (&i, f) in indices.iter().zip(&fetched) {
+        // Every entry is judged before any position moves.
+        let mut read = Vec::with_capacity(outcomes.len());
+        for (&i, outcome) in indices.iter().zip(outcomes) {
             let a = &self.assigned[i];
-            decoded.push(decode_messages(&a.topic, a.queue, f.batches, a.position)?);
+            read.push(match outcome {
+                Ok(f) => (decode_messages(&a.topic, a.queue, f.batches, a.position)?, f.next_offset, 0),
+                Err(FetchFailed { damaged: Some((first, next)), message, .. }) if self.skip_corrupt => {
+                    tracing::warn!(topic = %a.topic, queue = a.queue, first, next, %message, "skipping damaged offsets");
+                    (Vec::new(), next, next.saturating_sub(a.position))
+                }
+                Err(FetchFailed { code, message, .. }) => return Err(ClientError::Broker { code, message }),
+            });
         }
-        for ((i, f), messages) in indices.into_iter().zip(fetched).zip(decoded) {
+        for (i, (messages, next_offset, skipped)) in indices.into_iter().zip(read) {
             let a = &mut self.assigned[i];
-            a.position = a.position.max(f.next_offset);
+            self.skipped_corrupt += skipped;
+            a.position = a.position.max(next_offset);
             out.extend(messages);
         }
         Ok(())

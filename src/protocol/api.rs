@@ -97,6 +97,8 @@ wire_enum! {
         UnknownMember = 20,
         /// The member commits a queue that is not assigned to it in this generation.
         NotAssigned = 21,
+        /// A stored batch fails its check: the offsets it covers are damaged (skip them).
+        CorruptData = 22,
     }
 }
 

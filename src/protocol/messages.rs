@@ -279,9 +279,20 @@ impl FetchMany {
     }
 }
 
+/// Why one FetchMany entry failed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FetchFailed {
+    pub code: ErrorCode,
+    pub message: String,
+    /// For `CorruptData`: the damaged offsets [first, next) at the fetched
+    /// offset; reading on from `next` skips them.
+    pub damaged: Option<(u64, u64)>,
+}
+
 /// FetchMany response: per entry, in request order, an error code and
-/// message, then (on success) the entry's Fetched.
-pub fn encode_fetched_many(outcomes: &[Result<Fetched, (ErrorCode, String)>], w: &mut Writer) {
+/// message, then on success the entry's Fetched, and for `CorruptData` the
+/// damaged range (u64 first, u64 next).
+pub fn encode_fetched_many(outcomes: &[Result<Fetched, FetchFailed>], w: &mut Writer) {
     w.u32(outcomes.len() as u32);
     for outcome in outcomes {
         match outcome {
@@ -289,22 +300,27 @@ pub fn encode_fetched_many(outcomes: &[Result<Fetched, (ErrorCode, String)>], w:
                 w.u16(ErrorCode::None as u16).string("");
                 f.encode(w);
             }
-            Err((code, message)) => {
-                w.u16(*code as u16).string(message);
+            Err(failed) => {
+                w.u16(failed.code as u16).string(&failed.message);
+                if failed.code == ErrorCode::CorruptData {
+                    let (first, next) = failed.damaged.unwrap_or_default();
+                    w.u64(first).u64(next);
+                }
             }
         }
     }
 }
 
 /// Decodes a FetchMany response.
-#[allow(clippy::type_complexity)]
-pub fn decode_fetched_many<'a>(
-    r: &mut Reader<'a>,
-) -> Result<Vec<Result<Fetched<'a>, (ErrorCode, String)>>, DecodeError> {
+pub fn decode_fetched_many<'a>(r: &mut Reader<'a>) -> Result<Vec<Result<Fetched<'a>, FetchFailed>>, DecodeError> {
     (0..r.count(4)?)
         .map(|_| {
             let (code, message) = (ErrorCode::from_u16(r.u16()?), r.string()?);
-            Ok(if code == ErrorCode::None { Ok(Fetched::decode(r)?) } else { Err((code, message)) })
+            if code == ErrorCode::None {
+                return Ok(Ok(Fetched::decode(r)?));
+            }
+            let damaged = if code == ErrorCode::CorruptData { Some((r.u64()?, r.u64()?)) } else { None };
+            Ok(Err(FetchFailed { code, message, damaged }))
         })
         .collect()
 }

@@ -9,7 +9,7 @@ use super::retry;
 use super::shard_server::ShardCtx;
 use super::tag_filter::{self, TagFilter};
 use crate::protocol::frame::{self, RequestHeader};
-use crate::protocol::messages::{self as msg, CreateTopic, Fetch, Fetched, Produce, QueueRef};
+use crate::protocol::messages::{self as msg, CreateTopic, Fetch, FetchFailed, Fetched, Produce, QueueRef};
 use crate::protocol::request::Request;
 use crate::protocol::{coordinator_of, ApiKey, DecodeError, ErrorCode, Reader, Writer};
 use ringmq_shards::{FlushPolicy, QueueId, ReadWait, StorageError};
@@ -48,6 +48,7 @@ impl From<StorageError> for Failure {
             StorageError::UnknownQueue(_) => ErrorCode::UnknownQueue,
             StorageError::OffsetOutOfRange { .. } => ErrorCode::OffsetOutOfRange,
             StorageError::Closed => ErrorCode::ShuttingDown,
+            StorageError::CorruptBatch { .. } => ErrorCode::CorruptData,
             StorageError::Failed(_) | StorageError::Io { .. } | StorageError::Corruption { .. } => {
                 ErrorCode::StorageFailed
             }
@@ -206,16 +207,14 @@ async fn serve_request(ctx: &Rc<ShardCtx>, request: Request<'_>, frame: &[u8]) -
         Request::Fetch(f) => {
             let slot = on_owner!(ctx, &f.queue, frame);
             let wait = Duration::from_millis(u64::from(f.max_wait_ms));
-            let read = read_queue(ctx, slot, &f, wait).await?;
+            let read = read_queue(ctx, slot, &f, wait).await.map_err(|f| Failure(f.code, f.message))?;
             read.fetched().encode(&mut w);
         }
         Request::FetchMany(f) => {
             let wait = Duration::from_millis(u64::from(f.max_wait_ms));
             let reads = fetch_many(ctx, &f.entries, wait).await;
-            let outcomes: Vec<_> = reads
-                .iter()
-                .map(|o| o.as_ref().map(QueueRead::fetched).map_err(|Failure(c, m)| (*c, m.clone())))
-                .collect();
+            let outcomes: Vec<_> =
+                reads.iter().map(|o| o.as_ref().map(QueueRead::fetched).map_err(Clone::clone)).collect();
             // Sized once: growing to a megabyte copied it several times.
             let batches: usize = outcomes.iter().flatten().map(|f| f.batches.len()).sum();
             w.buf.reserve(batches + 64 * outcomes.len());
@@ -367,9 +366,25 @@ impl QueueRead {
     }
 }
 
+impl From<Failure> for FetchFailed {
+    fn from(Failure(code, message): Failure) -> Self {
+        FetchFailed { code, message, damaged: None }
+    }
+}
+
+impl From<StorageError> for FetchFailed {
+    fn from(e: StorageError) -> Self {
+        let damaged = match e {
+            StorageError::CorruptBatch { first_offset, next_offset, .. } => Some((first_offset, next_offset)),
+            _ => None,
+        };
+        FetchFailed { damaged, ..Failure::from(e).into() }
+    }
+}
+
 /// Reads one queue of this shard from `f.offset`, through its tag filter,
 /// waiting up to `wait` at the end of the queue.
-async fn read_queue(ctx: &ShardCtx, slot: QueueSlot, f: &Fetch, wait: Duration) -> Result<QueueRead, Failure> {
+async fn read_queue(ctx: &ShardCtx, slot: QueueSlot, f: &Fetch, wait: Duration) -> Result<QueueRead, FetchFailed> {
     let q = QueueId(slot.storage_id);
     let filter = TagFilter::parse(&f.tags).map_err(|m| Failure(ErrorCode::InvalidRequest, m))?;
     let (bytes, next_offset, end) = if filter == TagFilter::All {
@@ -386,19 +401,19 @@ async fn read_queue(ctx: &ShardCtx, slot: QueueSlot, f: &Fetch, wait: Duration) 
 
 /// Reads one FetchMany entry; its queue must live on this shard (consumers
 /// group their fetches by shard).
-async fn fetch_entry(ctx: &ShardCtx, f: &Fetch, wait: Duration) -> Result<QueueRead, Failure> {
+async fn fetch_entry(ctx: &ShardCtx, f: &Fetch, wait: Duration) -> Result<QueueRead, FetchFailed> {
     let slot = locate(ctx, &f.queue)?;
     if slot.shard as usize != ctx.id {
         let m = format!("queue {} of {:?} lives on shard {}; fetch it there", f.queue.queue, f.queue.topic, slot.shard);
-        return Err(Failure(ErrorCode::InvalidRequest, m));
+        return Err(Failure(ErrorCode::InvalidRequest, m).into());
     }
     read_queue(ctx, slot, f, wait).await
 }
 
 /// Reads every entry at once; if none has anything to report, waits until
 /// the first does (or `wait` passes) and reads the others again then.
-async fn fetch_many(ctx: &ShardCtx, entries: &[Fetch], wait: Duration) -> Vec<Result<QueueRead, Failure>> {
-    let news = |f: &Fetch, r: &Result<QueueRead, Failure>| {
+async fn fetch_many(ctx: &ShardCtx, entries: &[Fetch], wait: Duration) -> Vec<Result<QueueRead, FetchFailed>> {
+    let news = |f: &Fetch, r: &Result<QueueRead, FetchFailed>| {
         r.as_ref().map_or(true, |r| !r.bytes.is_empty() || r.next_offset != f.offset)
     };
     let mut reads =
