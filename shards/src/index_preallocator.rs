@@ -27,8 +27,14 @@ impl QueueIndex {
     }
 
     /// The first index file a checkpoint or appends will need that does not
-    /// exist yet: from the one holding `disk_next` to `file_wanted`.
+    /// exist yet: from the one holding `disk_next` to `file_wanted`. None
+    /// while every entry is on disk: a queue gets its next file once it has
+    /// entries to write (files are made lazily: a new topic of 4,096 queues
+    /// zero-filled 4 GiB of index files for queues that may never be used).
     fn file_missing(&self, file_entries: u64) -> Option<u64> {
+        if self.next == self.disk_next {
+            return None;
+        }
         let first = self.disk_next - self.disk_next % file_entries;
         (first..=self.file_wanted(file_entries))
             .step_by(file_entries as usize)
