@@ -356,3 +356,32 @@ fn join_group_gives_the_members_to_the_leader_alone() {
         assert_eq!(answer.members.len(), want, "{} (leader {leader}) gets {want} members", answer.member);
     }
 }
+
+/// Queue index directories over every shard of the broker in `dir`.
+fn index_dirs(dir: &std::path::Path) -> usize {
+    (0..2).map(|s| std::fs::read_dir(dir.join(format!("shard-{s}/index"))).map_or(0, |d| d.count())).sum()
+}
+
+#[test]
+fn deleting_a_topic_reclaims_its_queues_storage() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut broker = Broker::start(dir.path(), &[]);
+    let client = broker.client();
+    let internal = index_dirs(dir.path());
+    let producer = ringmq::client::Producer::new(client.clone(), ringmq::client::ProducerConfig::default());
+    for cycle in 0..2 {
+        client.create_topic("big", 4096, 0).unwrap();
+        assert_eq!(index_dirs(dir.path()), internal + 4096);
+        assert_eq!(client.list_offsets("big", 7).unwrap(), (0, 0), "a topic made again starts empty");
+        for i in 0..20 {
+            producer.send("big", &ringmq::client::Message::new(format!("m{i}"))).unwrap();
+        }
+        client.delete_topic("big").unwrap();
+        assert_eq!(index_dirs(dir.path()), internal, "cycle {cycle}: the deleted topic's index directories are gone");
+    }
+    drop(producer);
+    broker.kill9();
+    broker.restart();
+    assert_eq!(index_dirs(dir.path()), internal, "recovery passes over the deleted queues' batches");
+    assert!(broker.client().list_topics().unwrap().is_empty());
+}

@@ -275,7 +275,8 @@ fn publish(inner: &Inner, rounds: Vec<Round>, synced: bool) {
     let mut arrived = Vec::new(); // queues with new readable bytes
     for round in &rounds {
         for q in &round.touched {
-            let queue = st.queues.get_mut(q).expect("queues are never removed while appended to");
+            // A queue deleted while its appends were in flight has nothing to publish.
+            let Some(queue) = st.queues.get_mut(q) else { continue };
             // Sync-policy data becomes readable only once durable.
             let readable_end =
                 if synced || queue.policy == FlushPolicy::Async { written_end } else { st.log.synced_end };

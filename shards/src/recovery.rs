@@ -287,9 +287,10 @@ fn index_batch(
     pos: u64,
 ) -> Result<()> {
     let corrupt = |detail: String| StorageError::Corruption { what: "log batch", position: pos, detail };
-    let q = queues.get_mut(&QueueId(header.queue)).ok_or_else(|| {
-        corrupt(format!("batch with a valid CRC names queue {}, which has no index directory", header.queue))
-    })?;
+    // A batch whose header CRC holds names the queue it was appended to; a
+    // queue without an index directory was deleted (creation is durable
+    // before any append), so its batches are passed over.
+    let Some(q) = queues.get_mut(&QueueId(header.queue)) else { return Ok(()) };
     if header.base_offset != q.next {
         return Err(corrupt(format!(
             "queue {} expects offset {} but the batch starts at {}",

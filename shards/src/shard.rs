@@ -123,18 +123,67 @@ impl Shard {
 
     /// Creates a queue (its index directory is durable before this returns).
     pub async fn create_queue(&self, queue: QueueId, policy: Option<FlushPolicy>) -> Result<()> {
-        let dir = index::queue_dir(&self.inner.config.dir, queue);
-        if self.inner.state.borrow().queues.contains_key(&queue) {
-            return Err(StorageError::QueueExists(queue.0));
+        self.create_queues(&[(queue, policy)]).await
+    }
+
+    /// Creates queues, their index directories made durable by one sync of
+    /// the directory that holds them (one sync per queue made a topic of
+    /// 4,096 queues take seconds). None is created if one already exists.
+    pub async fn create_queues(&self, queues: &[(QueueId, Option<FlushPolicy>)]) -> Result<()> {
+        if queues.is_empty() {
+            return Ok(());
         }
-        crate::fs::create_dir(&dir).await?;
-        let policy = policy.unwrap_or(self.inner.config.default_flush_policy);
+        let exists = |st: &State| queues.iter().find(|(q, _)| st.queues.contains_key(q)).map(|(q, _)| q.0);
+        if let Some(q) = exists(&self.inner.state.borrow()) {
+            return Err(StorageError::QueueExists(q));
+        }
+        let shard_dir = self.inner.config.dir.clone();
+        let dirs: Vec<_> = queues.iter().map(|(q, _)| index::queue_dir(&shard_dir, *q)).collect();
+        let made = dirs.clone();
+        glommio::executor()
+            .spawn_blocking(move || made.iter().try_for_each(|d| std::fs::create_dir_all(d).map(|_| ())))
+            .await
+            .map_err(|e| StorageError::io("creating queue directories in", shard_dir.join("index"), e))?;
+        crate::fs::sync_dir(&shard_dir.join("index")).await?;
         let mut st = self.inner.state.borrow_mut();
-        if st.queues.contains_key(&queue) {
-            return Err(StorageError::QueueExists(queue.0));
+        if let Some(q) = exists(&st) {
+            return Err(StorageError::QueueExists(q));
         }
-        st.queues.insert(queue, QueueIndex::new(queue, dir, policy, 0, 0));
+        for ((queue, policy), dir) in queues.iter().zip(dirs) {
+            let policy = policy.unwrap_or(self.inner.config.default_flush_policy);
+            st.queues.insert(*queue, QueueIndex::new(*queue, dir, policy, 0, 0));
+        }
         Ok(())
+    }
+
+    /// Deletes queues: they are gone from reads and appends at once (parked
+    /// reads wake and fail), and their index files are removed, made durable
+    /// by one directory sync. Their batches stay in the log until retention
+    /// deletes their segments; recovery passes over them.
+    pub async fn delete_queues(&self, queues: &[QueueId]) -> Result<()> {
+        if queues.is_empty() {
+            return Ok(());
+        }
+        // Not while a checkpoint or the index preallocator writes their files.
+        let _files = self.inner.checkpoint_lock.acquire_permit(1).await;
+        let removed: Vec<QueueIndex> = {
+            let mut st = self.inner.state.borrow_mut();
+            if let Some(q) = queues.iter().find(|q| !st.queues.contains_key(q)) {
+                return Err(StorageError::UnknownQueue(q.0));
+            }
+            let removed: Vec<QueueIndex> = queues.iter().filter_map(|q| st.queues.remove(q)).collect();
+            st.index_mem_entries -= removed.iter().map(QueueIndex::mem_len).sum::<usize>();
+            removed
+        };
+        let dirs: Vec<_> = removed.iter().map(|q| q.dir.clone()).collect();
+        removed.iter().for_each(|q| q.arrivals.notify());
+        drop(removed);
+        let index_dir = self.inner.config.dir.join("index");
+        glommio::executor()
+            .spawn_blocking(move || dirs.iter().try_for_each(std::fs::remove_dir_all))
+            .await
+            .map_err(|e| StorageError::io("removing queue directories in", &index_dir, e))?;
+        crate::fs::sync_dir(&index_dir).await
     }
 
     /// Sets when appends to `queue` are acknowledged (not persisted here: the

@@ -245,3 +245,30 @@ fn a_damaged_old_batch_is_named_and_reads_around_it_return_the_good_ones() {
         shard.close().await.unwrap();
     });
 }
+
+#[test]
+fn a_deleted_queue_leaves_no_files_and_recovery_passes_over_its_batches() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path().to_path_buf();
+    run(move || async move {
+        let shard = open_with(cfg(&p), &[1, 2]).await;
+        for i in 0..30u64 {
+            let queue = QueueId(1 + (i % 2) as u32);
+            shard.append(queue, &batch_of(&value(queue.0, i, 300))).await.unwrap();
+        }
+        shard.delete_queues(&[QueueId(2)]).await.unwrap();
+        assert!(shard.read(QueueId(2), 0, 1 << 20, ringmq_shards::ReadWait::No).await.is_err());
+        shard.append(QueueId(1), &batch_of(b"after the delete")).await.unwrap();
+        // A crash: no checkpoint covers the deleted queue's batches.
+    });
+    assert!(!dir.path().join("index/0000000002").exists(), "the deleted queue's index directory is gone");
+    let p = dir.path().to_path_buf();
+    run(move || async move {
+        let shard = open_with(cfg(&p), &[]).await;
+        assert_eq!(shard.queues(), vec![QueueId(1)], "the deleted queue stays deleted");
+        let got = read_all(&shard, QueueId(1), 0).await;
+        assert_eq!(got.len(), 16, "the other queue's batches all recover");
+        assert_eq!(got[15].1, b"after the delete".to_vec());
+        shard.close().await.unwrap();
+    });
+}

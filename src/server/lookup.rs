@@ -32,10 +32,13 @@ pub async fn lookup(ctx: &ShardCtx, query: &LookupQuery) -> Result<LookedUp, Fai
                 continue;
             }
         }
-        let (start, _) = ctx.storage.offsets(QueueId(q.0))?;
+        let (start, end) = ctx.storage.offsets(QueueId(q.0))?;
         if offset < start {
             out.removed += 1;
             continue;
+        }
+        if offset >= end {
+            continue; // an entry of a batch the log lost (recovery rolled the queue back)
         }
         let read = ctx.storage.read(q, offset, 1, ReadWait::No).await?;
         let mut batch = Vec::new();

@@ -15,6 +15,7 @@ use glommio::channels::channel_mesh::FullMesh;
 use glommio::net::TcpListener;
 use ringmq_shards::{QueueId, Shard, ShardConfig, Signal, StorageError};
 use std::cell::{Cell, RefCell};
+use std::collections::HashSet;
 use std::future::Future;
 use std::net::SocketAddr;
 use std::pin::Pin;
@@ -63,22 +64,31 @@ impl ShardCtx {
         self.metadata.borrow().clone()
     }
 
-    /// Creates the storage queues this shard owns in `next`, sets their flush
-    /// policies, then makes `next` current.
+    /// Creates the storage queues this shard owns in `next` and sets their
+    /// flush policies, makes `next` current, then deletes the storage of the
+    /// topic queues `next` no longer has (deleted topics; also at start-up,
+    /// after a crash between storing metadata and deleting).
     pub async fn apply_metadata(&self, next: Metadata) -> Result<(), StorageError> {
-        let existing = self.storage.queues();
+        let existing: HashSet<QueueId> = self.storage.queues().into_iter().collect();
+        let mut wanted = HashSet::new();
+        let mut create = Vec::new();
         for topic in next.topics.values() {
             for slot in topic.queues.iter().filter(|s| s.shard as usize == self.id) {
                 let q = QueueId(slot.storage_id);
-                if !existing.contains(&q) {
-                    self.storage.create_queue(q, Some(flush_policy(topic.flush))).await?;
-                } else {
+                wanted.insert(q);
+                if existing.contains(&q) {
                     self.storage.set_flush_policy(q, flush_policy(topic.flush))?;
+                } else {
+                    create.push((q, Some(flush_policy(topic.flush))));
                 }
             }
         }
+        self.storage.create_queues(&create).await?;
+        // Topic queues have ids below `next_storage_id`; internal ones sit at the top of the range.
+        let deleted: Vec<QueueId> =
+            existing.into_iter().filter(|q| q.0 < next.next_storage_id && !wanted.contains(q)).collect();
         *self.metadata.borrow_mut() = Rc::new(next);
-        Ok(())
+        self.storage.delete_queues(&deleted).await
     }
 }
 
