@@ -157,6 +157,12 @@ struct ServeArgs {
     /// Longest group wait (heartbeat park, rebalance and session timeouts) a client may ask for, ms; more is refused [default: 300000].
     #[arg(long)]
     max_group_wait_ms: Option<u64>,
+    /// A shard thread held this many ms is a stall: counted, and logged with a backtrace when past the task quota too (0: not watched) [default: 10].
+    #[arg(long)]
+    stall_threshold_ms: Option<u64>,
+    /// How long a shard's task queue runs before its tasks are asked to yield, ms; lower it to get backtraces of shorter stalls [default: 100].
+    #[arg(long)]
+    task_quota_ms: Option<u64>,
     /// Delete log segments older than this many hours [default: keep].
     #[arg(long)]
     retention_hours: Option<u64>,
@@ -210,6 +216,11 @@ impl ServeArgs {
         };
         cfg.max_fetch_wait = millis(self.max_fetch_wait_ms, file.max_fetch_wait_ms, cfg.max_fetch_wait);
         cfg.max_group_wait = millis(self.max_group_wait_ms, file.max_group_wait_ms, cfg.max_group_wait);
+        cfg.stall_threshold = millis(self.stall_threshold_ms, file.stall_threshold_ms, cfg.stall_threshold);
+        cfg.task_quota = millis(self.task_quota_ms, file.task_quota_ms, cfg.task_quota);
+        if cfg.task_quota.is_zero() {
+            return Err("--task-quota-ms must be at least 1".into());
+        }
         cfg.max_inflight_per_connection = self
             .max_inflight_per_connection
             .or(file.max_inflight_per_connection)

@@ -20,6 +20,7 @@ mod queue_locks;
 mod retry;
 mod schedule;
 mod shard_server;
+mod stall;
 mod tag_filter;
 mod timer;
 mod timing_wheel;
@@ -29,7 +30,7 @@ pub use config::ServerConfig;
 
 use clock::Clock;
 use glommio::channels::channel_mesh::MeshBuilder;
-use glommio::{LocalExecutorBuilder, Placement};
+use glommio::{LocalExecutorBuilder, Placement, PoolPlacement};
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{mpsc, Arc};
@@ -95,9 +96,16 @@ pub fn start(config: ServerConfig) -> Result<Server, ServerError> {
             shutdown: shutdown.clone(),
             clock: clock.clone(),
         };
-        let handle = LocalExecutorBuilder::new(Placement::Fixed(cpu))
+        let mut builder = LocalExecutorBuilder::new(Placement::Fixed(cpu))
             .name(&format!("ringmq-shard-{index}"))
             .spin_before_park(config.spin_before_park)
+            .preempt_timer(config.task_quota)
+            // File system calls the shard hands off run where the kernel finds room.
+            .blocking_thread_pool_placement(PoolPlacement::Unbound(1));
+        if !config.stall_threshold.is_zero() {
+            builder = builder.detect_stalls(Some(Box::new(stall::Detector { threshold: config.stall_threshold })));
+        }
+        let handle = builder
             .spawn(move || shard_server::run(startup))
             .map_err(|e| ServerError::Executor(index, e.to_string()))?;
         shards.push(handle);

@@ -9,6 +9,7 @@ use super::mesh::{Mesh, MeshMsg, MeshService};
 use super::metadata::Metadata;
 use super::offsets::Offsets;
 use super::queue_locks::QueueLocks;
+use super::stall::{self, StallStats};
 use super::timer::Timer;
 use super::transactions::{self, Transactions};
 use glommio::channels::channel_mesh::FullMesh;
@@ -51,6 +52,8 @@ pub struct ShardCtx {
     pub connections: Cell<usize>,
     /// Serializes metadata changes (used on shard 0).
     pub metadata_lock: glommio::sync::Semaphore,
+    /// Times this shard's thread was held past the stall threshold.
+    pub stalls: Rc<StallStats>,
 }
 
 impl ShardCtx {
@@ -198,6 +201,7 @@ async fn serve(s: Startup) -> Result<(), String> {
         transactions: tx,
         connections: Cell::new(0),
         metadata_lock: glommio::sync::Semaphore::new(1),
+        stalls: Rc::default(),
     });
     ctx.apply_metadata(metadata).await.map_err(|e| format!("creating queues: {e}"))?;
     let mesh_tasks = mesh.spawn_receivers(receivers, ctx.clone());
@@ -207,6 +211,9 @@ async fn serve(s: Startup) -> Result<(), String> {
     schedule.push(transactions::spawn(&ctx));
     schedule.push(super::internal_queue::spawn_retention_floor(&ctx));
     schedule.push(spawn_offset_snapshots(&ctx));
+    if !cfg.stall_threshold.is_zero() {
+        schedule.push(glommio::spawn_local(stall::probe(ctx.stalls.clone(), cfg.stall_threshold)).detach());
+    }
     s.report.send((s.index, Ok(None))).map_err(|e| e.to_string())?;
     while !s.shutdown.load(Ordering::Relaxed) {
         glommio::timer::sleep(Duration::from_millis(50)).await;
@@ -216,7 +223,13 @@ async fn serve(s: Startup) -> Result<(), String> {
     }
     drop(acceptor);
     schedule.into_iter().for_each(|t| t.cancel());
-    tracing::info!(shard = s.index, "shutting down: flushing and closing storage");
+    let longest_stall_ms = ctx.stalls.longest().as_secs_f64() * 1e3;
+    tracing::info!(
+        shard = s.index,
+        stalls = ctx.stalls.count(),
+        longest_stall_ms,
+        "shutting down: flushing and closing storage"
+    );
     let closed = ctx.storage.close().await;
     drop(mesh_tasks);
     closed.map_err(|e| format!("closing storage: {e}"))
