@@ -16,9 +16,21 @@ pub async fn sync_dir(dir: &Path) -> Result<()> {
     d.close().await.map_err(|e| StorageError::io("closing directory", dir, e))
 }
 
+/// Runs a file-system call that may hold the thread (unlinking a 1 GiB
+/// segment held a shard's thread for over a second) on glommio's blocking
+/// thread pool, so the shard keeps serving; `op` and `path` name it in the error.
+pub async fn blocking<T: Send + 'static>(
+    op: &'static str,
+    path: &Path,
+    call: impl FnOnce(&Path) -> std::io::Result<T> + Send + 'static,
+) -> Result<T> {
+    let owned = path.to_path_buf();
+    glommio::executor().spawn_blocking(move || call(&owned)).await.map_err(|e| StorageError::io(op, path, e))
+}
+
 /// Creates a directory (and parents) and syncs its parent.
 pub async fn create_dir(dir: &Path) -> Result<()> {
-    std::fs::create_dir_all(dir).map_err(|e| StorageError::io("creating directory", dir, e))?;
+    blocking("creating directory", dir, |d| std::fs::create_dir_all(d)).await?;
     if let Some(parent) = dir.parent() {
         sync_dir(parent).await?;
     }
@@ -39,19 +51,62 @@ async fn create_truncated(path: &Path) -> Result<DmaFile> {
 
 /// Numbers of the files in `dir` whose names `parse` accepts, ascending;
 /// removes `.tmp` leftovers of creations a crash interrupted.
-pub fn list_numbered(dir: &Path, parse: impl Fn(&str) -> Option<u64>) -> Result<Vec<u64>> {
-    let mut numbers = Vec::new();
-    for entry in std::fs::read_dir(dir).map_err(|e| StorageError::io("listing", dir, e))? {
-        let entry = entry.map_err(|e| StorageError::io("listing", dir, e))?;
-        let name = entry.file_name().to_string_lossy().into_owned();
-        if name.ends_with(".tmp") {
-            std::fs::remove_file(entry.path()).map_err(|e| StorageError::io("removing leftover", entry.path(), e))?;
-        } else if let Some(n) = parse(&name) {
-            numbers.push(n);
+pub async fn list_numbered(dir: &Path, parse: impl Fn(&str) -> Option<u64>) -> Result<Vec<u64>> {
+    let names = blocking("listing", dir, |dir| {
+        let mut names = Vec::new();
+        for entry in std::fs::read_dir(dir)? {
+            let entry = entry?;
+            let name = entry.file_name().to_string_lossy().into_owned();
+            if name.ends_with(".tmp") {
+                std::fs::remove_file(entry.path())?;
+            } else {
+                names.push(name);
+            }
         }
-    }
+        Ok(names)
+    })
+    .await?;
+    let mut numbers: Vec<u64> = names.iter().filter_map(|n| parse(n)).collect();
     numbers.sort_unstable();
     Ok(numbers)
+}
+
+/// The names of the entries of `dir`.
+pub async fn list_dir(dir: &Path) -> Result<Vec<String>> {
+    blocking("listing", dir, |dir| {
+        std::fs::read_dir(dir)?.map(|e| e.map(|e| e.file_name().to_string_lossy().into_owned())).collect()
+    })
+    .await
+}
+
+/// Bytes a big file is cut by at a time before it is unlinked.
+const TRUNCATE_STEP_BYTES: u64 = 32 << 20;
+
+/// Removes big files (deleted segments) off the shard's thread, cut down
+/// `TRUNCATE_STEP_BYTES` at a time first: ext4 frees a file's extents in
+/// one journal transaction, and while it freed a whole 1 GiB segment the
+/// shard's own writes waited on the journal for over a second.
+pub async fn remove_big_files(what: &'static str, paths: Vec<std::path::PathBuf>) -> Result<()> {
+    let Some(first) = paths.first().cloned() else { return Ok(()) };
+    blocking(what, &first, move |_| {
+        for path in &paths {
+            let file = std::fs::OpenOptions::new().write(true).open(path)?;
+            let mut len = file.metadata()?.len();
+            while len > 0 {
+                len = len.saturating_sub(TRUNCATE_STEP_BYTES);
+                file.set_len(len)?;
+            }
+            std::fs::remove_file(path)?;
+        }
+        Ok(())
+    })
+    .await
+}
+
+/// Removes files (deleted segments, index files, lookup chunks) off the shard's thread.
+pub async fn remove_files(what: &'static str, paths: Vec<std::path::PathBuf>) -> Result<()> {
+    let Some(first) = paths.first().cloned() else { return Ok(()) };
+    blocking(what, &first, move |_| paths.iter().try_for_each(std::fs::remove_file)).await
 }
 
 /// Largest write of background work (zero-fill, index pages, lookup chunks):
@@ -212,11 +267,15 @@ const MARKER_FILE: &str = "ringmq.marker";
 pub async fn probe_device(dir: &Path) -> Result<()> {
     let path = dir.join(MARKER_FILE);
     let wanted = crate::position::PAGE_BYTES as usize;
-    if std::fs::metadata(&path).map(|m| m.len() as usize).unwrap_or(0) < wanted {
-        let mut content = b"ringmq shard directory marker\n".to_vec();
-        content.resize(wanted, b'\n');
-        std::fs::write(&path, content).map_err(|e| StorageError::io("writing", &path, e))?;
-    }
+    blocking("writing", &path, move |path| {
+        if std::fs::metadata(path).map(|m| m.len() as usize).unwrap_or(0) < wanted {
+            let mut content = b"ringmq shard directory marker\n".to_vec();
+            content.resize(wanted, b'\n');
+            std::fs::write(path, content)?;
+        }
+        Ok(())
+    })
+    .await?;
     let file = DmaFile::open(&path).await.map_err(|e| StorageError::io("opening", &path, e))?;
     file.close().await.map_err(|e| StorageError::io("closing", &path, e))
 }

@@ -200,11 +200,12 @@ pub fn file_path(dir: &Path, base: u64) -> PathBuf {
 }
 
 /// Base offsets of the index files in `dir`; removes leftover temporaries.
-pub fn list_files(dir: &Path) -> Result<Vec<u64>> {
+pub async fn list_files(dir: &Path) -> Result<Vec<u64>> {
     fs::list_numbered(dir, |name| {
         let digits = name.strip_suffix(INDEX_SUFFIX)?;
         (digits.len() == 20).then(|| digits.parse().ok())?
     })
+    .await
 }
 
 /// Opens an existing index file.

@@ -128,11 +128,9 @@ impl Lookup {
     pub async fn open(dir: PathBuf) -> Result<Lookup> {
         fs::create_dir(&dir).await?;
         let mut chunks = BTreeMap::new();
-        for entry in std::fs::read_dir(&dir).map_err(|e| StorageError::io("listing", &dir, e))? {
-            let entry = entry.map_err(|e| StorageError::io("listing", &dir, e))?;
-            let name = entry.file_name().to_string_lossy().into_owned();
+        for name in fs::list_dir(&dir).await? {
             let Some((from, to)) = parse_name(&name) else { continue };
-            chunks.insert(from, Chunk::load(entry.path(), to).await?);
+            chunks.insert(from, Chunk::load(dir.join(&name), to).await?);
         }
         Ok(Lookup { dir, full: Vec::new(), open: Block::with_capacity(TAIL_BLOCK), chunks })
     }
@@ -186,14 +184,11 @@ impl Lookup {
         (reads, tail)
     }
 
-    /// Deletes the chunks that only cover log positions below `log_start`.
-    pub fn remove_below(&mut self, log_start: u64) -> Result<()> {
+    /// Drops the chunks that only cover log positions below `log_start`;
+    /// returns their files, for the caller to delete.
+    pub fn remove_below(&mut self, log_start: u64) -> Vec<PathBuf> {
         let doomed: Vec<u64> = self.chunks.iter().filter(|(_, c)| c.to <= log_start).map(|(f, _)| *f).collect();
-        for from in doomed {
-            let chunk = self.chunks.remove(&from).expect("listed above");
-            std::fs::remove_file(&chunk.path).map_err(|e| StorageError::io("removing", &chunk.path, e))?;
-        }
-        Ok(())
+        doomed.into_iter().map(|from| self.chunks.remove(&from).expect("listed above").path).collect()
     }
 }
 

@@ -39,7 +39,7 @@ pub(crate) async fn recover(config: &ShardConfig) -> Result<Recovered> {
     let checkpoint = Checkpoint::load(dir).await?;
     let mut queues = load_queues(config, checkpoint.as_ref()).await?;
     let mut segments = BTreeMap::new();
-    for base in segment::list_segments(dir)? {
+    for base in segment::list_segments(dir).await? {
         segments.insert(base, Segment::open(dir, base, config.segment_bytes).await?);
     }
     let first = segments.keys().next().copied().unwrap_or(0);
@@ -84,12 +84,11 @@ async fn load_queues(config: &ShardConfig, checkpoint: Option<&Checkpoint>) -> R
     let saved: HashMap<QueueId, (u64, u64)> =
         checkpoint.map(|c| c.queues.iter().map(|&(q, s, n)| (q, (s, n))).collect()).unwrap_or_default();
     let mut queues = HashMap::new();
-    for entry in std::fs::read_dir(&index_dir).map_err(|e| StorageError::io("listing", &index_dir, e))? {
-        let entry = entry.map_err(|e| StorageError::io("listing", &index_dir, e))?;
-        let Some(id) = index::parse_queue_dir(&entry.file_name().to_string_lossy()) else { continue };
+    for name in fs::list_dir(&index_dir).await? {
+        let Some(id) = index::parse_queue_dir(&name) else { continue };
         let (start, next) = saved.get(&id).copied().unwrap_or((0, 0));
-        let mut q = QueueIndex::new(id, entry.path(), config.default_flush_policy, start, next);
-        for base in index::list_files(&q.dir)? {
+        let mut q = QueueIndex::new(id, index_dir.join(&name), config.default_flush_policy, start, next);
+        for base in index::list_files(&q.dir).await? {
             q.files.insert(base, index::open_file(&q.dir, base).await?);
         }
         load_partial_page(config, &mut q).await?;
@@ -322,10 +321,8 @@ async fn wipe_torn_tail(
 ) -> Result<Box<[u8]>> {
     let seg = segment::at_or_before(segments, end).expect("a segment holds the end");
     let later: Vec<u64> = segments.range(seg.base + 1..).map(|(b, _)| *b).collect();
-    for base in later {
-        let doomed = segments.remove(&base).expect("listed above");
-        std::fs::remove_file(&doomed.path).map_err(|e| StorageError::io("removing", &doomed.path, e))?;
-    }
+    let doomed = later.iter().map(|base| segments.remove(base).expect("listed above").path.clone()).collect();
+    fs::remove_files("removing segments past the end", doomed).await?;
     let segment_end = seg.base + config.segment_bytes;
     let window = (config.pending_bytes_max + config.round_bytes_max) as u64 + 2 * PAGE_BYTES;
     let page_start = page_down(end);

@@ -19,7 +19,7 @@ impl Inner {
             return Ok(0);
         }
         let covered = self.checkpoint().await?;
-        let doomed = self.doomed_segments(covered)?;
+        let doomed = self.doomed_segments(covered).await?;
         let Some(&(last_base, _)) = doomed.last() else { return Ok(0) };
         let new_log_start = last_base + cfg.segment_bytes;
         let queues: Vec<QueueId> = self.state.borrow().queues.keys().copied().collect();
@@ -36,23 +36,27 @@ impl Inner {
 
     /// The oldest segments, wholly below `covered` and the retention floor,
     /// that age or size retention dooms; never the active segment.
-    fn doomed_segments(&self, covered: u64) -> Result<Vec<(u64, std::path::PathBuf)>> {
+    async fn doomed_segments(&self, covered: u64) -> Result<Vec<(u64, std::path::PathBuf)>> {
         let cfg = &self.config;
-        let st = self.state.borrow();
-        let mut total = st.log.segments.len() as u64 * cfg.segment_bytes;
+        let (mut total, candidates) = {
+            let st = self.state.borrow();
+            let keep = covered.min(self.retention_floor.get());
+            let candidates: Vec<(u64, std::path::PathBuf)> = st
+                .log
+                .segments
+                .iter()
+                .take_while(|(base, _)| **base != st.log.active.base && *base + cfg.segment_bytes <= keep)
+                .map(|(base, seg)| (*base, seg.path.clone()))
+                .collect();
+            (st.log.segments.len() as u64 * cfg.segment_bytes, candidates)
+        };
         let mut doomed = Vec::new();
-        let keep = covered.min(self.retention_floor.get());
-        for (base, seg) in &st.log.segments {
-            if *base == st.log.active.base || base + cfg.segment_bytes > keep {
-                break;
-            }
+        for (base, path) in candidates {
             let too_big = cfg.retention_bytes.is_some_and(|max| total > max);
             let too_old = match cfg.retention_age {
                 Some(age) => {
-                    let modified = std::fs::metadata(&seg.path)
-                        .and_then(|m| m.modified())
-                        .map_err(|e| StorageError::io("reading the age of", &seg.path, e))?;
-                    SystemTime::now().duration_since(modified).unwrap_or_default() >= age
+                    let modified = fs::blocking("reading the age of", &path, |p| std::fs::metadata(p)?.modified());
+                    SystemTime::now().duration_since(modified.await?).unwrap_or_default() >= age
                 }
                 None => false,
             };
@@ -60,7 +64,7 @@ impl Inner {
                 break;
             }
             total -= cfg.segment_bytes;
-            doomed.push((*base, seg.path.clone()));
+            doomed.push((base, path));
         }
         Ok(doomed)
     }
@@ -88,34 +92,27 @@ impl Inner {
         let file_entries = self.config.index_file_entries;
         let chunk_bytes = self.config.cache_chunk_bytes as u64;
         let mut dead_index_files = Vec::new();
-        {
+        let dead_chunks = {
             let mut st = self.state.borrow_mut();
             for (base, _) in doomed {
                 st.log.segments.remove(base);
             }
             st.cache.remove_where(|chunk| chunk * chunk_bytes < new_log_start);
-            st.lookup.remove_below(new_log_start)?;
             for q in st.queues.values_mut() {
                 for base in q.files_below(q.start, file_entries) {
                     q.files.remove(&base);
                     dead_index_files.push(crate::index::file_path(&q.dir, base));
                 }
             }
-        }
-        for (_, path) in doomed {
-            std::fs::remove_file(path).map_err(|e| StorageError::io("deleting old segment", path, e))?;
-        }
-        for path in &dead_index_files {
-            std::fs::remove_file(path).map_err(|e| StorageError::io("deleting old index file", path, e))?;
-        }
+            st.lookup.remove_below(new_log_start)
+        };
+        let index_files = dead_index_files.len();
+        fs::remove_big_files("deleting old segment", doomed.iter().map(|(_, p)| p.clone()).collect()).await?;
+        fs::remove_files("deleting old index file", dead_index_files).await?;
+        fs::remove_files("deleting old lookup chunk", dead_chunks).await?;
         fs::sync_dir(&self.config.dir).await?;
         add(&self.counters.segments_deleted, doomed.len() as u64);
-        tracing::info!(
-            segments = doomed.len(),
-            index_files = dead_index_files.len(),
-            new_log_start,
-            "retention deleted old data"
-        );
+        tracing::info!(segments = doomed.len(), index_files, new_log_start, "retention deleted old data");
         Ok(())
     }
 }

@@ -96,8 +96,8 @@ pub(crate) fn at_or_before(segments: &BTreeMap<u64, Rc<Segment>>, pos: u64) -> O
 }
 
 /// Bases of the segments in `dir`, ascending; removes leftover temporary files.
-pub fn list_segments(dir: &Path) -> Result<Vec<u64>> {
-    fs::list_numbered(dir, parse_segment_name)
+pub async fn list_segments(dir: &Path) -> Result<Vec<u64>> {
+    fs::list_numbered(dir, parse_segment_name).await
 }
 
 #[cfg(test)]

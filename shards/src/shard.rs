@@ -140,11 +140,12 @@ impl Shard {
         let shard_dir = self.inner.config.dir.clone();
         let dirs: Vec<_> = queues.iter().map(|(q, _)| index::queue_dir(&shard_dir, *q)).collect();
         let made = dirs.clone();
-        glommio::executor()
-            .spawn_blocking(move || made.iter().try_for_each(|d| std::fs::create_dir_all(d).map(|_| ())))
-            .await
-            .map_err(|e| StorageError::io("creating queue directories in", shard_dir.join("index"), e))?;
-        crate::fs::sync_dir(&shard_dir.join("index")).await?;
+        let index_dir = shard_dir.join("index");
+        crate::fs::blocking("creating queue directories in", &index_dir, move |_| {
+            made.iter().try_for_each(std::fs::create_dir_all)
+        })
+        .await?;
+        crate::fs::sync_dir(&index_dir).await?;
         let mut st = self.inner.state.borrow_mut();
         if let Some(q) = exists(&st) {
             return Err(StorageError::QueueExists(q));
@@ -179,10 +180,10 @@ impl Shard {
         removed.iter().for_each(|q| q.arrivals.notify());
         drop(removed);
         let index_dir = self.inner.config.dir.join("index");
-        glommio::executor()
-            .spawn_blocking(move || dirs.iter().try_for_each(std::fs::remove_dir_all))
-            .await
-            .map_err(|e| StorageError::io("removing queue directories in", &index_dir, e))?;
+        crate::fs::blocking("removing queue directories in", &index_dir, move |_| {
+            dirs.iter().try_for_each(std::fs::remove_dir_all)
+        })
+        .await?;
         crate::fs::sync_dir(&index_dir).await
     }
 

@@ -489,7 +489,11 @@ async fn delete_topic(ctx: &Rc<ShardCtx>, name: &str) -> Result<(), Failure> {
 
 /// Stores new metadata durably, then applies it on every shard.
 async fn publish(ctx: &Rc<ShardCtx>, next: Metadata) -> Result<(), Failure> {
-    next.store(&ctx.config.data_dir)
+    // A buffered write and two fsyncs: on the blocking pool, not the shard's thread.
+    let (stored, dir) = (next.clone(), ctx.config.data_dir.clone());
+    glommio::executor()
+        .spawn_blocking(move || stored.store(&dir))
+        .await
         .map_err(|e| Failure(ErrorCode::StorageFailed, format!("storing metadata: {e}")))?;
     let snapshot = next.encode();
     for peer in (0..ctx.mesh.peers()).filter(|p| *p != ctx.id) {

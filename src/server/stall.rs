@@ -61,6 +61,7 @@ pub async fn probe(stats: std::rc::Rc<StallStats>, threshold: Duration) {
         let late = asked.elapsed().saturating_sub(PROBE_INTERVAL);
         if late > threshold {
             stats.record(late);
+            tracing::warn!(late_ms = late.as_secs_f64() * 1e3, "the shard's thread was held past the stall threshold");
         }
     }
 }
