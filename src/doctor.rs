@@ -20,13 +20,22 @@ pub struct Check {
     pub detail: String,
 }
 
+/// What the broker will keep on disk, for the free-space check.
+#[derive(Debug, Clone, Copy)]
+pub struct DiskNeeds {
+    pub segment_bytes: u64,
+    /// Retention by size, per shard.
+    pub retention_bytes: Option<u64>,
+}
+
 /// Runs every check for a broker with `shards` shards on `cores`, keeping data
 /// in `data_dir` and serving up to `connections` connections per shard.
-pub fn run(data_dir: &Path, cores: &[usize], connections: usize) -> Vec<Check> {
+pub fn run(data_dir: &Path, cores: &[usize], connections: usize, disk: DiskNeeds) -> Vec<Check> {
     vec![
         io_uring_ops(),
         io_uring_sysctl(),
         direct_io(data_dir),
+        disk_space(data_dir, cores.len() as u64, disk),
         memlock(cores.len() as u64),
         open_files((cores.len() * (connections + 64)) as u64),
         cpus(cores),
@@ -146,6 +155,54 @@ fn direct_io(data_dir: &Path) -> Check {
     }
 }
 
+/// Free space against what the shards need: each an active and a spare
+/// segment and its ballast (a start without room for them refuses), and
+/// what retention will let the log grow to.
+fn disk_space(data_dir: &Path, shards: u64, disk: DiskNeeds) -> Check {
+    let name = "disk_space";
+    let free = match ringmq_shards::free_space(data_dir) {
+        Ok(free) => free,
+        Err(e) => return check(name, false, format!("cannot measure free space of {}: {e}", data_dir.display())),
+    };
+    let held = used_bytes(data_dir);
+    let ballast = crate::server::config::ballast_bytes(disk.segment_bytes);
+    let floor = shards * (2 * disk.segment_bytes + ballast);
+    let gib = |b: u64| b as f64 / f64::from(1u32 << 30);
+    let retention = match disk.retention_bytes {
+        None => "no size retention: the log grows until the disk is full (set --retention-gib)".to_string(),
+        Some(r) => {
+            let most = shards * (r + 2 * disk.segment_bytes + ballast);
+            let fits = if most <= free + held { "fits" } else { "does NOT fit: lower --retention-gib or free space" };
+            format!("retention keeps up to {:.1} GiB over {shards} shards, which {fits}", gib(most))
+        }
+    };
+    let ok = free + held >= floor;
+    let mut detail = format!(
+        "{:.1} GiB free, {:.1} GiB held by the broker; each shard needs {:.2} GiB (2 segments + ballast); {retention}",
+        gib(free),
+        gib(held),
+        gib(2 * disk.segment_bytes + ballast)
+    );
+    if !ok {
+        detail.push_str("; free space or use smaller --segment-mib");
+    }
+    check(name, ok, detail)
+}
+
+/// Bytes the files under `dir` take on disk (what a restart reuses).
+fn used_bytes(dir: &Path) -> u64 {
+    use std::os::unix::fs::MetadataExt;
+    let Ok(entries) = std::fs::read_dir(dir) else { return 0 };
+    entries
+        .flatten()
+        .map(|e| match e.metadata() {
+            Ok(m) if m.is_dir() => used_bytes(&e.path()),
+            Ok(m) => m.blocks() * 512,
+            Err(_) => 0,
+        })
+        .sum()
+}
+
 fn memlock(shards: u64) -> Check {
     let need = shards * IO_MEMORY_PER_SHARD + (1 << 20);
     let (soft, hard) = rlimit(libc::RLIMIT_MEMLOCK);
@@ -231,12 +288,15 @@ mod tests {
     #[test]
     fn this_host_passes_and_a_missing_cpu_fails_with_its_fix() {
         let dir = std::env::temp_dir().join(format!("ringmq-doctor-{}", std::process::id()));
-        let checks = run(&dir, &[0], 16);
+        let checks = run(&dir, &[0], 16, DiskNeeds { segment_bytes: 1 << 20, retention_bytes: Some(1 << 20) });
         let _ = std::fs::remove_dir_all(&dir);
         for c in &checks {
             assert!(c.ok, "{}: {}", c.name, c.detail);
         }
         let bad = cpus(&[4096]);
         assert!(!bad.ok && bad.detail.contains("--cores"), "{}", bad.detail);
+        let no_room = disk_space(&std::env::temp_dir(), 2, DiskNeeds { segment_bytes: 1 << 50, retention_bytes: None });
+        assert!(!no_room.ok && no_room.detail.contains("--segment-mib"), "{}", no_room.detail);
+        assert!(no_room.detail.contains("no size retention"), "{}", no_room.detail);
     }
 }

@@ -261,6 +261,12 @@ struct DoctorArgs {
     /// Connections per shard to size the open-file limit for.
     #[arg(long, default_value_t = 1024)]
     max_connections: usize,
+    /// Segment size the broker would use, MiB (for the free-space check).
+    #[arg(long, default_value_t = 1024)]
+    segment_mib: u64,
+    /// Size retention per shard the broker would use, GiB [default: none].
+    #[arg(long)]
+    retention_gib: Option<u64>,
 }
 
 #[derive(Clone, Copy, ValueEnum, serde::Deserialize)]
@@ -418,8 +424,10 @@ fn main() -> ExitCode {
 
 fn serve(a: ServeArgs) -> Result<(), String> {
     let cfg = a.resolve()?;
-    let failed: Vec<_> =
-        ringmq::doctor::run(&cfg.data_dir, &cfg.cores, cfg.max_connections).into_iter().filter(|c| !c.ok).collect();
+    let failed: Vec<_> = ringmq::doctor::run(&cfg.data_dir, &cfg.cores, cfg.max_connections, disk_needs(&cfg))
+        .into_iter()
+        .filter(|c| !c.ok)
+        .collect();
     if !failed.is_empty() {
         let lines: Vec<String> = failed.iter().map(|c| format!("  {}: {}", c.name, c.detail)).collect();
         return Err(format!("this host cannot run the broker (see `ringmq doctor`):\n{}", lines.join("\n")));
@@ -443,9 +451,17 @@ fn serve(a: ServeArgs) -> Result<(), String> {
     Ok(())
 }
 
+fn disk_needs(cfg: &ServerConfig) -> ringmq::doctor::DiskNeeds {
+    ringmq::doctor::DiskNeeds { segment_bytes: cfg.segment_bytes, retention_bytes: cfg.retention_bytes }
+}
+
 fn doctor(a: DoctorArgs) -> Result<(), String> {
     let cores = if a.cores.is_empty() { ServerConfig::new(&a.data_dir).cores } else { a.cores };
-    let checks = ringmq::doctor::run(&a.data_dir, &cores, a.max_connections);
+    let disk = ringmq::doctor::DiskNeeds {
+        segment_bytes: a.segment_mib.saturating_mul(1 << 20),
+        retention_bytes: a.retention_gib.map(|g| g.saturating_mul(1 << 30)),
+    };
+    let checks = ringmq::doctor::run(&a.data_dir, &cores, a.max_connections, disk);
     for c in &checks {
         println!("{} {:<18} {}", if c.ok { "ok  " } else { "FAIL" }, c.name, c.detail);
     }

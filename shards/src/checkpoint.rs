@@ -181,6 +181,9 @@ pub(crate) async fn run(inner: std::rc::Rc<Inner>) {
         }
         if let Err(error) = inner.checkpoint().await {
             tracing::warn!(%error, "checkpoint failed; recovery will scan further back until one succeeds");
+            if error.is_no_space() {
+                inner.on_no_space(&error).await;
+            }
         }
     }
 }

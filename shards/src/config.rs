@@ -65,6 +65,9 @@ pub struct ShardConfig {
     pub retention_bytes: Option<u64>,
     /// How often retention runs.
     pub retention_interval: Duration,
+    /// Space held back in a ballast file, released when the disk fills so
+    /// checkpoints and retention can still write (0: none).
+    pub ballast_bytes: u64,
 }
 
 impl ShardConfig {
@@ -92,6 +95,7 @@ impl ShardConfig {
             retention_age: None,
             retention_bytes: None,
             retention_interval: Duration::from_secs(60),
+            ballast_bytes: 64 << 20,
         }
     }
 
@@ -106,6 +110,7 @@ impl ShardConfig {
             index_file_entries: 1024,
             index_cache_pages: 16,
             index_mem_entries_max: 4096,
+            ballast_bytes: 0,
             ..ShardConfig::new(dir)
         }
     }

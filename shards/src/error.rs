@@ -36,6 +36,11 @@ pub enum StorageError {
         "the shard stopped accepting writes after an earlier failure ({0}); restart it to recover from the durable log"
     )]
     Failed(String),
+    #[error(
+        "no space left on the disk of {dir} ({detail}); reads go on, and appends resume by themselves once space \
+         is freed (retention, or remove files)"
+    )]
+    Full { dir: String, detail: String },
     #[error("invalid shard configuration: {0}")]
     Config(String),
     #[error("the shard is closed")]
@@ -43,6 +48,11 @@ pub enum StorageError {
 }
 
 impl StorageError {
+    /// True if this is an I/O error of a full disk.
+    pub fn is_no_space(&self) -> bool {
+        matches!(self, StorageError::Io { source, .. } if crate::fs::is_no_space(source))
+    }
+
     /// Wraps an I/O error with the operation and the file it happened on.
     pub fn io(op: &'static str, path: impl AsRef<std::path::Path>, err: impl Into<std::io::Error>) -> Self {
         StorageError::Io { op, path: path.as_ref().display().to_string(), source: Arc::new(err.into()) }

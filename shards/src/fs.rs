@@ -28,6 +28,32 @@ pub async fn blocking<T: Send + 'static>(
     glommio::executor().spawn_blocking(move || call(&owned)).await.map_err(|e| StorageError::io(op, path, e))
 }
 
+/// True for the errors of a full disk (or an exhausted quota), also when
+/// glommio passed on only the error's kind.
+pub fn is_no_space(error: &std::io::Error) -> bool {
+    use std::io::ErrorKind;
+    matches!(error.raw_os_error(), Some(libc::ENOSPC) | Some(libc::EDQUOT))
+        || matches!(error.kind(), ErrorKind::StorageFull | ErrorKind::QuotaExceeded)
+}
+
+/// Bytes free for unprivileged files on the file system holding `dir`
+/// (a blocking call: on a shard, use `free_bytes`).
+pub fn free_space(dir: &Path) -> std::io::Result<u64> {
+    let c = std::ffi::CString::new(dir.as_os_str().as_encoded_bytes()).map_err(std::io::Error::other)?;
+    // SAFETY: statvfs is plain data; zero is a valid value for it.
+    let mut st: libc::statvfs = unsafe { std::mem::zeroed() };
+    // SAFETY: a NUL-terminated path and a statvfs this call owns.
+    if unsafe { libc::statvfs(c.as_ptr(), &mut st) } != 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    Ok(st.f_bavail as u64 * st.f_frsize as u64)
+}
+
+/// `free_space`, off the shard's thread.
+pub async fn free_bytes(dir: &Path) -> Result<u64> {
+    blocking("measuring free space of", dir, free_space).await
+}
+
 /// Creates a directory (and parents) and syncs its parent.
 pub async fn create_dir(dir: &Path) -> Result<()> {
     blocking("creating directory", dir, |d| std::fs::create_dir_all(d)).await?;
@@ -124,10 +150,17 @@ pub async fn create_zero_filled(path: &Path, bytes: u64, depth: FillDepth<'_>) -
     let dir = path.parent().expect("files live in a directory");
     let tmp = path.with_extension(format!("{}.tmp", path.extension().and_then(|e| e.to_str()).unwrap_or("")));
     let file = create_truncated(&tmp).await?;
-    file.pre_allocate(bytes, false).await.map_err(|e| StorageError::io("preallocating", &tmp, e))?;
-    zero_fill(&file, &tmp, 0, bytes, depth).await?;
-    file.fdatasync().await.map_err(|e| StorageError::io("syncing", &tmp, e))?;
-    file.rename(path).await.map_err(|e| StorageError::io("renaming", &tmp, e))?;
+    let made = async {
+        file.pre_allocate(bytes, false).await.map_err(|e| StorageError::io("preallocating", &tmp, e))?;
+        zero_fill(&file, &tmp, 0, bytes, depth).await?;
+        file.fdatasync().await.map_err(|e| StorageError::io("syncing", &tmp, e))?;
+        file.rename(path).await.map_err(|e| StorageError::io("renaming", &tmp, e))
+    };
+    if let Err(error) = made.await {
+        // A half-made file would hold the space a full disk needs back.
+        let _ = blocking("removing", &tmp, |tmp| std::fs::remove_file(tmp)).await;
+        return Err(error);
+    }
     sync_dir(dir).await?;
     Ok(file)
 }

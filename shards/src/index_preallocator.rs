@@ -84,6 +84,9 @@ pub(crate) async fn run(inner: Rc<Inner>) {
         let _no_checkpoint = inner.checkpoint_lock.acquire_permit(1).await;
         if let Err(error) = inner.index_file(queue, base).await {
             tracing::error!(%error, queue = queue.0, base, "could not preallocate an index file; retrying");
+            if error.is_no_space() {
+                inner.on_no_space(&error).await;
+            }
             glommio::timer::sleep(RETRY_DELAY).await;
         }
     }

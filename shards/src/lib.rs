@@ -4,6 +4,7 @@
 //! queue, read through a user-space cache, and recovered after a crash by
 //! truncating at the first damaged batch. No networking here.
 
+mod ballast;
 pub mod batch;
 mod cache;
 mod checkpoint;
@@ -33,6 +34,7 @@ mod stats;
 pub use config::{FlushPolicy, ShardConfig};
 pub use error::{Result, StorageError};
 pub use fault::FailureProbes;
+pub use fs::{free_space, is_no_space};
 pub use index::IndexEntry;
 pub use join::{first_of, join_all};
 pub use log::Appended;

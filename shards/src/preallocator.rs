@@ -49,12 +49,31 @@ pub(crate) async fn run(inner: Rc<Inner>) {
             wake.await;
             continue;
         };
+        if inner.space_short.borrow().is_some() && !inner.room_for_segment().await {
+            glommio::timer::sleep(RETRY_DELAY).await;
+            continue;
+        }
         let depth = |filled: u64| fill_depth(&inner, filled);
         match Segment::create(&inner.config.dir, base, inner.config.segment_bytes, &depth).await {
             Ok(segment) => {
                 inner.state.borrow_mut().log.spare = Some(segment);
                 add(&inner.counters.segments_created, 1);
+                if inner.space_short.take().is_some() {
+                    tracing::info!(base, "there is space again: appends resume");
+                    if let Err(error) = crate::ballast::ensure(&inner.config.dir, inner.config.ballast_bytes).await {
+                        tracing::warn!(%error, "could not make the ballast again");
+                    }
+                }
                 inner.space_freed.notify();
+            }
+            Err(error) if error.is_no_space() => {
+                if inner.space_short.replace(Some(error.to_string())).is_none() {
+                    tracing::error!(%error, base, "the disk is full: appends that need a new segment are refused");
+                }
+                inner.on_no_space(&error).await;
+                // Blocked appends wake to be refused.
+                inner.space_freed.notify();
+                glommio::timer::sleep(RETRY_DELAY).await;
             }
             Err(error) => {
                 tracing::error!(%error, base, "could not preallocate the next segment; retrying");

@@ -52,6 +52,9 @@ pub(crate) struct Inner {
     pub last_miss: Cell<u64>,
     /// Retention keeps the segment holding this log position and later ones.
     pub retention_floor: Cell<u64>,
+    /// Set while the next segment cannot be made for want of space (why):
+    /// appends that need it are refused with `StorageError::Full`.
+    pub space_short: RefCell<Option<String>>,
     tasks: RefCell<Vec<glommio::Task<()>>>,
     flusher: RefCell<Option<glommio::Task<()>>>,
 }
@@ -78,6 +81,9 @@ impl Shard {
         // Absolute, so that syncing the parent directory always has a parent.
         config.dir = std::path::absolute(&config.dir).map_err(|e| StorageError::io("resolving", &config.dir, e))?;
         let recovered = crate::recovery::recover(&config).await?;
+        if !crate::ballast::ensure(&config.dir, config.ballast_bytes).await? {
+            tracing::warn!(dir = %config.dir.display(), "no room for the ballast: a full disk may stop checkpoints");
+        }
         let chunk_bytes = config.cache_chunk_bytes;
         let mut cache = ChunkCache::new(config.cache_bytes / chunk_bytes, chunk_bytes);
         seed_frontier_chunk(&mut cache, &recovered.segments, recovered.end, config.segment_bytes).await?;
@@ -108,6 +114,7 @@ impl Shard {
             counters: Counters::default(),
             last_miss: Cell::new(u64::MAX - 1),
             retention_floor: Cell::new(u64::MAX),
+            space_short: RefCell::new(None),
             tasks: RefCell::new(Vec::new()),
             flusher: RefCell::new(None),
         });
@@ -241,6 +248,10 @@ impl Shard {
                         }
                         Err(Blocked::Backpressure) => add(&inner.counters.backpressure_waits, 1),
                         Err(Blocked::Segment) => {
+                            if let Some(detail) = inner.space_short.borrow().clone() {
+                                let dir = inner.config.dir.display().to_string();
+                                return Err(StorageError::Full { dir, detail });
+                            }
                             add(&inner.counters.segment_waits, 1);
                             inner.spare_needed.notify();
                         }

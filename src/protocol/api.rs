@@ -99,6 +99,8 @@ wire_enum! {
         NotAssigned = 21,
         /// A stored batch fails its check: the offsets it covers are damaged (skip them).
         CorruptData = 22,
+        /// The shard's disk is full: nothing was stored; retry once space is freed.
+        StorageFull = 23,
     }
 }
 

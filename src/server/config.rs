@@ -63,6 +63,13 @@ pub struct ServerConfig {
     pub task_quota: Duration,
 }
 
+/// Space each shard holds back in its ballast (released when the disk
+/// fills, so checkpoints and retention still find room): a sixteenth of a
+/// segment, 4-64 MiB.
+pub fn ballast_bytes(segment_bytes: u64) -> u64 {
+    (segment_bytes / 16).clamp(4 << 20, 64 << 20)
+}
+
 impl ServerConfig {
     /// Defaults: all CPUs, 127.0.0.1:9292, sync flush, 1 GiB segments, 256 MiB cache per shard.
     pub fn new(data_dir: impl Into<PathBuf>) -> Self {

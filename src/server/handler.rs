@@ -49,6 +49,8 @@ impl From<StorageError> for Failure {
             StorageError::OffsetOutOfRange { .. } => ErrorCode::OffsetOutOfRange,
             StorageError::Closed => ErrorCode::ShuttingDown,
             StorageError::CorruptBatch { .. } => ErrorCode::CorruptData,
+            StorageError::Full { .. } => ErrorCode::StorageFull,
+            e if e.is_no_space() => ErrorCode::StorageFull,
             StorageError::Failed(_) | StorageError::Io { .. } | StorageError::Corruption { .. } => {
                 ErrorCode::StorageFailed
             }
@@ -491,10 +493,10 @@ async fn delete_topic(ctx: &Rc<ShardCtx>, name: &str) -> Result<(), Failure> {
 async fn publish(ctx: &Rc<ShardCtx>, next: Metadata) -> Result<(), Failure> {
     // A buffered write and two fsyncs: on the blocking pool, not the shard's thread.
     let (stored, dir) = (next.clone(), ctx.config.data_dir.clone());
-    glommio::executor()
-        .spawn_blocking(move || stored.store(&dir))
-        .await
-        .map_err(|e| Failure(ErrorCode::StorageFailed, format!("storing metadata: {e}")))?;
+    glommio::executor().spawn_blocking(move || stored.store(&dir)).await.map_err(|e| {
+        let code = if ringmq_shards::is_no_space(&e) { ErrorCode::StorageFull } else { ErrorCode::StorageFailed };
+        Failure(code, format!("storing metadata: {e}"))
+    })?;
     let snapshot = next.encode();
     for peer in (0..ctx.mesh.peers()).filter(|p| *p != ctx.id) {
         ctx.mesh

@@ -162,6 +162,7 @@ async fn serve(s: Startup) -> Result<(), String> {
         default_flush_policy: cfg.default_flush,
         retention_age: cfg.retention_age,
         retention_bytes: cfg.retention_bytes,
+        ballast_bytes: super::config::ballast_bytes(cfg.segment_bytes),
         ..ShardConfig::new(cfg.data_dir.join(format!("shard-{}", s.index)))
     };
     let storage = Shard::open(storage_cfg).await.map_err(|e| format!("opening storage: {e}"))?;
