@@ -1,0 +1,136 @@
+//! Writes the seed corpora (`fuzz/corpus/<target>/`) from the frames and
+//! batches the broker's own encoders build, as the tests build them:
+//! `cargo run --manifest-path fuzz/Cargo.toml --bin seeds`.
+
+use ringmq::protocol::frame;
+use ringmq::protocol::messages::*;
+use ringmq::protocol::{ApiKey, ErrorCode, Writer};
+use ringmq_shards::batch::{self, BatchBuilder};
+use ringmq_shards::Record;
+use std::path::Path;
+
+fn body(encode: impl FnOnce(&mut Writer)) -> Vec<u8> {
+    let mut w = Writer::default();
+    encode(&mut w);
+    w.buf
+}
+
+fn batch_of(values: &[&[u8]]) -> Vec<u8> {
+    let mut b = BatchBuilder::new(1_700_000_000_000);
+    for (i, v) in values.iter().enumerate() {
+        b.push(&Record { value: v, key: if i % 2 == 0 { b"key" } else { b"" }, tag: b"TagA", ..Record::default() });
+    }
+    b.finish()
+}
+
+/// A body of every API, as a client sends it.
+fn requests() -> Vec<(ApiKey, Vec<u8>)> {
+    let one = batch_of(&[b"hello"]);
+    let two = batch_of(&[b"a", b"bb"]);
+    let q = || QueueRef { topic: "orders".into(), queue: 3 };
+    let member = || Membership { group: "g".into(), generation: 2, member: "m-1".into() };
+    let fetch = || Fetch { queue: q(), offset: 7, max_bytes: 1 << 20, max_wait_ms: 500, tags: "TagA || TagB".into() };
+    let locking = || QueueLocking { group: "g".into(), holder: "h".into(), lease_ms: 30_000, queues: vec![q()] };
+    let tx = |batch: &[u8], half| {
+        body(|w| Transactional { queue: q(), group: "p".into(), batch, half, commit: true }.encode(w))
+    };
+    vec![
+        (ApiKey::ApiVersions, Vec::new()),
+        (ApiKey::Metadata, body(|w| encode_names(&["orders".into()], w))),
+        (ApiKey::CreateTopic, body(|w| CreateTopic { name: "orders".into(), queues: 8, flush: 0 }.encode(w))),
+        (ApiKey::DeleteTopic, body(|w| {
+            w.string("orders");
+        })),
+        (ApiKey::ListTopics, Vec::new()),
+        (ApiKey::Produce, body(|w| Produce { queue: q(), acks: ACKS_DURABLE, batches: vec![&one, &two] }.encode(w))),
+        (ApiKey::Fetch, body(|w| fetch().encode(w))),
+        (ApiKey::ListOffsets, body(|w| q().encode(w))),
+        (ApiKey::CommitOffset, body(|w| GroupOffset { member: member(), queue: q(), offset: 9 }.encode(w))),
+        (ApiKey::FetchOffset, body(|w| {
+            w.string("g");
+            q().encode(w);
+        })),
+        (
+            ApiKey::JoinGroup,
+            body(|w| {
+                JoinGroup {
+                    group: "g".into(),
+                    member: String::new(),
+                    client_id: "c".into(),
+                    session_timeout_ms: 10_000,
+                    rebalance_timeout_ms: 30_000,
+                    metadata: body(|w| encode_names(&["orders".into()], w)),
+                }
+                .encode(w)
+            }),
+        ),
+        (
+            ApiKey::SyncGroup,
+            body(|w| {
+                let a = Assignment { topics: vec![("orders".into(), vec![0, 1])] }.encode();
+                SyncGroup { member: member(), assignments: vec![("m-1".into(), a)] }.encode(w)
+            }),
+        ),
+        (ApiKey::Heartbeat, body(|w| {
+            member().encode(w);
+            w.u32(3000);
+        })),
+        (ApiKey::LeaveGroup, body(|w| member().encode(w))),
+        (
+            ApiKey::SendBack,
+            body(|w| {
+                SendBack { group: "g".into(), queue: q(), offset: 4, max_retries: 16, delay_level: 0, dead_letter: false }
+                    .encode(w)
+            }),
+        ),
+        (ApiKey::AdvanceClock, body(|w| {
+            w.u64(1000);
+        })),
+        (ApiKey::LockQueues, body(|w| locking().encode(w))),
+        (ApiKey::UnlockQueues, body(|w| QueueLocking { lease_ms: 0, ..locking() }.encode(w))),
+        (
+            ApiKey::ProduceDelayed,
+            body(|w| ProduceDelayed { queue: q(), delay_level: 3, deliver_at_ms: 0, batch: &one }.encode(w)),
+        ),
+        (ApiKey::LookupMessages, body(|w| LookupQuery::Key { topic: "orders".into(), key: b"key".to_vec() }.encode(w))),
+        (ApiKey::ProduceHalf, tx(&one, 0)),
+        (ApiKey::EndTransaction, tx(&[], 42)),
+        (ApiKey::PollChecks, body(|w| {
+            w.string("p").u32(200);
+        })),
+        (ApiKey::ProduceMany, body(|w| ProduceMany { acks: ACKS_DURABLE, entries: vec![(q(), &one), (q(), &two)] }.encode(w))),
+        (ApiKey::FetchMany, body(|w| FetchMany { max_wait_ms: 500, entries: vec![fetch(), fetch()] }.encode(w))),
+    ]
+}
+
+fn write(dir: &Path, name: String, bytes: &[u8]) {
+    std::fs::create_dir_all(dir).unwrap();
+    std::fs::write(dir.join(name), bytes).unwrap();
+}
+
+fn main() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("corpus");
+    for (i, (api, request)) in requests().into_iter().enumerate() {
+        let framed = frame::request(api as u16, 0, 1 + i as u32, &request);
+        write(&root.join("frame"), format!("{api:?}"), &framed[4..]);
+        let mut picked = vec![api as u8];
+        picked.extend_from_slice(&request);
+        write(&root.join("request"), format!("{api:?}"), &picked);
+    }
+    write(&root.join("frame"), "error-response".into(), &frame::response(5, ErrorCode::UnknownTopic, "no", &[])[4..]);
+    let batches = [batch_of(&[b"x"]), batch_of(&[b"a", b"bb", b"ccc"]), batch_of(&[&[7; 3000]])];
+    let (mut segment, mut offset) = (Vec::new(), 0u64);
+    for (i, b) in batches.iter().enumerate() {
+        write(&root.join("batch"), format!("batch-{i}"), b);
+        write(&root.join("records"), format!("records-{i}"), &b[batch::HEADER_BYTES..]);
+        let mut stored = b.clone();
+        batch::stamp(&mut stored, offset, 1);
+        offset += u64::from(batch::verify_stored(&stored).expect("a stamped batch verifies").record_count);
+        segment.extend_from_slice(&stored);
+    }
+    // recovery's input: u16 checkpoint length 0, u16 chunk length 0, then the segment.
+    let mut recovery = vec![0, 0, 0, 0];
+    recovery.extend_from_slice(&segment);
+    write(&root.join("recovery"), "one-queue-log".into(), &recovery);
+    println!("seeds written under {}", root.display());
+}
