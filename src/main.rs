@@ -699,3 +699,25 @@ fn json_string(s: &str) -> String {
     out.push('"');
     out
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    proptest::proptest! {
+        /// --delay-levels and --header take any text without panicking.
+        #[test]
+        fn no_flag_text_makes_a_parser_panic(text in "\\PC{0,120}") {
+            let _ = parse_delay_levels(&text);
+            let _ = parse_header(&text);
+        }
+    }
+
+    #[test]
+    fn delay_levels_must_be_eighteen_rising_durations() {
+        let levels = "1s 5s 10s 30s 1m 2m 3m 4m 5m 6m 7m 8m 9m 10m 20m 30m 1h 2h";
+        assert_eq!(parse_delay_levels(levels).unwrap().len(), 18);
+        assert!(parse_delay_levels("1s 2s").unwrap_err().contains("18"));
+        assert!(parse_delay_levels(&levels.replace("1s", "-1s")).unwrap_err().contains("negative"));
+    }
+}

@@ -148,4 +148,12 @@ mod tests {
         }
         assert!(parse_hgrm("garbage\n").is_err());
     }
+
+    proptest::proptest! {
+        /// `compare` reads any file it is given without panicking.
+        #[test]
+        fn no_text_makes_parse_hgrm_panic(text in "\\PC{0,200}") {
+            let _ = parse_hgrm(&text);
+        }
+    }
 }

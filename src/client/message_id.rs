@@ -86,4 +86,14 @@ mod tests {
         let other = MessageIdGenerator::new().next_id();
         assert_ne!(&other.0[6..10], &ids[0].0[6..10], "node bits differ between generators");
     }
+
+    proptest::proptest! {
+        /// Any text given to `message get --id` parses or is refused, and an id round-trips.
+        #[test]
+        fn no_text_makes_the_id_parser_panic(s in "\\PC{0,40}", hex in "[0-9a-f]{32}") {
+            let _ = s.parse::<MessageId>();
+            let id: MessageId = hex.parse().unwrap();
+            proptest::prop_assert_eq!(id.to_string(), hex);
+        }
+    }
 }

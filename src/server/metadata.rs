@@ -174,4 +174,12 @@ mod tests {
         assert!(valid_topic_name("%RETRY%billing") && valid_topic_name("%DLQ%billing"));
         assert!(!valid_topic_name("%RETRY%") && !valid_topic_name("%OTHER%x") && !valid_topic_name("%DLQ%a b"));
     }
+
+    proptest::proptest! {
+        /// A damaged metadata file is refused, never a panic.
+        #[test]
+        fn no_file_makes_metadata_decode_panic(bytes in proptest::collection::vec(proptest::num::u8::ANY, 0..512)) {
+            let _ = Metadata::decode(&bytes);
+        }
+    }
 }

@@ -198,4 +198,14 @@ mod tests {
         assert_eq!(got, vec![(12, "v12".into()), (13, "v13".into()), (15, "v15".into())]);
         assert_eq!(batch::split(&out).count(), 2, "one batch per run of consecutive matches");
     }
+
+    proptest::proptest! {
+        /// No tag expression a consumer sends makes the broker panic; one it accepts matches its own tags.
+        #[test]
+        fn no_expression_makes_parse_panic(e in "\\PC{0,40}", tag in "[A-Za-z]{1,8}") {
+            let _ = TagFilter::parse(&e);
+            let f = TagFilter::parse(&format!("{tag} || other")).unwrap();
+            proptest::prop_assert!(f.matches(tag.as_bytes()) && f.may_match(tag_hash(tag.as_bytes())));
+        }
+    }
 }
