@@ -4,7 +4,7 @@
 mod common;
 
 use common::Broker;
-use ringmq::client::{Consumer, Message, Producer, ProducerConfig, StartFrom};
+use ringmq::client::{ConsumedMessage, Consumer, Message, Producer, ProducerConfig, StartFrom};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
@@ -15,28 +15,7 @@ fn every_durably_acked_message_survives_kill_9() {
     let mut broker = Broker::start(dir.path(), &[]);
     broker.client().create_topic("crash", 8, 0).unwrap();
     let stop = Arc::new(AtomicBool::new(false));
-    let producers: Vec<_> = (0..4)
-        .map(|t| {
-            let (client, stop) = (broker.client(), stop.clone());
-            std::thread::spawn(move || {
-                let p = Producer::new(client, ProducerConfig::default());
-                let mut acked = Vec::new();
-                for i in 0.. {
-                    if stop.load(Ordering::Relaxed) {
-                        break;
-                    }
-                    let value = format!("p{t}-{i}");
-                    // A producer stops at its first error: nothing is retried
-                    // across the crash, so no duplicate is expected.
-                    match p.send("crash", &Message::new(value.clone())) {
-                        Ok(r) => acked.push((value, r)),
-                        Err(_) => break,
-                    }
-                }
-                acked
-            })
-        })
-        .collect();
+    let producers = load(&broker, "crash", 0, 4, &stop);
     std::thread::sleep(Duration::from_millis(1500));
     broker.kill9();
     stop.store(true, Ordering::Relaxed);
@@ -44,13 +23,7 @@ fn every_durably_acked_message_survives_kill_9() {
     assert!(acked.len() > 100, "the load ran: {} acked", acked.len());
 
     broker.restart();
-    let client = broker.client();
-    let mut consumer = Consumer::new(client.clone(), None);
-    consumer.assign_all("crash", StartFrom::Earliest).unwrap();
-    let total: u64 = (0..8).map(|q| client.list_offsets("crash", q).unwrap().1).sum();
-    let got = common::consume(&mut consumer, total as usize, Duration::from_secs(60));
-    assert_eq!(got.len() as u64, total);
-    common::assert_acked_present(&got, &acked);
+    let got = check_everything(&broker, "crash", 8, &acked);
     common::assert_per_sender_order(&got);
     let unacked = got.len() - acked.len();
     eprintln!(
@@ -61,9 +34,16 @@ fn every_durably_acked_message_survives_kill_9() {
     assert!(unacked <= 4, "at most one in-flight message per producer");
 }
 
-/// One cycle's load: `producers` threads sending sync until `stop` or an
-/// error; each message "c{cycle}-p{t}-{i}-" padded to a length of its own.
-fn load(broker: &Broker, cycle: u32, producers: u32, stop: &Arc<AtomicBool>) -> Vec<std::thread::JoinHandle<Acked>> {
+/// One cycle's load on `topic`: `producers` threads sending sync until
+/// `stop` or their first error (nothing is retried across a crash, so no
+/// duplicate is expected); values "c{cycle}p{t}-{i}", keys of varied length.
+fn load(
+    broker: &Broker,
+    topic: &'static str,
+    cycle: u32,
+    producers: u32,
+    stop: &Arc<AtomicBool>,
+) -> Vec<std::thread::JoinHandle<Acked>> {
     (0..producers)
         .map(|t| {
             let (client, stop) = (broker.client(), stop.clone());
@@ -74,9 +54,9 @@ fn load(broker: &Broker, cycle: u32, producers: u32, stop: &Arc<AtomicBool>) -> 
                     if stop.load(Ordering::Relaxed) {
                         break;
                     }
-                    let head = format!("c{cycle}-p{t}-{i}-");
-                    let value = format!("{head}{}", "v".repeat((i * 37 + t as usize * 101) % 1500));
-                    match p.send("loop", &Message::new(value.clone())) {
+                    let value = format!("c{cycle}p{t}-{i}");
+                    let key = "k".repeat((i * 37 + t as usize * 101) % 1500);
+                    match p.send(topic, &Message::new(value.clone()).with_key(key)) {
                         Ok(r) => acked.push((value, r)),
                         Err(_) => break,
                     }
@@ -89,19 +69,19 @@ fn load(broker: &Broker, cycle: u32, producers: u32, stop: &Arc<AtomicBool>) -> 
 
 type Acked = Vec<(String, ringmq::client::SendResult)>;
 
-/// Reads every queue of "loop" from offset 0 to its end; asserts there is
+/// Reads every queue of `topic` from offset 0 to its end; asserts there is
 /// no gap and no message twice, and that every acked one is where its ack said.
-fn check_everything(broker: &Broker, acked: &Acked, queues: u32) -> usize {
+fn check_everything(broker: &Broker, topic: &str, queues: u32, acked: &Acked) -> Vec<ConsumedMessage> {
     let client = broker.client();
     let mut consumer = Consumer::new(client.clone(), None);
-    consumer.assign_all("loop", StartFrom::Earliest).unwrap();
-    let total: u64 = (0..queues).map(|q| client.list_offsets("loop", q).unwrap().1).sum();
+    consumer.assign_all(topic, StartFrom::Earliest).unwrap();
+    let total: u64 = (0..queues).map(|q| client.list_offsets(topic, q).unwrap().1).sum();
     let got = common::consume(&mut consumer, total as usize, Duration::from_secs(60));
     assert_eq!(got.len() as u64, total, "every offset below each queue's end is readable: no gaps");
     let values: std::collections::HashSet<&[u8]> = got.iter().map(|m| m.value.as_slice()).collect();
     assert_eq!(values.len(), got.len(), "no message is stored twice");
     common::assert_acked_present(&got, acked);
-    got.len()
+    got
 }
 
 #[test]
@@ -119,7 +99,7 @@ fn kill_9_at_random_moments_over_many_cycles_loses_nothing() {
         seed ^= seed >> 7;
         seed ^= seed << 17;
         let stop = Arc::new(AtomicBool::new(false));
-        let producers = load(&broker, cycle, 3, &stop);
+        let producers = load(&broker, "loop", cycle, 3, &stop);
         // Somewhere in 0.1-1.3 s of load: mid-round, mid-rollover, mid-checkpoint.
         std::thread::sleep(Duration::from_millis(100 + seed % 1200));
         broker.kill9();
@@ -127,7 +107,7 @@ fn kill_9_at_random_moments_over_many_cycles_loses_nothing() {
         let before = acked.len();
         acked.extend(producers.into_iter().flat_map(|p| p.join().unwrap()));
         broker.restart();
-        let stored = check_everything(&broker, &acked, 6);
+        let stored = check_everything(&broker, "loop", 6, &acked).len();
         eprintln!(
             "cycle {cycle}: {} acked this cycle, {} acked in all, {stored} stored, 0 lost",
             acked.len() - before,

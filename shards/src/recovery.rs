@@ -103,19 +103,27 @@ async fn load_partial_page(config: &ShardConfig, q: &mut QueueIndex) -> Result<(
     if count == 0 {
         return Ok(());
     }
-    let file_base = q.mem_base - q.mem_base % config.index_file_entries;
+    let (page, first) = index_page(config, q, q.mem_base).await?;
+    debug_assert!(first == 0 && count < ENTRIES_PER_PAGE as usize);
+    q.restore_partial_page((0..count).map(|slot| IndexEntry::decode(&page, slot)));
+    Ok(())
+}
+
+/// The index file page holding checkpointed `offset` of `q`, and the offset's slot in it.
+async fn index_page(config: &ShardConfig, q: &QueueIndex, offset: u64) -> Result<(glommio::io::ReadResult, usize)> {
+    let file_base = offset - offset % config.index_file_entries;
     let path = index::file_path(&q.dir, file_base);
     let file = q.files.get(&file_base).ok_or_else(|| StorageError::Corruption {
         what: "queue index",
         position: 0,
-        detail: format!("{} is missing but the checkpoint covers offsets in it", path.display()),
+        detail: format!("{} is missing but the checkpoint covers offset {offset} of it", path.display()),
     })?;
-    let at = (q.mem_base - file_base) * ENTRY_BYTES as u64;
-    let page =
-        file.read_at_aligned(at, PAGE_BYTES as usize).await.map_err(|e| StorageError::io("reading", &path, e))?;
-    debug_assert!(count < ENTRIES_PER_PAGE as usize);
-    q.restore_partial_page((0..count).map(|slot| IndexEntry::decode(&page, slot)));
-    Ok(())
+    let in_file = (offset - file_base) * ENTRY_BYTES as u64;
+    let page = file
+        .read_at_aligned(page_down(in_file), PAGE_BYTES as usize)
+        .await
+        .map_err(|e| StorageError::io("reading", &path, e))?;
+    Ok((page, (in_file % PAGE_BYTES) as usize / ENTRY_BYTES))
 }
 
 /// Sequential reader over the log for the recovery scan.
@@ -237,19 +245,8 @@ async fn entry_at(config: &ShardConfig, q: &QueueIndex, offset: u64) -> Result<I
     if let Some(e) = q.mem_entry(offset) {
         return Ok(e);
     }
-    let file_base = offset - offset % config.index_file_entries;
-    let path = index::file_path(&q.dir, file_base);
-    let file = q.files.get(&file_base).ok_or_else(|| StorageError::Corruption {
-        what: "queue index",
-        position: 0,
-        detail: format!("{} is missing but the checkpoint covers offset {offset} of it", path.display()),
-    })?;
-    let in_file = (offset - file_base) * ENTRY_BYTES as u64;
-    let page = file
-        .read_at_aligned(page_down(in_file), PAGE_BYTES as usize)
-        .await
-        .map_err(|e| StorageError::io("reading", &path, e))?;
-    Ok(IndexEntry::decode(&page, ((in_file % PAGE_BYTES) as usize) / ENTRY_BYTES))
+    let (page, slot) = index_page(config, q, offset).await?;
+    Ok(IndexEntry::decode(&page, slot))
 }
 
 /// Moves every queue's end back to the first of its batches at or past log
