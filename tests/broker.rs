@@ -3,19 +3,13 @@
 
 mod common;
 
-use common::{Broker, Raw};
+use common::{batch, Broker, Raw};
 use ringmq::client::{Consumer, Message, Producer, ProducerConfig, StartFrom};
 use ringmq::protocol::messages::{Fetch, Produce, QueueRef, ACKS_DURABLE};
 use ringmq::protocol::{ApiKey, ErrorCode, Writer};
 use ringmq::shards::batch::BatchBuilder;
 use ringmq::shards::Record;
 use std::time::Duration;
-
-fn batch(value: &[u8]) -> Vec<u8> {
-    let mut b = BatchBuilder::new(0);
-    b.push(&Record { value, ..Record::default() });
-    b.finish()
-}
 
 fn produce_body(topic: &str, queue: u32, batch: &[u8]) -> Vec<u8> {
     let mut w = Writer::default();

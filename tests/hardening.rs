@@ -4,23 +4,15 @@
 
 mod common;
 
-use common::{consume, Broker, Raw};
+use common::{batch, consume, Broker, Raw};
 use ringmq::client::{Consumer, StartFrom};
 use ringmq::protocol::messages::{
     Fetch, FetchMany, GroupOffset, JoinGroup, Membership, Produce, ProduceDelayed, ProduceMany, QueueRef, ACKS_DURABLE,
     ACKS_NONE, NO_OFFSET,
 };
 use ringmq::protocol::{ApiKey, ErrorCode, Reader, Writer};
-use ringmq::shards::batch::BatchBuilder;
-use ringmq::shards::Record;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
-
-fn batch(value: &[u8]) -> Vec<u8> {
-    let mut b = BatchBuilder::new(0);
-    b.push(&Record { value, ..Record::default() });
-    b.finish()
-}
 
 fn body(encode: impl FnOnce(&mut Writer)) -> Vec<u8> {
     let mut w = Writer::default();

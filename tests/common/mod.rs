@@ -13,6 +13,13 @@ use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+/// A one-record batch of `value`, as a producer builds it.
+pub fn batch(value: &[u8]) -> Vec<u8> {
+    let mut b = ringmq::shards::batch::BatchBuilder::new(0);
+    b.push(&ringmq::shards::Record { value, ..ringmq::shards::Record::default() });
+    b.finish()
+}
+
 /// Asserts that every acknowledged (value, result) is stored at its queue and
 /// offset with its value, and that no position was returned twice.
 pub fn assert_acked_present(got: &[ConsumedMessage], acked: &[(String, SendResult)]) {
