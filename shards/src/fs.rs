@@ -78,20 +78,9 @@ async fn create_truncated(path: &Path) -> Result<DmaFile> {
 /// Numbers of the files in `dir` whose names `parse` accepts, ascending;
 /// removes `.tmp` leftovers of creations a crash interrupted.
 pub async fn list_numbered(dir: &Path, parse: impl Fn(&str) -> Option<u64>) -> Result<Vec<u64>> {
-    let names = blocking("listing", dir, |dir| {
-        let mut names = Vec::new();
-        for entry in std::fs::read_dir(dir)? {
-            let entry = entry?;
-            let name = entry.file_name().to_string_lossy().into_owned();
-            if name.ends_with(".tmp") {
-                std::fs::remove_file(entry.path())?;
-            } else {
-                names.push(name);
-            }
-        }
-        Ok(names)
-    })
-    .await?;
+    let (leftovers, names): (Vec<String>, Vec<String>) =
+        list_dir(dir).await?.into_iter().partition(|n| n.ends_with(".tmp"));
+    remove_files("removing leftover", leftovers.iter().map(|n| dir.join(n)).collect()).await?;
     let mut numbers: Vec<u64> = names.iter().filter_map(|n| parse(n)).collect();
     numbers.sort_unstable();
     Ok(numbers)

@@ -13,12 +13,8 @@ use std::time::Duration;
 /// Creates the queues the shard lacks.
 pub async fn ensure(storage: &Shard, queues: &[(QueueId, FlushPolicy)]) -> Result<(), StorageError> {
     let existing = storage.queues();
-    for &(q, policy) in queues {
-        if !existing.contains(&q) {
-            storage.create_queue(q, Some(policy)).await?;
-        }
-    }
-    Ok(())
+    let missing: Vec<_> = queues.iter().filter(|(q, _)| !existing.contains(q)).map(|&(q, p)| (q, Some(p))).collect();
+    storage.create_queues(&missing).await
 }
 
 /// Appends one record of `key` and `value` to `queue` (durable as the queue's policy says).
