@@ -3,36 +3,31 @@
 //! base port + N; metadata names every shard's address so clients reach the
 //! owning core directly.
 
-mod clock;
-pub mod config;
-mod connection;
-mod group_api;
+//!
+//! Layers, each importing only those below it (checked by `.ci/layers`):
+//! `wire` (the protocol edge) -> the features `data`, `groups`, `delay`,
+//! `tx` (never each other) -> `core` (context, service, mesh, tasks) ->
+//! `internal` (the broker's own storage queues) -> the storage engine.
+//! `shard.rs` and this file assemble them.
+
+mod core;
+mod data;
+mod delay;
 mod groups;
-mod handler;
-mod internal_queue;
-mod layout;
-mod lookup;
-mod mesh;
-pub mod metadata;
-mod offset_marks;
-mod offsets;
-mod queue_locks;
-mod retry;
-mod schedule;
-mod shard_server;
-mod stall;
-mod tag_filter;
-mod timer;
-mod timing_wheel;
-mod transactions;
+mod internal;
+mod shard;
+mod tx;
+mod wire;
 
-pub use config::ServerConfig;
+pub use self::core::config;
+pub use self::core::config::ServerConfig;
 
-use clock::Clock;
+use self::core::clock::Clock;
+use self::core::tasks::Stop;
+use self::core::{layout, stall};
 use glommio::channels::channel_mesh::MeshBuilder;
 use glommio::{LocalExecutorBuilder, Placement, PoolPlacement};
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{mpsc, Arc};
 use std::time::Duration;
 
@@ -57,7 +52,7 @@ pub enum ServerError {
 pub struct Server {
     /// Each shard's client address, by shard index.
     pub addrs: Vec<SocketAddr>,
-    shutdown: Arc<AtomicBool>,
+    stop: Stop,
     shards: Vec<glommio::ExecutorJoinHandle<()>>,
 }
 
@@ -79,7 +74,7 @@ pub fn start(config: ServerConfig) -> Result<Server, ServerError> {
     layout::check_or_record(&config.data_dir, layout::Layout { shards: n, segment_bytes: config.segment_bytes })
         .map_err(ServerError::Layout)?;
     let mesh = MeshBuilder::full(n, 1024);
-    let shutdown = Arc::new(AtomicBool::new(false));
+    let stop = Stop::default();
     let clock = Arc::new(if config.manual_clock { Clock::manual() } else { Clock::system() });
     let (report_tx, report_rx) = mpsc::channel();
     let mut addr_txs = Vec::new();
@@ -87,13 +82,13 @@ pub fn start(config: ServerConfig) -> Result<Server, ServerError> {
     for (index, &cpu) in config.cores.iter().enumerate() {
         let (addr_tx, addr_rx) = mpsc::channel();
         addr_txs.push(addr_tx);
-        let startup = shard_server::Startup {
+        let startup = shard::Startup {
             index,
             config: config.clone(),
             mesh: mesh.clone(),
             report: report_tx.clone(),
             addrs: addr_rx,
-            shutdown: shutdown.clone(),
+            stop: stop.clone(),
             clock: clock.clone(),
         };
         let mut builder = LocalExecutorBuilder::new(Placement::Fixed(cpu))
@@ -105,12 +100,11 @@ pub fn start(config: ServerConfig) -> Result<Server, ServerError> {
         if !config.stall_threshold.is_zero() {
             builder = builder.detect_stalls(Some(Box::new(stall::Detector { threshold: config.stall_threshold })));
         }
-        let handle = builder
-            .spawn(move || shard_server::run(startup))
-            .map_err(|e| ServerError::Executor(index, e.to_string()))?;
+        let handle =
+            builder.spawn(move || shard::run(startup)).map_err(|e| ServerError::Executor(index, e.to_string()))?;
         shards.push(handle);
     }
-    let mut server = Server { addrs: vec![SocketAddr::from(([0, 0, 0, 0], 0)); n], shutdown, shards };
+    let mut server = Server { addrs: vec![SocketAddr::from(([0, 0, 0, 0], 0)); n], stop, shards };
     match wait_until_serving(&report_rx, &addr_txs, &mut server.addrs) {
         Ok(()) => Ok(server),
         Err((index, e)) => {
@@ -153,7 +147,7 @@ fn wait_until_serving(
 impl Server {
     /// Stops accepting, flushes and closes every shard's storage, and waits.
     pub fn stop(self) {
-        self.shutdown.store(true, Ordering::Relaxed);
+        self.stop.stop();
         for handle in self.shards {
             let _ = handle.join();
         }

@@ -3,22 +3,21 @@
 //! topic and key), and those below their queue's start are counted as
 //! removed by retention.
 
-use super::handler::Failure;
-use super::shard_server::ShardCtx;
 use super::tag_filter;
 use crate::protocol::messages::{LookedUp, LookupQuery};
+use crate::server::core::{Core, Failure};
 use ringmq_shards::lookup::{id_hash, key_hash};
 use ringmq_shards::{QueueId, ReadWait};
 use std::collections::HashMap;
 
 /// Finds the messages the query names among this shard's.
-pub async fn lookup(ctx: &ShardCtx, query: &LookupQuery) -> Result<LookedUp, Failure> {
+pub async fn lookup(core: &Core, query: &LookupQuery) -> Result<LookedUp, Failure> {
     let hash = match query {
         LookupQuery::Id(id) => id_hash(id),
         LookupQuery::Key { key, .. } => key_hash(key),
     };
-    let candidates = ctx.storage.lookup(hash).await?;
-    let metadata = ctx.metadata();
+    let candidates = core.storage().lookup(hash).await?;
+    let metadata = core.metadata();
     let by_storage_id: HashMap<u32, (&String, u32)> = metadata
         .topics
         .iter()
@@ -32,7 +31,7 @@ pub async fn lookup(ctx: &ShardCtx, query: &LookupQuery) -> Result<LookedUp, Fai
                 continue;
             }
         }
-        let (start, end) = ctx.storage.offsets(QueueId(q.0))?;
+        let (start, end) = core.storage().offsets(QueueId(q.0))?;
         if offset < start {
             out.removed += 1;
             continue;
@@ -40,7 +39,7 @@ pub async fn lookup(ctx: &ShardCtx, query: &LookupQuery) -> Result<LookedUp, Fai
         if offset >= end {
             continue; // an entry of a batch the log lost (recovery rolled the queue back)
         }
-        let read = ctx.storage.read(q, offset, 1, ReadWait::No).await?;
+        let read = core.storage().read(q, offset, 1, ReadWait::No).await?;
         let mut batch = Vec::new();
         let matches = |o: u64, r: &ringmq_shards::Record<'_>| {
             o == offset

@@ -6,8 +6,7 @@
 //! flush round acknowledges, every fetch it wakes) go out in one send. A
 //! framing error closes that connection only.
 
-use super::handler;
-use super::shard_server::ShardCtx;
+use super::{dispatch, Services};
 use crate::protocol::frame::{self, REQUEST_HEADER_BYTES};
 use crate::protocol::{ApiKey, ErrorCode};
 use futures_lite::io::{AsyncReadExt, AsyncWriteExt, BufReader, WriteHalf};
@@ -21,30 +20,32 @@ const READ_BUFFER_BYTES: usize = 64 << 10;
 /// on their own rather than copied.
 const JOIN_MAX_BYTES: usize = 64 << 10;
 
-/// Accepts connections until the task is dropped.
-pub async fn accept_loop(ctx: Rc<ShardCtx>, listener: TcpListener) {
+/// Accepts connections until the shard stops.
+pub async fn accept_loop(s: Rc<Services>, listener: TcpListener) {
+    let (shard, max) = (s.core.id(), s.core.config().max_connections);
+    let open = Rc::new(Cell::new(0usize));
     loop {
-        let stream = match listener.accept().await {
-            Ok(s) => s,
-            Err(error) => {
-                tracing::warn!(shard = ctx.id, %error, "accept failed");
+        let stream = match s.core.tasks().unless_stopping(listener.accept()).await {
+            None => return,
+            Some(Ok(stream)) => stream,
+            Some(Err(error)) => {
+                tracing::warn!(shard, %error, "accept failed");
                 glommio::timer::sleep(std::time::Duration::from_millis(10)).await;
                 continue;
             }
         };
-        if ctx.connections.get() >= ctx.config.max_connections {
-            let m =
-                format!("shard {} already serves {} connections (max_connections)", ctx.id, ctx.config.max_connections);
+        if open.get() >= max {
+            let m = format!("shard {shard} already serves {max} connections (max_connections)");
             let mut stream = stream;
             let _ = stream.write_all(&frame::response(0, ErrorCode::TooManyConnections, &m, &[])).await;
             let _ = stream.close().await;
             continue;
         }
-        ctx.connections.set(ctx.connections.get() + 1);
-        let ctx2 = ctx.clone();
+        open.set(open.get() + 1);
+        let (s, open) = (s.clone(), open.clone());
         glommio::spawn_local(async move {
-            serve(ctx2.clone(), stream).await;
-            ctx2.connections.set(ctx2.connections.get() - 1);
+            serve(s, stream).await;
+            open.set(open.get() - 1);
         })
         .detach();
     }
@@ -98,7 +99,7 @@ impl Writer {
     }
 }
 
-async fn serve(ctx: Rc<ShardCtx>, stream: TcpStream) {
+async fn serve(s: Rc<Services>, stream: TcpStream) {
     let _ = stream.set_nodelay(true);
     let (reader, writer) = futures_lite::io::split(stream);
     let mut reader = BufReader::with_capacity(READ_BUFFER_BYTES, reader);
@@ -108,7 +109,7 @@ async fn serve(ctx: Rc<ShardCtx>, stream: TcpStream) {
     // parked by back-pressure must not keep a fetch on the same connection
     // from being read (consumers starved that way at overload), nor parked
     // long-poll fetches a produce.
-    let limit = ctx.config.max_inflight_per_connection as u64;
+    let limit = s.core.config().max_inflight_per_connection as u64;
     let produce_slots = Rc::new(glommio::sync::Semaphore::new(limit));
     let other_slots = Rc::new(glommio::sync::Semaphore::new(limit));
     loop {
@@ -117,7 +118,7 @@ async fn serve(ctx: Rc<ShardCtx>, stream: TcpStream) {
             return;
         }
         let len = u32::from_le_bytes(len_bytes) as usize;
-        if len < REQUEST_HEADER_BYTES || len > ctx.config.max_frame_bytes {
+        if len < REQUEST_HEADER_BYTES || len > s.core.config().max_frame_bytes {
             let (code, m) = if len < REQUEST_HEADER_BYTES {
                 (
                     ErrorCode::Malformed,
@@ -126,7 +127,7 @@ async fn serve(ctx: Rc<ShardCtx>, stream: TcpStream) {
             } else {
                 (
                     ErrorCode::FrameTooLarge,
-                    format!("frame of {len} bytes exceeds max_frame_bytes {}", ctx.config.max_frame_bytes),
+                    format!("frame of {len} bytes exceeds max_frame_bytes {}", s.core.config().max_frame_bytes),
                 )
             };
             writer.send(frame::response(0, code, &format!("{m}; closing the connection"), &[])).await;
@@ -148,9 +149,9 @@ async fn serve(ctx: Rc<ShardCtx>, stream: TcpStream) {
         let is_produce = matches!(api, Some(ApiKey::Produce | ApiKey::ProduceMany));
         let slots = if is_produce { &produce_slots } else { &other_slots };
         let Ok(permit) = slots.clone().acquire_static_permit(1).await else { return };
-        let (ctx, writer) = (ctx.clone(), writer.clone());
+        let (s, writer) = (s.clone(), writer.clone());
         glommio::spawn_local(async move {
-            if let Some(response) = handler::handle(&ctx, request).await {
+            if let Some(response) = dispatch::handle(&s, request).await {
                 writer.send(response).await;
             }
             drop(permit);

@@ -5,12 +5,13 @@
 //! subscriptions. Past the group's limit it goes to the group's dead-letter
 //! topic, which nobody consumes automatically.
 
-use super::handler::{self, Failure};
-use super::internal_queue;
-use super::schedule::{self, Destination};
-use super::shard_server::ShardCtx;
-use crate::protocol::messages::{SendBack, SentBack};
+use super::levels::level_delay;
+use crate::protocol::messages::{QueueRef, SendBack, SentBack};
 use crate::protocol::ErrorCode;
+use crate::server::core::metadata::{self, QueueSlot};
+use crate::server::core::{Core, Failure};
+use crate::server::internal::queues::{self, delay_level, DELAY_LEVELS};
+use crate::server::internal::stamp::{self, Destination};
 use ringmq_shards::{QueueId, Record};
 use std::rc::Rc;
 
@@ -34,30 +35,31 @@ pub fn dlq_topic(group: &str) -> String {
     format!("%DLQ%{group}")
 }
 
-/// Sends back the record at `offset` of the queue (owned by this shard as `storage_id`).
-pub async fn send_back(ctx: &Rc<ShardCtx>, req: &SendBack, storage_id: u32) -> Result<SentBack, Failure> {
-    if !super::metadata::valid_topic_name(&req.group) {
-        return Err(Failure(ErrorCode::InvalidRequest, format!("group name {:?} is not a valid name", req.group)));
+/// Sends back the record at `offset` of the queue (owned by this shard at `slot`).
+pub async fn send_back(core: &Rc<Core>, req: &SendBack, slot: QueueSlot) -> Result<SentBack, Failure> {
+    assert!(core.owns(slot), "a send-back is served by the queue's owner");
+    if !metadata::valid_topic_name(&req.group) {
+        return Err(Failure::invalid(format!("group name {:?} is not a valid name", req.group)));
     }
     let level = req.delay_level;
     if level != 0 {
-        schedule::level_delay(&ctx.config, level)?;
+        level_delay(core.config(), level)?;
     }
     let (retry, dlq) = (retry_topic(&req.group), dlq_topic(&req.group));
-    let copy = internal_queue::with_record(&ctx.storage, QueueId(storage_id), req.offset, |r| {
-        copy_back(ctx, req, level, &retry, r)
+    let copy = queues::with_record(core.storage(), QueueId(slot.storage_id), req.offset, |r| {
+        copy_back(core, req, level, &retry, r)
     })
     .await?
     .ok_or_else(|| Failure(ErrorCode::OffsetOutOfRange, format!("no message at offset {}", req.offset)))??;
     let max = if req.max_retries == 0 { DEFAULT_MAX_RETRIES } else { req.max_retries };
     if copy.times > max || req.dead_letter {
-        handler::ensure_topic(ctx, &dlq).await?;
-        handler::produce_internal(ctx, &dlq, 0, &copy.dead_letter).await?;
+        core.ensure_topic(&dlq).await?;
+        core.append(&QueueRef { topic: dlq, queue: 0 }, &copy.dead_letter).await?;
         tracing::info!(group = %req.group, times = copy.times, "message moved to the dead-letter topic");
         return Ok(SentBack { dead_lettered: true, reconsume_times: copy.times, due_ms: 0 });
     }
-    handler::ensure_topic(ctx, &retry).await?;
-    ctx.storage.append(schedule::level_queue(copy.level), &copy.retry).await?;
+    core.ensure_topic(&retry).await?;
+    core.storage().append(delay_level(copy.level), &copy.retry).await?;
     Ok(SentBack { dead_lettered: false, reconsume_times: copy.times, due_ms: copy.due_ms })
 }
 
@@ -72,13 +74,7 @@ struct Copy {
 
 /// Counts the send-back, keeps the origin, and stamps the retry copy with
 /// its level's due time (level `count + 2` unless the request names one).
-fn copy_back(
-    ctx: &ShardCtx,
-    req: &SendBack,
-    level: u32,
-    retry_topic: &str,
-    record: &Record<'_>,
-) -> Result<Copy, Failure> {
+fn copy_back(core: &Core, req: &SendBack, level: u32, retry_topic: &str, record: &Record<'_>) -> Result<Copy, Failure> {
     let header = |name| record.headers.get(name);
     let times = header(RECONSUME).and_then(|v| v.try_into().ok()).map_or(0, u32::from_le_bytes) + 1;
     let (origin_queue, origin_offset) = (req.queue.queue.to_le_bytes(), req.offset.to_le_bytes());
@@ -89,11 +85,11 @@ fn copy_back(
         (ORIGIN_QUEUE, header(ORIGIN_QUEUE).unwrap_or(&origin_queue)),
         (ORIGIN_OFFSET, header(ORIGIN_OFFSET).unwrap_or(&origin_offset)),
     ];
-    let level = if level == 0 { (times + 2).min(schedule::LEVELS) } else { level };
-    let now = ctx.clock.now_ms();
-    let due_ms = now + schedule::level_delay(&ctx.config, level)?.as_millis() as u64;
+    let level = if level == 0 { (times + 2).min(DELAY_LEVELS) } else { level };
+    let now = core.clock().now_ms();
+    let due_ms = now + level_delay(core.config(), level)?.as_millis() as u64;
     let keep = |name: &[u8]| set.iter().all(|(n, _)| *n != name);
-    let dead_letter = schedule::rebuilt(record, now as i64, &set, keep);
-    let retry = schedule::stamped(record, now, Destination { due_ms, topic: retry_topic, queue: 0 }, &set);
+    let dead_letter = stamp::rebuilt(record, now as i64, &set, keep);
+    let retry = stamp::stamped(record, now, Destination { due_ms, topic: retry_topic, queue: 0 }, &set);
     Ok(Copy { times, level, due_ms, retry, dead_letter })
 }

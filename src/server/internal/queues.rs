@@ -1,14 +1,30 @@
-//! Helpers for the broker's internal storage queues (offsets, delay levels,
-//! the timer log, transactions): create them, scan them, read one record,
-//! and keep retention from deleting what they still need.
+//! The broker's internal storage queues (consumer offsets, delay levels,
+//! the timer log, transactions): the one registry of their reserved ids, at
+//! the top of the u32 range where topics never get one, and helpers to
+//! create them, scan them, read one record and append one.
 
-use super::shard_server::ShardCtx;
-use super::{schedule, timer, transactions};
 use ringmq_shards::batch::{self, BatchBuilder, BatchHeader};
 use ringmq_shards::record::RecordIter;
 use ringmq_shards::{FlushPolicy, QueueId, ReadWait, Record, Shard, StorageError};
-use std::rc::Rc;
-use std::time::Duration;
+
+/// Consumer offsets and the broker's own cursors.
+pub const OFFSETS: QueueId = QueueId(u32::MAX - 1);
+/// Number of delay levels.
+pub const DELAY_LEVELS: u32 = 18;
+/// The timer log: one stamped record per delayed message.
+pub const TIMER_LOG: QueueId = QueueId(u32::MAX - 30);
+/// Offsets of the timer log that were delivered (u64 LE values).
+pub const TIMER_DONE: QueueId = QueueId(u32::MAX - 31);
+/// Transactions' half messages, stamped with destination, group and store time.
+pub const TX_HALF: QueueId = QueueId(u32::MAX - 32);
+/// Transactions' decisions, checks and deliveries.
+pub const TX_OP: QueueId = QueueId(u32::MAX - 33);
+
+/// The storage queue of a delay level (1..=DELAY_LEVELS): `MAX - 3` down to `MAX - 20`.
+pub fn delay_level(level: u32) -> QueueId {
+    assert!((1..=DELAY_LEVELS).contains(&level), "delay level {level} outside 1..={DELAY_LEVELS}");
+    QueueId(u32::MAX - 2 - level)
+}
 
 /// Creates the queues the shard lacks.
 pub async fn ensure(storage: &Shard, queues: &[(QueueId, FlushPolicy)]) -> Result<(), StorageError> {
@@ -80,34 +96,4 @@ fn for_each_record(batches: &[u8], mut each: impl FnMut(u64, &Record<'_>)) {
             each(h.base_offset + k as u64, &r);
         }
     }
-}
-
-/// Once a second, sets the shard's retention floor at the oldest record the
-/// internal queues still need: the first undelivered timer, the first
-/// unfinished transaction and each delay level's first undelivered retry.
-pub fn spawn_retention_floor(ctx: &Rc<ShardCtx>) -> glommio::task::JoinHandle<()> {
-    let ctx = ctx.clone();
-    glommio::spawn_local(async move {
-        loop {
-            glommio::timer::sleep(Duration::from_secs(1)).await;
-            match retention_floor(&ctx).await {
-                Ok(floor) => ctx.storage.keep_from(floor),
-                Err(error) => tracing::warn!(shard = ctx.id, %error, "computing the retention floor failed"),
-            }
-        }
-    })
-    .detach()
-}
-
-async fn retention_floor(ctx: &ShardCtx) -> Result<u64, StorageError> {
-    let mut needed = vec![(timer::TIMER_LOG, ctx.timer.cursor()), (transactions::TX_HALF, ctx.transactions.cursor())];
-    needed.extend((1..=schedule::LEVELS).map(|l| (schedule::level_queue(l), schedule::cursor(&ctx.offsets, l))));
-    let mut floor = u64::MAX;
-    for (queue, cursor) in needed {
-        let (start, end) = ctx.storage.offsets(queue)?;
-        if cursor < end {
-            floor = floor.min(ctx.storage.entry(queue, cursor.max(start)).await?.position.0);
-        }
-    }
-    Ok(floor)
 }

@@ -5,14 +5,11 @@
 //! segments, never takes the last value of a key (a compacted topic's job
 //! in Kafka).
 
-use super::internal_queue;
+use crate::server::internal::queues::{self, OFFSETS};
 use ringmq_shards::batch::BatchBuilder;
-use ringmq_shards::{QueueId, Record, Shard, StorageError};
+use ringmq_shards::{Record, Shard, StorageError};
 use std::cell::RefCell;
 use std::collections::HashMap;
-
-/// The storage queue that holds a shard's offset commits.
-pub const OFFSETS_QUEUE: QueueId = QueueId(u32::MAX - 1);
 
 type Key = (String, String, u32);
 
@@ -24,9 +21,9 @@ pub struct Offsets {
 impl Offsets {
     /// Creates the internal queue if needed and replays every commit in it.
     pub async fn open(storage: &Shard) -> Result<Offsets, StorageError> {
-        internal_queue::ensure(storage, &[(OFFSETS_QUEUE, ringmq_shards::FlushPolicy::Sync)]).await?;
+        queues::ensure(storage, &[(OFFSETS, ringmq_shards::FlushPolicy::Sync)]).await?;
         let mut committed = HashMap::new();
-        internal_queue::scan(storage, OFFSETS_QUEUE, 0, |_, record| {
+        queues::scan(storage, OFFSETS, 0, |_, record| {
             if let (Some(key), Ok(value)) = (decode_key(record.key), <[u8; 8]>::try_from(record.value)) {
                 committed.insert(key, u64::from_le_bytes(value));
             }
@@ -45,7 +42,7 @@ impl Offsets {
         offset: u64,
     ) -> Result<(), StorageError> {
         let key = encode_key(group, topic, queue);
-        internal_queue::append_one(storage, OFFSETS_QUEUE, key.as_bytes(), &offset.to_le_bytes(), 0).await?;
+        queues::append_one(storage, OFFSETS, key.as_bytes(), &offset.to_le_bytes(), 0).await?;
         self.committed.borrow_mut().insert((group.to_string(), topic.to_string(), queue), offset);
         Ok(())
     }
@@ -61,7 +58,7 @@ impl Offsets {
             for (key, value) in &encoded {
                 b.push(&Record { key: key.as_bytes(), value, ..Record::default() });
             }
-            storage.append(OFFSETS_QUEUE, &b.finish()).await?;
+            storage.append(OFFSETS, &b.finish()).await?;
         }
         Ok(all.len())
     }
@@ -100,7 +97,7 @@ mod tests {
                     offsets.commit(&storage, "g", "t", q, o).await.unwrap();
                 }
                 assert_eq!(offsets.snapshot(&storage).await.unwrap(), 2, "one record per key");
-                assert_eq!(storage.offsets(OFFSETS_QUEUE).unwrap().1, 5, "3 commits + 2 snapshot records");
+                assert_eq!(storage.offsets(OFFSETS).unwrap().1, 5, "3 commits + 2 snapshot records");
                 let replayed = Offsets::open(&storage).await.unwrap();
                 assert_eq!((replayed.get("g", "t", 0), replayed.get("g", "t", 1)), (Some(9), Some(7)));
                 storage.close().await.unwrap();

@@ -59,14 +59,14 @@ struct Group {
 
 /// Every group this shard coordinates.
 #[derive(Default)]
-pub struct Groups {
+pub struct Coordinator {
     groups: HashMap<String, Group>,
     next_member: u64,
 }
 
-impl Groups {
+impl Coordinator {
     /// Adds or refreshes a member and starts a rebalance if none is under
-    /// way; returns the member id. Its answer comes from [`Groups::joined`].
+    /// way; returns the member id. Its answer comes from [`Coordinator::joined`].
     pub fn join(&mut self, group: &str, req: JoinRequest, now_ms: u64) -> Result<String, Refusal> {
         if req.session_timeout_ms == 0 || req.rebalance_timeout_ms == 0 {
             return Err((ErrorCode::InvalidRequest, "session and rebalance timeouts must be positive".into()));
@@ -110,7 +110,7 @@ impl Groups {
     }
 
     /// Records the leader's assignment (a follower brings none) for the
-    /// current generation. The answer comes from [`Groups::synced`].
+    /// current generation. The answer comes from [`Coordinator::synced`].
     pub fn sync(&mut self, who: &Membership, assignments: &[(String, Vec<u8>)], now_ms: u64) -> Result<(), Refusal> {
         let g = self.current(who)?;
         g.members.get_mut(&who.member).expect("checked by current").last_seen_ms = now_ms;
@@ -326,7 +326,7 @@ fn rebalancing(group: &str) -> Refusal {
 mod tests {
     use super::*;
 
-    fn join(gs: &mut Groups, member: &str, now: u64) -> String {
+    fn join(gs: &mut Coordinator, member: &str, now: u64) -> String {
         let req = JoinRequest {
             member,
             client_id: "c",
@@ -347,7 +347,7 @@ mod tests {
 
     #[test]
     fn a_generation_forms_when_every_member_rejoined_and_fences_the_former_one() {
-        let mut gs = Groups::default();
+        let mut gs = Coordinator::default();
         let a = join(&mut gs, "", 0);
         let first = gs.joined("g", &a).unwrap().expect("a lone member forms generation 1 at once");
         assert_eq!((first.generation, first.leader.as_str()), (1, a.as_str()));
@@ -375,7 +375,7 @@ mod tests {
 
     #[test]
     fn expired_sessions_and_missing_rejoins_are_evicted() {
-        let mut gs = Groups::default();
+        let mut gs = Coordinator::default();
         let a = join(&mut gs, "", 0);
         gs.sync(&who(&a, 1), &[], 0).unwrap();
         let b = join(&mut gs, "", 100);
@@ -394,7 +394,7 @@ mod tests {
 
     #[test]
     fn leaving_rebalances_the_rest_and_outsiders_cannot_commit_an_active_group() {
-        let mut gs = Groups::default();
+        let mut gs = Coordinator::default();
         let a = join(&mut gs, "", 0);
         let b = join(&mut gs, "", 0);
         join(&mut gs, &a, 1);

@@ -70,6 +70,14 @@ pub fn ballast_bytes(segment_bytes: u64) -> u64 {
     (segment_bytes / 16).clamp(4 << 20, 64 << 20)
 }
 
+/// RocketMQ's default delays of levels 1..=18.
+pub fn default_delay_levels() -> Vec<Duration> {
+    [1, 5, 10, 30, 60, 120, 180, 240, 300, 360, 420, 480, 540, 600, 1200, 1800, 3600, 7200]
+        .into_iter()
+        .map(Duration::from_secs)
+        .collect()
+}
+
 impl ServerConfig {
     /// Defaults: all CPUs, 127.0.0.1:9292, sync flush, 1 GiB segments, 256 MiB cache per shard.
     pub fn new(data_dir: impl Into<PathBuf>) -> Self {
@@ -88,7 +96,7 @@ impl ServerConfig {
             max_inflight_per_connection: 256,
             max_fetch_wait: Duration::from_secs(60),
             max_group_wait: Duration::from_secs(300),
-            delay_levels: super::schedule::default_delays(),
+            delay_levels: default_delay_levels(),
             max_delay: Duration::from_secs(7 * 24 * 3600),
             tx_timeout: Duration::from_secs(6),
             tx_check_interval: Duration::from_secs(60),

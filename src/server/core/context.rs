@@ -1,0 +1,126 @@
+//! One shard's core context: what every feature and the wire share on that
+//! core. Feature state lives with its feature (groups, delay, tx); this is
+//! only what all of them stand on.
+
+use super::clock::Clock;
+use super::config::ServerConfig;
+use super::mesh::Mesh;
+use super::metadata::Metadata;
+use super::offsets::Offsets;
+use super::stall::StallStats;
+use super::tasks::Tasks;
+use ringmq_shards::Shard;
+use std::cell::RefCell;
+use std::rc::Rc;
+use std::sync::Arc;
+use std::time::Instant;
+
+/// The core of one shard.
+pub struct Core {
+    id: usize,
+    config: ServerConfig,
+    storage: Shard,
+    /// Every shard's client address, by shard index.
+    addrs: Vec<String>,
+    mesh: Rc<Mesh>,
+    /// Wall clock of due times (manual in tests).
+    clock: Arc<Clock>,
+    started: Instant,
+    /// The current snapshot; replaced whole by `apply_metadata`.
+    pub(super) metadata: RefCell<Rc<Metadata>>,
+    /// Serializes metadata changes (taken on shard 0).
+    pub(super) metadata_lock: glommio::sync::Semaphore,
+    offsets: Offsets,
+    tasks: Tasks,
+    /// Times this shard's thread was held past the stall threshold.
+    stalls: Rc<StallStats>,
+}
+
+/// What a shard's core is made of, opened by the shard's start-up.
+pub struct Parts {
+    pub id: usize,
+    pub config: ServerConfig,
+    pub storage: Shard,
+    pub addrs: Vec<String>,
+    pub mesh: Rc<Mesh>,
+    pub clock: Arc<Clock>,
+    pub offsets: Offsets,
+}
+
+impl Core {
+    /// A core with empty metadata (`apply_metadata` sets the stored one).
+    pub fn new(p: Parts) -> Rc<Core> {
+        assert_eq!(p.addrs.len(), p.mesh.peers(), "one address per shard");
+        assert!(p.id < p.mesh.peers(), "shard {} of {}", p.id, p.mesh.peers());
+        Rc::new(Core {
+            id: p.id,
+            config: p.config,
+            storage: p.storage,
+            addrs: p.addrs,
+            mesh: p.mesh,
+            clock: p.clock,
+            started: Instant::now(),
+            metadata: RefCell::new(Rc::new(Metadata::default())),
+            metadata_lock: glommio::sync::Semaphore::new(1),
+            offsets: p.offsets,
+            tasks: Tasks::default(),
+            stalls: Rc::default(),
+        })
+    }
+
+    /// This shard's index.
+    pub fn id(&self) -> usize {
+        self.id
+    }
+
+    pub fn config(&self) -> &ServerConfig {
+        &self.config
+    }
+
+    /// This shard's storage engine.
+    pub fn storage(&self) -> &Shard {
+        &self.storage
+    }
+
+    /// Every shard's client address, by shard index.
+    pub fn addrs(&self) -> &[String] {
+        &self.addrs
+    }
+
+    pub fn mesh(&self) -> &Rc<Mesh> {
+        &self.mesh
+    }
+
+    /// Number of shards.
+    pub fn shards(&self) -> usize {
+        self.mesh.peers()
+    }
+
+    pub fn clock(&self) -> &Clock {
+        &self.clock
+    }
+
+    /// Milliseconds since this shard started: the group clock.
+    pub fn now_ms(&self) -> u64 {
+        self.started.elapsed().as_millis() as u64
+    }
+
+    /// The current metadata snapshot.
+    pub fn metadata(&self) -> Rc<Metadata> {
+        self.metadata.borrow().clone()
+    }
+
+    /// The committed offsets and cursors this shard stores.
+    pub fn offsets(&self) -> &Offsets {
+        &self.offsets
+    }
+
+    /// This shard's background tasks.
+    pub fn tasks(&self) -> &Tasks {
+        &self.tasks
+    }
+
+    pub fn stalls(&self) -> &Rc<StallStats> {
+        &self.stalls
+    }
+}

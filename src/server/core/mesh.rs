@@ -1,0 +1,171 @@
+//! Calls between the shards of one broker over glommio's channel mesh. A
+//! client request that reached a core that does not own its queue travels
+//! as the client's own frame to the owner and its response frame comes back;
+//! everything the broker itself asks of another shard is a typed call
+//! (append a batch, change topics on shard 0, apply metadata) with a typed
+//! answer. Every call is a message out and an answer back.
+
+use super::failure::Failure;
+use super::metadata::Metadata;
+use crate::protocol::messages::{CreateTopic, QueueRef};
+use crate::protocol::ErrorCode;
+use glommio::channels::channel_mesh::{Receivers, Senders};
+use std::cell::{Cell, RefCell};
+use std::collections::HashMap;
+use std::future::Future;
+use std::pin::Pin;
+use std::rc::Rc;
+
+/// What one shard asks of another.
+#[derive(Debug)]
+pub enum Call {
+    /// A client's request frame (length prefix included), for the wire to serve there.
+    Frame(Vec<u8>),
+    /// Make this metadata current.
+    Metadata(Metadata),
+    /// Append a batch to a topic's queue (owned there).
+    Append { queue: QueueRef, batch: Vec<u8> },
+    /// Create a topic (on shard 0, which owns metadata changes).
+    CreateTopic(CreateTopic),
+    /// Delete a topic (on shard 0).
+    DeleteTopic(String),
+}
+
+/// The answer to a [`Call`].
+#[derive(Debug)]
+pub enum Answer {
+    /// The response frame to a forwarded request; empty when it has none (acks none).
+    Frame(Vec<u8>),
+    /// The metadata was applied.
+    Applied,
+    /// The batch's base offset and record count.
+    Appended(Result<(u64, u32), Failure>),
+    /// The topic change was stored and applied everywhere.
+    Changed(Result<(), Failure>),
+}
+
+#[derive(Debug)]
+pub enum MeshMsg {
+    Call { id: u64, call: Call },
+    Answer { id: u64, answer: Answer },
+}
+
+type Waiter = Rc<RefCell<(Option<Answer>, Option<std::task::Waker>)>>;
+
+/// Serves the calls other shards send (the shard's start-up provides it).
+pub type Serve = Rc<dyn Fn(Call) -> Pin<Box<dyn Future<Output = Answer>>>>;
+
+/// This shard's end of the mesh.
+pub struct Mesh {
+    senders: Senders<MeshMsg>,
+    pending: RefCell<HashMap<u64, Waiter>>,
+    next_id: Cell<u64>,
+}
+
+impl Mesh {
+    /// Wraps the senders of a joined mesh.
+    pub fn new(senders: Senders<MeshMsg>) -> Mesh {
+        Mesh { senders, pending: RefCell::new(HashMap::new()), next_id: Cell::new(1) }
+    }
+
+    /// Number of shards.
+    pub fn peers(&self) -> usize {
+        self.senders.nr_consumers()
+    }
+
+    /// Forwards a request frame to `shard`; its response frame (empty for none).
+    pub async fn forward(&self, shard: usize, frame: Vec<u8>) -> Result<Vec<u8>, Failure> {
+        match self.call(shard, Call::Frame(frame)).await? {
+            Answer::Frame(frame) => Ok(frame),
+            other => Err(unexpected(&other)),
+        }
+    }
+
+    /// Makes `metadata` current on `shard`.
+    pub async fn apply_metadata(&self, shard: usize, metadata: Metadata) -> Result<(), Failure> {
+        match self.call(shard, Call::Metadata(metadata)).await? {
+            Answer::Applied => Ok(()),
+            other => Err(unexpected(&other)),
+        }
+    }
+
+    /// Appends `batch` to `queue` on `shard`, its owner.
+    pub async fn append(&self, shard: usize, queue: QueueRef, batch: Vec<u8>) -> Result<(u64, u32), Failure> {
+        match self.call(shard, Call::Append { queue, batch }).await? {
+            Answer::Appended(appended) => appended,
+            other => Err(unexpected(&other)),
+        }
+    }
+
+    /// Asks `shard` (0) to make a topic change.
+    pub async fn change_topics(&self, shard: usize, change: Call) -> Result<(), Failure> {
+        assert!(matches!(change, Call::CreateTopic(_) | Call::DeleteTopic(_)), "{change:?} is not a topic change");
+        match self.call(shard, change).await? {
+            Answer::Changed(changed) => changed,
+            other => Err(unexpected(&other)),
+        }
+    }
+
+    async fn call(&self, shard: usize, call: Call) -> Result<Answer, Failure> {
+        let id = self.next_id.replace(self.next_id.get() + 1);
+        let waiter: Waiter = Rc::default();
+        self.pending.borrow_mut().insert(id, waiter.clone());
+        if self.senders.send_to(shard, MeshMsg::Call { id, call }).await.is_err() {
+            self.pending.borrow_mut().remove(&id);
+            return Err(Failure(ErrorCode::ShuttingDown, format!("shard {shard} is gone")));
+        }
+        let answer = std::future::poll_fn(|cx| {
+            let mut w = waiter.borrow_mut();
+            match w.0.take() {
+                Some(answer) => std::task::Poll::Ready(answer),
+                None => {
+                    w.1 = Some(cx.waker().clone());
+                    std::task::Poll::Pending
+                }
+            }
+        });
+        Ok(answer.await)
+    }
+
+    /// Receives from every peer until the mesh closes: answers complete
+    /// calls, calls are served by `serve` and answered.
+    pub fn spawn_receivers(self: &Rc<Self>, mut receivers: Receivers<MeshMsg>, serve: Serve) -> Vec<glommio::Task<()>> {
+        receivers
+            .streams()
+            .into_iter()
+            .map(|(peer, stream)| {
+                let (mesh, serve) = (self.clone(), serve.clone());
+                glommio::spawn_local(async move {
+                    while let Some(msg) = stream.recv().await {
+                        mesh.clone().receive(peer, msg, serve.clone());
+                    }
+                })
+            })
+            .collect()
+    }
+
+    fn receive(self: Rc<Self>, peer: usize, msg: MeshMsg, serve: Serve) {
+        match msg {
+            MeshMsg::Answer { id, answer } => {
+                if let Some(w) = self.pending.borrow_mut().remove(&id) {
+                    let mut w = w.borrow_mut();
+                    w.0 = Some(answer);
+                    if let Some(waker) = w.1.take() {
+                        waker.wake();
+                    }
+                }
+            }
+            MeshMsg::Call { id, call } => {
+                glommio::spawn_local(async move {
+                    let answer = serve(call).await;
+                    let _ = self.senders.send_to(peer, MeshMsg::Answer { id, answer }).await;
+                })
+                .detach();
+            }
+        }
+    }
+}
+
+fn unexpected(answer: &Answer) -> Failure {
+    Failure(ErrorCode::Internal, format!("unexpected answer from a peer shard: {answer:?}"))
+}

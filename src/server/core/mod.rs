@@ -1,0 +1,23 @@
+//! The core every feature stands on: one shard's context (storage,
+//! metadata, mesh, clock, offsets), the typed service features and the wire
+//! call (append, read, topics, offsets), the mesh between shards, the task
+//! registry, configuration and the data directory's layout.
+//!
+//! Core imports nothing from the features or the wire (checked by
+//! `.ci/layers`).
+
+pub mod clock;
+pub mod config;
+pub mod context;
+pub mod failure;
+pub mod layout;
+pub mod mesh;
+pub mod metadata;
+pub mod offsets;
+pub mod service;
+pub mod stall;
+pub mod tasks;
+pub mod topics;
+
+pub use context::Core;
+pub use failure::Failure;

@@ -1,0 +1,122 @@
+//! The typed service every feature and the wire call: locate a topic's
+//! queue, append to it (here or on its owner, over the mesh), read from one
+//! of this shard's queues, check a client's batch, commit and read offsets.
+//! Topic changes are in `topics.rs`. No call here encodes or decodes a frame.
+
+use super::context::Core;
+use super::failure::Failure;
+use super::mesh::{Answer, Call};
+use super::metadata::QueueSlot;
+use crate::protocol::messages::QueueRef;
+use crate::protocol::ErrorCode;
+use ringmq_shards::{QueueId, ReadBatches, ReadWait, Record, StorageError};
+use std::rc::Rc;
+use std::time::Duration;
+
+/// How long a delivery that must not be lost waits before trying again.
+const RETRY_PAUSE: Duration = Duration::from_millis(200);
+
+impl Core {
+    /// Where a topic's queue lives.
+    pub fn locate(&self, q: &QueueRef) -> Result<QueueSlot, Failure> {
+        let metadata = self.metadata();
+        let topic = metadata.topics.get(&q.topic).ok_or_else(|| Failure::unknown_topic(&q.topic))?;
+        let slot = *topic.queues.get(q.queue as usize).ok_or_else(|| {
+            Failure(
+                ErrorCode::UnknownQueue,
+                format!("topic {:?} has queues 0..{}, not {}", q.topic, topic.queues.len(), q.queue),
+            )
+        })?;
+        Ok(slot)
+    }
+
+    /// This shard owns the queue of `slot`.
+    pub fn owns(&self, slot: QueueSlot) -> bool {
+        slot.shard as usize == self.id()
+    }
+
+    /// Appends `batch` durably (as its topic's flush policy says) to one of
+    /// this shard's queues; returns its base offset and record count.
+    pub async fn append_here(&self, slot: QueueSlot, batch: &[u8]) -> Result<(u64, u32), Failure> {
+        assert!(self.owns(slot), "queue {} lives on shard {}, not {}", slot.storage_id, slot.shard, self.id());
+        let appended = self.storage().append(QueueId(slot.storage_id), batch).await?;
+        Ok((appended.base_offset, appended.record_count))
+    }
+
+    /// Appends `batch` to a topic's queue wherever it lives.
+    pub async fn append(&self, q: &QueueRef, batch: &[u8]) -> Result<(u64, u32), Failure> {
+        let slot = self.locate(q)?;
+        if self.owns(slot) {
+            return self.append_here(slot, batch).await;
+        }
+        self.mesh().append(slot.shard as usize, q.clone(), batch.to_vec()).await
+    }
+
+    /// Appends `batch` to a topic's queue, trying again until it is stored
+    /// (a delivery of a delayed, retried or committed message: the record
+    /// it comes from stays until then, so it is delivered at least once).
+    pub async fn append_until_stored(&self, q: &QueueRef, batch: &[u8]) {
+        loop {
+            match self.append(q, batch).await {
+                Ok(_) => return,
+                Err(error) => {
+                    let (topic, queue) = (&q.topic, q.queue);
+                    tracing::warn!(shard = self.id(), %topic, queue, %error, "delivering a record failed; retrying");
+                    glommio::timer::sleep(RETRY_PAUSE).await;
+                }
+            }
+        }
+    }
+
+    /// Reads one of this shard's queues from `offset`, up to `max_bytes`
+    /// (at least one batch), waiting up to `wait` at its end. The storage
+    /// error stays whole: a damaged batch's offsets go back to the client.
+    pub async fn read_here(
+        &self,
+        slot: QueueSlot,
+        offset: u64,
+        max_bytes: usize,
+        wait: Duration,
+    ) -> Result<ReadBatches, StorageError> {
+        assert!(self.owns(slot), "queue {} lives on shard {}, not {}", slot.storage_id, slot.shard, self.id());
+        let wait = if wait.is_zero() { ReadWait::No } else { ReadWait::Upto(wait) };
+        self.storage().read(QueueId(slot.storage_id), offset, max_bytes, wait).await
+    }
+
+    /// The records of a client's batch, after checking its length, CRC and
+    /// records against the broker's limits.
+    pub fn records_of<'a>(&self, batch: &'a [u8]) -> Result<Vec<Record<'a>>, Failure> {
+        ringmq_shards::batch::check(batch, self.config().max_batch_bytes)?;
+        let body = &batch[ringmq_shards::batch::HEADER_BYTES..];
+        Ok(ringmq_shards::record::RecordIter::new(body).collect::<Result<Vec<_>, _>>()?)
+    }
+
+    /// Durably records `offset` as `group`'s position in the queue (on this
+    /// shard: the group's coordinator, or for the broker's own cursors the
+    /// shard they belong to).
+    pub async fn commit_offset(&self, group: &str, topic: &str, queue: u32, offset: u64) -> Result<(), Failure> {
+        Ok(self.offsets().commit(self.storage(), group, topic, queue, offset).await?)
+    }
+
+    /// `group`'s committed offset of the queue on this shard, if any.
+    pub fn committed_offset(&self, group: &str, topic: &str, queue: u32) -> Option<u64> {
+        self.offsets().get(group, topic, queue)
+    }
+
+    /// Serves what another shard's core asks; a forwarded client frame is
+    /// the wire's, not the core's.
+    pub async fn serve_call(self: &Rc<Self>, call: Call) -> Answer {
+        match call {
+            Call::Frame(_) => unreachable!("forwarded frames are served by the wire"),
+            Call::Metadata(next) => {
+                if let Err(error) = self.apply_metadata(next).await {
+                    tracing::error!(shard = self.id(), %error, "applying metadata failed");
+                }
+                Answer::Applied
+            }
+            Call::Append { queue, batch } => Answer::Appended(self.append(&queue, &batch).await),
+            Call::CreateTopic(req) => Answer::Changed(self.create_topic(req).await),
+            Call::DeleteTopic(name) => Answer::Changed(self.delete_topic(&name).await),
+        }
+    }
+}

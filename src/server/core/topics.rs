@@ -1,0 +1,127 @@
+//! Topic changes: shard 0 owns them (one at a time), stores the new
+//! metadata durably, makes it current on every other shard over the mesh
+//! and then on itself before the change is answered. Every shard creates the
+//! storage queues it owns and deletes those of deleted topics as it applies.
+
+use super::context::Core;
+use super::failure::Failure;
+use super::mesh::Call;
+use super::metadata::{self, Metadata, QUEUES_MAX};
+use crate::protocol::messages::CreateTopic;
+use crate::protocol::ErrorCode;
+use ringmq_shards::{FlushPolicy, QueueId, StorageError};
+use std::collections::HashSet;
+use std::rc::Rc;
+
+/// The shard that owns metadata changes.
+const METADATA_SHARD: usize = 0;
+
+impl Core {
+    /// Creates a topic (on shard 0, wherever it is asked).
+    pub async fn create_topic(self: &Rc<Self>, req: CreateTopic) -> Result<(), Failure> {
+        check_new_topic(&req)?;
+        if self.id() != METADATA_SHARD {
+            return self.mesh().change_topics(METADATA_SHARD, Call::CreateTopic(req)).await;
+        }
+        let _one_change_at_a_time = self.metadata_lock.acquire_permit(1).await;
+        let current = self.metadata();
+        if current.topics.contains_key(&req.name) {
+            return Err(Failure(ErrorCode::TopicExists, format!("topic {:?} already exists", req.name)));
+        }
+        let next = current.with_topic(&req.name, req.queues, req.flush, self.shards() as u32);
+        self.publish(next).await
+    }
+
+    /// Deletes a topic and, on every shard, its queues' storage.
+    pub async fn delete_topic(self: &Rc<Self>, name: &str) -> Result<(), Failure> {
+        if self.id() != METADATA_SHARD {
+            return self.mesh().change_topics(METADATA_SHARD, Call::DeleteTopic(name.to_string())).await;
+        }
+        let _one_change_at_a_time = self.metadata_lock.acquire_permit(1).await;
+        let mut next = (*self.metadata()).clone();
+        if next.topics.remove(name).is_none() {
+            return Err(Failure(ErrorCode::UnknownTopic, format!("unknown topic {name:?}")));
+        }
+        self.publish(next).await
+    }
+
+    /// Creates a one-queue topic (a group's retry or dead-letter topic) unless it exists.
+    pub async fn ensure_topic(self: &Rc<Self>, name: &str) -> Result<(), Failure> {
+        if self.metadata().topics.contains_key(name) {
+            return Ok(());
+        }
+        match self.create_topic(CreateTopic { name: name.to_string(), queues: 1, flush: 0 }).await {
+            Err(Failure(ErrorCode::TopicExists, _)) => Ok(()),
+            other => other,
+        }
+    }
+
+    /// Stores new metadata durably, then applies it on every shard.
+    async fn publish(&self, next: Metadata) -> Result<(), Failure> {
+        assert_eq!(self.id(), METADATA_SHARD, "metadata changes are made on shard 0");
+        // A buffered write and two fsyncs: on the blocking pool, not the shard's thread.
+        let (stored, dir) = (next.clone(), self.config().data_dir.clone());
+        glommio::executor().spawn_blocking(move || stored.store(&dir)).await.map_err(|e| {
+            let code = if ringmq_shards::is_no_space(&e) { ErrorCode::StorageFull } else { ErrorCode::StorageFailed };
+            Failure(code, format!("storing metadata: {e}"))
+        })?;
+        for peer in (0..self.shards()).filter(|p| *p != self.id()) {
+            self.mesh().apply_metadata(peer, next.clone()).await?;
+        }
+        self.apply_metadata(next).await.map_err(Failure::from)
+    }
+
+    /// Creates the storage queues this shard owns in `next` and sets their
+    /// flush policies, makes `next` current, then deletes the storage of the
+    /// topic queues `next` no longer has (deleted topics; also at start-up,
+    /// after a crash between storing metadata and deleting).
+    pub async fn apply_metadata(&self, next: Metadata) -> Result<(), StorageError> {
+        let storage = self.storage();
+        let existing: HashSet<QueueId> = storage.queues().into_iter().collect();
+        let mut wanted = HashSet::new();
+        let mut create = Vec::new();
+        for topic in next.topics.values() {
+            for slot in topic.queues.iter().filter(|s| s.shard as usize == self.id()) {
+                let q = QueueId(slot.storage_id);
+                wanted.insert(q);
+                if existing.contains(&q) {
+                    storage.set_flush_policy(q, flush_policy(topic.flush))?;
+                } else {
+                    create.push((q, Some(flush_policy(topic.flush))));
+                }
+            }
+        }
+        storage.create_queues(&create).await?;
+        // Topic queues have ids below `next_storage_id`; internal ones sit at the top of the range.
+        let deleted: Vec<QueueId> =
+            existing.into_iter().filter(|q| q.0 < next.next_storage_id && !wanted.contains(q)).collect();
+        *self.metadata.borrow_mut() = Rc::new(next);
+        storage.delete_queues(&deleted).await
+    }
+}
+
+/// Refuses a topic that could not be created: a bad name, queue count or flush code.
+fn check_new_topic(req: &CreateTopic) -> Result<(), Failure> {
+    if !metadata::valid_topic_name(&req.name) {
+        return Err(Failure(
+            ErrorCode::InvalidTopic,
+            format!("topic name {:?} must be 1-200 characters of A-Z a-z 0-9 . _ -", req.name),
+        ));
+    }
+    if req.queues == 0 || req.queues > QUEUES_MAX {
+        return Err(Failure::invalid(format!("a topic has 1..={QUEUES_MAX} queues, not {}", req.queues)));
+    }
+    if req.flush > 1 {
+        return Err(Failure::invalid("flush must be 0 (sync) or 1 (async)"));
+    }
+    Ok(())
+}
+
+/// The storage policy of a topic's flush code.
+pub fn flush_policy(code: u8) -> FlushPolicy {
+    if code == 1 {
+        FlushPolicy::Async
+    } else {
+        FlushPolicy::Sync
+    }
+}

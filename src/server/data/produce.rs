@@ -1,0 +1,27 @@
+//! Produce on the queue's owner: every batch of a request is checked before
+//! any is stored, so a refused request stores nothing; ProduceMany entries
+//! are appended wherever their queues live.
+
+use crate::protocol::messages::{self as msg, QueueRef};
+use crate::server::core::metadata::QueueSlot;
+use crate::server::core::{Core, Failure};
+
+/// Appends every batch to one of this shard's queues, all or none refused;
+/// each batch's base offset and record count.
+pub async fn produce(core: &Core, slot: QueueSlot, batches: &[&[u8]]) -> Result<Vec<(u64, u32)>, Failure> {
+    for b in batches {
+        ringmq_shards::batch::check(b, core.config().max_batch_bytes)?;
+    }
+    let appends = batches.iter().map(|b| core.append_here(slot, b));
+    ringmq_shards::join_all(appends.collect()).await.into_iter().collect()
+}
+
+/// Appends every ProduceMany entry where its queue lives (a producer that
+/// has not yet seen a metadata change may send one to the wrong shard).
+/// Entries start in order, so each queue's batches are placed in request order.
+pub async fn produce_many(core: &Core, entries: &[(QueueRef, &[u8])]) -> Vec<msg::EntryOutcome> {
+    let appends = entries.iter().map(|(queue, batch)| async move {
+        core.append(queue, batch).await.map_err(|Failure(code, message)| (code, message))
+    });
+    ringmq_shards::join_all(appends.collect()).await
+}

@@ -1,0 +1,139 @@
+//! The group calls, served on the group's coordinator shard: membership
+//! (join, sync, heartbeat, leave), offsets, and queue locks. Joins, syncs and
+//! heartbeats park until their answer is ready or their wait ends.
+
+use super::coordinator::{Coordinator, JoinRequest, Refusal};
+use super::queue_locks::QueueLocks;
+use crate::protocol::messages::{self as msg, Assignment, GroupOffset, JoinGroup, Membership, QueueLocking, QueueRef};
+use crate::protocol::ErrorCode;
+use crate::server::core::{Core, Failure};
+use ringmq_shards::Signal;
+use std::cell::RefCell;
+use std::rc::Rc;
+use std::time::{Duration, Instant};
+
+/// How often sessions and rebalance deadlines are checked.
+const TICK: Duration = Duration::from_millis(50);
+
+impl From<Refusal> for Failure {
+    fn from((code, message): Refusal) -> Self {
+        Failure(code, message)
+    }
+}
+
+/// The consumer groups one shard coordinates.
+pub struct Groups {
+    core: Rc<Core>,
+    coordinator: RefCell<Coordinator>,
+    /// A group changed: parked joins, syncs and heartbeats look again.
+    changed: Signal,
+    /// Queue locks of ordered consumers.
+    locks: RefCell<QueueLocks>,
+}
+
+impl Groups {
+    pub fn new(core: Rc<Core>) -> Rc<Groups> {
+        Rc::new(Groups { core, coordinator: RefCell::default(), changed: Signal::default(), locks: RefCell::default() })
+    }
+
+    /// Evicts members whose session ran out and ends rebalances past their
+    /// deadline, every `TICK`, until the shard stops.
+    pub async fn tick_loop(self: Rc<Self>) {
+        while self.core.tasks().sleep(TICK).await {
+            if self.coordinator.borrow_mut().tick(self.core.now_ms()) {
+                self.changed.notify();
+            }
+        }
+    }
+
+    /// Durably commits a member's offset of a queue that exists.
+    pub async fn commit(&self, c: &GroupOffset) -> Result<(), Failure> {
+        // An offset of a queue that does not exist would be stored for nothing.
+        self.core.locate(&c.queue)?;
+        self.coordinator.borrow().may_commit(&c.member, &c.queue.topic, c.queue.queue)?;
+        self.core.commit_offset(&c.member.group, &c.queue.topic, c.queue.queue, c.offset).await
+    }
+
+    /// The group's committed offset of the queue (`NO_OFFSET` if none).
+    pub fn committed(&self, group: &str, q: &QueueRef) -> u64 {
+        self.core.committed_offset(group, &q.topic, q.queue).unwrap_or(msg::NO_OFFSET)
+    }
+
+    /// Joins (or rejoins) a member; answers once the generation formed.
+    pub async fn join(&self, j: JoinGroup) -> Result<msg::Joined, Failure> {
+        // At most max_group_wait: checked with the request's other limits.
+        let limit = Duration::from_millis(u64::from(j.rebalance_timeout_ms));
+        let req = JoinRequest {
+            member: &j.member,
+            client_id: &j.client_id,
+            session_timeout_ms: j.session_timeout_ms,
+            rebalance_timeout_ms: j.rebalance_timeout_ms,
+            metadata: j.metadata,
+        };
+        let member = self.coordinator.borrow_mut().join(&j.group, req, self.core.now_ms())?;
+        self.changed.notify();
+        // The deadline evicts missing members on the shard's tick: allow for it.
+        self.park(limit + Duration::from_secs(1), || self.coordinator.borrow().joined(&j.group, &member)).await
+    }
+
+    /// Takes the leader's assignment (a follower brings none); answers the
+    /// member's own queues once the leader's arrived.
+    pub async fn sync(&self, who: &Membership, assignments: &[(String, Vec<u8>)]) -> Result<Assignment, Failure> {
+        self.coordinator.borrow_mut().sync(who, assignments, self.core.now_ms())?;
+        self.changed.notify();
+        let limit = self.core.config().max_group_wait;
+        self.park(limit, || self.coordinator.borrow().synced(who)).await
+    }
+
+    /// Keeps a member's session; parked until the member must rejoin or
+    /// `wait` passes, so a rebalance reaches every member at once.
+    pub async fn heartbeat(&self, who: &Membership, wait: Duration) -> Result<(), Failure> {
+        self.coordinator.borrow_mut().heartbeat(who, self.core.now_ms())?;
+        let deadline = Instant::now() + wait;
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() || !self.changed.wait_for(left).await {
+                return Ok(());
+            }
+            self.coordinator.borrow().standing(who)?;
+        }
+    }
+
+    pub fn leave(&self, who: &Membership) -> Result<(), Failure> {
+        self.coordinator.borrow_mut().leave(who, self.core.now_ms())?;
+        self.changed.notify();
+        Ok(())
+    }
+
+    /// Takes or renews the holder's lease on each queue; whether each is held.
+    pub fn lock(&self, l: &QueueLocking) -> Vec<bool> {
+        let (mut locks, now) = (self.locks.borrow_mut(), self.core.clock().now_ms());
+        l.queues
+            .iter()
+            .map(|q| locks.lock(&l.group, &l.holder, &q.topic, q.queue, u64::from(l.lease_ms), now))
+            .collect()
+    }
+
+    pub fn unlock(&self, l: &QueueLocking) {
+        let mut locks = self.locks.borrow_mut();
+        l.queues.iter().for_each(|q| locks.unlock(&l.group, &l.holder, &q.topic, q.queue));
+    }
+
+    /// Waits until `ready` has an answer (or refuses), at most `limit`;
+    /// after that the member is told to rejoin.
+    async fn park<T>(&self, limit: Duration, ready: impl Fn() -> Result<Option<T>, Refusal>) -> Result<T, Failure> {
+        let deadline = Instant::now() + limit;
+        loop {
+            if let Some(answer) = ready()? {
+                return Ok(answer);
+            }
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() || !self.changed.wait_for(left).await {
+                if let Some(answer) = ready()? {
+                    return Ok(answer);
+                }
+                return Err(Failure(ErrorCode::RebalanceInProgress, format!("no answer within {limit:?}; rejoin")));
+            }
+        }
+    }
+}

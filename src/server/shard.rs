@@ -1,0 +1,159 @@
+//! One core's shard: opens its storage, core and features, serves the
+//! native protocol on its listener and the mesh, runs its background tasks,
+//! and on stop shuts them down and closes its storage. Everything here runs
+//! on that core's executor; this file is the only one that knows every part.
+
+use super::core::clock::Clock;
+use super::core::config::ServerConfig;
+use super::core::context::{Core, Parts};
+use super::core::mesh::{Mesh, MeshMsg};
+use super::core::metadata::Metadata;
+use super::core::offsets::Offsets;
+use super::core::stall;
+use super::core::tasks::{Death, Stop};
+use super::delay::levels;
+use super::delay::timer::Timer;
+use super::groups::Groups;
+use super::internal::retention_floor;
+use super::tx::Transactions;
+use super::wire::{self, connection, Services};
+use glommio::channels::channel_mesh::FullMesh;
+use glommio::net::TcpListener;
+use ringmq_shards::{Shard, ShardConfig};
+use std::net::SocketAddr;
+use std::rc::Rc;
+use std::sync::mpsc;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// How long background tasks get to return at shutdown before they are cancelled.
+const SHUTDOWN_GRACE: Duration = Duration::from_secs(2);
+/// How often every committed offset is appended again (see `Offsets::snapshot`).
+const OFFSET_SNAPSHOT_EVERY: Duration = Duration::from_secs(600);
+/// How often the retention floor follows the internal queues' cursors.
+const RETENTION_FLOOR_EVERY: Duration = Duration::from_secs(1);
+
+/// What the starting thread and a shard tell each other.
+pub struct Startup {
+    pub index: usize,
+    pub config: ServerConfig,
+    pub mesh: FullMesh<MeshMsg>,
+    /// The shard reports its bound address, then that it is serving (or why not).
+    pub report: mpsc::Sender<(usize, Result<Option<SocketAddr>, String>)>,
+    /// Every shard's address, once all are bound.
+    pub addrs: mpsc::Receiver<Vec<SocketAddr>>,
+    pub stop: Stop,
+    pub clock: Arc<Clock>,
+}
+
+/// Runs one shard until stopped; returns when its storage is closed.
+pub async fn run(s: Startup) {
+    let index = s.index;
+    let report = s.report.clone();
+    if let Err(error) = serve(s).await {
+        tracing::error!(shard = index, %error, "shard failed");
+        let _ = report.send((index, Err(error)));
+    }
+}
+
+fn storage_config(cfg: &ServerConfig, index: usize) -> ShardConfig {
+    ShardConfig {
+        segment_bytes: cfg.segment_bytes,
+        cache_bytes: cfg.cache_bytes,
+        flush_depth: cfg.flush_depth,
+        completion_yield: cfg.completion_yield,
+        batch_bytes_max: cfg.max_batch_bytes,
+        default_flush_policy: cfg.default_flush,
+        retention_age: cfg.retention_age,
+        retention_bytes: cfg.retention_bytes,
+        ballast_bytes: super::core::config::ballast_bytes(cfg.segment_bytes),
+        ..ShardConfig::new(cfg.data_dir.join(format!("shard-{index}")))
+    }
+}
+
+async fn serve(s: Startup) -> Result<(), String> {
+    let cfg = &s.config;
+    let storage = Shard::open(storage_config(cfg, s.index)).await.map_err(|e| format!("opening storage: {e}"))?;
+    let mut addr = cfg.listen;
+    if addr.port() != 0 {
+        addr.set_port(addr.port() + s.index as u16);
+    }
+    let listener = TcpListener::bind(addr).map_err(|e| format!("listening on {addr}: {e}"))?;
+    let bound = listener.local_addr().map_err(|e| e.to_string())?;
+    s.report.send((s.index, Ok(Some(bound)))).map_err(|e| e.to_string())?;
+    let addrs = s.addrs.recv().map_err(|_| "start-up was abandoned".to_string())?;
+    let (senders, receivers) = s.mesh.join().await.map_err(|_| "joining the shard mesh failed".to_string())?;
+    let offsets = Offsets::open(&storage).await.map_err(|e| format!("loading consumer offsets: {e}"))?;
+    let core = Core::new(Parts {
+        id: s.index,
+        config: s.config.clone(),
+        storage,
+        addrs: addrs.iter().map(|a| a.to_string()).collect(),
+        mesh: Rc::new(Mesh::new(senders)),
+        clock: s.clock.clone(),
+        offsets,
+    });
+    levels::open(&core).await.map_err(|e| format!("opening delay levels: {e}"))?;
+    let timer = Timer::open(&core).await.map_err(|e| format!("loading delayed messages: {e}"))?;
+    let transactions = Transactions::open(&core).await.map_err(|e| format!("loading transactions: {e}"))?;
+    let metadata = Metadata::load(&cfg.data_dir).map_err(|e| format!("loading metadata: {e}"))?;
+    core.apply_metadata(metadata).await.map_err(|e| format!("creating queues: {e}"))?;
+    let services = Rc::new(Services { core: core.clone(), groups: Groups::new(core.clone()), timer, transactions });
+    let mesh_tasks = core.mesh().spawn_receivers(receivers, wire::serve_calls(&services));
+    start_tasks(&services, listener);
+    s.report.send((s.index, Ok(None))).map_err(|e| e.to_string())?;
+    let asked = async {
+        s.stop.asked().await;
+        "asked to stop"
+    };
+    let why = futures_lite::future::or(asked, core.tasks().fatal_death()).await;
+    let longest_stall_ms = core.stalls().longest().as_secs_f64() * 1e3;
+    let stalls = core.stalls().count();
+    tracing::info!(shard = s.index, why, stalls, longest_stall_ms, "shutting down: flushing and closing storage");
+    core.tasks().shutdown(SHUTDOWN_GRACE).await;
+    let closed = core.storage().close().await;
+    drop(mesh_tasks);
+    closed.map_err(|e| format!("closing storage: {e}"))
+}
+
+/// Starts the listener and every background task of the shard.
+fn start_tasks(s: &Rc<Services>, listener: TcpListener) {
+    let (core, tasks) = (&s.core, s.core.tasks());
+    tasks.spawn("listener", Death::Fatal, connection::accept_loop(s.clone(), listener));
+    tasks.spawn("group sessions", Death::Fatal, s.groups.clone().tick_loop());
+    levels::start(core);
+    s.timer.start();
+    s.transactions.start();
+    tasks.spawn("retention floor", Death::Logged, retention_floor_loop(s.clone()));
+    tasks.spawn("offset snapshots", Death::Logged, offset_snapshots(core.clone()));
+    let threshold = core.config().stall_threshold;
+    if !threshold.is_zero() {
+        let core = core.clone();
+        tasks.spawn("stall probe", Death::Logged, async move {
+            core.tasks().unless_stopping(stall::probe(core.stalls().clone(), threshold)).await;
+        });
+    }
+}
+
+/// Every `RETENTION_FLOOR_EVERY`, keeps what the internal queues still need
+/// from retention.
+async fn retention_floor_loop(s: Rc<Services>) {
+    let core = &s.core;
+    while core.tasks().sleep(RETENTION_FLOOR_EVERY).await {
+        let mut needed = vec![s.timer.cursor(), s.transactions.cursor()];
+        needed.extend(levels::cursors(core));
+        match retention_floor::floor(core.storage(), &needed).await {
+            Ok(floor) => core.storage().keep_from(floor),
+            Err(error) => tracing::warn!(shard = core.id(), %error, "computing the retention floor failed"),
+        }
+    }
+}
+
+/// Appends every committed offset again, every `OFFSET_SNAPSHOT_EVERY`.
+async fn offset_snapshots(core: Rc<Core>) {
+    while core.tasks().sleep(OFFSET_SNAPSHOT_EVERY).await {
+        if let Err(error) = core.offsets().snapshot(core.storage()).await {
+            tracing::error!(shard = core.id(), %error, "snapshotting consumer offsets failed");
+        }
+    }
+}

@@ -1,0 +1,5 @@
+//! Transactional (half) messages: RocketMQ's two-phase protocol with check-backs.
+
+pub mod transactions;
+
+pub use transactions::Transactions;

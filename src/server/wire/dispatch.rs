@@ -1,0 +1,257 @@
+//! Serves one request frame on the shard that received it: the header is
+//! checked, the body decoded whole into a typed request and checked against
+//! the broker's limits, then the request is routed (a queue's request to its
+//! owner, a group's to its coordinator, both as the client's own frame over
+//! the mesh) and served by the core service or its feature; the answer is
+//! encoded here. A refused request stores nothing.
+
+use super::Services;
+use crate::protocol::frame::{self, RequestHeader};
+use crate::protocol::messages as msg;
+use crate::protocol::request::Request;
+use crate::protocol::{coordinator_of, ApiKey, ErrorCode, Writer};
+use crate::server::core::metadata::QueueSlot;
+use crate::server::core::Failure;
+use crate::server::data::{fetch, lookup, produce};
+use crate::server::delay::retry;
+use std::time::Duration;
+
+/// What a served request sends back.
+enum Reply {
+    /// A successful response: its body after the room `frame::ok_response_buffer`
+    /// leaves for the frame header, to fill in with this request's correlation id.
+    Body(Vec<u8>),
+    /// A complete response frame from the shard that served a forwarded request.
+    Frame(Vec<u8>),
+    /// Nothing (a produce with acks none).
+    Nothing,
+}
+
+type Outcome = Result<Reply, Failure>;
+
+/// Serves a request frame (length prefix included). None: no response (acks none).
+pub async fn handle(s: &Services, frame: Vec<u8>) -> Option<Vec<u8>> {
+    let (header, body) = match RequestHeader::parse(&frame[4..]) {
+        Ok(parsed) => parsed,
+        Err(e) => return Some(frame::response(0, ErrorCode::Malformed, &e.to_string(), &[])),
+    };
+    let corr = header.correlation_id;
+    let Some(api) = ApiKey::from_wire(header.api_key) else {
+        return Some(frame::response(corr, ErrorCode::UnknownApi, &format!("unknown API key {}", header.api_key), &[]));
+    };
+    let (min, max) = api.versions();
+    if header.api_version < min || header.api_version > max {
+        let m = format!("{api:?} version {} is not supported; this broker speaks {min}..={max}", header.api_version);
+        return Some(frame::response(corr, ErrorCode::UnsupportedVersion, &m, &[]));
+    }
+    match serve(s, api, body, &frame).await {
+        Ok(Reply::Body(buf)) => Some(frame::finish_ok_response(corr, buf)),
+        Ok(Reply::Frame(frame)) => Some(frame),
+        Ok(Reply::Nothing) => None,
+        Err(Failure(code, m)) => Some(frame::response(corr, code, &m, &[])),
+    }
+}
+
+/// The slot of a queue this shard owns; for a queue another shard owns,
+/// returns that shard's reply to the forwarded request from the caller.
+macro_rules! on_owner {
+    ($s:expr, $queue:expr, $frame:expr) => {
+        match here_or_forward($s, $queue, $frame).await? {
+            Served::Here(slot) => slot,
+            Served::Elsewhere(reply) => return Ok(reply),
+        }
+    };
+}
+
+async fn serve(s: &Services, api: ApiKey, body: &[u8], frame: &[u8]) -> Outcome {
+    // Decoded and checked whole before anything is stored or parked.
+    let request = Request::decode(api, body)?;
+    check_limits(s, &request)?;
+    if request.acks() == Some(msg::ACKS_NONE) {
+        // Acks none: no response at all, not even for an error (the client reads none).
+        if let Err(failure) = serve_request(s, request, frame).await {
+            tracing::debug!(shard = s.core.id(), %failure, "an acks-0 produce failed");
+        }
+        return Ok(Reply::Nothing);
+    }
+    serve_request(s, request, frame).await
+}
+
+/// Refuses a request that asks for more than the broker allows: a wait past
+/// its maximum, acks other than 0 and 1, a session longer than a group wait.
+fn check_limits(s: &Services, request: &Request) -> Result<(), Failure> {
+    let config = s.core.config();
+    if let Some((field, wait_ms)) = request.wait_ms() {
+        let (max, name) = match request {
+            Request::Heartbeat { .. } => (config.max_group_wait, "max_group_wait"),
+            _ => (config.max_fetch_wait, "max_fetch_wait"),
+        };
+        if u128::from(wait_ms) > max.as_millis() {
+            let m = format!("{field} {wait_ms} exceeds the broker's {name} of {} ms; ask for less", max.as_millis());
+            return Err(Failure::invalid(m));
+        }
+    }
+    if let Some(acks) = request.acks() {
+        if acks != msg::ACKS_NONE && acks != msg::ACKS_DURABLE {
+            return Err(Failure::invalid(format!("acks must be 0 (none) or 1 (durable), not {acks}")));
+        }
+    }
+    if let Request::JoinGroup(j) = request {
+        let max = config.max_group_wait;
+        for (field, ms) in [("rebalance timeout", j.rebalance_timeout_ms), ("session timeout", j.session_timeout_ms)] {
+            if u128::from(ms) > max.as_millis() {
+                let m = format!("{field} of {ms} ms exceeds the broker's max_group_wait of {} ms", max.as_millis());
+                return Err(Failure::invalid(m));
+            }
+        }
+    }
+    Ok(())
+}
+
+async fn serve_request(s: &Services, request: Request<'_>, frame: &[u8]) -> Outcome {
+    let core = &s.core;
+    let mut w = Writer::new(frame::ok_response_buffer());
+    if let Some(group) = request.group() {
+        let coordinator = coordinator_of(group, core.shards());
+        if coordinator != core.id() {
+            return forward(s, coordinator, frame).await;
+        }
+        serve_group(s, request, &mut w).await?;
+        return Ok(Reply::Body(w.buf));
+    }
+    match request {
+        Request::ApiVersions => {
+            w.u32(ApiKey::ALL.len() as u32);
+            for &k in ApiKey::ALL {
+                let (min, max) = k.versions();
+                w.u16(k as u16).u16(min).u16(max);
+            }
+        }
+        Request::Metadata(names) => {
+            let metadata = core.metadata();
+            if let Some(unknown) = names.iter().find(|n| !metadata.topics.contains_key(*n)) {
+                return Err(Failure::unknown_topic(unknown));
+            }
+            metadata.describe(core.addrs(), &names).encode(&mut w);
+        }
+        Request::ListTopics => {
+            msg::encode_names(&core.metadata().topics.keys().cloned().collect::<Vec<_>>(), &mut w);
+        }
+        Request::CreateTopic(req) => core.create_topic(req).await?,
+        Request::DeleteTopic(name) => core.delete_topic(&name).await?,
+        Request::Produce(p) => {
+            let slot = on_owner!(s, &p.queue, frame);
+            msg::encode_produced(&produce::produce(core, slot, &p.batches).await?, &mut w);
+        }
+        Request::ProduceMany(p) => msg::encode_produced_many(&produce::produce_many(core, &p.entries).await, &mut w),
+        Request::Fetch(f) => {
+            let slot = on_owner!(s, &f.queue, frame);
+            let wait = Duration::from_millis(u64::from(f.max_wait_ms));
+            let read = fetch::read_queue(core, slot, &f, wait).await.map_err(|f| Failure(f.code, f.message))?;
+            read.fetched().encode(&mut w);
+        }
+        Request::FetchMany(f) => {
+            let wait = Duration::from_millis(u64::from(f.max_wait_ms));
+            let reads = fetch::fetch_many(core, &f.entries, wait).await;
+            let outcomes: Vec<_> =
+                reads.iter().map(|o| o.as_ref().map(fetch::QueueRead::fetched).map_err(Clone::clone)).collect();
+            // Sized once: growing to a megabyte copied it several times.
+            let batches: usize = outcomes.iter().flatten().map(|f| f.batches.len()).sum();
+            w.buf.reserve(batches + 64 * outcomes.len());
+            msg::encode_fetched_many(&outcomes, &mut w);
+        }
+        Request::ListOffsets(q) => {
+            let slot = on_owner!(s, &q, frame);
+            let (start, end) = core.storage().offsets(ringmq_shards::QueueId(slot.storage_id))?;
+            w.u64(start).u64(end);
+        }
+        Request::ProduceDelayed(p) => {
+            on_owner!(s, &p.queue, frame);
+            let (due_ms, count) = s.timer.produce_delayed(&p).await?;
+            w.u64(due_ms).u32(count);
+        }
+        Request::LookupMessages(query) => lookup::lookup(core, &query).await?.encode(&mut w),
+        Request::ProduceHalf(t) => {
+            on_owner!(s, &t.queue, frame);
+            w.u64(s.transactions.produce_half(&t).await?);
+        }
+        Request::EndTransaction(t) => {
+            on_owner!(s, &t.queue, frame);
+            w.u8(s.transactions.end_requested(t.half, t.commit).await?);
+        }
+        Request::PollChecks { group, wait_ms } => {
+            let wait = Duration::from_millis(u64::from(wait_ms));
+            let found = s.transactions.poll_checks(&group, wait).await?;
+            w.u32(found.len() as u32);
+            for (half, topic, queue, batch) in &found {
+                w.u64(*half).string(topic).u32(*queue).bytes(batch);
+            }
+        }
+        Request::SendBack(req) => {
+            let slot = on_owner!(s, &req.queue, frame);
+            retry::send_back(core, &req, slot).await?.encode(&mut w);
+        }
+        Request::AdvanceClock(ms) => {
+            if !core.clock().advance(ms) {
+                return Err(Failure::invalid("the broker's clock is not manual (--manual-clock)"));
+            }
+        }
+        Request::CommitOffset(_)
+        | Request::FetchOffset { .. }
+        | Request::JoinGroup(_)
+        | Request::SyncGroup(_)
+        | Request::Heartbeat { .. }
+        | Request::LeaveGroup(_)
+        | Request::LockQueues(_)
+        | Request::UnlockQueues(_) => unreachable!("group requests are served above"),
+    }
+    Ok(Reply::Body(w.buf))
+}
+
+/// Serves a group request on its coordinator.
+async fn serve_group(s: &Services, request: Request<'_>, w: &mut Writer) -> Result<(), Failure> {
+    let groups = &s.groups;
+    match request {
+        Request::CommitOffset(c) => groups.commit(&c).await?,
+        Request::FetchOffset { group, queue } => {
+            w.u64(groups.committed(&group, &queue));
+        }
+        Request::JoinGroup(join) => groups.join(join).await?.encode(w),
+        Request::SyncGroup(sync) => {
+            w.bytes(&groups.sync(&sync.member, &sync.assignments).await?.encode());
+        }
+        Request::LockQueues(l) => groups.lock(&l).into_iter().for_each(|held| {
+            w.u8(u8::from(held));
+        }),
+        Request::UnlockQueues(l) => groups.unlock(&l),
+        Request::Heartbeat { member, wait_ms } => {
+            groups.heartbeat(&member, Duration::from_millis(u64::from(wait_ms))).await?;
+        }
+        Request::LeaveGroup(who) => groups.leave(&who)?,
+        other => unreachable!("{other:?} is not a group request"),
+    }
+    Ok(())
+}
+
+/// Where a queue's request was served.
+enum Served {
+    /// This shard owns the queue: serve it from this slot.
+    Here(QueueSlot),
+    /// Another shard owns it and answered the forwarded request.
+    Elsewhere(Reply),
+}
+
+/// Resolves the queue; serves the request on its owner if that is another shard.
+async fn here_or_forward(s: &Services, q: &msg::QueueRef, frame: &[u8]) -> Result<Served, Failure> {
+    let slot = s.core.locate(q)?;
+    if s.core.owns(slot) {
+        return Ok(Served::Here(slot));
+    }
+    forward(s, slot.shard as usize, frame).await.map(Served::Elsewhere)
+}
+
+/// Serves the request on `shard`; its response frame travels back as is.
+async fn forward(s: &Services, shard: usize, frame: &[u8]) -> Outcome {
+    let reply = s.core.mesh().forward(shard, frame.to_vec()).await?;
+    Ok(if reply.is_empty() { Reply::Nothing } else { Reply::Frame(reply) })
+}
