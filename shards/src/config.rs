@@ -147,10 +147,12 @@ impl ShardConfig {
         if self.cache_bytes < 2 * chunk {
             return fail("cache_bytes must hold at least two chunks".into());
         }
-        if self.index_file_entries == 0 || !self.index_file_entries.is_multiple_of(crate::index::ENTRIES_PER_PAGE) {
+        if self.index_file_entries == 0
+            || !self.index_file_entries.is_multiple_of(crate::index::queue_index::ENTRIES_PER_PAGE)
+        {
             return fail(format!(
                 "index_file_entries must be a positive multiple of {}",
-                crate::index::ENTRIES_PER_PAGE
+                crate::index::queue_index::ENTRIES_PER_PAGE
             ));
         }
         if self.index_cache_pages == 0 {

@@ -2,18 +2,18 @@
 //! glommio executor; state sits in a RefCell that is never borrowed across
 //! an await.
 
-use crate::batch;
-use crate::cache::ChunkCache;
 use crate::config::{FlushPolicy, ShardConfig};
 use crate::error::{Result, StorageError};
-use crate::fault::FailureProbes;
-use crate::index::{self, IndexEntry, QueueIndex};
+use crate::format::batch;
+use crate::index::queue_index::{self as index, IndexEntry, QueueIndex};
 use crate::log::{Appended, Blocked, Log};
 use crate::lookup::Lookup;
 use crate::position::{QueueId, PAGE_BYTES};
-use crate::reader::{ReadBatches, ReadWait};
+use crate::probe::fault::FailureProbes;
+use crate::probe::stats::{add, Counters, ShardStats};
+use crate::read::cache::ChunkCache;
+use crate::read::reader::{ReadBatches, ReadWait};
 use crate::signal::Signal;
-use crate::stats::{add, Counters, ShardStats};
 use std::cell::{Cell, RefCell};
 use std::collections::{HashMap, VecDeque};
 use std::rc::Rc;
@@ -80,8 +80,8 @@ impl Shard {
         config.validate()?;
         // Absolute, so that syncing the parent directory always has a parent.
         config.dir = std::path::absolute(&config.dir).map_err(|e| StorageError::io("resolving", &config.dir, e))?;
-        let recovered = crate::recovery::recover(&config).await?;
-        if !crate::ballast::ensure(&config.dir, config.ballast_bytes).await? {
+        let recovered = crate::lifecycle::recovery::recover(&config).await?;
+        if !crate::lifecycle::ballast::ensure(&config.dir, config.ballast_bytes).await? {
             tracing::warn!(dir = %config.dir.display(), "no room for the ballast: a full disk may stop checkpoints");
         }
         let chunk_bytes = config.cache_chunk_bytes;
@@ -118,12 +118,12 @@ impl Shard {
             tasks: RefCell::new(Vec::new()),
             flusher: RefCell::new(None),
         });
-        *inner.flusher.borrow_mut() = Some(glommio::spawn_local(crate::flusher::run(inner.clone())));
+        *inner.flusher.borrow_mut() = Some(glommio::spawn_local(crate::log::flusher::run(inner.clone())));
         inner.tasks.borrow_mut().extend([
-            glommio::spawn_local(crate::preallocator::run(inner.clone())),
-            glommio::spawn_local(crate::checkpoint::run(inner.clone())),
-            glommio::spawn_local(crate::index_preallocator::run(inner.clone())),
-            glommio::spawn_local(crate::retention::run(inner.clone())),
+            glommio::spawn_local(crate::log::preallocator::run(inner.clone())),
+            glommio::spawn_local(crate::index::checkpoint::run(inner.clone())),
+            glommio::spawn_local(crate::index::preallocator::run(inner.clone())),
+            glommio::spawn_local(crate::lifecycle::retention::run(inner.clone())),
         ]);
         Ok(Shard { inner })
     }
@@ -264,7 +264,7 @@ impl Shard {
             wait.await;
         };
         drop(turn);
-        if inner.state.borrow().log.spare.is_none() {
+        if inner.state.borrow().log.spare_wanted().is_some() {
             inner.spare_needed.notify();
         }
         let c = &inner.counters;
@@ -337,7 +337,7 @@ impl Shard {
 
     /// Base positions of the log's segments, ascending (spare excluded).
     pub fn segment_bases(&self) -> Vec<u64> {
-        self.inner.state.borrow().log.segments.keys().copied().collect()
+        self.inner.state.borrow().log.segment_bases()
     }
 
     /// Stops appends, flushes and syncs what was appended, checkpoints, and
@@ -368,7 +368,7 @@ impl Shard {
 /// it in place, so it must hold the bytes already on disk.
 async fn seed_frontier_chunk(
     cache: &mut ChunkCache<u64>,
-    segments: &std::collections::BTreeMap<u64, Rc<crate::segment::Segment>>,
+    segments: &std::collections::BTreeMap<u64, Rc<crate::log::segment::Segment>>,
     end: u64,
     segment_bytes: u64,
 ) -> Result<()> {
@@ -378,7 +378,7 @@ async fn seed_frontier_chunk(
     if end.is_multiple_of(chunk_bytes) {
         return Ok(());
     }
-    let seg = crate::segment::at_or_before(segments, end).expect("a segment holds the end");
+    let seg = crate::log::segment::at_or_before(segments, end).expect("a segment holds the end");
     debug_assert!(end < seg.base + segment_bytes);
     let data = seg
         .file

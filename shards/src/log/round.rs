@@ -2,8 +2,8 @@
 //! being written, laid out contiguously in one page-aligned DMA buffer exactly
 //! as they will sit in the segment, so the flusher writes them with one I/O.
 
+use crate::log::segment::Segment;
 use crate::position::{page_down, page_up, QueueId, PAGE_BYTES};
-use crate::segment::Segment;
 use crate::signal::Completion;
 use glommio::io::DmaBuffer;
 use std::rc::Rc;

@@ -9,10 +9,10 @@
 
 use crate::error::{Result, StorageError};
 use crate::fs;
-use crate::index::{self, ENTRIES_PER_PAGE, ENTRY_BYTES};
+use crate::index::queue_index::{self as index, ENTRIES_PER_PAGE, ENTRY_BYTES};
 use crate::position::{QueueId, PAGE_BYTES};
+use crate::probe::stats::add;
 use crate::shard::Inner;
-use crate::stats::add;
 use std::path::Path;
 use std::time::Duration;
 
@@ -48,7 +48,7 @@ impl Checkpoint {
     }
 
     fn decode(b: &[u8]) -> Option<Checkpoint> {
-        use crate::batch::{u32_at, u64_at};
+        use crate::format::batch::{u32_at, u64_at};
         if b.len() < 24 || u32_at(b, 0) != MAGIC || u32_at(b, 4) != VERSION {
             return None;
         }
@@ -102,7 +102,7 @@ impl Inner {
         let _one_at_a_time = self.checkpoint_lock.acquire_permit(1).await;
         let (position, plan) = {
             let st = self.state.borrow();
-            let position = st.log.synced_end;
+            let position = st.log.synced_end();
             let plan: Vec<(QueueId, u64, u64, u64)> =
                 st.queues.values().map(|q| (q.id, q.start, q.disk_next, q.next_before(position))).collect();
             (position, plan)

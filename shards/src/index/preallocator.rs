@@ -5,10 +5,10 @@
 //! syncs (~16 files a checkpoint at 150k msgs/s) among the log's writes.
 
 use crate::error::{Result, StorageError};
-use crate::index::{self, QueueIndex};
+use crate::index::queue_index::{self as index, QueueIndex};
 use crate::position::QueueId;
+use crate::probe::stats::add;
 use crate::shard::Inner;
-use crate::stats::add;
 use glommio::io::DmaFile;
 use std::path::PathBuf;
 use std::rc::Rc;

@@ -15,9 +15,9 @@
 //! `completion_yield`: a cheap no-op when nothing else is runnable on the
 //! core, the worker's turn when it is.
 
+use crate::probe::stats::add;
 use crate::shard::Inner;
 use crate::signal::Signal;
-use crate::stats::add;
 use std::cell::Cell;
 use std::rc::Rc;
 

@@ -1,268 +1,17 @@
-//! Message lookup by id and by key (RocketMQ's IndexFile, as sorted runs):
-//! every appended record adds an entry (64-bit hash of its message id, and
-//! of its key if it has one; queue; offset) to an in-memory tail, in log
-//! order. A checkpoint writes the tail's entries below the checkpoint
-//! position as a chunk file, `lookup/<from>-<to>.lkp` (log positions),
-//! grouped into buckets by the top bits of their hash (a counting sort, about
-//! 256 entries a bucket); recovery rebuilds the tail from the checkpoint on,
-//! like the queue index. Each chunk keeps its bucket starts in memory, so a
-//! lookup reads the one bucket per chunk that may hold the hash. (Chunks of
-//! the first format, sorted by hash with a sparse index of every 256th hash,
-//! are still read.)
-//! Retention deletes the chunks whose whole range it removed. A hash match
-//! is a candidate: the caller confirms it against the stored record.
+//! Building a chunk file from the tail, in steps of bounded work.
 
-use crate::error::{Result, StorageError};
+use super::chunk::{bucket_of, Chunk, Layout};
+use super::tail::Block;
+use super::{Entry, BUCKET_ENTRIES, ENTRY_BYTES, MAGIC_BUCKETED};
+use crate::error::Result;
 use crate::fs;
-use crate::position::QueueId;
-use glommio::io::DmaFile;
-use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::rc::Rc;
-
-/// Chunks sorted by hash: header (magic, u64 count), entries, footer (the
-/// first hash of every `BLOCK` entries, then the last hash).
-const MAGIC_SORTED: &[u8; 8] = b"RMQLKP01";
-/// Chunks grouped by bucket: header (magic, u64 count, u32 bucket bits, u32
-/// zero), entries, footer (u32 start of every bucket, then the count).
-const MAGIC_BUCKETED: &[u8; 8] = b"RMQLKP02";
-const SORTED_HEADER_BYTES: usize = 16;
-const HEADER_BYTES: usize = 24;
-const ENTRY_BYTES: usize = 20;
-/// Entries per block of a sorted chunk's sparse index.
-const BLOCK: usize = 256;
-/// Entries per bucket a chunk aims at: what a lookup reads per chunk.
-const BUCKET_ENTRIES: usize = 256;
-
-/// The lookup hash of a message id.
-pub fn id_hash(id: &[u8; 16]) -> u64 {
-    fnv1a(b'i', id)
-}
-
-/// The lookup hash of a message key (queues of every topic share it; the
-/// caller filters by queue).
-pub fn key_hash(key: &[u8]) -> u64 {
-    fnv1a(b'k', key)
-}
-
-fn fnv1a(kind: u8, bytes: &[u8]) -> u64 {
-    std::iter::once(&kind)
-        .chain(bytes)
-        .fold(0xcbf2_9ce4_8422_2325u64, |h, b| (h ^ u64::from(*b)).wrapping_mul(0x100_0000_01b3))
-}
-
-/// One entry: a hash and where a record with it is.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
-pub struct Entry {
-    pub hash: u64,
-    pub queue: QueueId,
-    pub offset: u64,
-}
-
-impl Entry {
-    /// Appends the entry's `ENTRY_BYTES` file bytes: u64 hash, u32 queue, u64 offset.
-    fn encode(&self, out: &mut Vec<u8>) {
-        out.extend_from_slice(&self.hash.to_le_bytes());
-        out.extend_from_slice(&self.queue.0.to_le_bytes());
-        out.extend_from_slice(&self.offset.to_le_bytes());
-    }
-
-    /// The entry in the first `ENTRY_BYTES` of `bytes`.
-    fn decode(bytes: &[u8]) -> Entry {
-        Entry {
-            hash: crate::batch::u64_at(bytes, 0),
-            queue: QueueId(crate::batch::u32_at(bytes, 8)),
-            offset: crate::batch::u64_at(bytes, 12),
-        }
-    }
-}
-
-/// A written chunk: its range and how to find a hash in it.
-struct Chunk {
-    path: PathBuf,
-    /// Log positions [from, to) it covers.
-    to: u64,
-    layout: Layout,
-}
-
-/// Where a chunk's entries of one hash may be.
-enum Layout {
-    /// Entries grouped by the top `bits` bits of their hash; bucket `b`
-    /// holds entries [starts[b], starts[b + 1]).
-    Bucketed { bits: u32, starts: Vec<u32> },
-    /// Entries sorted by hash (the first format): the first hash of every
-    /// block, and the last hash.
-    Sorted { count: usize, block_first: Vec<u64>, last_hash: u64 },
-}
-
-/// The bucket of `hash` among `1 << bits`.
-fn bucket_of(hash: u64, bits: u32) -> usize {
-    if bits == 0 {
-        0
-    } else {
-        (hash >> (64 - bits)) as usize
-    }
-}
-
-/// Tail entries per block: appends fill a block allocated up front, so the
-/// tail never reallocates or copies (a 32 MiB tail copied on the shard's
-/// thread stalled every append for milliseconds).
-const TAIL_BLOCK: usize = 64 * 1024;
-
-/// (log position, entry), in log order.
-type Block = Vec<(u64, Entry)>;
-
-/// A shard's lookup entries: the in-memory tail and the written chunks.
-#[derive(Default)]
-pub(crate) struct Lookup {
-    dir: PathBuf,
-    /// Full blocks of the tail, shared with a chunk being built.
-    full: Vec<Rc<Block>>,
-    /// The block being filled.
-    open: Block,
-    chunks: BTreeMap<u64, Chunk>,
-}
-
-impl Lookup {
-    /// Opens the chunks in `dir` (created if missing).
-    pub async fn open(dir: PathBuf) -> Result<Lookup> {
-        fs::create_dir(&dir).await?;
-        let mut chunks = BTreeMap::new();
-        for name in fs::list_dir(&dir).await? {
-            let Some((from, to)) = parse_name(&name) else { continue };
-            chunks.insert(from, Chunk::load(dir.join(&name), to).await?);
-        }
-        Ok(Lookup { dir, full: Vec::new(), open: Block::with_capacity(TAIL_BLOCK), chunks })
-    }
-
-    /// Adds the entries of one record at log position `pos`.
-    pub fn note(&mut self, pos: u64, queue: QueueId, offset: u64, id: &[u8; 16], key: &[u8]) {
-        self.push((pos, Entry { hash: id_hash(id), queue, offset }));
-        if !key.is_empty() {
-            self.push((pos, Entry { hash: key_hash(key), queue, offset }));
-        }
-    }
-
-    fn push(&mut self, entry: (u64, Entry)) {
-        if self.open.len() == TAIL_BLOCK {
-            let full = std::mem::replace(&mut self.open, Block::with_capacity(TAIL_BLOCK));
-            self.full.push(Rc::new(full));
-        }
-        self.open.push(entry);
-    }
-
-    fn tail(&self) -> impl Iterator<Item = &(u64, Entry)> {
-        self.full.iter().flat_map(|b| b.iter()).chain(self.open.iter())
-    }
-
-    /// A builder of the chunk of the tail's entries in [last chunk's end,
-    /// `position`): the full blocks (shared, not copied) and a copy of the
-    /// open block's part. None if there is nothing to write.
-    pub fn chunk_builder(&self, position: u64) -> Option<ChunkBuilder> {
-        let from = self.chunks.values().map(|c| c.to).max().unwrap_or(0);
-        let open: Block = self.open.iter().take_while(|(p, _)| *p < position).copied().collect();
-        let any = self.full.iter().any(|b| b.first().is_some_and(|(p, _)| *p < position)) || !open.is_empty();
-        let blocks = self.full.iter().cloned().chain([Rc::new(open)]).collect();
-        (any && position > from).then(|| ChunkBuilder::new(&self.dir, from, position, blocks))
-    }
-
-    /// Records a written chunk and drops the tail blocks it covers whole (a
-    /// block it covers in part stays; lookups drop the duplicates).
-    pub fn chunk_written(&mut self, written: WrittenChunk) {
-        let to = written.chunk.to;
-        self.full.retain(|b| b.last().is_some_and(|(p, _)| *p >= to));
-        if self.full.is_empty() && self.open.last().is_some_and(|(p, _)| *p < to) {
-            self.open.retain(|(p, _)| *p >= to);
-        }
-        self.chunks.insert(written.from, written.chunk);
-    }
-
-    /// What a lookup of `hash` must read (chunk blocks) and the tail's matches.
-    pub fn plan(&self, hash: u64) -> (Vec<BlockRead>, Vec<(QueueId, u64)>) {
-        let reads = self.chunks.values().filter_map(|c| c.block_read(hash)).collect();
-        let tail = self.tail().filter(|(_, e)| e.hash == hash).map(|(_, e)| (e.queue, e.offset)).collect();
-        (reads, tail)
-    }
-
-    /// Drops the chunks that only cover log positions below `log_start`;
-    /// returns their files, for the caller to delete.
-    pub fn remove_below(&mut self, log_start: u64) -> Vec<PathBuf> {
-        let doomed: Vec<u64> = self.chunks.iter().filter(|(_, c)| c.to <= log_start).map(|(f, _)| *f).collect();
-        doomed.into_iter().map(|from| self.chunks.remove(&from).expect("listed above").path).collect()
-    }
-}
-
-impl Chunk {
-    /// Opens a chunk by reading its header and its footer.
-    async fn load(path: PathBuf, to: u64) -> Result<Chunk> {
-        let bad = |detail: &str| StorageError::Corruption {
-            what: "lookup chunk",
-            position: 0,
-            detail: format!("{}: {detail}", path.display()),
-        };
-        let io = |what, e: glommio::GlommioError<()>| StorageError::io(what, &path, e);
-        let file = DmaFile::open(&path).await.map_err(|e| io("opening", e))?;
-        let head = file.read_at(0, HEADER_BYTES).await.map_err(|e| io("reading", e))?;
-        let sorted = head.len() >= SORTED_HEADER_BYTES && &head[..8] == MAGIC_SORTED;
-        if !sorted && (head.len() < HEADER_BYTES || &head[..8] != MAGIC_BUCKETED) {
-            return Err(bad("bad magic"));
-        }
-        let count = crate::batch::u64_at(&head, 8) as usize;
-        let bits = if sorted { 0 } else { crate::batch::u32_at(&head, 16) };
-        if bits > BUCKET_BITS_MAX {
-            return Err(bad("bucket bits out of range"));
-        }
-        let (at, footer) = if sorted {
-            (SORTED_HEADER_BYTES + count * ENTRY_BYTES, (count.div_ceil(BLOCK) + 1) * 8)
-        } else {
-            (HEADER_BYTES + count * ENTRY_BYTES, ((1 << bits) + 1) * 4)
-        };
-        let foot = file.read_at(at as u64, footer).await.map_err(|e| io("reading", e))?;
-        let _ = file.close().await;
-        if foot.len() < footer {
-            return Err(bad("shorter than its entry count"));
-        }
-        let layout = if sorted {
-            let mut hashes: Vec<u64> = foot.chunks_exact(8).map(|c| crate::batch::u64_at(c, 0)).collect();
-            let last_hash = hashes.pop().unwrap_or(0);
-            Layout::Sorted { count, block_first: hashes, last_hash }
-        } else {
-            let starts: Vec<u32> = foot.chunks_exact(4).map(|c| crate::batch::u32_at(c, 0)).collect();
-            if starts.windows(2).any(|w| w[0] > w[1]) || starts.last() != Some(&(count as u32)) {
-                return Err(bad("bucket starts out of order"));
-            }
-            Layout::Bucketed { bits, starts }
-        };
-        Ok(Chunk { path, to, layout })
-    }
-
-    /// The entries to read that may hold `hash`, if any.
-    fn block_read(&self, hash: u64) -> Option<BlockRead> {
-        let (first, upto, header) = match &self.layout {
-            Layout::Bucketed { bits, starts } => {
-                let b = bucket_of(hash, *bits);
-                (starts[b] as usize, starts[b + 1] as usize, HEADER_BYTES)
-            }
-            Layout::Sorted { count, block_first, last_hash } => {
-                if *count == 0 || hash < block_first[0] || hash > *last_hash {
-                    return None;
-                }
-                // Blocks from the one where a run of `hash` may begin (equal
-                // hashes may span blocks) to the last starting at or before it.
-                let last = block_first.partition_point(|&f| f <= hash).max(1) - 1;
-                let first = block_first[..=last].partition_point(|&f| f < hash).saturating_sub(1);
-                (first * BLOCK, ((last + 1) * BLOCK).min(*count), SORTED_HEADER_BYTES)
-            }
-        };
-        let at = (header + first * ENTRY_BYTES) as u64;
-        (upto > first).then(|| BlockRead { path: self.path.clone(), at, len: (upto - first) * ENTRY_BYTES, hash })
-    }
-}
 
 /// Entries spread into buckets in one step of a chunk build (~0.2 ms).
 const BUILD_STEP_ENTRIES: usize = 16 * 1024;
 /// At most 1M buckets (4 MiB of bucket starts in memory).
-const BUCKET_BITS_MAX: u32 = 20;
+pub(super) const BUCKET_BITS_MAX: u32 = 20;
 /// Entries encoded at a time while the chunk file is written.
 const STAGE_ENTRIES: usize = 256;
 
@@ -296,7 +45,7 @@ pub(crate) struct ChunkBuilder {
 }
 
 impl ChunkBuilder {
-    fn new(dir: &Path, from: u64, to: u64, blocks: Vec<Rc<Block>>) -> ChunkBuilder {
+    pub(super) fn new(dir: &Path, from: u64, to: u64, blocks: Vec<Rc<Block>>) -> ChunkBuilder {
         let total: usize = blocks.iter().map(|b| b.len()).sum();
         let bits = (total / BUCKET_ENTRIES).next_power_of_two().trailing_zeros().min(BUCKET_BITS_MAX);
         ChunkBuilder {
@@ -409,45 +158,17 @@ impl ChunkBuilder {
 
 /// A chunk file written from the tail.
 pub(crate) struct WrittenChunk {
-    from: u64,
-    chunk: Chunk,
-}
-
-/// Entries of a chunk file to read for one hash.
-pub(crate) struct BlockRead {
-    path: PathBuf,
-    at: u64,
-    len: usize,
-    hash: u64,
-}
-
-impl BlockRead {
-    /// Reads the blocks and adds the entries with the hash to `out`.
-    pub async fn run(&self, out: &mut Vec<(QueueId, u64)>) -> Result<()> {
-        let io = |what, e: glommio::GlommioError<()>| StorageError::io(what, &self.path, e);
-        let file = DmaFile::open(&self.path).await.map_err(|e| io("opening", e))?;
-        let data = file.read_at(self.at, self.len).await.map_err(|e| io("reading", e))?;
-        let _ = file.close().await;
-        let entries = data.chunks_exact(ENTRY_BYTES).map(Entry::decode);
-        out.extend(entries.filter(|e| e.hash == self.hash).map(|e| (e.queue, e.offset)));
-        Ok(())
-    }
-}
-
-fn parse_name(name: &str) -> Option<(u64, u64)> {
-    let (from, to) = name.strip_suffix(".lkp")?.split_once('-')?;
-    (from.len() == 20 && to.len() == 20).then_some(())?;
-    Some((from.parse().ok()?, to.parse().ok()?))
-}
-
-/// Lookup files live here, under the shard directory.
-pub(crate) fn dir_of(shard_dir: &Path) -> PathBuf {
-    shard_dir.join("lookup")
+    pub(super) from: u64,
+    pub(super) chunk: Chunk,
 }
 
 #[cfg(test)]
 mod tests {
+    use super::super::chunk::{bucket_of, Chunk};
+    use super::super::tail::TAIL_BLOCK;
+    use super::super::{QueueId, BLOCK, HEADER_BYTES, MAGIC_SORTED};
     use super::*;
+    use crate::error::StorageError;
 
     /// 70k entries over two blocks at log positions 0, 10, 20, ...: hashes
     /// spread over the whole range, a run of one repeated hash, and both

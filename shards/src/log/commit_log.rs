@@ -1,14 +1,14 @@
 //! The shard's commit log in memory: its segments, the append frontier and the
 //! group-commit rounds between the frontier and the durable end.
 
-use crate::batch::{self, CheckedBatch, HEADER_BYTES};
 use crate::config::FlushPolicy;
+use crate::format::batch::{self, CheckedBatch, HEADER_BYTES};
+use crate::format::record::RecordIter;
 use crate::index::{IndexEntry, QueueIndex};
+use crate::log::round::Round;
+use crate::log::segment::Segment;
 use crate::lookup::Lookup;
 use crate::position::{page_up, LogPos, PAGE_BYTES};
-use crate::record::RecordIter;
-use crate::round::Round;
-use crate::segment::Segment;
 use crate::signal::Completion;
 use std::collections::{BTreeMap, VecDeque};
 use std::rc::Rc;
@@ -39,28 +39,33 @@ pub(crate) struct Placed {
     pub policy: FlushPolicy,
 }
 
-/// The commit log's state.
+/// The commit log's state. Positions keep one order at all times:
+/// `synced_end <= written_end <= taken_end <= end`. Rounds are taken by the
+/// flusher in log order, each starting where the last taken one ended, and
+/// published in that order, each starting at `written_end`.
 pub(crate) struct Log {
-    pub segment_bytes: u64,
-    pub round_bytes_max: usize,
-    pub pending_bytes_max: usize,
-    pub segments: BTreeMap<u64, Rc<Segment>>,
+    segment_bytes: u64,
+    round_bytes_max: usize,
+    pending_bytes_max: usize,
+    segments: BTreeMap<u64, Rc<Segment>>,
     /// Preallocated next segment, ready for rollover.
-    pub spare: Option<Rc<Segment>>,
-    pub active: Rc<Segment>,
+    spare: Option<Rc<Segment>>,
+    active: Rc<Segment>,
     /// Position of the next append.
-    pub end: u64,
+    end: u64,
+    /// Everything before this was handed to the flusher.
+    taken_end: u64,
     /// Everything before this is written to the segment files.
-    pub written_end: u64,
+    written_end: u64,
     /// Everything before this is fdatasync'd.
-    pub synced_end: u64,
-    pub open: Option<Round>,
-    pub sealed: VecDeque<Round>,
+    synced_end: u64,
+    open: Option<Round>,
+    sealed: VecDeque<Round>,
     /// Batch bytes appended but not yet written (and synced if asked).
-    pub pending_bytes: usize,
+    pending_bytes: usize,
     /// The bytes of the partial page before `end`.
-    pub tail_page: Box<[u8]>,
-    pub next_round_id: u64,
+    tail_page: Box<[u8]>,
+    next_round_id: u64,
 }
 
 impl Log {
@@ -178,7 +183,7 @@ impl Log {
         end: u64,
         tail_page: Box<[u8]>,
     ) -> Log {
-        let active = crate::segment::at_or_before(&segments, end).expect("a segment holds the end");
+        let active = crate::log::segment::at_or_before(&segments, end).expect("a segment holds the end");
         debug_assert_eq!(tail_page.len(), PAGE_BYTES as usize);
         Log {
             segment_bytes: config.segment_bytes,
@@ -188,6 +193,7 @@ impl Log {
             spare: None,
             active,
             end,
+            taken_end: end,
             written_end: end,
             synced_end: end,
             open: None,
@@ -200,6 +206,129 @@ impl Log {
 
     /// The segment holding log position `pos`.
     pub fn segment_at(&self, pos: u64) -> Option<Rc<Segment>> {
-        crate::segment::at_or_before(&self.segments, pos).filter(|s| pos < s.base + self.segment_bytes)
+        crate::log::segment::at_or_before(&self.segments, pos).filter(|s| pos < s.base + self.segment_bytes)
+    }
+
+    /// Everything before this is written to the segment files.
+    pub fn written_end(&self) -> u64 {
+        self.written_end
+    }
+
+    /// Everything before this is fdatasync'd.
+    pub fn synced_end(&self) -> u64 {
+        self.synced_end
+    }
+
+    /// Appended bytes wait to be taken by the flusher.
+    pub fn has_rounds(&self) -> bool {
+        self.open.is_some() || !self.sealed.is_empty()
+    }
+
+    /// The batch bytes of the open round, when it is the only one to take.
+    pub fn only_open_round_bytes(&self) -> Option<usize> {
+        if self.sealed.is_empty() {
+            self.open.as_ref().map(|r| r.batch_bytes)
+        } else {
+            None
+        }
+    }
+
+    /// The batch bytes of the open round, if one is open.
+    pub fn open_round_bytes(&self) -> Option<usize> {
+        self.open.as_ref().map(|r| r.batch_bytes)
+    }
+
+    /// Seals the open round (padded to its page end with `pad`) and hands
+    /// over every sealed round, in log order, for writing.
+    pub fn take_rounds(&mut self, pad: bool) -> Vec<Round> {
+        self.seal_open(pad);
+        let rounds: Vec<Round> = self.sealed.drain(..).collect();
+        for r in &rounds {
+            assert_eq!(r.start, self.taken_end, "round {} starts where the last taken one ended", r.id);
+            assert!(r.start <= r.end, "round {} runs backwards", r.id);
+            self.taken_end = r.end;
+        }
+        self.assert_order();
+        rounds
+    }
+
+    /// A taken round was written: what it holds is written, in log order.
+    pub fn written(&mut self, round: &Round) {
+        assert_eq!(round.start, self.written_end, "round {} is published in log order", round.id);
+        assert!(round.end <= self.taken_end, "round {} was taken before it is written", round.id);
+        assert!(self.pending_bytes >= round.batch_bytes, "round {} was counted as pending", round.id);
+        self.written_end = round.end;
+        self.pending_bytes -= round.batch_bytes;
+        self.assert_order();
+    }
+
+    /// Everything written so far is durable.
+    pub fn synced(&mut self) {
+        self.synced_end = self.written_end;
+        self.assert_order();
+    }
+
+    /// After a failed write: the rounds not yet taken, for their appends to fail.
+    pub fn strand(&mut self) -> Vec<Round> {
+        self.seal_open(false);
+        let stranded: Vec<Round> = self.sealed.drain(..).collect();
+        if let Some(last) = stranded.last() {
+            self.taken_end = last.end;
+        }
+        stranded
+    }
+
+    /// The position the spare segment must start at, if none is ready.
+    pub fn spare_wanted(&self) -> Option<u64> {
+        self.spare.is_none().then(|| self.active.end(self.segment_bytes))
+    }
+
+    /// The preallocated next segment is ready.
+    pub fn set_spare(&mut self, spare: Rc<Segment>) {
+        assert!(self.spare.is_none(), "one spare at a time");
+        assert_eq!(spare.base, self.active.end(self.segment_bytes), "the spare follows the active segment");
+        self.spare = Some(spare);
+    }
+
+    /// How far appends are into the active segment.
+    pub fn active_used(&self) -> u64 {
+        self.end - self.active.base
+    }
+
+    /// The sealed segments (never the active one) that end at or before
+    /// `keep`, oldest first: what retention may delete.
+    pub fn sealed_segments_before(&self, keep: u64) -> Vec<(u64, std::path::PathBuf)> {
+        self.segments
+            .iter()
+            .take_while(|(base, _)| **base != self.active.base && *base + self.segment_bytes <= keep)
+            .map(|(base, seg)| (*base, seg.path.clone()))
+            .collect()
+    }
+
+    /// Bytes of every segment of the log (spare excluded).
+    pub fn segments_bytes(&self) -> u64 {
+        self.segments.len() as u64 * self.segment_bytes
+    }
+
+    /// Base positions of the segments, ascending (spare excluded).
+    pub fn segment_bases(&self) -> Vec<u64> {
+        self.segments.keys().copied().collect()
+    }
+
+    /// Forgets a sealed segment that retention deleted.
+    pub fn remove_segment(&mut self, base: u64) {
+        assert!(base < self.active.base, "segment {base} is sealed (the active one is {})", self.active.base);
+        self.segments.remove(&base);
+    }
+
+    fn assert_order(&self) {
+        assert!(
+            self.synced_end <= self.written_end && self.written_end <= self.taken_end && self.taken_end <= self.end,
+            "log order: synced {} <= written {} <= taken {} <= end {}",
+            self.synced_end,
+            self.written_end,
+            self.taken_end,
+            self.end
+        );
     }
 }

@@ -18,16 +18,16 @@
 //! disk's ~200-240 MiB/s write+sync bandwidth is the limit. CPU per round is
 //! one memcpy of the batches (into the round) plus one into the cache.
 
-use crate::completion_yield;
 use crate::config::FlushPolicy;
 use crate::error::StorageError;
 use crate::join::join_all;
+use crate::log::completion_yield;
+use crate::log::round::Round;
+use crate::log::segment::Segment;
 use crate::position::PAGE_BYTES;
-use crate::round::Round;
-use crate::segment::Segment;
+use crate::probe::stats::add;
 use crate::shard::Inner;
 use crate::signal::{Completion, Signal};
-use crate::stats::add;
 use std::cell::Cell;
 use std::rc::Rc;
 use std::time::{Duration, Instant};
@@ -86,7 +86,7 @@ impl Flusher {
             if st.failed.is_some() {
                 return false;
             }
-            st.log.open.is_some() || !st.log.sealed.is_empty()
+            st.log.has_rounds()
         };
         if !has_work {
             return self.idle().await;
@@ -102,9 +102,8 @@ impl Flusher {
         }
         let rounds = {
             let mut st = inner.state.borrow_mut();
-            let busy = in_flight > 0 || st.log.open.as_ref().is_some_and(|r| r.batch_bytes >= PIPELINE_MIN_BYTES);
-            st.log.seal_open(inner.config.flush_depth > 1 && busy);
-            st.log.sealed.drain(..).collect::<Vec<_>>()
+            let busy = in_flight > 0 || st.log.open_round_bytes().is_some_and(|b| b >= PIPELINE_MIN_BYTES);
+            st.log.take_rounds(inner.config.flush_depth > 1 && busy)
         };
         if rounds.iter().all(|r| r.needs_sync) && self.unsynced.is_empty() {
             self.tail_shared = rounds.last().is_some_and(|r| !r.end.is_multiple_of(PAGE_BYTES));
@@ -153,8 +152,7 @@ impl Flusher {
 
     fn open_round_is_small(&self) -> bool {
         let st = self.inner.state.borrow();
-        st.log.sealed.is_empty()
-            && st.log.open.as_ref().is_some_and(|r| r.batch_bytes < self.inner.config.round_bytes_max / 2)
+        st.log.only_open_round_bytes().is_some_and(|b| b < self.inner.config.round_bytes_max / 2)
     }
 
     /// Writes `rounds` through the O_DSYNC descriptor on a task of its own;
@@ -263,14 +261,13 @@ fn publish(inner: &Inner, rounds: Vec<Round>, synced: bool) {
     let mut st = inner.state.borrow_mut();
     let st = &mut *st;
     for round in &rounds {
-        st.log.written_end = round.end;
-        st.log.pending_bytes -= round.batch_bytes;
-        crate::reader::cache_write_through(&mut st.cache, round.start, round.new_bytes());
+        st.log.written(round);
+        crate::read::reader::cache_write_through(&mut st.cache, round.start, round.new_bytes());
     }
     if synced {
-        st.log.synced_end = st.log.written_end;
+        st.log.synced();
     }
-    let written_end = st.log.written_end;
+    let written_end = st.log.written_end();
     st.cache.pin(Some(written_end / st.cache.chunk_bytes() as u64));
     let mut arrived = Vec::new(); // queues with new readable bytes
     for round in &rounds {
@@ -279,7 +276,7 @@ fn publish(inner: &Inner, rounds: Vec<Round>, synced: bool) {
             let Some(queue) = st.queues.get_mut(q) else { continue };
             // Sync-policy data becomes readable only once durable.
             let readable_end =
-                if synced || queue.policy == FlushPolicy::Async { written_end } else { st.log.synced_end };
+                if synced || queue.policy == FlushPolicy::Async { written_end } else { st.log.synced_end() };
             if queue.publish(readable_end) {
                 arrived.push(*q);
             }
@@ -311,8 +308,7 @@ fn fail(inner: &Inner, rounds: Vec<Round>, error: StorageError) -> StorageError 
             reason
         }
     };
-    st.log.seal_open(false);
-    let stranded: Vec<Round> = st.log.sealed.drain(..).collect();
+    let stranded = st.log.strand();
     drop(st);
     for round in rounds.iter().chain(stranded.iter()) {
         round.done.complete(Err(StorageError::Failed(reason.clone())));

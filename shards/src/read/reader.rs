@@ -3,20 +3,20 @@
 //! O_DIRECT (reading ahead after sequential misses). Every batch handed out is
 //! re-checked (CRC, queue, offset), so corrupt data is never returned.
 
-use crate::batch::verify_stored;
-use crate::cache::ChunkCache;
 use crate::error::{Result, StorageError};
-use crate::index::{IndexEntry, ENTRIES_PER_PAGE};
+use crate::format::batch::verify_stored;
+use crate::index::queue_index::{IndexEntry, ENTRIES_PER_PAGE};
 use crate::join::join_all;
 use crate::position::{QueueId, PAGE_BYTES};
+use crate::probe::stats::add;
+use crate::read::cache::ChunkCache;
 use crate::shard::Inner;
-use crate::stats::add;
 use std::time::Duration;
 
 /// Whole batches read from a queue.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct ReadBatches {
-    /// Concatenated stored batches; split them with [`crate::batch::split`].
+    /// Concatenated stored batches; split them with [`crate::format::batch::split`].
     /// The first batch may start before the requested offset.
     pub bytes: Vec<u8>,
     /// Offset to read next.
@@ -149,7 +149,8 @@ impl Inner {
             file.ok_or_else(|| corrupt(0, "index file missing for a stored offset"))?
         };
         self.probes.read().map_err(|e| StorageError::io("reading index of queue", queue.to_string(), e))?;
-        let in_file = (page * PAGE_BYTES) % (self.config.index_file_entries * crate::index::ENTRY_BYTES as u64);
+        let in_file =
+            (page * PAGE_BYTES) % (self.config.index_file_entries * crate::index::queue_index::ENTRY_BYTES as u64);
         let data = file
             .read_at_aligned(in_file, PAGE_BYTES as usize)
             .await
@@ -205,7 +206,7 @@ impl Inner {
             let sequential = self.last_miss.replace(chunk) == chunk.wrapping_sub(1);
             let segment_last = (segment.base + self.config.segment_bytes) / chunk_bytes - 1;
             // Never read ahead at or past the write frontier: those chunks are not complete on disk.
-            let frontier = st.log.written_end / chunk_bytes;
+            let frontier = st.log.written_end() / chunk_bytes;
             let ahead = if sequential { self.config.readahead_chunks as u64 } else { 0 };
             let last = (chunk + ahead).min(segment_last).min(frontier.saturating_sub(1)).max(chunk);
             (segment, last - chunk + 1)

@@ -2,9 +2,9 @@
 //! background while the active one fills, so rollover never waits on file
 //! creation and appends never extend a file.
 
-use crate::segment::Segment;
+use crate::log::segment::Segment;
+use crate::probe::stats::add;
 use crate::shard::Inner;
-use crate::stats::add;
 use std::rc::Rc;
 use std::time::Duration;
 
@@ -21,7 +21,7 @@ const FILL_LEAD_DIVISOR: u64 = 8;
 /// leads the active segment's use comfortably, more when appends catch up.
 fn fill_depth(inner: &Inner, filled: u64) -> usize {
     let st = inner.state.borrow();
-    depth_for(st.log.end.saturating_sub(st.log.active.base), filled, inner.config.segment_bytes)
+    depth_for(st.log.active_used(), filled, inner.config.segment_bytes)
 }
 
 /// The fill depth when the active segment holds `used` bytes and the spare
@@ -43,7 +43,7 @@ pub(crate) async fn run(inner: Rc<Inner>) {
             if inner.closed.get() || st.failed.is_some() {
                 return;
             }
-            st.log.spare.is_none().then(|| st.log.active.end(inner.config.segment_bytes))
+            st.log.spare_wanted()
         };
         let Some(base) = base else {
             wake.await;
@@ -56,11 +56,13 @@ pub(crate) async fn run(inner: Rc<Inner>) {
         let depth = |filled: u64| fill_depth(&inner, filled);
         match Segment::create(&inner.config.dir, base, inner.config.segment_bytes, &depth).await {
             Ok(segment) => {
-                inner.state.borrow_mut().log.spare = Some(segment);
+                inner.state.borrow_mut().log.set_spare(segment);
                 add(&inner.counters.segments_created, 1);
                 if inner.space_short.take().is_some() {
                     tracing::info!(base, "there is space again: appends resume");
-                    if let Err(error) = crate::ballast::ensure(&inner.config.dir, inner.config.ballast_bytes).await {
+                    if let Err(error) =
+                        crate::lifecycle::ballast::ensure(&inner.config.dir, inner.config.ballast_bytes).await
+                    {
                         tracing::warn!(%error, "could not make the ballast again");
                     }
                 }

@@ -6,8 +6,8 @@
 use crate::error::{Result, StorageError};
 use crate::fs;
 use crate::position::QueueId;
+use crate::probe::stats::add;
 use crate::shard::Inner;
-use crate::stats::add;
 use std::rc::Rc;
 use std::time::SystemTime;
 
@@ -41,14 +41,7 @@ impl Inner {
         let (mut total, candidates) = {
             let st = self.state.borrow();
             let keep = covered.min(self.retention_floor.get());
-            let candidates: Vec<(u64, std::path::PathBuf)> = st
-                .log
-                .segments
-                .iter()
-                .take_while(|(base, _)| **base != st.log.active.base && *base + cfg.segment_bytes <= keep)
-                .map(|(base, seg)| (*base, seg.path.clone()))
-                .collect();
-            (st.log.segments.len() as u64 * cfg.segment_bytes, candidates)
+            (st.log.segments_bytes(), st.log.sealed_segments_before(keep))
         };
         let mut doomed = Vec::new();
         for (base, path) in candidates {
@@ -95,13 +88,13 @@ impl Inner {
         let dead_chunks = {
             let mut st = self.state.borrow_mut();
             for (base, _) in doomed {
-                st.log.segments.remove(base);
+                st.log.remove_segment(*base);
             }
             st.cache.remove_where(|chunk| chunk * chunk_bytes < new_log_start);
             for q in st.queues.values_mut() {
                 for base in q.files_below(q.start, file_entries) {
                     q.files.remove(&base);
-                    dead_index_files.push(crate::index::file_path(&q.dir, base));
+                    dead_index_files.push(crate::index::queue_index::file_path(&q.dir, base));
                 }
             }
             st.lookup.remove_below(new_log_start)

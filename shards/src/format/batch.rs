@@ -18,7 +18,7 @@
 //! that crc and the fields the shard stamps. Together they cover every byte.
 
 use crate::error::{Result, StorageError};
-use crate::record::{Record, RecordIter};
+use crate::format::record::{Record, RecordIter};
 
 /// Size of the batch header.
 pub const HEADER_BYTES: usize = 40;

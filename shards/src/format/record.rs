@@ -10,8 +10,8 @@
 //! u16 header_count, then per header: u16 name_len, name, u32 value_len, value
 //! ```
 
-use crate::batch::{u16_at, u32_at};
 use crate::error::{Result, StorageError};
+use crate::format::batch::{u16_at, u32_at};
 
 /// One message, borrowed from a batch or from the producer.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]

@@ -2,16 +2,16 @@
 //! stop at the first batch with a bad header, length or CRC, wipe the torn
 //! tail, and rebuild the index entries the checkpoint did not cover.
 
-use crate::batch::{verify_stored, BatchHeader, HEADER_BYTES};
-use crate::checkpoint::Checkpoint;
 use crate::config::ShardConfig;
 use crate::error::{Result, StorageError};
+use crate::format::batch::{verify_stored, BatchHeader, HEADER_BYTES};
+use crate::format::record::RecordIter;
 use crate::fs;
-use crate::index::{self, IndexEntry, QueueIndex, ENTRIES_PER_PAGE, ENTRY_BYTES};
+use crate::index::checkpoint::Checkpoint;
+use crate::index::queue_index::{self as index, IndexEntry, QueueIndex, ENTRIES_PER_PAGE, ENTRY_BYTES};
+use crate::log::segment::{self, Segment};
 use crate::lookup::{self, Lookup};
 use crate::position::{page_down, page_up, LogPos, QueueId, PAGE_BYTES};
-use crate::record::RecordIter;
-use crate::segment::{self, Segment};
 use std::collections::{BTreeMap, HashMap};
 use std::rc::Rc;
 

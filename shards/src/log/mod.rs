@@ -1,0 +1,12 @@
+//! The commit log: its segments, the group-commit rounds, the flusher that
+//! writes them, the segment preallocator and the completion yield.
+
+pub(crate) mod commit_log;
+pub(crate) mod completion_yield;
+pub(crate) mod flusher;
+pub(crate) mod preallocator;
+pub(crate) mod round;
+pub(crate) mod segment;
+
+pub use commit_log::Appended;
+pub(crate) use commit_log::{Blocked, Log};

@@ -1,0 +1,100 @@
+//! The lookup entries of appends since the last chunk, in memory, and the
+//! chunks written so far.
+
+use super::build::{ChunkBuilder, WrittenChunk};
+use super::chunk::{parse_name, BlockRead, Chunk};
+use super::{id_hash, key_hash, Entry};
+use crate::error::Result;
+use crate::fs;
+use crate::position::QueueId;
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::rc::Rc;
+
+/// Tail entries per block: appends fill a block allocated up front, so the
+/// tail never reallocates or copies (a 32 MiB tail copied on the shard's
+/// thread stalled every append for milliseconds).
+pub(super) const TAIL_BLOCK: usize = 64 * 1024;
+
+/// (log position, entry), in log order.
+pub(super) type Block = Vec<(u64, Entry)>;
+
+/// A shard's lookup entries: the in-memory tail and the written chunks.
+#[derive(Default)]
+pub(crate) struct Lookup {
+    dir: PathBuf,
+    /// Full blocks of the tail, shared with a chunk being built.
+    full: Vec<Rc<Block>>,
+    /// The block being filled.
+    open: Block,
+    chunks: BTreeMap<u64, Chunk>,
+}
+
+impl Lookup {
+    /// Opens the chunks in `dir` (created if missing).
+    pub async fn open(dir: PathBuf) -> Result<Lookup> {
+        fs::create_dir(&dir).await?;
+        let mut chunks = BTreeMap::new();
+        for name in fs::list_dir(&dir).await? {
+            let Some((from, to)) = parse_name(&name) else { continue };
+            chunks.insert(from, Chunk::load(dir.join(&name), to).await?);
+        }
+        Ok(Lookup { dir, full: Vec::new(), open: Block::with_capacity(TAIL_BLOCK), chunks })
+    }
+
+    /// Adds the entries of one record at log position `pos`.
+    pub fn note(&mut self, pos: u64, queue: QueueId, offset: u64, id: &[u8; 16], key: &[u8]) {
+        self.push((pos, Entry { hash: id_hash(id), queue, offset }));
+        if !key.is_empty() {
+            self.push((pos, Entry { hash: key_hash(key), queue, offset }));
+        }
+    }
+
+    fn push(&mut self, entry: (u64, Entry)) {
+        if self.open.len() == TAIL_BLOCK {
+            let full = std::mem::replace(&mut self.open, Block::with_capacity(TAIL_BLOCK));
+            self.full.push(Rc::new(full));
+        }
+        self.open.push(entry);
+    }
+
+    fn tail(&self) -> impl Iterator<Item = &(u64, Entry)> {
+        self.full.iter().flat_map(|b| b.iter()).chain(self.open.iter())
+    }
+
+    /// A builder of the chunk of the tail's entries in [last chunk's end,
+    /// `position`): the full blocks (shared, not copied) and a copy of the
+    /// open block's part. None if there is nothing to write.
+    pub fn chunk_builder(&self, position: u64) -> Option<ChunkBuilder> {
+        let from = self.chunks.values().map(|c| c.to).max().unwrap_or(0);
+        let open: Block = self.open.iter().take_while(|(p, _)| *p < position).copied().collect();
+        let any = self.full.iter().any(|b| b.first().is_some_and(|(p, _)| *p < position)) || !open.is_empty();
+        let blocks = self.full.iter().cloned().chain([Rc::new(open)]).collect();
+        (any && position > from).then(|| ChunkBuilder::new(&self.dir, from, position, blocks))
+    }
+
+    /// Records a written chunk and drops the tail blocks it covers whole (a
+    /// block it covers in part stays; lookups drop the duplicates).
+    pub fn chunk_written(&mut self, written: WrittenChunk) {
+        let to = written.chunk.to;
+        self.full.retain(|b| b.last().is_some_and(|(p, _)| *p >= to));
+        if self.full.is_empty() && self.open.last().is_some_and(|(p, _)| *p < to) {
+            self.open.retain(|(p, _)| *p >= to);
+        }
+        self.chunks.insert(written.from, written.chunk);
+    }
+
+    /// What a lookup of `hash` must read (chunk blocks) and the tail's matches.
+    pub fn plan(&self, hash: u64) -> (Vec<BlockRead>, Vec<(QueueId, u64)>) {
+        let reads = self.chunks.values().filter_map(|c| c.block_read(hash)).collect();
+        let tail = self.tail().filter(|(_, e)| e.hash == hash).map(|(_, e)| (e.queue, e.offset)).collect();
+        (reads, tail)
+    }
+
+    /// Drops the chunks that only cover log positions below `log_start`;
+    /// returns their files, for the caller to delete.
+    pub fn remove_below(&mut self, log_start: u64) -> Vec<PathBuf> {
+        let doomed: Vec<u64> = self.chunks.iter().filter(|(_, c)| c.to <= log_start).map(|(f, _)| *f).collect();
+        doomed.into_iter().map(|from| self.chunks.remove(&from).expect("listed above").path).collect()
+    }
+}
