@@ -183,8 +183,8 @@ impl Shard {
             st.index_mem_entries -= removed.iter().map(QueueIndex::mem_len).sum::<usize>();
             removed
         };
-        let dirs: Vec<_> = removed.iter().map(|q| q.dir.clone()).collect();
-        removed.iter().for_each(|q| q.arrivals.notify());
+        let dirs: Vec<_> = removed.iter().map(|q| q.dir().to_path_buf()).collect();
+        removed.iter().for_each(|q| q.arrivals().notify());
         drop(removed);
         let index_dir = self.inner.config.dir.join("index");
         crate::fs::blocking("removing queue directories in", &index_dir, move |_| {
@@ -198,7 +198,7 @@ impl Shard {
     /// broker's topic metadata owns it and sets it again after a restart).
     pub fn set_flush_policy(&self, queue: QueueId, policy: FlushPolicy) -> Result<()> {
         let mut st = self.inner.state.borrow_mut();
-        st.queues.get_mut(&queue).ok_or(StorageError::UnknownQueue(queue.0))?.policy = policy;
+        st.queues.get_mut(&queue).ok_or(StorageError::UnknownQueue(queue.0))?.set_policy(policy);
         Ok(())
     }
 
@@ -213,7 +213,7 @@ impl Shard {
     pub fn offsets(&self, queue: QueueId) -> Result<(u64, u64)> {
         let st = self.inner.state.borrow();
         let q = st.queues.get(&queue).ok_or(StorageError::UnknownQueue(queue.0))?;
-        Ok((q.start, q.visible))
+        Ok((q.start(), q.visible()))
     }
 
     /// Appends a producer's record batch to `queue`: checks its length and CRC,
@@ -241,7 +241,7 @@ impl Shard {
                     match log.append(q, lookup, batch, &checked) {
                         Ok(placed) => {
                             *index_mem_entries += placed.appended.record_count as usize;
-                            if !q.files.contains_key(&q.file_wanted(inner.config.index_file_entries)) {
+                            if q.file(q.file_wanted(inner.config.index_file_entries)).is_none() {
                                 inner.index_files_needed.notify();
                             }
                             break placed;

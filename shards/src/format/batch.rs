@@ -28,6 +28,8 @@ pub const BATCH_MAGIC: u16 = 0x5242;
 pub const ATTR_PADDING: u16 = 1;
 /// Bytes covered by the producer's CRC start here.
 const BODY_START: usize = 24;
+/// The header CRC covers the header's first bytes: length, crc, base offset, queue.
+pub const HEADER_CRC_COVERS: usize = 20;
 
 /// The decoded header of a batch.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -113,7 +115,7 @@ pub fn check(bytes: &[u8], batch_bytes_max: usize) -> Result<CheckedBatch> {
 pub fn stamp(copy: &mut [u8], base_offset: u64, queue: u32) {
     copy[8..16].copy_from_slice(&base_offset.to_le_bytes());
     copy[16..20].copy_from_slice(&queue.to_le_bytes());
-    let header_crc = crc32fast::hash(&copy[..20]);
+    let header_crc = crc32fast::hash(&copy[..HEADER_CRC_COVERS]);
     copy[20..24].copy_from_slice(&header_crc.to_le_bytes());
 }
 
@@ -124,7 +126,7 @@ pub fn verify_stored(bytes: &[u8]) -> std::result::Result<BatchHeader, &'static 
     if (header.length as usize) < HEADER_BYTES || bytes.len() < end {
         return Err("bad length");
     }
-    if crc32fast::hash(&bytes[..20]) != header.header_crc {
+    if crc32fast::hash(&bytes[..HEADER_CRC_COVERS]) != header.header_crc {
         return Err("header CRC mismatch");
     }
     if crc32fast::hash(&bytes[BODY_START..end]) != header.crc {

@@ -104,7 +104,7 @@ impl Inner {
             let st = self.state.borrow();
             let position = st.log.synced_end();
             let plan: Vec<(QueueId, u64, u64, u64)> =
-                st.queues.values().map(|q| (q.id, q.start, q.disk_next, q.next_before(position))).collect();
+                st.queues.values().map(|q| (q.id(), q.start(), q.disk_next(), q.next_before(position))).collect();
             (position, plan)
         };
         for &(queue, _, from, upto) in &plan {
@@ -128,7 +128,7 @@ impl Inner {
         }
         for &(queue, _, _, upto) in &plan {
             if let Some(q) = st.queues.get_mut(&queue) {
-                q.disk_next = q.disk_next.max(upto);
+                q.written_to_disk(upto);
                 st.index_mem_entries -= q.trim_memory();
             }
         }

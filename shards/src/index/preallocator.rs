@@ -5,7 +5,7 @@
 //! syncs (~16 files a checkpoint at 150k msgs/s) among the log's writes.
 
 use crate::error::{Result, StorageError};
-use crate::index::queue_index::{self as index, QueueIndex};
+use crate::index::queue_index as index;
 use crate::position::QueueId;
 use crate::probe::stats::add;
 use crate::shard::Inner;
@@ -17,31 +17,6 @@ use std::time::Duration;
 /// Pause before retrying a failed index file creation.
 const RETRY_DELAY: Duration = Duration::from_secs(1);
 
-impl QueueIndex {
-    /// Base of the last index file this queue should have now: the one
-    /// holding `next` plus half a file, so the next file is ready well before
-    /// appends reach it.
-    pub fn file_wanted(&self, file_entries: u64) -> u64 {
-        let ahead = self.next + file_entries / 2;
-        ahead - ahead % file_entries
-    }
-
-    /// The first index file a checkpoint or appends will need that does not
-    /// exist yet: from the one holding `disk_next` to `file_wanted`. None
-    /// while every entry is on disk: a queue gets its next file once it has
-    /// entries to write (files are made lazily: a new topic of 4,096 queues
-    /// zero-filled 4 GiB of index files for queues that may never be used).
-    fn file_missing(&self, file_entries: u64) -> Option<u64> {
-        if self.next == self.disk_next {
-            return None;
-        }
-        let first = self.disk_next - self.disk_next % file_entries;
-        (first..=self.file_wanted(file_entries))
-            .step_by(file_entries as usize)
-            .find(|base| !self.files.contains_key(base))
-    }
-}
-
 impl Inner {
     /// The queue's index file starting at `base`, created if missing. Callers
     /// hold `checkpoint_lock`, so one file is never created twice at once.
@@ -49,14 +24,14 @@ impl Inner {
         let dir = {
             let st = self.state.borrow();
             let q = st.queues.get(&queue).ok_or(StorageError::UnknownQueue(queue.0))?;
-            if let Some(f) = q.files.get(&base) {
-                return Ok((f.clone(), q.dir.clone()));
+            if let Some(f) = q.file(base) {
+                return Ok((f.clone(), q.dir().to_path_buf()));
             }
-            q.dir.clone()
+            q.dir().to_path_buf()
         };
         let file = index::create_file(&dir, base, self.config.index_file_entries).await?;
         if let Some(q) = self.state.borrow_mut().queues.get_mut(&queue) {
-            q.files.insert(base, file.clone());
+            q.add_file(base, file.clone());
         }
         add(&self.counters.index_files_created, 1);
         Ok((file, dir))
@@ -66,7 +41,7 @@ impl Inner {
     fn index_file_missing(&self) -> Option<(QueueId, u64)> {
         let file_entries = self.config.index_file_entries;
         let st = self.state.borrow();
-        st.queues.values().find_map(|q| q.file_missing(file_entries).map(|base| (q.id, base)))
+        st.queues.values().find_map(|q| q.file_missing(file_entries).map(|base| (q.id(), base)))
     }
 }
 

@@ -50,29 +50,29 @@ impl IndexEntry {
 
 /// One queue's offsets and index.
 pub(crate) struct QueueIndex {
-    pub id: QueueId,
-    pub dir: PathBuf,
-    pub policy: FlushPolicy,
+    id: QueueId,
+    dir: PathBuf,
+    policy: FlushPolicy,
     /// First offset still stored (retention moves it up).
-    pub start: u64,
+    start: u64,
     /// Next offset to assign at append.
-    pub next: u64,
+    next: u64,
     /// Readable offsets are [start, visible): written (and synced, under the sync policy).
-    pub visible: u64,
+    visible: u64,
     /// Entries below this offset are durable in the index files.
-    pub disk_next: u64,
+    disk_next: u64,
     /// Offset of the first entry in memory; a page boundary, at or below `disk_next`.
-    pub mem_base: u64,
+    mem_base: u64,
     /// Entries from `mem_base` on, one index page's worth per block: an
     /// append never moves earlier entries (one growing Vec copied megabytes
     /// at each doubling, stalling the shard ~9 ms at 128k entries), and a
     /// checkpoint's trim drops whole blocks.
     mem: VecDeque<Vec<IndexEntry>>,
-    pub files: BTreeMap<u64, Rc<DmaFile>>,
+    files: BTreeMap<u64, Rc<DmaFile>>,
     /// Notified when `visible` moves (long polls wait on it).
-    pub arrivals: Rc<Signal>,
+    arrivals: Rc<Signal>,
     /// Id of the last group-commit round that touched this queue.
-    pub last_round: u64,
+    last_round: u64,
 }
 
 impl QueueIndex {
@@ -98,9 +98,13 @@ impl QueueIndex {
     /// Records the entry of offset `next` and advances it.
     pub fn push(&mut self, entry: IndexEntry) {
         debug_assert_eq!(self.mem_base + self.mem_len() as u64, self.next);
-        debug_assert!(
+        // Offsets and log positions grow together, at append and at rebuild.
+        assert!(
             self.mem.back().and_then(|b| b.last()).is_none_or(|e| e.position <= entry.position),
-            "positions grow with offsets"
+            "queue {}: offset {} at position {} before its predecessor's",
+            self.id,
+            self.next,
+            entry.position
         );
         if self.mem.back().is_none_or(|block| block.len() == PAGE_ENTRIES) {
             self.mem.push_back(Vec::with_capacity(PAGE_ENTRIES));
@@ -178,9 +182,128 @@ impl QueueIndex {
         }
     }
 
-    /// Index files wholly below `start`.
-    pub fn files_below(&self, start: u64, file_entries: u64) -> Vec<u64> {
-        self.files.keys().copied().filter(|base| base + file_entries <= start).collect()
+    /// Forgets the index files wholly below the queue's start; returns their paths.
+    pub fn remove_files_below_start(&mut self, file_entries: u64) -> Vec<PathBuf> {
+        let doomed: Vec<u64> = self.files.keys().copied().filter(|base| base + file_entries <= self.start).collect();
+        doomed.into_iter().filter_map(|base| self.files.remove(&base).map(|_| file_path(&self.dir, base))).collect()
+    }
+
+    /// Base of the last index file this queue should have now: the one
+    /// holding `next` plus half a file, so the next file is ready well before
+    /// appends reach it.
+    pub fn file_wanted(&self, file_entries: u64) -> u64 {
+        let ahead = self.next + file_entries / 2;
+        ahead - ahead % file_entries
+    }
+
+    /// The first index file a checkpoint or appends will need that does not
+    /// exist yet: from the one holding `disk_next` to `file_wanted`. None
+    /// while every entry is on disk: a queue gets its next file once it has
+    /// entries to write (files are made lazily: a new topic of 4,096 queues
+    /// zero-filled 4 GiB of index files for queues that may never be used).
+    pub fn file_missing(&self, file_entries: u64) -> Option<u64> {
+        if self.next == self.disk_next {
+            return None;
+        }
+        let first = self.disk_next - self.disk_next % file_entries;
+        (first..=self.file_wanted(file_entries))
+            .step_by(file_entries as usize)
+            .find(|base| !self.files.contains_key(base))
+    }
+
+    pub fn id(&self) -> QueueId {
+        self.id
+    }
+
+    /// The queue's index directory.
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    pub fn policy(&self) -> FlushPolicy {
+        self.policy
+    }
+
+    pub fn set_policy(&mut self, policy: FlushPolicy) {
+        self.policy = policy;
+    }
+
+    /// First offset still stored.
+    pub fn start(&self) -> u64 {
+        self.start
+    }
+
+    /// Next offset to assign at append.
+    pub fn next(&self) -> u64 {
+        self.next
+    }
+
+    /// Readable offsets end here.
+    pub fn visible(&self) -> u64 {
+        self.visible
+    }
+
+    /// Entries below this offset are durable in the index files.
+    pub fn disk_next(&self) -> u64 {
+        self.disk_next
+    }
+
+    /// Offset of the first entry in memory.
+    pub fn mem_base(&self) -> u64 {
+        self.mem_base
+    }
+
+    /// Notified when `visible` moves (long polls wait on it).
+    pub fn arrivals(&self) -> &Rc<Signal> {
+        &self.arrivals
+    }
+
+    /// The index file starting at offset `base`, if it is open.
+    pub fn file(&self, base: u64) -> Option<&Rc<DmaFile>> {
+        self.files.get(&base)
+    }
+
+    pub fn add_file(&mut self, base: u64, file: Rc<DmaFile>) {
+        assert_eq!(base % ENTRIES_PER_PAGE, 0, "index file {base} starts on a page");
+        self.files.insert(base, file);
+    }
+
+    /// Retention removed everything below `start`.
+    pub fn move_start(&mut self, start: u64) {
+        self.start = self.start.max(start);
+        assert!(self.start <= self.next, "queue {} start {} past next {}", self.id, self.start, self.next);
+    }
+
+    /// A checkpoint made the entries below `upto` durable in the index files.
+    pub fn written_to_disk(&mut self, upto: u64) {
+        assert!(upto <= self.next, "queue {} index written to {upto} past next {}", self.id, self.next);
+        self.disk_next = self.disk_next.max(upto);
+    }
+
+    /// After recovery: every recovered entry is readable.
+    pub fn recovered(&mut self) {
+        self.visible = self.next;
+    }
+
+    /// Moves the end back to `to` (recovery found the log lost what lies
+    /// past it), as a checkpoint at `to` would have left the queue; the
+    /// partial page is reloaded by the caller.
+    pub fn roll_back(&mut self, to: u64) {
+        assert!(
+            self.start <= to && to <= self.next,
+            "queue {} rolls back to {to} outside [{}, {}]",
+            self.id,
+            self.start,
+            self.next
+        );
+        let files = std::mem::take(&mut self.files);
+        *self = QueueIndex::new(self.id, self.dir.clone(), self.policy, self.start, to);
+        self.files = files;
+    }
+
+    /// Notes that `round` holds an append of this queue; true the first time.
+    pub fn touched_by(&mut self, round: u64) -> bool {
+        std::mem::replace(&mut self.last_round, round) != round
     }
 }
 

@@ -64,13 +64,11 @@ pub(crate) async fn recover(config: &ShardConfig) -> Result<Recovered> {
     // Past a rollback, valid batches may remain up to the old checkpoint.
     let old_end = if lost.is_some() { checkpointed.max(end) } else { end };
     let tail_page = wipe_torn_tail(config, &mut segments, end, old_end).await?;
-    for q in queues.values_mut() {
-        q.visible = q.next;
-    }
+    queues.values_mut().for_each(QueueIndex::recovered);
     if lost.is_some() {
         // The old checkpoint names offsets the log no longer holds: replace it
         // before any append lands where its batches were.
-        let queues = queues.values().map(|q| (q.id, q.start, q.next)).collect();
+        let queues = queues.values().map(|q| (q.id(), q.start(), q.next())).collect();
         Checkpoint { position: end, queues }.store(dir).await?;
     }
     tracing::info!(dir = %dir.display(), end, queues = queues.len(), "shard recovered");
@@ -88,8 +86,8 @@ async fn load_queues(config: &ShardConfig, checkpoint: Option<&Checkpoint>) -> R
         let Some(id) = index::parse_queue_dir(&name) else { continue };
         let (start, next) = saved.get(&id).copied().unwrap_or((0, 0));
         let mut q = QueueIndex::new(id, index_dir.join(&name), config.default_flush_policy, start, next);
-        for base in index::list_files(&q.dir).await? {
-            q.files.insert(base, index::open_file(&q.dir, base).await?);
+        for base in index::list_files(q.dir()).await? {
+            q.add_file(base, index::open_file(q.dir(), base).await?);
         }
         load_partial_page(config, &mut q).await?;
         queues.insert(id, q);
@@ -99,11 +97,11 @@ async fn load_queues(config: &ShardConfig, checkpoint: Option<&Checkpoint>) -> R
 
 /// Reads entries [mem_base, next) of the checkpointed partial page.
 async fn load_partial_page(config: &ShardConfig, q: &mut QueueIndex) -> Result<()> {
-    let count = (q.next - q.mem_base) as usize;
+    let count = (q.next() - q.mem_base()) as usize;
     if count == 0 {
         return Ok(());
     }
-    let (page, first) = index_page(config, q, q.mem_base).await?;
+    let (page, first) = index_page(config, q, q.mem_base()).await?;
     debug_assert!(first == 0 && count < ENTRIES_PER_PAGE as usize);
     q.restore_partial_page((0..count).map(|slot| IndexEntry::decode(&page, slot)));
     Ok(())
@@ -112,8 +110,8 @@ async fn load_partial_page(config: &ShardConfig, q: &mut QueueIndex) -> Result<(
 /// The index file page holding checkpointed `offset` of `q`, and the offset's slot in it.
 async fn index_page(config: &ShardConfig, q: &QueueIndex, offset: u64) -> Result<(glommio::io::ReadResult, usize)> {
     let file_base = offset - offset % config.index_file_entries;
-    let path = index::file_path(&q.dir, file_base);
-    let file = q.files.get(&file_base).ok_or_else(|| StorageError::Corruption {
+    let path = index::file_path(q.dir(), file_base);
+    let file = q.file(file_base).ok_or_else(|| StorageError::Corruption {
         what: "queue index",
         position: 0,
         detail: format!("{} is missing but the checkpoint covers offset {offset} of it", path.display()),
@@ -178,12 +176,12 @@ impl Scan<'_> {
     /// last batch is there.
     async fn first_lost(&mut self, config: &ShardConfig, queues: &HashMap<QueueId, QueueIndex>) -> Result<Option<u64>> {
         let mut lost: Option<u64> = None;
-        for q in queues.values().filter(|q| q.next > q.start) {
-            if self.holds(q, q.next - 1, &entry_at(config, q, q.next - 1).await?).await? {
+        for q in queues.values().filter(|q| q.next() > q.start()) {
+            if self.holds(q, q.next() - 1, &entry_at(config, q, q.next() - 1).await?).await? {
                 continue;
             }
             // Offsets below `good` are held; `bad` is not.
-            let (mut good, mut bad) = (q.start, q.next - 1);
+            let (mut good, mut bad) = (q.start(), q.next() - 1);
             while good < bad {
                 let mid = good + (bad - good) / 2;
                 if self.holds(q, mid, &entry_at(config, q, mid).await?).await? {
@@ -207,7 +205,7 @@ impl Scan<'_> {
         }
         let batch = self.bytes(&seg, pos, entry.size as usize).await?;
         Ok(verify_stored(batch).is_ok_and(|h| {
-            h.queue == q.id.0 && h.base_offset <= offset && offset < h.base_offset + u64::from(h.record_count)
+            h.queue == q.id().0 && h.base_offset <= offset && offset < h.base_offset + u64::from(h.record_count)
         }))
     }
 
@@ -255,7 +253,7 @@ async fn entry_at(config: &ShardConfig, q: &QueueIndex, offset: u64) -> Result<I
 async fn roll_back(config: &ShardConfig, queues: &mut HashMap<QueueId, QueueIndex>, at: u64) -> Result<()> {
     for q in queues.values_mut() {
         // The first offset whose batch starts at or past `at`.
-        let (mut lo, mut hi) = (q.start, q.next);
+        let (mut lo, mut hi) = (q.start(), q.next());
         while lo < hi {
             let mid = lo + (hi - lo) / 2;
             if entry_at(config, q, mid).await?.position.0 < at {
@@ -264,10 +262,8 @@ async fn roll_back(config: &ShardConfig, queues: &mut HashMap<QueueId, QueueInde
                 hi = mid;
             }
         }
-        if lo < q.next {
-            let files = std::mem::take(&mut q.files);
-            *q = QueueIndex::new(q.id, q.dir.clone(), q.policy, q.start, lo);
-            q.files = files;
+        if lo < q.next() {
+            q.roll_back(lo);
             load_partial_page(config, q).await?;
         }
     }
@@ -287,16 +283,18 @@ fn index_batch(
     // queue without an index directory was deleted (creation is durable
     // before any append), so its batches are passed over.
     let Some(q) = queues.get_mut(&QueueId(header.queue)) else { return Ok(()) };
-    if header.base_offset != q.next {
+    if header.base_offset != q.next() {
         return Err(corrupt(format!(
             "queue {} expects offset {} but the batch starts at {}",
-            header.queue, q.next, header.base_offset
+            header.queue,
+            q.next(),
+            header.base_offset
         )));
     }
     let mut count = 0;
     for record in RecordIter::new(&batch[HEADER_BYTES..]) {
         let record = record.map_err(|e| corrupt(e.to_string()))?;
-        lookup.note(pos, q.id, q.next, &record.message_id, record.key);
+        lookup.note(pos, q.id(), q.next(), &record.message_id, record.key);
         q.push(IndexEntry { position: LogPos(pos), size: header.length, tag_hash: record.tag_hash() });
         count += 1;
     }

@@ -26,7 +26,7 @@ impl Inner {
         for queue in queues {
             let start = self.first_offset_at_or_after(queue, new_log_start).await?;
             if let Some(q) = self.state.borrow_mut().queues.get_mut(&queue) {
-                q.start = q.start.max(start);
+                q.move_start(start);
             }
         }
         self.checkpoint().await?;
@@ -68,7 +68,7 @@ impl Inner {
         let (mut lo, mut hi) = {
             let st = self.state.borrow();
             let q = st.queues.get(&queue).ok_or(StorageError::UnknownQueue(queue.0))?;
-            (q.start, q.visible)
+            (q.start(), q.visible())
         };
         while lo < hi {
             let mid = lo + (hi - lo) / 2;
@@ -92,10 +92,7 @@ impl Inner {
             }
             st.cache.remove_where(|chunk| chunk * chunk_bytes < new_log_start);
             for q in st.queues.values_mut() {
-                for base in q.files_below(q.start, file_entries) {
-                    q.files.remove(&base);
-                    dead_index_files.push(crate::index::queue_index::file_path(&q.dir, base));
-                }
+                dead_index_files.extend(q.remove_files_below_start(file_entries));
             }
             st.lookup.remove_below(new_log_start)
         };

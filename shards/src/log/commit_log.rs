@@ -96,24 +96,23 @@ impl Log {
         }
         let position = self.end;
         let round = self.open.as_mut().expect("opened above");
-        batch::stamp(round.put(bytes), queue.next, queue.id.0);
-        let base_offset = queue.next;
+        let base_offset = queue.next();
+        batch::stamp(round.put(bytes), base_offset, queue.id().0);
         for record in RecordIter::new(&bytes[HEADER_BYTES..]) {
             let record = record.expect("checked batch");
-            lookup.note(position, queue.id, queue.next, &record.message_id, record.key);
+            lookup.note(position, queue.id(), queue.next(), &record.message_id, record.key);
             queue.push(IndexEntry { position: LogPos(position), size: len as u32, tag_hash: record.tag_hash() });
         }
         self.end += len as u64;
         self.pending_bytes += len;
         round.batch_bytes += len;
         round.records += u64::from(checked.record_count);
-        round.needs_sync |= queue.policy == FlushPolicy::Sync;
-        if queue.last_round != round.id {
-            queue.last_round = round.id;
-            round.touched.push(queue.id);
+        round.needs_sync |= queue.policy() == FlushPolicy::Sync;
+        if queue.touched_by(round.id) {
+            round.touched.push(queue.id());
         }
         let appended = Appended { base_offset, record_count: checked.record_count, position: LogPos(position) };
-        Ok(Placed { appended, done: round.done.clone(), policy: queue.policy })
+        Ok(Placed { appended, done: round.done.clone(), policy: queue.policy() })
     }
 
     /// Moves the open round to the sealed queue, if it holds anything. With

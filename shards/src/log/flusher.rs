@@ -227,6 +227,7 @@ impl Flusher {
 /// Writes every round, all submitted before any is awaited; `dsync` writes
 /// through the O_DSYNC descriptor, durable on completion.
 async fn write_rounds(inner: &Inner, rounds: &[Round], dsync: bool) -> Result<(), StorageError> {
+    rounds.iter().for_each(Round::assert_framed);
     let writes = rounds.iter().map(|r| async move {
         inner.probes.write().map_err(|e| StorageError::io("writing", &r.segment.path, e))?;
         if dsync {
@@ -276,7 +277,7 @@ fn publish(inner: &Inner, rounds: Vec<Round>, synced: bool) {
             let Some(queue) = st.queues.get_mut(q) else { continue };
             // Sync-policy data becomes readable only once durable.
             let readable_end =
-                if synced || queue.policy == FlushPolicy::Async { written_end } else { st.log.synced_end() };
+                if synced || queue.policy() == FlushPolicy::Async { written_end } else { st.log.synced_end() };
             if queue.publish(readable_end) {
                 arrived.push(*q);
             }
@@ -284,7 +285,7 @@ fn publish(inner: &Inner, rounds: Vec<Round>, synced: bool) {
         round.done.complete(Ok(()));
     }
     for q in arrived {
-        st.queues.get_mut(&q).expect("just published").arrivals.notify();
+        st.queues.get_mut(&q).expect("just published").arrivals().notify();
     }
     add(&inner.counters.rounds, rounds.len() as u64);
     if st.index_mem_entries > inner.config.index_mem_entries_max {

@@ -2,6 +2,7 @@
 //! being written, laid out contiguously in one page-aligned DMA buffer exactly
 //! as they will sit in the segment, so the flusher writes them with one I/O.
 
+use crate::format::batch::{BatchHeader, HEADER_BYTES, HEADER_CRC_COVERS};
 use crate::log::segment::Segment;
 use crate::position::{page_down, page_up, QueueId, PAGE_BYTES};
 use crate::signal::Completion;
@@ -95,6 +96,31 @@ impl Round {
     /// Byte offset of the round's write inside its segment file.
     pub fn file_position(&self) -> u64 {
         self.aligned_start - self.segment.base
+    }
+
+    /// Asserts, right before the round is written, that its new bytes are
+    /// whole stored batches, each sealed by its header CRC (which covers its
+    /// length and body CRC), ending exactly at `data_end`; a padding batch
+    /// (only its header is written) comes last and ends the round at `end`.
+    pub fn assert_framed(&self) {
+        let bytes = self.new_bytes();
+        let mut at = 0;
+        while at < bytes.len() {
+            let position = self.start + at as u64;
+            let header = BatchHeader::decode(&bytes[at..])
+                .unwrap_or_else(|| panic!("round {}: no batch header at position {position}", self.id));
+            let sealed = crc32fast::hash(&bytes[at..at + HEADER_CRC_COVERS]) == header.header_crc;
+            assert!(sealed, "round {}: header CRC of the batch at {position} does not hold", self.id);
+            if header.is_padding() {
+                assert_eq!(at + HEADER_BYTES, bytes.len(), "round {}: padding at {position} is last", self.id);
+                assert_eq!(position + u64::from(header.length), self.end, "round {}: padding ends it", self.id);
+                return;
+            }
+            assert!(header.length as usize >= HEADER_BYTES, "round {}: batch at {position} too short", self.id);
+            at += header.length as usize;
+        }
+        assert_eq!(at, bytes.len(), "round {}: its last batch runs past its data", self.id);
+        assert_eq!(self.data_end, self.end, "round {}: only a padding batch ends past its data", self.id);
     }
 
     /// The bytes this round adds, from `start` to `data_end`.

@@ -86,7 +86,7 @@ impl Inner {
         entry: IndexEntry,
         detail: &'static str,
     ) -> Result<StorageError> {
-        let start = self.state.borrow().queues.get(&queue).map_or(offset, |q| q.start);
+        let start = self.state.borrow().queues.get(&queue).map_or(offset, |q| q.start());
         let mut first = offset;
         while first > start && self.entry(queue, first - 1).await?.position == entry.position {
             first -= 1;
@@ -111,18 +111,18 @@ impl Inner {
             let arrivals = {
                 let st = self.state.borrow();
                 let q = st.queues.get(&queue).ok_or(StorageError::UnknownQueue(queue.0))?;
-                if offset < q.start || offset > q.visible {
+                if offset < q.start() || offset > q.visible() {
                     return Err(StorageError::OffsetOutOfRange {
                         queue: queue.0,
                         offset,
-                        start: q.start,
-                        end: q.visible,
+                        start: q.start(),
+                        end: q.visible(),
                     });
                 }
-                if offset < q.visible || self.closed.get() {
-                    return Ok(q.visible);
+                if offset < q.visible() || self.closed.get() {
+                    return Ok(q.visible());
                 }
-                q.arrivals.clone()
+                q.arrivals().clone()
             };
             let left = deadline.map(|d| d.saturating_duration_since(std::time::Instant::now())).unwrap_or_default();
             if left.is_zero() || !arrivals.wait_for(left).await {
@@ -142,7 +142,7 @@ impl Inner {
                 return Ok(e);
             }
             let file_base = offset - offset % self.config.index_file_entries;
-            let file = q.files.get(&file_base).cloned();
+            let file = q.file(file_base).cloned();
             if let Some(bytes) = st.index_cache.get((queue, page)) {
                 return Ok(IndexEntry::decode(bytes, slot));
             }
