@@ -12,7 +12,7 @@ use crate::position::{QueueId, PAGE_BYTES};
 use crate::probe::fault::FailureProbes;
 use crate::probe::stats::{add, Counters, ShardStats};
 use crate::read::cache::ChunkCache;
-use crate::read::reader::{ReadBatches, ReadWait};
+use crate::read::reader::{ReadBatches, ReadWait, Readahead};
 use crate::signal::Signal;
 use std::cell::{Cell, RefCell};
 use std::collections::{HashMap, VecDeque};
@@ -35,8 +35,8 @@ pub(crate) struct Inner {
     /// Appends blocked by back-pressure, in arrival order: while any waits,
     /// later appends queue behind it, so a later batch never overtakes an
     /// earlier one of the same sender (a producer may pipeline a queue).
-    pub blocked_appends: RefCell<VecDeque<u64>>,
-    pub next_append: Cell<u64>,
+    blocked_appends: RefCell<VecDeque<u64>>,
+    next_append: Cell<u64>,
     /// The spare segment was taken.
     pub spare_needed: Signal,
     /// The in-memory index is past its bound.
@@ -45,16 +45,15 @@ pub(crate) struct Inner {
     pub checkpoint_lock: glommio::sync::Semaphore,
     /// A queue's appends passed the point where its next index file is wanted.
     pub index_files_needed: Signal,
-    pub closed: Cell<bool>,
+    closed: Cell<bool>,
     pub probes: FailureProbes,
     pub counters: Counters,
-    /// Last chunk that missed the cache, to detect sequential readers.
-    pub last_miss: Cell<u64>,
+    pub readahead: Readahead,
     /// Retention keeps the segment holding this log position and later ones.
-    pub retention_floor: Cell<u64>,
+    retention_floor: Cell<u64>,
     /// Set while the next segment cannot be made for want of space (why):
     /// appends that need it are refused with `StorageError::Full`.
-    pub space_short: RefCell<Option<String>>,
+    space_short: RefCell<Option<String>>,
     tasks: RefCell<Vec<glommio::Task<()>>>,
     flusher: RefCell<Option<glommio::Task<()>>>,
 }
@@ -65,11 +64,62 @@ pub(crate) struct State {
     pub cache: ChunkCache<u64>,
     pub index_cache: ChunkCache<(QueueId, u64)>,
     /// Index entries held in memory over all queues (a checkpoint trims them).
-    pub index_mem_entries: usize,
+    index_mem_entries: usize,
     /// Set after a failed write or sync: the shard refuses appends.
-    pub failed: Option<String>,
+    failed: Option<String>,
     /// Message lookup by id and key.
     pub lookup: Lookup,
+}
+
+impl State {
+    /// Why the shard refuses appends, after a failed write or sync.
+    pub fn failed(&self) -> Option<&str> {
+        self.failed.as_deref()
+    }
+
+    /// Fails the shard for good (until a restart); returns the reason in
+    /// effect (the first failure's).
+    pub fn fail(&mut self, reason: String) -> String {
+        self.failed.get_or_insert(reason).clone()
+    }
+
+    /// Index entries held in memory over all queues.
+    pub fn index_mem_entries(&self) -> usize {
+        self.index_mem_entries
+    }
+
+    /// A checkpoint or a deletion dropped `n` in-memory index entries.
+    pub fn index_entries_dropped(&mut self, n: usize) {
+        assert!(n <= self.index_mem_entries, "dropping {n} of {} index entries", self.index_mem_entries);
+        self.index_mem_entries -= n;
+    }
+}
+
+impl Inner {
+    /// The shard is closing or closed: no new appends.
+    pub fn is_closed(&self) -> bool {
+        self.closed.get()
+    }
+
+    /// Retention keeps the segment holding this log position and later ones.
+    pub fn retention_floor(&self) -> u64 {
+        self.retention_floor.get()
+    }
+
+    /// Why the next segment cannot be made, while the disk is full.
+    pub fn space_short(&self) -> Option<String> {
+        self.space_short.borrow().clone()
+    }
+
+    /// The next segment cannot be made for want of space; true the first time.
+    pub fn short_of_space(&self, why: String) -> bool {
+        self.space_short.replace(Some(why)).is_none()
+    }
+
+    /// A segment could be made again; true if space had been short.
+    pub fn space_back(&self) -> bool {
+        self.space_short.take().is_some()
+    }
 }
 
 impl Shard {
@@ -112,7 +162,7 @@ impl Shard {
             closed: Cell::new(false),
             probes: FailureProbes::default(),
             counters: Counters::default(),
-            last_miss: Cell::new(u64::MAX - 1),
+            readahead: Readahead::default(),
             retention_floor: Cell::new(u64::MAX),
             space_short: RefCell::new(None),
             tasks: RefCell::new(Vec::new()),
@@ -180,7 +230,7 @@ impl Shard {
                 return Err(StorageError::UnknownQueue(q.0));
             }
             let removed: Vec<QueueIndex> = queues.iter().filter_map(|q| st.queues.remove(q)).collect();
-            st.index_mem_entries -= removed.iter().map(QueueIndex::mem_len).sum::<usize>();
+            st.index_entries_dropped(removed.iter().map(QueueIndex::mem_len).sum::<usize>());
             removed
         };
         let dirs: Vec<_> = removed.iter().map(|q| q.dir().to_path_buf()).collect();
@@ -229,8 +279,8 @@ impl Shard {
                 if inner.closed.get() {
                     return Err(StorageError::Closed);
                 }
-                if let Some(reason) = &st.failed {
-                    return Err(StorageError::Failed(reason.clone()));
+                if let Some(reason) = st.failed() {
+                    return Err(StorageError::Failed(reason.to_string()));
                 }
                 if turn.may_go() {
                     let State { queues, log, index_mem_entries, lookup, .. } = &mut *st;
@@ -248,7 +298,7 @@ impl Shard {
                         }
                         Err(Blocked::Backpressure) => add(&inner.counters.backpressure_waits, 1),
                         Err(Blocked::Segment) => {
-                            if let Some(detail) = inner.space_short.borrow().clone() {
+                            if let Some(detail) = inner.space_short() {
                                 let dir = inner.config.dir.display().to_string();
                                 return Err(StorageError::Full { dir, detail });
                             }
@@ -354,7 +404,7 @@ impl Shard {
         if let Some(flusher) = flusher {
             flusher.await;
         }
-        let failed = inner.state.borrow().failed.clone();
+        let failed = inner.state.borrow().failed().map(str::to_string);
         let result = match failed {
             Some(reason) => Err(StorageError::Failed(reason)),
             None => inner.checkpoint().await.map(|_| ()),

@@ -129,7 +129,8 @@ impl Inner {
         for &(queue, _, _, upto) in &plan {
             if let Some(q) = st.queues.get_mut(&queue) {
                 q.written_to_disk(upto);
-                st.index_mem_entries -= q.trim_memory();
+                let dropped = q.trim_memory();
+                st.index_entries_dropped(dropped);
             }
         }
         add(&self.counters.checkpoints, 1);
@@ -176,7 +177,7 @@ impl Inner {
 pub(crate) async fn run(inner: std::rc::Rc<Inner>) {
     loop {
         inner.checkpoint_needed.wait_for(inner.config.checkpoint_interval).await;
-        if inner.closed.get() || inner.state.borrow().failed.is_some() {
+        if inner.is_closed() || inner.state.borrow().failed().is_some() {
             return;
         }
         if let Err(error) = inner.checkpoint().await {

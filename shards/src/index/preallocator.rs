@@ -49,7 +49,7 @@ impl Inner {
 pub(crate) async fn run(inner: Rc<Inner>) {
     loop {
         let wake = inner.index_files_needed.wait();
-        if inner.closed.get() || inner.state.borrow().failed.is_some() {
+        if inner.is_closed() || inner.state.borrow().failed().is_some() {
             return;
         }
         let Some((queue, base)) = inner.index_file_missing() else {

@@ -40,7 +40,7 @@ impl Inner {
         let cfg = &self.config;
         let (mut total, candidates) = {
             let st = self.state.borrow();
-            let keep = covered.min(self.retention_floor.get());
+            let keep = covered.min(self.retention_floor());
             (st.log.segments_bytes(), st.log.sealed_segments_before(keep))
         };
         let mut doomed = Vec::new();
@@ -109,7 +109,7 @@ impl Inner {
 
 /// Runs retention on its interval until the shard closes.
 pub(crate) async fn run(inner: Rc<Inner>) {
-    while !inner.closed.get() {
+    while !inner.is_closed() {
         glommio::timer::sleep(inner.config.retention_interval).await;
         if let Err(error) = inner.apply_retention().await {
             tracing::warn!(%error, "retention pass failed; will retry");

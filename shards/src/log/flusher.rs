@@ -83,7 +83,7 @@ impl Flusher {
         let inner = self.inner.clone();
         let has_work = {
             let st = inner.state.borrow();
-            if st.failed.is_some() {
+            if st.failed().is_some() {
                 return false;
             }
             st.log.has_rounds()
@@ -113,7 +113,7 @@ impl Flusher {
         // Async-policy rounds, or unsynced bytes to sync: after every durable
         // write in flight, one take at a time.
         self.wait_idle().await;
-        if inner.state.borrow().failed.is_some() {
+        if inner.state.borrow().failed().is_some() {
             fail(&inner, rounds, StorageError::Failed("an earlier write failed".into()));
             return false;
         }
@@ -135,7 +135,7 @@ impl Flusher {
     /// Nothing to take: syncs async-policy bytes when due, or waits for appends.
     async fn idle(&mut self) -> bool {
         let inner = self.inner.clone();
-        if inner.closed.get() {
+        if inner.is_closed() {
             self.wait_idle().await;
             return self.unsynced_bytes > 0 && self.sync_and_publish(Vec::new()).await;
         }
@@ -169,7 +169,7 @@ impl Flusher {
         glommio::spawn_local(async move {
             let written = write_rounds(&inner, &rounds, true).await;
             let _ = previous.wait().await;
-            let failed = inner.state.borrow().failed.clone();
+            let failed = inner.state.borrow().failed().map(str::to_string);
             let outcome = match (written, failed) {
                 (Err(e), _) => Err(fail(&inner, rounds, e)),
                 (Ok(()), Some(reason)) => Err(fail(&inner, rounds, StorageError::Failed(reason))),
@@ -288,7 +288,7 @@ fn publish(inner: &Inner, rounds: Vec<Round>, synced: bool) {
         st.queues.get_mut(&q).expect("just published").arrivals().notify();
     }
     add(&inner.counters.rounds, rounds.len() as u64);
-    if st.index_mem_entries > inner.config.index_mem_entries_max {
+    if st.index_mem_entries() > inner.config.index_mem_entries_max {
         inner.checkpoint_needed.notify();
     }
     inner.space_freed.notify();
@@ -300,15 +300,10 @@ fn publish(inner: &Inner, rounds: Vec<Round>, synced: bool) {
 /// the reason.
 fn fail(inner: &Inner, rounds: Vec<Round>, error: StorageError) -> StorageError {
     let mut st = inner.state.borrow_mut();
-    let reason = match &st.failed {
-        Some(reason) => reason.clone(),
-        None => {
-            tracing::error!(%error, "shard flush failed; refusing writes until restart");
-            let reason = error.to_string();
-            st.failed = Some(reason.clone());
-            reason
-        }
-    };
+    if st.failed().is_none() {
+        tracing::error!(%error, "shard flush failed; refusing writes until restart");
+    }
+    let reason = st.fail(error.to_string());
     let stranded = st.log.strand();
     drop(st);
     for round in rounds.iter().chain(stranded.iter()) {

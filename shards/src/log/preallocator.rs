@@ -40,7 +40,7 @@ pub(crate) async fn run(inner: Rc<Inner>) {
         let wake = inner.spare_needed.wait();
         let base = {
             let st = inner.state.borrow();
-            if inner.closed.get() || st.failed.is_some() {
+            if inner.is_closed() || st.failed().is_some() {
                 return;
             }
             st.log.spare_wanted()
@@ -49,7 +49,7 @@ pub(crate) async fn run(inner: Rc<Inner>) {
             wake.await;
             continue;
         };
-        if inner.space_short.borrow().is_some() && !inner.room_for_segment().await {
+        if inner.space_short().is_some() && !inner.room_for_segment().await {
             glommio::timer::sleep(RETRY_DELAY).await;
             continue;
         }
@@ -58,7 +58,7 @@ pub(crate) async fn run(inner: Rc<Inner>) {
             Ok(segment) => {
                 inner.state.borrow_mut().log.set_spare(segment);
                 add(&inner.counters.segments_created, 1);
-                if inner.space_short.take().is_some() {
+                if inner.space_back() {
                     tracing::info!(base, "there is space again: appends resume");
                     if let Err(error) =
                         crate::lifecycle::ballast::ensure(&inner.config.dir, inner.config.ballast_bytes).await
@@ -69,7 +69,7 @@ pub(crate) async fn run(inner: Rc<Inner>) {
                 inner.space_freed.notify();
             }
             Err(error) if error.is_no_space() => {
-                if inner.space_short.replace(Some(error.to_string())).is_none() {
+                if inner.short_of_space(error.to_string()) {
                     tracing::error!(%error, base, "the disk is full: appends that need a new segment are refused");
                 }
                 inner.on_no_space(&error).await;

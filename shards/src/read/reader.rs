@@ -11,6 +11,7 @@ use crate::position::{QueueId, PAGE_BYTES};
 use crate::probe::stats::add;
 use crate::read::cache::ChunkCache;
 use crate::shard::Inner;
+use std::cell::Cell;
 use std::time::Duration;
 
 /// Whole batches read from a queue.
@@ -119,7 +120,7 @@ impl Inner {
                         end: q.visible(),
                     });
                 }
-                if offset < q.visible() || self.closed.get() {
+                if offset < q.visible() || self.is_closed() {
                     return Ok(q.visible());
                 }
                 q.arrivals().clone()
@@ -203,7 +204,7 @@ impl Inner {
                 .log
                 .segment_at(chunk * chunk_bytes)
                 .ok_or_else(|| corrupt(chunk * chunk_bytes, "no segment holds this position"))?;
-            let sequential = self.last_miss.replace(chunk) == chunk.wrapping_sub(1);
+            let sequential = self.readahead.sequential(chunk);
             let segment_last = (segment.base + self.config.segment_bytes) / chunk_bytes - 1;
             // Never read ahead at or past the write frontier: those chunks are not complete on disk.
             let frontier = st.log.written_end() / chunk_bytes;
@@ -243,6 +244,26 @@ impl Inner {
 /// Copies newly written log bytes at `pos` into the chunks that cache them. A
 /// chunk that starts inside this write is created; one that started earlier is
 /// updated only if cached (the write frontier's chunk is pinned, so it is).
+/// Which chunk last missed the cache, to tell sequential readers (read ahead
+/// for them) from random ones.
+pub(crate) struct Readahead {
+    last_miss: Cell<u64>,
+}
+
+impl Default for Readahead {
+    fn default() -> Self {
+        // No chunk follows it: the first miss is not sequential.
+        Readahead { last_miss: Cell::new(u64::MAX - 1) }
+    }
+}
+
+impl Readahead {
+    /// Notes a miss of `chunk`; true if the last miss was the chunk before.
+    pub fn sequential(&self, chunk: u64) -> bool {
+        self.last_miss.replace(chunk) == chunk.wrapping_sub(1)
+    }
+}
+
 pub(crate) fn cache_write_through(cache: &mut ChunkCache<u64>, pos: u64, bytes: &[u8]) {
     let chunk_bytes = cache.chunk_bytes() as u64;
     let mut at = pos;
