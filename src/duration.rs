@@ -32,6 +32,17 @@ pub fn parse_duration(s: &str) -> Result<Duration, String> {
     Duration::try_from_secs_f64(secs).map_err(|_| format!("{s:?} is longer than any duration this broker can wait"))
 }
 
+/// `d` as `parse_duration` reads it, in the largest unit that holds it
+/// whole (2h, 90s, 500ms, 20us).
+pub fn format_duration(d: Duration) -> String {
+    let us = d.as_micros();
+    let units = [(3_600_000_000, "h"), (60_000_000, "m"), (1_000_000, "s"), (1_000, "ms")];
+    match units.iter().find(|(size, _)| us > 0 && us.is_multiple_of(*size)) {
+        Some((size, unit)) => format!("{}{unit}", us / size),
+        None => format!("{us}us"),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -45,9 +56,19 @@ mod tests {
         assert!(parse_duration("-1s").unwrap_err().contains("negative"));
         assert!(parse_duration("99999999999999999999999h").unwrap_err().contains("longer"));
         assert!(parse_duration("NaN").is_err());
+        assert_eq!(format_duration(Duration::from_secs(7200)), "2h");
+        assert_eq!(format_duration(Duration::from_secs(90)), "90s");
+        assert_eq!(format_duration(Duration::from_micros(20)), "20us");
     }
 
     proptest::proptest! {
+        #[test]
+        fn a_formatted_duration_parses_back(us in 0u64..604_800_000_000) {
+            // Up to a week: parse_duration goes through f64 seconds, exact to the microsecond there.
+            let d = Duration::from_micros(us);
+            proptest::prop_assert_eq!(parse_duration(&format_duration(d)), Ok(d));
+        }
+
         #[test]
         fn no_text_makes_parse_duration_panic(s in "\\PC{0,12}", n in proptest::num::f64::ANY, unit in "(us|ms|s|m|h|)") {
             let _ = parse_duration(&s);

@@ -1,11 +1,11 @@
 //! The `ringmq` command: the broker (`serve`) and client commands for topics,
 //! producing and consuming.
 
-use clap::{Args, Parser, Subcommand, ValueEnum};
+use clap::{Args, CommandFactory, FromArgMatches, Parser, Subcommand, ValueEnum};
 use ringmq::client::{
     Client, ClientConfig, ClientError, Consumer, GroupConfig, Message, Producer, ProducerConfig, StartFrom, StartNew,
 };
-use ringmq::server::{self, ServerConfig};
+use ringmq::server::{self, config, ServerConfig};
 use std::io::{BufRead, Write};
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -115,61 +115,61 @@ struct ServeArgs {
     #[arg(long)]
     #[serde(skip)]
     config: Option<PathBuf>,
-    /// Data directory (shard N keeps its files in DIR/shard-N) [default: ./data].
+    /// Data directory (shard N keeps its files in DIR/shard-N)
     #[arg(long)]
     data_dir: Option<PathBuf>,
-    /// CPUs to run shards on, e.g. 0,1 [default: all].
+    /// CPUs to run shards on, e.g. 0,1
     #[arg(long, value_delimiter = ',')]
     cores: Option<Vec<usize>>,
-    /// Address of shard 0; shard N listens on port + N (port 0: ephemeral ports) [default: 127.0.0.1:9292].
+    /// Address of shard 0; shard N listens on port + N (port 0: ephemeral ports)
     #[arg(long)]
     listen: Option<std::net::SocketAddr>,
-    /// Default flush policy of new topics [default: sync].
+    /// Default flush policy of new topics
     #[arg(long, value_enum)]
     flush: Option<Flush>,
-    /// Commit log segment size, MiB [default: 1024].
+    /// Commit log segment size, MiB
     #[arg(long)]
     segment_mib: Option<u64>,
-    /// User-space cache per shard, MiB [default: 256].
+    /// User-space cache per shard, MiB
     #[arg(long)]
     cache_mib: Option<usize>,
-    /// Durable log writes in flight per shard (1: one at a time) [default: 2].
+    /// Durable log writes in flight per shard (1: one at a time)
     #[arg(long)]
     flush_depth: Option<usize>,
-    /// While durable writes are in flight, yield the shard's core to the kernel's completion work every this many microseconds (0: never) [default: 20].
+    /// While durable writes are in flight, yield the shard's core to the kernel's completion work every this many microseconds (0: never)
     #[arg(long)]
     completion_yield_us: Option<u64>,
-    /// Largest request frame, bytes, checked before the frame is read [default: 8388608].
+    /// Largest request frame, bytes, checked before the frame is read
     #[arg(long)]
     max_frame_bytes: Option<usize>,
-    /// Largest record batch, bytes [default: 1040384].
+    /// Largest record batch, bytes
     #[arg(long)]
     max_batch_bytes: Option<usize>,
-    /// Connections per shard [default: 1024].
+    /// Connections per shard
     #[arg(long)]
     max_connections: Option<usize>,
-    /// Requests in flight per connection, for produces and for the rest each, before the broker stops reading it [default: 256].
+    /// Requests in flight per connection, for produces and for the rest each, before the broker stops reading it
     #[arg(long)]
     max_inflight_per_connection: Option<usize>,
-    /// Longest long-poll wait (Fetch, FetchMany, PollChecks) a client may ask for, ms; more is refused [default: 60000].
+    /// Longest long-poll wait (Fetch, FetchMany, PollChecks) a client may ask for, ms; more is refused
     #[arg(long)]
     max_fetch_wait_ms: Option<u64>,
-    /// Longest group wait (heartbeat park, rebalance and session timeouts) a client may ask for, ms; more is refused [default: 300000].
+    /// Longest group wait (heartbeat park, rebalance and session timeouts) a client may ask for, ms; more is refused
     #[arg(long)]
     max_group_wait_ms: Option<u64>,
-    /// A shard thread held this many ms is a stall: counted, and logged with a backtrace when past the task quota too (0: not watched) [default: 10].
+    /// A shard thread held this many ms is a stall: counted, and logged with a backtrace when past the task quota too (0: not watched)
     #[arg(long)]
     stall_threshold_ms: Option<u64>,
-    /// How long a shard's task queue runs before its tasks are asked to yield, ms; lower it to get backtraces of shorter stalls [default: 100].
+    /// How long a shard's task queue runs before its tasks are asked to yield, ms; lower it to get backtraces of shorter stalls
     #[arg(long)]
     task_quota_ms: Option<u64>,
-    /// Delete log segments older than this many hours [default: keep].
+    /// Delete log segments older than this many hours
     #[arg(long)]
     retention_hours: Option<u64>,
-    /// Keep at most this many GiB of log per shard [default: no limit].
+    /// Keep at most this many GiB of log per shard
     #[arg(long)]
     retention_gib: Option<u64>,
-    /// Delays of the 18 delay levels (retries use levels 3-18), e.g. "1s 5s 10s 30s 1m ..." [default: RocketMQ's].
+    /// Delays of the 18 delay levels (retries use levels 3-18), e.g. "1s 5s 10s 30s 1m ..."
     #[arg(long)]
     delay_levels: Option<String>,
     /// Time moves only through the AdvanceClock API: for tests of retries and delays.
@@ -188,7 +188,8 @@ impl ServeArgs {
             }
             None => ServeArgs::default(),
         };
-        let mut cfg = ServerConfig::new(self.data_dir.or(file.data_dir).unwrap_or_else(|| PathBuf::from("./data")));
+        let data_dir = self.data_dir.or(file.data_dir).unwrap_or_else(|| PathBuf::from(config::DEFAULT_DATA_DIR));
+        let mut cfg = ServerConfig::new(data_dir);
         if let Some(cores) = self.cores.or(file.cores) {
             cfg.cores = cores;
         }
@@ -253,16 +254,16 @@ fn parse_delay_levels(text: &str) -> Result<Vec<Duration>, String> {
 #[derive(Args)]
 struct DoctorArgs {
     /// Data directory to check for O_DIRECT and fallocate.
-    #[arg(long, default_value = "./data")]
+    #[arg(long, default_value = config::DEFAULT_DATA_DIR)]
     data_dir: PathBuf,
     /// CPUs the broker would run on [default: all].
     #[arg(long, value_delimiter = ',')]
     cores: Vec<usize>,
     /// Connections per shard to size the open-file limit for.
-    #[arg(long, default_value_t = 1024)]
+    #[arg(long, default_value_t = ServerConfig::new(config::DEFAULT_DATA_DIR).max_connections)]
     max_connections: usize,
     /// Segment size the broker would use, MiB (for the free-space check).
-    #[arg(long, default_value_t = 1024)]
+    #[arg(long, default_value_t = ServerConfig::new(config::DEFAULT_DATA_DIR).segment_bytes >> 20)]
     segment_mib: u64,
     /// Size retention per shard the broker would use, GiB [default: none].
     #[arg(long)]
@@ -398,8 +399,53 @@ extern "C" fn on_signal(_: libc::c_int) {
     STOP.store(true, Ordering::Relaxed);
 }
 
+/// What `ringmq serve` uses for each flag it is not given, from
+/// `ServerConfig::new`: the one place defaults are set.
+fn serve_defaults() -> Vec<(&'static str, String)> {
+    let d = ServerConfig::new(config::DEFAULT_DATA_DIR);
+    let ms = |t: Duration| t.as_millis().to_string();
+    let flush = if d.default_flush == ringmq::shards::FlushPolicy::Async { "async" } else { "sync" };
+    let levels: Vec<String> = d.delay_levels.iter().map(|l| ringmq::duration::format_duration(*l)).collect();
+    vec![
+        ("data_dir", config::DEFAULT_DATA_DIR.to_string()),
+        ("cores", "all".to_string()),
+        ("listen", d.listen.to_string()),
+        ("flush", flush.to_string()),
+        ("segment_mib", (d.segment_bytes >> 20).to_string()),
+        ("cache_mib", (d.cache_bytes >> 20).to_string()),
+        ("flush_depth", d.flush_depth.to_string()),
+        ("completion_yield_us", d.completion_yield.as_micros().to_string()),
+        ("max_frame_bytes", d.max_frame_bytes.to_string()),
+        ("max_batch_bytes", d.max_batch_bytes.to_string()),
+        ("max_connections", d.max_connections.to_string()),
+        ("max_inflight_per_connection", d.max_inflight_per_connection.to_string()),
+        ("max_fetch_wait_ms", ms(d.max_fetch_wait)),
+        ("max_group_wait_ms", ms(d.max_group_wait)),
+        ("stall_threshold_ms", ms(d.stall_threshold)),
+        ("task_quota_ms", ms(d.task_quota)),
+        ("retention_hours", d.retention_age.map_or("keep".into(), |a| (a.as_secs() / 3600).to_string())),
+        ("retention_gib", d.retention_bytes.map_or("no limit".into(), |b| (b >> 30).to_string())),
+        ("delay_levels", format!("RocketMQ's, {}", levels.join(" "))),
+    ]
+}
+
+/// The command line, with `serve`'s defaults appended to its flags' help.
+fn cli() -> clap::Command {
+    Cli::command().mut_subcommand("serve", |serve| {
+        serve_defaults().into_iter().fold(serve, |serve, (id, default)| {
+            serve.mut_arg(id, |arg| {
+                let help = arg.get_help().map(ToString::to_string).unwrap_or_default();
+                arg.help(format!("{help} [default: {default}]"))
+            })
+        })
+    })
+}
+
 fn main() -> ExitCode {
-    let cli = Cli::parse();
+    let cli = match Cli::from_arg_matches(&cli().get_matches()) {
+        Ok(cli) => cli,
+        Err(e) => e.exit(),
+    };
     tracing_subscriber::fmt()
         .with_writer(std::io::stderr)
         .with_env_filter(tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into()))

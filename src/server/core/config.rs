@@ -1,6 +1,6 @@
 //! Broker configuration: flags of `ringmq serve` and the limits it enforces.
 
-use ringmq_shards::FlushPolicy;
+use ringmq_shards::{FlushPolicy, ShardConfig};
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
@@ -78,20 +78,29 @@ pub fn default_delay_levels() -> Vec<Duration> {
         .collect()
 }
 
+/// Where `ringmq serve` keeps its data unless told otherwise.
+pub const DEFAULT_DATA_DIR: &str = "./data";
+/// Shard 0's address unless told otherwise.
+pub const DEFAULT_LISTEN: &str = "127.0.0.1:9292";
+
 impl ServerConfig {
-    /// Defaults: all CPUs, 127.0.0.1:9292, sync flush, 1 GiB segments, 256 MiB cache per shard.
+    /// The defaults of every setting (the storage engine's come from
+    /// `ShardConfig::new`): all CPUs, 127.0.0.1:9292, sync flush, 1 GiB
+    /// segments, 256 MiB cache per shard. The CLI's help shows these.
     pub fn new(data_dir: impl Into<PathBuf>) -> Self {
         let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
+        let data_dir = data_dir.into();
+        let storage = ShardConfig::new(&data_dir);
         ServerConfig {
-            data_dir: data_dir.into(),
+            data_dir,
             cores: (0..cpus).collect(),
-            listen: "127.0.0.1:9292".parse().expect("valid address"),
-            default_flush: FlushPolicy::Sync,
-            segment_bytes: 1 << 30,
-            cache_bytes: 256 << 20,
-            flush_depth: 2,
+            listen: DEFAULT_LISTEN.parse().expect("valid address"),
+            default_flush: storage.default_flush_policy,
+            segment_bytes: storage.segment_bytes,
+            cache_bytes: storage.cache_bytes,
+            flush_depth: storage.flush_depth,
             max_frame_bytes: 8 << 20,
-            max_batch_bytes: (1 << 20) - 8192,
+            max_batch_bytes: storage.batch_bytes_max,
             max_connections: 1024,
             max_inflight_per_connection: 256,
             max_fetch_wait: Duration::from_secs(60),
@@ -105,7 +114,7 @@ impl ServerConfig {
             retention_age: None,
             retention_bytes: None,
             spin_before_park: Duration::from_micros(50),
-            completion_yield: Duration::from_micros(20),
+            completion_yield: storage.completion_yield,
             stall_threshold: Duration::from_millis(10),
             task_quota: Duration::from_millis(100),
         }
