@@ -4,6 +4,8 @@
 //! and the CPUs asked for. Every failure names its fix; `serve` refuses to
 //! start on a failed hard requirement instead of failing later.
 
+use rustix::fs::{FallocateFlags, OFlags};
+use rustix::process::{Resource, Rlimit};
 use std::io::Write;
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::Path;
@@ -111,8 +113,7 @@ fn io_uring_sysctl() -> Check {
 }
 
 fn is_root() -> bool {
-    // SAFETY: geteuid has no preconditions.
-    unsafe { libc::geteuid() == 0 }
+    rustix::process::geteuid().is_root()
 }
 
 fn direct_io(data_dir: &Path) -> Check {
@@ -127,11 +128,10 @@ fn direct_io(data_dir: &Path) -> Check {
             .write(true)
             .create(true)
             .truncate(true)
-            .custom_flags(libc::O_DIRECT)
+            .custom_flags(OFlags::DIRECT.bits() as i32)
             .open(&path)?;
-        // SAFETY: a valid descriptor and range.
-        if unsafe { libc::fallocate(std::os::fd::AsRawFd::as_raw_fd(&f), 0, 0, 1 << 20) } != 0 {
-            return Err(std::io::Error::other(format!("fallocate: {}", std::io::Error::last_os_error())));
+        if let Err(e) = rustix::fs::fallocate(&f, FallocateFlags::empty(), 0, 1 << 20) {
+            return Err(std::io::Error::other(format!("fallocate: {e}")));
         }
         let layout = std::alloc::Layout::from_size_align(4096, 4096).expect("layout");
         // SAFETY: freed below; 4 KiB aligned as O_DIRECT needs.
@@ -205,8 +205,8 @@ fn used_bytes(dir: &Path) -> u64 {
 
 fn memlock(shards: u64) -> Check {
     let need = shards * IO_MEMORY_PER_SHARD + (1 << 20);
-    let (soft, hard) = rlimit(libc::RLIMIT_MEMLOCK);
-    if soft >= need || raise(libc::RLIMIT_MEMLOCK, need.min(hard), hard) >= need {
+    let (soft, hard) = rlimit(Resource::Memlock);
+    if soft >= need || raise(Resource::Memlock, need.min(hard), hard) >= need {
         return check(
             "memlock",
             true,
@@ -235,8 +235,8 @@ fn memlock(shards: u64) -> Check {
 }
 
 fn open_files(need: u64) -> Check {
-    let (soft, hard) = rlimit(libc::RLIMIT_NOFILE);
-    let now = if soft >= need { soft } else { raise(libc::RLIMIT_NOFILE, need.min(hard), hard) };
+    let (soft, hard) = rlimit(Resource::Nofile);
+    let now = if soft >= need { soft } else { raise(Resource::Nofile, need.min(hard), hard) };
     if now >= need {
         check("open_files", true, format!("RLIMIT_NOFILE is {now} (need {need})"))
     } else {
@@ -257,18 +257,16 @@ fn cpus(cores: &[usize]) -> Check {
     }
 }
 
-fn rlimit(resource: libc::__rlimit_resource_t) -> (u64, u64) {
-    let mut r = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
-    // SAFETY: r is a valid out-pointer.
-    unsafe { libc::getrlimit(resource, &mut r) };
-    (r.rlim_cur, r.rlim_max)
+/// The soft and hard limits (u64::MAX: unlimited).
+fn rlimit(resource: Resource) -> (u64, u64) {
+    let r = rustix::process::getrlimit(resource);
+    (r.current.unwrap_or(u64::MAX), r.maximum.unwrap_or(u64::MAX))
 }
 
 /// Raises the soft limit to `to` (at most `hard`); returns the soft limit after.
-fn raise(resource: libc::__rlimit_resource_t, to: u64, hard: u64) -> u64 {
-    let r = libc::rlimit { rlim_cur: to, rlim_max: hard };
-    // SAFETY: r is a valid in-pointer.
-    unsafe { libc::setrlimit(resource, &r) };
+fn raise(resource: Resource, to: u64, hard: u64) -> u64 {
+    let limit = |v: u64| (v != u64::MAX).then_some(v);
+    let _ = rustix::process::setrlimit(resource, Rlimit { current: limit(to), maximum: limit(hard) });
     rlimit(resource).0
 }
 

@@ -6,10 +6,11 @@ use ringmq::client::{
     Client, ClientConfig, ClientError, Consumer, GroupConfig, Message, Producer, ProducerConfig, StartFrom, StartNew,
 };
 use ringmq::server::{self, config, ServerConfig};
+use signal_hook::consts::{SIGINT, SIGTERM};
+use signal_hook::iterator::Signals;
 use std::io::{BufRead, Write};
 use std::path::PathBuf;
 use std::process::ExitCode;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 /// ringmq: a durable thread-per-core message broker.
@@ -393,12 +394,6 @@ fn parse_header(s: &str) -> Result<(String, String), String> {
         .ok_or_else(|| format!("header {s:?} is not name=value"))
 }
 
-static STOP: AtomicBool = AtomicBool::new(false);
-
-extern "C" fn on_signal(_: libc::c_int) {
-    STOP.store(true, Ordering::Relaxed);
-}
-
 /// What `ringmq serve` uses for each flag it is not given, from
 /// `ServerConfig::new`: the one place defaults are set.
 fn serve_defaults() -> Vec<(&'static str, String)> {
@@ -481,18 +476,12 @@ fn serve(a: ServeArgs) -> Result<(), String> {
     let server = server::start(cfg).map_err(|e| e.to_string())?;
     // Installed once serving: until then a signal ends the process at once
     // (start-up writes nothing a crash would not also leave).
-    // SAFETY: the handler only stores to an atomic, which is async-signal-safe.
-    unsafe {
-        libc::signal(libc::SIGINT, on_signal as *const () as libc::sighandler_t);
-        libc::signal(libc::SIGTERM, on_signal as *const () as libc::sighandler_t);
-    }
+    let mut signals = Signals::new([SIGINT, SIGTERM]).map_err(|e| format!("installing signal handlers: {e}"))?;
     let addrs: Vec<String> = server.addrs.iter().map(|a| a.to_string()).collect();
     println!("ringmq listening on {} (shards: {})", addrs[0], addrs.join(" "));
     std::io::stdout().flush().map_err(|e| e.to_string())?;
-    while !STOP.load(Ordering::Relaxed) {
-        std::thread::sleep(Duration::from_millis(100));
-    }
-    eprintln!("ringmq: shutting down");
+    let signal = signals.forever().next();
+    eprintln!("ringmq: shutting down (signal {})", signal.unwrap_or_default());
     server.stop();
     Ok(())
 }
@@ -647,28 +636,56 @@ fn consume(a: ConsumeArgs) -> Result<(), String> {
 
 /// A message as one JSON object; `full` adds its topic, tries and headers.
 fn message_json(m: &ringmq::client::ConsumedMessage, full: bool) -> String {
-    let text = |b: &[u8]| json_string(&String::from_utf8_lossy(b));
-    let mut out = format!(
-        "{{\"queue\":{},\"offset\":{},\"id\":\"{}\",\"key\":{},\"tag\":{},\"timestamp_ms\":{},\"value\":{}",
-        m.queue,
-        m.offset,
-        m.message_id,
-        text(&m.key),
-        json_string(&m.tag),
-        m.timestamp_ms,
-        text(&m.value)
-    );
-    if full {
-        let headers: Vec<String> = m.headers.iter().map(|(k, v)| format!("{}:{}", json_string(k), text(v))).collect();
-        out += &format!(
-            ",\"topic\":{},\"origin_topic\":{},\"reconsume_times\":{},\"headers\":{{{}}}",
-            json_string(&m.topic),
-            json_string(&m.origin_topic()),
-            m.reconsume_times(),
-            headers.join(",")
-        );
+    let text = |b: &[u8]| String::from_utf8_lossy(b).into_owned();
+    let full = full.then(|| FullJson {
+        topic: &m.topic,
+        origin_topic: m.origin_topic(),
+        reconsume_times: m.reconsume_times(),
+        headers: HeadersJson(&m.headers),
+    });
+    let json = MessageJson {
+        queue: m.queue,
+        offset: m.offset,
+        id: m.message_id.to_string(),
+        key: text(&m.key),
+        tag: &m.tag,
+        timestamp_ms: m.timestamp_ms,
+        value: text(&m.value),
+        full,
+    };
+    serde_json::to_string(&json).expect("a message serializes")
+}
+
+/// The fields of a message every JSON line has.
+#[derive(serde::Serialize)]
+struct MessageJson<'a> {
+    queue: u32,
+    offset: u64,
+    id: String,
+    key: String,
+    tag: &'a str,
+    timestamp_ms: i64,
+    value: String,
+    #[serde(flatten)]
+    full: Option<FullJson<'a>>,
+}
+
+/// What `message get`, `message find` and `dlq show` add.
+#[derive(serde::Serialize)]
+struct FullJson<'a> {
+    topic: &'a str,
+    origin_topic: String,
+    reconsume_times: u32,
+    headers: HeadersJson<'a>,
+}
+
+/// Headers as an object, in their order (a repeated name repeats).
+struct HeadersJson<'a>(&'a [(String, Vec<u8>)]);
+
+impl serde::Serialize for HeadersJson<'_> {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_map(self.0.iter().map(|(k, v)| (k, String::from_utf8_lossy(v))))
     }
-    out + "}"
 }
 
 fn message(action: MessageAction) -> Result<(), String> {
@@ -704,7 +721,7 @@ fn dlq(action: DlqAction) -> Result<(), String> {
                     m.origin_topic(),
                     m.reconsume_times(),
                     json_string(&m.tag),
-                    json_string(&String::from_utf8_lossy(&m.value))
+                    json_string(&String::from_utf8_lossy(&m.value)),
                 );
             }
         }
@@ -730,20 +747,9 @@ fn dlq(action: DlqAction) -> Result<(), String> {
     Ok(())
 }
 
+/// `s` as a JSON string literal.
 fn json_string(s: &str) -> String {
-    let mut out = String::with_capacity(s.len() + 2);
-    out.push('"');
-    for c in s.chars() {
-        match c {
-            '"' => out.push_str("\\\""),
-            '\\' => out.push_str("\\\\"),
-            '\n' => out.push_str("\\n"),
-            c if (c as u32) < 0x20 => out.push_str(&format!("\\u{:04x}", c as u32)),
-            c => out.push(c),
-        }
-    }
-    out.push('"');
-    out
+    serde_json::to_string(s).expect("a string serializes")
 }
 
 #[cfg(test)]

@@ -14,6 +14,8 @@ use ringmq::client::{
 };
 pub use ringmq::duration::parse_duration;
 use ringmq::server::{self, ServerConfig};
+use rustix::thread::CpuSet;
+use rustix::time::ClockId;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::mpsc;
@@ -125,10 +127,8 @@ pub enum Clock {
 
 /// Nanoseconds on the chosen clock.
 pub fn now_ns(clock: Clock) -> u64 {
-    let id = if clock == Clock::Monotonic { libc::CLOCK_MONOTONIC } else { libc::CLOCK_REALTIME };
-    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
-    // SAFETY: ts is a valid out-pointer.
-    unsafe { libc::clock_gettime(id, &mut ts) };
+    let id = if clock == Clock::Monotonic { ClockId::Monotonic } else { ClockId::Realtime };
+    let ts = rustix::time::clock_gettime(id);
     ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
 }
 
@@ -719,15 +719,10 @@ fn spawn_pinned<T: Send + 'static>(
 /// Lets the calling thread, and threads it starts later, run only on `cores`.
 /// Best effort: on failure it warns and the threads go where the kernel puts them.
 fn confine_to(cores: &[usize]) {
-    // SAFETY: a zeroed CPU set filled with in-range CPUs, for the calling thread.
-    let status = unsafe {
-        let mut set: libc::cpu_set_t = std::mem::zeroed();
-        for &cpu in cores.iter().filter(|&&c| c < libc::CPU_SETSIZE as usize) {
-            libc::CPU_SET(cpu, &mut set);
-        }
-        libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set)
-    };
-    if status != 0 {
-        eprintln!("warning: could not confine client threads to CPUs {cores:?}: {}", std::io::Error::last_os_error());
+    // A set of CPUs, not one (core_affinity pins to one): rustix's sched_setaffinity.
+    let mut set = CpuSet::new();
+    cores.iter().filter(|&&c| c < CpuSet::MAX_CPU).for_each(|&c| set.set(c));
+    if let Err(e) = rustix::thread::sched_setaffinity(None, &set) {
+        eprintln!("warning: could not confine client threads to CPUs {cores:?}: {e}");
     }
 }

@@ -1,8 +1,9 @@
-//! `summary.json`: the numbers of one run, written by hand (no serde needed).
+//! `summary.json`: the numbers of one run.
 
-use crate::histogram::{percentiles_us, PERCENTILES};
+use crate::histogram::percentiles_us;
 use crate::rebalance::Split;
 use hdrhistogram::Histogram;
+use serde::Serialize;
 
 /// Counts and rates of a run.
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -39,44 +40,91 @@ impl Summary {
         rebalance: Option<&Split>,
         delayed: Option<&(u64, Histogram<u64>)>,
     ) -> String {
-        let lat = |h: &Histogram<u64>| {
-            let keys = ["p50_us", "p90_us", "p99_us", "p999_us", "p9999_us", "max_us"];
-            let values = percentiles_us(h);
-            let fields: Vec<String> = keys.iter().zip(values).map(|(k, v)| format!("\"{k}\":{v}")).collect();
-            format!("{{{},\"count\":{}}}", fields.join(","), h.len())
+        let json = SummaryJson {
+            seconds: rounded(self.seconds, 3),
+            message_size: self.message_size,
+            msgs_per_s: rounded(self.msgs_per_s(), 1),
+            mb_per_s: rounded(self.mb_per_s(), 3),
+            sent: self.sent,
+            acked: self.acked,
+            received: self.received,
+            measured: self.measured,
+            lost: self.lost,
+            duplicates: self.duplicates,
+            errors: self.errors,
+            e2e: Latency::of(e2e),
+            publish: Latency::of(publish),
+            send_delay: Latency::of(send_delay),
+            rebalance: rebalance.map(|r| RebalanceJson {
+                seconds: rounded(r.rebalance_s, 3),
+                during: Latency::of(&r.during),
+                outside: Latency::of(&r.outside),
+            }),
+            delayed: delayed
+                .map(|(pending, lateness)| DelayedJson { pending: *pending, lateness: Latency::of(lateness) }),
         };
-        debug_assert_eq!(PERCENTILES.len(), 6);
-        let rebalance = rebalance.map_or(String::new(), |r| {
-            format!(
-                ",\"rebalance\":{{\"seconds\":{:.3},\"during\":{},\"outside\":{}}}",
-                r.rebalance_s,
-                lat(&r.during),
-                lat(&r.outside)
-            )
-        });
-        let delayed = delayed.map_or(String::new(), |(pending, lateness)| {
-            format!(",\"delayed\":{{\"pending\":{pending},\"lateness\":{}}}", lat(lateness))
-        });
-        format!(
-            "{{\"seconds\":{:.3},\"message_size\":{},\"msgs_per_s\":{:.1},\"mb_per_s\":{:.3},\"sent\":{},\"acked\":{},\"received\":{},\"measured\":{},\"lost\":{},\"duplicates\":{},\"errors\":{},\"e2e\":{},\"publish\":{},\"send_delay\":{}{}{}}}",
-            self.seconds,
-            self.message_size,
-            self.msgs_per_s(),
-            self.mb_per_s(),
-            self.sent,
-            self.acked,
-            self.received,
-            self.measured,
-            self.lost,
-            self.duplicates,
-            self.errors,
-            lat(e2e),
-            lat(publish),
-            lat(send_delay),
-            rebalance,
-            delayed
-        )
+        serde_json::to_string(&json).expect("a summary serializes")
     }
+}
+
+/// `x` rounded to `digits` decimals, as the summary shows it.
+fn rounded(x: f64, digits: i32) -> f64 {
+    let scale = 10f64.powi(digits);
+    (x * scale).round() / scale
+}
+
+#[derive(Serialize)]
+struct SummaryJson {
+    seconds: f64,
+    message_size: usize,
+    msgs_per_s: f64,
+    mb_per_s: f64,
+    sent: u64,
+    acked: u64,
+    received: u64,
+    measured: u64,
+    lost: u64,
+    duplicates: u64,
+    errors: u64,
+    e2e: Latency,
+    publish: Latency,
+    send_delay: Latency,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    rebalance: Option<RebalanceJson>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    delayed: Option<DelayedJson>,
+}
+
+/// One distribution's percentiles, microseconds.
+#[derive(Serialize)]
+struct Latency {
+    p50_us: u64,
+    p90_us: u64,
+    p99_us: u64,
+    p999_us: u64,
+    p9999_us: u64,
+    max_us: u64,
+    count: u64,
+}
+
+impl Latency {
+    fn of(h: &Histogram<u64>) -> Latency {
+        let [p50_us, p90_us, p99_us, p999_us, p9999_us, max_us] = percentiles_us(h);
+        Latency { p50_us, p90_us, p99_us, p999_us, p9999_us, max_us, count: h.len() }
+    }
+}
+
+#[derive(Serialize)]
+struct RebalanceJson {
+    seconds: f64,
+    during: Latency,
+    outside: Latency,
+}
+
+#[derive(Serialize)]
+struct DelayedJson {
+    pending: u64,
+    lateness: Latency,
 }
 
 #[cfg(test)]

@@ -32,21 +32,16 @@ pub async fn blocking<T: Send + 'static>(
 /// glommio passed on only the error's kind.
 pub fn is_no_space(error: &std::io::Error) -> bool {
     use std::io::ErrorKind;
-    matches!(error.raw_os_error(), Some(libc::ENOSPC) | Some(libc::EDQUOT))
+    let no_space = [rustix::io::Errno::NOSPC, rustix::io::Errno::DQUOT].map(|e| Some(e.raw_os_error()));
+    no_space.contains(&error.raw_os_error())
         || matches!(error.kind(), ErrorKind::StorageFull | ErrorKind::QuotaExceeded)
 }
 
 /// Bytes free for unprivileged files on the file system holding `dir`
 /// (a blocking call: on a shard, use `free_bytes`).
 pub fn free_space(dir: &Path) -> std::io::Result<u64> {
-    let c = std::ffi::CString::new(dir.as_os_str().as_encoded_bytes()).map_err(std::io::Error::other)?;
-    // SAFETY: statvfs is plain data; zero is a valid value for it.
-    let mut st: libc::statvfs = unsafe { std::mem::zeroed() };
-    // SAFETY: a NUL-terminated path and a statvfs this call owns.
-    if unsafe { libc::statvfs(c.as_ptr(), &mut st) } != 0 {
-        return Err(std::io::Error::last_os_error());
-    }
-    Ok(st.f_bavail as u64 * st.f_frsize as u64)
+    let st = rustix::fs::statvfs(dir)?;
+    Ok(st.f_bavail.saturating_mul(st.f_frsize))
 }
 
 /// `free_space`, off the shard's thread.

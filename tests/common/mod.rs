@@ -124,7 +124,8 @@ impl Broker {
     /// SIGTERM and wait: a clean shutdown.
     pub fn stop(&mut self) {
         if let Some(mut c) = self.child.take() {
-            unsafe { libc::kill(c.id() as i32, libc::SIGTERM) };
+            let pid = rustix::process::Pid::from_raw(c.id() as i32).expect("a child's pid");
+            rustix::process::kill_process(pid, rustix::process::Signal::TERM).expect("signal the broker");
             let status = c.wait().expect("wait for broker");
             assert!(status.success(), "clean shutdown exits 0: {status}");
         }

@@ -22,12 +22,10 @@ pub async fn ensure(dir: &Path, bytes: u64) -> Result<bool> {
             return Ok(true);
         }
         let file = std::fs::OpenOptions::new().write(true).create(true).truncate(true).open(path)?;
-        // SAFETY: fallocate on a file descriptor this closure owns.
-        let rc = unsafe { libc::fallocate(std::os::fd::AsRawFd::as_raw_fd(&file), 0, 0, bytes as libc::off_t) };
-        if rc == 0 {
-            return file.sync_all().map(|_| true);
-        }
-        let error = std::io::Error::last_os_error();
+        let error = match rustix::fs::fallocate(&file, rustix::fs::FallocateFlags::empty(), 0, bytes) {
+            Ok(()) => return file.sync_all().map(|_| true),
+            Err(e) => std::io::Error::from(e),
+        };
         drop(file);
         let _ = std::fs::remove_file(path);
         if fs::is_no_space(&error) {

@@ -84,7 +84,7 @@ impl Segment {
 async fn open_dsync(path: &Path) -> Result<DmaFile> {
     OpenOptions::new()
         .write(true)
-        .custom_flags(libc::O_DSYNC)
+        .custom_flags(rustix::fs::OFlags::DSYNC.bits() as i32)
         .dma_open(path)
         .await
         .map_err(|e| StorageError::io("opening (O_DSYNC)", path, e))
