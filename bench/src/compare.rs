@@ -53,7 +53,7 @@ pub fn run(inputs: &[PathBuf], out_dir: &Path) -> Result<(PathBuf, PathBuf), Str
     std::fs::create_dir_all(out_dir).map_err(|e| format!("creating {}: {e}", out_dir.display()))?;
     let (svg, png) = (out_dir.join("compare.svg"), out_dir.join("compare.png"));
     let title = "end-to-end latency by percentile";
-    std::fs::write(&svg, chart::svg(&series, title)).map_err(|e| format!("writing {}: {e}", svg.display()))?;
-    std::fs::write(&png, chart::png(&series, title)).map_err(|e| format!("writing {}: {e}", png.display()))?;
+    std::fs::write(&svg, chart::svg(&series, title)?).map_err(|e| format!("writing {}: {e}", svg.display()))?;
+    chart::png(&series, title, &png).map_err(|e| format!("writing {}: {e}", png.display()))?;
     Ok((svg, png))
 }

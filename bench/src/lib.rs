@@ -4,9 +4,7 @@
 pub mod chart;
 pub mod compare;
 pub mod delayed;
-pub mod font;
 pub mod histogram;
-pub mod png;
 pub mod rebalance;
 pub mod run;
 pub mod summary;
