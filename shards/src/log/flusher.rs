@@ -12,10 +12,10 @@
 //! (Log::seal_open). Async-policy rounds are written one take at a time and
 //! synced by interval or size.
 //!
-//! Back of the envelope (DESIGN.md figures): one durable write costs 0.1-5 ms,
-//! so a single writer gets ~1,000-5,000 durable appends/s; with N concurrent
-//! writers each write carries ~N batches, so throughput grows with N until the
-//! disk's ~200-240 MiB/s write+sync bandwidth is the limit. CPU per round is
+//! Back of the envelope: one durable write costs 0.1-5 ms, so a single writer
+//! gets ~1,000-10,000 durable appends/s; with N concurrent writers each write
+//! carries ~N batches, so throughput grows with N until the disk's
+//! write+sync bandwidth is the limit (docs/perf-log.md has this VM's). CPU per round is
 //! one memcpy of the batches (into the round) plus one into the cache.
 
 use crate::config::FlushPolicy;
