@@ -11,6 +11,51 @@ pub struct QueueId(pub u32);
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
 pub struct LogPos(pub u64);
 
+impl LogPos {
+    /// The page boundary at or before this position.
+    pub fn page_down(self) -> LogPos {
+        LogPos(page_down(self.0))
+    }
+
+    /// The page boundary at or after this position.
+    pub fn page_up(self) -> LogPos {
+        LogPos(page_up(self.0))
+    }
+
+    /// The number of the `chunk_bytes` chunk of the log holding this position.
+    pub fn chunk(self, chunk_bytes: u64) -> u64 {
+        self.0 / chunk_bytes
+    }
+
+    /// True on a page boundary.
+    pub fn on_page(self) -> bool {
+        self.0.is_multiple_of(PAGE_BYTES)
+    }
+}
+
+/// A position `bytes` further on.
+impl std::ops::Add<u64> for LogPos {
+    type Output = LogPos;
+    fn add(self, bytes: u64) -> LogPos {
+        LogPos(self.0 + bytes)
+    }
+}
+
+impl std::ops::AddAssign<u64> for LogPos {
+    fn add_assign(&mut self, bytes: u64) {
+        self.0 += bytes;
+    }
+}
+
+/// The bytes from `earlier` to this position.
+impl std::ops::Sub for LogPos {
+    type Output = u64;
+    fn sub(self, earlier: LogPos) -> u64 {
+        assert!(earlier <= self, "position {earlier} is past {self}");
+        self.0 - earlier.0
+    }
+}
+
 impl fmt::Display for QueueId {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "{}", self.0)

@@ -8,7 +8,7 @@ use crate::format::batch;
 use crate::index::queue_index::{self as index, IndexEntry, QueueIndex};
 use crate::log::{Appended, Blocked, Log};
 use crate::lookup::Lookup;
-use crate::position::{QueueId, PAGE_BYTES};
+use crate::position::{LogPos, QueueId, PAGE_BYTES};
 use crate::probe::fault::FailureProbes;
 use crate::probe::stats::{add, Counters, ShardStats};
 use crate::read::cache::ChunkCache;
@@ -50,7 +50,7 @@ pub(crate) struct Inner {
     pub counters: Counters,
     pub readahead: Readahead,
     /// Retention keeps the segment holding this log position and later ones.
-    retention_floor: Cell<u64>,
+    retention_floor: Cell<LogPos>,
     /// Set while the next segment cannot be made for want of space (why):
     /// appends that need it are refused with `StorageError::Full`.
     space_short: RefCell<Option<String>>,
@@ -102,7 +102,7 @@ impl Inner {
     }
 
     /// Retention keeps the segment holding this log position and later ones.
-    pub fn retention_floor(&self) -> u64 {
+    pub fn retention_floor(&self) -> LogPos {
         self.retention_floor.get()
     }
 
@@ -163,7 +163,7 @@ impl Shard {
             probes: FailureProbes::default(),
             counters: Counters::default(),
             readahead: Readahead::default(),
-            retention_floor: Cell::new(u64::MAX),
+            retention_floor: Cell::new(LogPos(u64::MAX)),
             space_short: RefCell::new(None),
             tasks: RefCell::new(Vec::new()),
             flusher: RefCell::new(None),
@@ -381,13 +381,13 @@ impl Shard {
     /// Makes retention keep the segment holding `position` and every later
     /// one (data the owner still needs, such as pending delayed messages),
     /// until called again with another position (u64::MAX: no floor).
-    pub fn keep_from(&self, position: u64) {
+    pub fn keep_from(&self, position: LogPos) {
         self.inner.retention_floor.set(position);
     }
 
     /// Base positions of the log's segments, ascending (spare excluded).
     pub fn segment_bases(&self) -> Vec<u64> {
-        self.inner.state.borrow().log.segment_bases()
+        self.inner.state.borrow().log.segment_bases().into_iter().map(|b| b.0).collect()
     }
 
     /// Stops appends, flushes and syncs what was appended, checkpoints, and
@@ -418,24 +418,25 @@ impl Shard {
 /// it in place, so it must hold the bytes already on disk.
 async fn seed_frontier_chunk(
     cache: &mut ChunkCache<u64>,
-    segments: &std::collections::BTreeMap<u64, Rc<crate::log::segment::Segment>>,
-    end: u64,
+    segments: &std::collections::BTreeMap<LogPos, Rc<crate::log::segment::Segment>>,
+    end: LogPos,
     segment_bytes: u64,
 ) -> Result<()> {
     let chunk_bytes = cache.chunk_bytes() as u64;
-    let chunk = end / chunk_bytes;
+    let chunk = end.chunk(chunk_bytes);
+    let chunk_start = LogPos(chunk * chunk_bytes);
     cache.pin(Some(chunk));
-    if end.is_multiple_of(chunk_bytes) {
+    if end == chunk_start {
         return Ok(());
     }
     let seg = crate::log::segment::at_or_before(segments, end).expect("a segment holds the end");
     debug_assert!(end < seg.base + segment_bytes);
     let data = seg
         .file
-        .read_at_aligned(chunk * chunk_bytes - seg.base, chunk_bytes as usize)
+        .read_at_aligned(chunk_start - seg.base, chunk_bytes as usize)
         .await
         .map_err(|e| StorageError::io("reading", &seg.path, e))?;
-    let keep = (end - chunk * chunk_bytes) as usize;
+    let keep = (end - chunk_start) as usize;
     if let Some(slot) = cache.insert(chunk) {
         slot[..keep].copy_from_slice(&data[..keep]);
     }

@@ -4,7 +4,7 @@
 mod common;
 
 use common::*;
-use ringmq_shards::{QueueId, ReadWait, ShardConfig, StorageError};
+use ringmq_shards::{LogPos, QueueId, ReadWait, ShardConfig, StorageError};
 use std::time::Duration;
 
 fn fill(
@@ -90,7 +90,7 @@ fn retention_keeps_what_the_owner_still_needs() {
     run(move || async move {
         let cfg = ShardConfig { retention_bytes: Some(2 << 20), ..config(&p) };
         let shard = fill(20)(cfg).await;
-        let needed = shard.entry(QueueId(1), 3).await.unwrap().position.0;
+        let needed = shard.entry(QueueId(1), 3).await.unwrap().position;
         for i in 20..100u64 {
             let q = QueueId(1 + (i % 2) as u32);
             shard.append(q, &batch_of(&value(q.0, i, 50_000))).await.unwrap();
@@ -98,7 +98,7 @@ fn retention_keeps_what_the_owner_still_needs() {
         shard.keep_from(needed);
         shard.apply_retention().await.unwrap();
         assert!(shard.offsets(QueueId(1)).unwrap().0 <= 3, "offset 3 of queue 1 is kept");
-        shard.keep_from(u64::MAX);
+        shard.keep_from(LogPos(u64::MAX));
         assert!(shard.apply_retention().await.unwrap() > 0);
         assert!(shard.offsets(QueueId(1)).unwrap().0 > 3, "without the floor it goes");
         shard.close().await.unwrap();

@@ -10,7 +10,7 @@
 use crate::error::{Result, StorageError};
 use crate::fs;
 use crate::index::queue_index::{self as index, ENTRIES_PER_PAGE, ENTRY_BYTES};
-use crate::position::{QueueId, PAGE_BYTES};
+use crate::position::{LogPos, QueueId, PAGE_BYTES};
 use crate::probe::stats::add;
 use crate::shard::Inner;
 use std::path::Path;
@@ -25,7 +25,7 @@ pub const CHECKPOINT_FILE: &str = "checkpoint";
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub(crate) struct Checkpoint {
     /// Every batch before this log position is indexed durably.
-    pub position: u64,
+    pub position: LogPos,
     /// (queue, start offset, next offset at `position`).
     pub queues: Vec<(QueueId, u64, u64)>,
 }
@@ -35,7 +35,7 @@ impl Checkpoint {
         let mut b = Vec::with_capacity(24 + self.queues.len() * 20);
         b.extend_from_slice(&MAGIC.to_le_bytes());
         b.extend_from_slice(&VERSION.to_le_bytes());
-        b.extend_from_slice(&self.position.to_le_bytes());
+        b.extend_from_slice(&self.position.0.to_le_bytes());
         b.extend_from_slice(&(self.queues.len() as u32).to_le_bytes());
         for (q, start, next) in &self.queues {
             b.extend_from_slice(&q.0.to_le_bytes());
@@ -63,7 +63,7 @@ impl Checkpoint {
                 (QueueId(u32_at(b, at)), u64_at(b, at + 4), u64_at(b, at + 12))
             })
             .collect();
-        Some(Checkpoint { position: u64_at(b, 8), queues })
+        Some(Checkpoint { position: LogPos(u64_at(b, 8)), queues })
     }
 
     /// Replaces the shard's checkpoint file atomically.
@@ -98,7 +98,7 @@ const BUILD_PAUSE: Duration = Duration::from_millis(2);
 impl Inner {
     /// Writes out and syncs the index up to the durable log end, then records
     /// the checkpoint; returns the log position it covers. One runs at a time.
-    pub(crate) async fn checkpoint(&self) -> Result<u64> {
+    pub(crate) async fn checkpoint(&self) -> Result<LogPos> {
         let _one_at_a_time = self.checkpoint_lock.acquire_permit(1).await;
         let (position, plan) = {
             let st = self.state.borrow();
@@ -195,7 +195,7 @@ mod tests {
 
     #[test]
     fn checkpoint_round_trips_and_rejects_damage() {
-        let c = Checkpoint { position: 12345, queues: vec![(QueueId(1), 0, 10), (QueueId(7), 3, 99)] };
+        let c = Checkpoint { position: LogPos(12345), queues: vec![(QueueId(1), 0, 10), (QueueId(7), 3, 99)] };
         let mut bytes = c.encode();
         assert_eq!(Checkpoint::decode(&bytes), Some(c));
         bytes[9] ^= 1;

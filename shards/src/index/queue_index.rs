@@ -31,6 +31,11 @@ pub struct IndexEntry {
 }
 
 impl IndexEntry {
+    /// The log position after the entry's batch.
+    pub fn end(&self) -> LogPos {
+        self.position + u64::from(self.size)
+    }
+
     fn encode(&self, out: &mut [u8]) {
         out[0..8].copy_from_slice(&self.position.0.to_le_bytes());
         out[8..12].copy_from_slice(&self.size.to_le_bytes());
@@ -134,10 +139,10 @@ impl QueueIndex {
     }
 
     /// Makes every entry whose batch ends at or before `written_end` readable.
-    pub fn publish(&mut self, written_end: u64) -> bool {
+    pub fn publish(&mut self, written_end: LogPos) -> bool {
         let before = self.visible;
         while let Some(e) = self.mem_entry(self.visible) {
-            if e.position.0 + u64::from(e.size) > written_end {
+            if e.end() > written_end {
                 break;
             }
             self.visible += 1;
@@ -146,11 +151,11 @@ impl QueueIndex {
     }
 
     /// Offsets whose batches lie wholly before log position `end`, counted from `visible` down.
-    pub fn next_before(&self, end: u64) -> u64 {
+    pub fn next_before(&self, end: LogPos) -> u64 {
         let mut n = self.visible;
         while n > self.mem_base {
             match self.mem_entry(n - 1) {
-                Some(e) if e.position.0 + u64::from(e.size) > end => n -= 1,
+                Some(e) if e.end() > end => n -= 1,
                 _ => break,
             }
         }

@@ -11,7 +11,7 @@ use crate::index::checkpoint::Checkpoint;
 use crate::index::queue_index::{self as index, IndexEntry, QueueIndex, ENTRIES_PER_PAGE, ENTRY_BYTES};
 use crate::log::segment::{self, Segment};
 use crate::lookup::{self, Lookup};
-use crate::position::{page_down, page_up, LogPos, QueueId, PAGE_BYTES};
+use crate::position::{LogPos, QueueId, PAGE_BYTES};
 use std::collections::{BTreeMap, HashMap};
 use std::rc::Rc;
 
@@ -20,9 +20,9 @@ const SCAN_READ_BYTES: usize = 1 << 20;
 
 /// A shard's storage as found on disk.
 pub(crate) struct Recovered {
-    pub segments: BTreeMap<u64, Rc<Segment>>,
+    pub segments: BTreeMap<LogPos, Rc<Segment>>,
     /// Log position after the last good batch.
-    pub end: u64,
+    pub end: LogPos,
     /// The page holding `end`, zero from `end` on.
     pub tail_page: Box<[u8]>,
     pub queues: HashMap<QueueId, QueueIndex>,
@@ -42,21 +42,21 @@ pub(crate) async fn recover(config: &ShardConfig) -> Result<Recovered> {
     for base in segment::list_segments(dir).await? {
         segments.insert(base, Segment::open(dir, base, config.segment_bytes).await?);
     }
-    let first = segments.keys().next().copied().unwrap_or(0);
+    let first = segments.keys().next().copied().unwrap_or_default();
     let checkpointed = checkpoint.as_ref().map_or(first, |c| c.position.max(first));
     let mut lookup = Lookup::open(lookup::dir_of(dir)).await?;
-    let mut scan = Scan { config, segments: &segments, buf: Vec::new(), buf_pos: 0 };
+    let mut scan = Scan { config, segments: &segments, buf: Vec::new(), buf_pos: LogPos(0) };
     // The scan starts where every queue's index agrees with the log: the
     // checkpoint, or below it where the log lost batches it covers.
     let lost = scan.first_lost(config, &queues).await?;
     if let Some(at) = lost {
-        tracing::warn!(dir = %dir.display(), at, checkpointed, "the log lost batches below its checkpoint; rolling back");
+        tracing::warn!(dir = %dir.display(), at = at.0, checkpointed = checkpointed.0, "the log lost batches below its checkpoint; rolling back");
         roll_back(config, &mut queues, at).await?;
     }
     let from = lost.map_or(checkpointed, |at| at.min(checkpointed));
     let end = scan.run(from, &mut queues, &mut lookup).await?;
     if !segments.contains_key(&end)
-        && segments.range(..end).next_back().is_none_or(|(b, _)| end >= b + config.segment_bytes)
+        && segments.range(..end).next_back().is_none_or(|(b, _)| end >= *b + config.segment_bytes)
     {
         let depth = |_| fs::ZERO_FILL_DEPTH_MAX;
         segments.insert(end, Segment::create(dir, end, config.segment_bytes, &depth).await?);
@@ -71,7 +71,7 @@ pub(crate) async fn recover(config: &ShardConfig) -> Result<Recovered> {
         let queues = queues.values().map(|q| (q.id(), q.start(), q.next())).collect();
         Checkpoint { position: end, queues }.store(dir).await?;
     }
-    tracing::info!(dir = %dir.display(), end, queues = queues.len(), "shard recovered");
+    tracing::info!(dir = %dir.display(), end = end.0, queues = queues.len(), "shard recovered");
     Ok(Recovered { segments, end, tail_page, queues, lookup })
 }
 
@@ -118,7 +118,7 @@ async fn index_page(config: &ShardConfig, q: &QueueIndex, offset: u64) -> Result
     })?;
     let in_file = (offset - file_base) * ENTRY_BYTES as u64;
     let page = file
-        .read_at_aligned(page_down(in_file), PAGE_BYTES as usize)
+        .read_at_aligned(crate::position::page_down(in_file), PAGE_BYTES as usize)
         .await
         .map_err(|e| StorageError::io("reading", &path, e))?;
     Ok((page, (in_file % PAGE_BYTES) as usize / ENTRY_BYTES))
@@ -127,10 +127,10 @@ async fn index_page(config: &ShardConfig, q: &QueueIndex, offset: u64) -> Result
 /// Sequential reader over the log for the recovery scan.
 struct Scan<'a> {
     config: &'a ShardConfig,
-    segments: &'a BTreeMap<u64, Rc<Segment>>,
+    segments: &'a BTreeMap<LogPos, Rc<Segment>>,
     buf: Vec<u8>,
     /// Log position of `buf[0]`.
-    buf_pos: u64,
+    buf_pos: LogPos,
 }
 
 impl Scan<'_> {
@@ -138,10 +138,10 @@ impl Scan<'_> {
     /// of the first batch that is missing or damaged.
     async fn run(
         &mut self,
-        mut pos: u64,
+        mut pos: LogPos,
         queues: &mut HashMap<QueueId, QueueIndex>,
         lookup: &mut Lookup,
-    ) -> Result<u64> {
+    ) -> Result<LogPos> {
         let segment_bytes = self.config.segment_bytes;
         while let Some(seg) = segment::at_or_before(self.segments, pos) {
             let segment_end = seg.base + segment_bytes;
@@ -174,8 +174,12 @@ impl Scan<'_> {
     /// longer holds (checked at each queue's last entry, then found by a
     /// binary search over that queue's entries), or None if every queue's
     /// last batch is there.
-    async fn first_lost(&mut self, config: &ShardConfig, queues: &HashMap<QueueId, QueueIndex>) -> Result<Option<u64>> {
-        let mut lost: Option<u64> = None;
+    async fn first_lost(
+        &mut self,
+        config: &ShardConfig,
+        queues: &HashMap<QueueId, QueueIndex>,
+    ) -> Result<Option<LogPos>> {
+        let mut lost: Option<LogPos> = None;
         for q in queues.values().filter(|q| q.next() > q.start()) {
             if self.holds(q, q.next() - 1, &entry_at(config, q, q.next() - 1).await?).await? {
                 continue;
@@ -190,7 +194,7 @@ impl Scan<'_> {
                     bad = mid;
                 }
             }
-            let at = entry_at(config, q, bad).await?.position.0;
+            let at = entry_at(config, q, bad).await?.position;
             lost = Some(lost.map_or(at, |l| l.min(at)));
         }
         Ok(lost)
@@ -198,7 +202,7 @@ impl Scan<'_> {
 
     /// True if the log holds the batch of `q`'s `offset` where `entry` says.
     async fn holds(&mut self, q: &QueueIndex, offset: u64, entry: &IndexEntry) -> Result<bool> {
-        let pos = entry.position.0;
+        let pos = entry.position;
         let Some(seg) = segment::at_or_before(self.segments, pos) else { return Ok(false) };
         if pos + u64::from(entry.size) > seg.base + self.config.segment_bytes {
             return Ok(false);
@@ -210,11 +214,11 @@ impl Scan<'_> {
     }
 
     /// `len` bytes at log position `pos` of `seg`, reading ahead in big chunks.
-    async fn bytes(&mut self, seg: &Segment, pos: u64, len: usize) -> Result<&[u8]> {
+    async fn bytes(&mut self, seg: &Segment, pos: LogPos, len: usize) -> Result<&[u8]> {
         let have = pos >= self.buf_pos && pos + len as u64 <= self.buf_pos + self.buf.len() as u64;
         if !have {
-            let start = page_down(pos);
-            let end = (page_up(pos + len as u64).max(start + SCAN_READ_BYTES as u64))
+            let start = pos.page_down();
+            let end = ((pos + len as u64).page_up().max(start + SCAN_READ_BYTES as u64))
                 .min(seg.base + self.config.segment_bytes);
             let data = seg
                 .file
@@ -224,7 +228,7 @@ impl Scan<'_> {
             self.buf.clear();
             self.buf.extend_from_slice(&data);
             self.buf_pos = start;
-            if self.buf.len() < (pos + len as u64 - start) as usize {
+            if self.buf.len() < ((pos + len as u64) - start) as usize {
                 return Err(StorageError::io(
                     "scanning",
                     &seg.path,
@@ -250,13 +254,13 @@ async fn entry_at(config: &ShardConfig, q: &QueueIndex, offset: u64) -> Result<I
 /// Moves every queue's end back to the first of its batches at or past log
 /// position `at` (the log holds nothing from there on), with the index's
 /// partial page back in memory, as a checkpoint at `at` would have left it.
-async fn roll_back(config: &ShardConfig, queues: &mut HashMap<QueueId, QueueIndex>, at: u64) -> Result<()> {
+async fn roll_back(config: &ShardConfig, queues: &mut HashMap<QueueId, QueueIndex>, at: LogPos) -> Result<()> {
     for q in queues.values_mut() {
         // The first offset whose batch starts at or past `at`.
         let (mut lo, mut hi) = (q.start(), q.next());
         while lo < hi {
             let mid = lo + (hi - lo) / 2;
-            if entry_at(config, q, mid).await?.position.0 < at {
+            if entry_at(config, q, mid).await?.position < at {
                 lo = mid + 1;
             } else {
                 hi = mid;
@@ -276,9 +280,9 @@ fn index_batch(
     lookup: &mut Lookup,
     header: &BatchHeader,
     batch: &[u8],
-    pos: u64,
+    pos: LogPos,
 ) -> Result<()> {
-    let corrupt = |detail: String| StorageError::Corruption { what: "log batch", position: pos, detail };
+    let corrupt = |detail: String| StorageError::Corruption { what: "log batch", position: pos.0, detail };
     // A batch whose header CRC holds names the queue it was appended to; a
     // queue without an index directory was deleted (creation is durable
     // before any append), so its batches are passed over.
@@ -295,7 +299,7 @@ fn index_batch(
     for record in RecordIter::new(&batch[HEADER_BYTES..]) {
         let record = record.map_err(|e| corrupt(e.to_string()))?;
         lookup.note(pos, q.id(), q.next(), &record.message_id, record.key);
-        q.push(IndexEntry { position: LogPos(pos), size: header.length, tag_hash: record.tag_hash() });
+        q.push(IndexEntry { position: pos, size: header.length, tag_hash: record.tag_hash() });
         count += 1;
     }
     if count != header.record_count {
@@ -310,18 +314,18 @@ fn index_batch(
 /// end could otherwise be read as batches after the next crash.
 async fn wipe_torn_tail(
     config: &ShardConfig,
-    segments: &mut BTreeMap<u64, Rc<Segment>>,
-    end: u64,
-    old_end: u64,
+    segments: &mut BTreeMap<LogPos, Rc<Segment>>,
+    end: LogPos,
+    old_end: LogPos,
 ) -> Result<Box<[u8]>> {
     let seg = segment::at_or_before(segments, end).expect("a segment holds the end");
-    let later: Vec<u64> = segments.range(seg.base + 1..).map(|(b, _)| *b).collect();
+    let later: Vec<LogPos> = segments.range(seg.base + 1..).map(|(b, _)| *b).collect();
     let doomed = later.iter().map(|base| segments.remove(base).expect("listed above").path.clone()).collect();
     fs::remove_files("removing segments past the end", doomed).await?;
     let segment_end = seg.base + config.segment_bytes;
     let window = (config.pending_bytes_max + config.round_bytes_max) as u64 + 2 * PAGE_BYTES;
-    let page_start = page_down(end);
-    let wipe_end = (page_down(old_end) + window).min(segment_end);
+    let page_start = end.page_down();
+    let wipe_end = (old_end.page_down() + window).min(segment_end);
     let mut tail_page = vec![0u8; PAGE_BYTES as usize].into_boxed_slice();
     if page_start < segment_end {
         let in_file = page_start - seg.base;
@@ -342,6 +346,6 @@ async fn wipe_torn_tail(
     Ok(tail_page)
 }
 
-async fn wipe(seg: &Segment, from: u64, to: u64) -> Result<()> {
+async fn wipe(seg: &Segment, from: LogPos, to: LogPos) -> Result<()> {
     fs::zero_fill(&seg.file, &seg.path, from - seg.base, to - seg.base, &|_| fs::ZERO_FILL_DEPTH_MAX).await
 }

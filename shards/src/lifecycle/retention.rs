@@ -5,7 +5,7 @@
 
 use crate::error::{Result, StorageError};
 use crate::fs;
-use crate::position::QueueId;
+use crate::position::{LogPos, QueueId};
 use crate::probe::stats::add;
 use crate::shard::Inner;
 use std::rc::Rc;
@@ -36,7 +36,7 @@ impl Inner {
 
     /// The oldest segments, wholly below `covered` and the retention floor,
     /// that age or size retention dooms; never the active segment.
-    async fn doomed_segments(&self, covered: u64) -> Result<Vec<(u64, std::path::PathBuf)>> {
+    async fn doomed_segments(&self, covered: LogPos) -> Result<Vec<(LogPos, std::path::PathBuf)>> {
         let cfg = &self.config;
         let (mut total, candidates) = {
             let st = self.state.borrow();
@@ -64,7 +64,7 @@ impl Inner {
 
     /// First offset of `queue` whose batch lies at or after `log_start`
     /// (binary search: positions grow with offsets).
-    async fn first_offset_at_or_after(&self, queue: QueueId, log_start: u64) -> Result<u64> {
+    async fn first_offset_at_or_after(&self, queue: QueueId, log_start: LogPos) -> Result<u64> {
         let (mut lo, mut hi) = {
             let st = self.state.borrow();
             let q = st.queues.get(&queue).ok_or(StorageError::UnknownQueue(queue.0))?;
@@ -72,7 +72,7 @@ impl Inner {
         };
         while lo < hi {
             let mid = lo + (hi - lo) / 2;
-            if self.entry(queue, mid).await?.position.0 < log_start {
+            if self.entry(queue, mid).await?.position < log_start {
                 lo = mid + 1;
             } else {
                 hi = mid;
@@ -81,7 +81,7 @@ impl Inner {
         Ok(lo)
     }
 
-    async fn delete(&self, doomed: &[(u64, std::path::PathBuf)], new_log_start: u64) -> Result<()> {
+    async fn delete(&self, doomed: &[(LogPos, std::path::PathBuf)], new_log_start: LogPos) -> Result<()> {
         let file_entries = self.config.index_file_entries;
         let chunk_bytes = self.config.cache_chunk_bytes as u64;
         let mut dead_index_files = Vec::new();
@@ -90,7 +90,7 @@ impl Inner {
             for (base, _) in doomed {
                 st.log.remove_segment(*base);
             }
-            st.cache.remove_where(|chunk| chunk * chunk_bytes < new_log_start);
+            st.cache.remove_where(|chunk| chunk * chunk_bytes < new_log_start.0);
             for q in st.queues.values_mut() {
                 dead_index_files.extend(q.remove_files_below_start(file_entries));
             }
@@ -102,7 +102,12 @@ impl Inner {
         fs::remove_files("deleting old lookup chunk", dead_chunks).await?;
         fs::sync_dir(&self.config.dir).await?;
         add(&self.counters.segments_deleted, doomed.len() as u64);
-        tracing::info!(segments = doomed.len(), index_files, new_log_start, "retention deleted old data");
+        tracing::info!(
+            segments = doomed.len(),
+            index_files,
+            new_log_start = new_log_start.0,
+            "retention deleted old data"
+        );
         Ok(())
     }
 }

@@ -8,7 +8,7 @@ use crate::index::{IndexEntry, QueueIndex};
 use crate::log::round::Round;
 use crate::log::segment::Segment;
 use crate::lookup::Lookup;
-use crate::position::{page_up, LogPos, PAGE_BYTES};
+use crate::position::{LogPos, PAGE_BYTES};
 use crate::signal::Completion;
 use std::collections::{BTreeMap, VecDeque};
 use std::rc::Rc;
@@ -47,18 +47,18 @@ pub(crate) struct Log {
     segment_bytes: u64,
     round_bytes_max: usize,
     pending_bytes_max: usize,
-    segments: BTreeMap<u64, Rc<Segment>>,
+    segments: BTreeMap<LogPos, Rc<Segment>>,
     /// Preallocated next segment, ready for rollover.
     spare: Option<Rc<Segment>>,
     active: Rc<Segment>,
     /// Position of the next append.
-    end: u64,
+    end: LogPos,
     /// Everything before this was handed to the flusher.
-    taken_end: u64,
+    taken_end: LogPos,
     /// Everything before this is written to the segment files.
-    written_end: u64,
+    written_end: LogPos,
     /// Everything before this is fdatasync'd.
-    synced_end: u64,
+    synced_end: LogPos,
     open: Option<Round>,
     sealed: VecDeque<Round>,
     /// Batch bytes appended but not yet written (and synced if asked).
@@ -101,7 +101,7 @@ impl Log {
         for record in RecordIter::new(&bytes[HEADER_BYTES..]) {
             let record = record.expect("checked batch");
             lookup.note(position, queue.id(), queue.next(), &record.message_id, record.key);
-            queue.push(IndexEntry { position: LogPos(position), size: len as u32, tag_hash: record.tag_hash() });
+            queue.push(IndexEntry { position, size: len as u32, tag_hash: record.tag_hash() });
         }
         self.end += len as u64;
         self.pending_bytes += len;
@@ -111,7 +111,7 @@ impl Log {
         if queue.touched_by(round.id) {
             round.touched.push(queue.id());
         }
-        let appended = Appended { base_offset, record_count: checked.record_count, position: LogPos(position) };
+        let appended = Appended { base_offset, record_count: checked.record_count, position };
         Ok(Placed { appended, done: round.done.clone(), policy: queue.policy() })
     }
 
@@ -136,10 +136,10 @@ impl Log {
     /// Pads the open round, if it holds anything, to the next page boundary
     /// that leaves room for the padding header.
     fn pad_to_page(&mut self) {
-        if self.open.as_ref().is_none_or(|r| r.is_empty()) || self.end.is_multiple_of(PAGE_BYTES) {
+        if self.open.as_ref().is_none_or(|r| r.is_empty()) || self.end.on_page() {
             return;
         }
-        self.pad_to(page_up(self.end + HEADER_BYTES as u64));
+        self.pad_to((self.end + HEADER_BYTES as u64).page_up());
     }
 
     /// Fills the rest of the active segment with a padding batch and makes
@@ -158,7 +158,7 @@ impl Log {
 
     /// Puts a padding batch from the end up to `to` into the open round
     /// (opened if there is none); the log then ends at `to`.
-    fn pad_to(&mut self, to: u64) {
+    fn pad_to(&mut self, to: LogPos) {
         if self.open.is_none() {
             self.open = Some(self.new_round());
         }
@@ -178,8 +178,8 @@ impl Log {
     /// partial page before `end`.
     pub fn new(
         config: &crate::config::ShardConfig,
-        segments: BTreeMap<u64, Rc<Segment>>,
-        end: u64,
+        segments: BTreeMap<LogPos, Rc<Segment>>,
+        end: LogPos,
         tail_page: Box<[u8]>,
     ) -> Log {
         let active = crate::log::segment::at_or_before(&segments, end).expect("a segment holds the end");
@@ -204,17 +204,17 @@ impl Log {
     }
 
     /// The segment holding log position `pos`.
-    pub fn segment_at(&self, pos: u64) -> Option<Rc<Segment>> {
+    pub fn segment_at(&self, pos: LogPos) -> Option<Rc<Segment>> {
         crate::log::segment::at_or_before(&self.segments, pos).filter(|s| pos < s.base + self.segment_bytes)
     }
 
     /// Everything before this is written to the segment files.
-    pub fn written_end(&self) -> u64 {
+    pub fn written_end(&self) -> LogPos {
         self.written_end
     }
 
     /// Everything before this is fdatasync'd.
-    pub fn synced_end(&self) -> u64 {
+    pub fn synced_end(&self) -> LogPos {
         self.synced_end
     }
 
@@ -278,7 +278,7 @@ impl Log {
     }
 
     /// The position the spare segment must start at, if none is ready.
-    pub fn spare_wanted(&self) -> Option<u64> {
+    pub fn spare_wanted(&self) -> Option<LogPos> {
         self.spare.is_none().then(|| self.active.end(self.segment_bytes))
     }
 
@@ -296,10 +296,10 @@ impl Log {
 
     /// The sealed segments (never the active one) that end at or before
     /// `keep`, oldest first: what retention may delete.
-    pub fn sealed_segments_before(&self, keep: u64) -> Vec<(u64, std::path::PathBuf)> {
+    pub fn sealed_segments_before(&self, keep: LogPos) -> Vec<(LogPos, std::path::PathBuf)> {
         self.segments
             .iter()
-            .take_while(|(base, _)| **base != self.active.base && *base + self.segment_bytes <= keep)
+            .take_while(|(base, _)| **base != self.active.base && **base + self.segment_bytes <= keep)
             .map(|(base, seg)| (*base, seg.path.clone()))
             .collect()
     }
@@ -310,12 +310,12 @@ impl Log {
     }
 
     /// Base positions of the segments, ascending (spare excluded).
-    pub fn segment_bases(&self) -> Vec<u64> {
+    pub fn segment_bases(&self) -> Vec<LogPos> {
         self.segments.keys().copied().collect()
     }
 
     /// Forgets a sealed segment that retention deleted.
-    pub fn remove_segment(&mut self, base: u64) {
+    pub fn remove_segment(&mut self, base: LogPos) {
         assert!(base < self.active.base, "segment {base} is sealed (the active one is {})", self.active.base);
         self.segments.remove(&base);
     }

@@ -24,7 +24,6 @@ use crate::join::join_all;
 use crate::log::completion_yield;
 use crate::log::round::Round;
 use crate::log::segment::Segment;
-use crate::position::PAGE_BYTES;
 use crate::probe::stats::add;
 use crate::shard::Inner;
 use crate::signal::{Completion, Signal};
@@ -106,7 +105,7 @@ impl Flusher {
             st.log.take_rounds(inner.config.flush_depth > 1 && busy)
         };
         if rounds.iter().all(|r| r.needs_sync) && self.unsynced.is_empty() {
-            self.tail_shared = rounds.last().is_some_and(|r| !r.end.is_multiple_of(PAGE_BYTES));
+            self.tail_shared = rounds.last().is_some_and(|r| !r.end.on_page());
             self.spawn_durable_write(rounds);
             return true;
         }
@@ -269,7 +268,7 @@ fn publish(inner: &Inner, rounds: Vec<Round>, synced: bool) {
         st.log.synced();
     }
     let written_end = st.log.written_end();
-    st.cache.pin(Some(written_end / st.cache.chunk_bytes() as u64));
+    st.cache.pin(Some(written_end.chunk(st.cache.chunk_bytes() as u64)));
     let mut arrived = Vec::new(); // queues with new readable bytes
     for round in &rounds {
         for q in &round.touched {

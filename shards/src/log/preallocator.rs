@@ -59,7 +59,7 @@ pub(crate) async fn run(inner: Rc<Inner>) {
                 inner.state.borrow_mut().log.set_spare(segment);
                 add(&inner.counters.segments_created, 1);
                 if inner.space_back() {
-                    tracing::info!(base, "there is space again: appends resume");
+                    tracing::info!(base = base.0, "there is space again: appends resume");
                     if let Err(error) =
                         crate::lifecycle::ballast::ensure(&inner.config.dir, inner.config.ballast_bytes).await
                     {
@@ -70,7 +70,7 @@ pub(crate) async fn run(inner: Rc<Inner>) {
             }
             Err(error) if error.is_no_space() => {
                 if inner.short_of_space(error.to_string()) {
-                    tracing::error!(%error, base, "the disk is full: appends that need a new segment are refused");
+                    tracing::error!(%error, base = base.0, "the disk is full: appends that need a new segment are refused");
                 }
                 inner.on_no_space(&error).await;
                 // Blocked appends wake to be refused.
@@ -78,7 +78,7 @@ pub(crate) async fn run(inner: Rc<Inner>) {
                 glommio::timer::sleep(RETRY_DELAY).await;
             }
             Err(error) => {
-                tracing::error!(%error, base, "could not preallocate the next segment; retrying");
+                tracing::error!(%error, base = base.0, "could not preallocate the next segment; retrying");
                 glommio::timer::sleep(RETRY_DELAY).await;
             }
         }

@@ -4,7 +4,7 @@
 
 use crate::format::batch::{BatchHeader, HEADER_BYTES, HEADER_CRC_COVERS};
 use crate::log::segment::Segment;
-use crate::position::{page_down, page_up, QueueId, PAGE_BYTES};
+use crate::position::{LogPos, QueueId, PAGE_BYTES};
 use crate::signal::Completion;
 use glommio::io::DmaBuffer;
 use std::rc::Rc;
@@ -15,13 +15,13 @@ pub(crate) struct Round {
     pub segment: Rc<Segment>,
     /// `buf[0]` sits at log position `aligned_start`.
     pub buf: Rc<DmaBuffer>,
-    pub aligned_start: u64,
+    pub aligned_start: LogPos,
     /// First byte this round adds (the bytes before it rewrite the tail page).
-    pub start: u64,
+    pub start: LogPos,
     /// After the last byte in `buf`.
-    pub data_end: u64,
+    pub data_end: LogPos,
     /// Log position after the round; past `data_end` only for a padding round.
-    pub end: u64,
+    pub end: LogPos,
     /// Bytes of the appended batches (padding excluded).
     pub batch_bytes: usize,
     pub records: u64,
@@ -34,8 +34,8 @@ pub(crate) struct Round {
 impl Round {
     /// Opens a round at log position `end` in `segment`; `tail_page` holds the
     /// bytes of the partial page before `end`, which the round rewrites.
-    pub fn open(id: u64, segment: Rc<Segment>, end: u64, tail_page: &[u8], round_bytes_max: usize) -> Round {
-        let aligned_start = page_down(end);
+    pub fn open(id: u64, segment: Rc<Segment>, end: LogPos, tail_page: &[u8], round_bytes_max: usize) -> Round {
+        let aligned_start = end.page_down();
         let prefix = (end - aligned_start) as usize;
         // One page for the rewritten prefix, one for a padding header.
         let mut buf = segment.file.alloc_dma_buffer(round_bytes_max + 2 * PAGE_BYTES as usize);
@@ -83,12 +83,12 @@ impl Round {
     /// trims the buffer to whole pages and saves the new partial tail page.
     pub fn seal(&mut self, tail_page: &mut [u8]) {
         let used = (self.data_end - self.aligned_start) as usize;
-        let span = (page_up(self.data_end) - self.aligned_start) as usize;
+        let span = (self.data_end.page_up() - self.aligned_start) as usize;
         let buf = Rc::get_mut(&mut self.buf).expect("an open round owns its buffer");
         buf.as_bytes_mut()[used..span].fill(0);
         buf.trim_to_size(span);
         if self.end == self.data_end {
-            let page_start = (page_down(self.end) - self.aligned_start) as usize;
+            let page_start = (self.end.page_down() - self.aligned_start) as usize;
             tail_page[..used - page_start].copy_from_slice(&buf.as_bytes()[page_start..used]);
         }
     }

@@ -4,6 +4,7 @@
 
 use crate::error::{Result, StorageError};
 use crate::fs;
+use crate::position::LogPos;
 use glommio::io::{DmaFile, OpenOptions};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -15,7 +16,7 @@ pub const SEGMENT_SUFFIX: &str = ".log";
 /// One open segment of the commit log.
 pub struct Segment {
     /// Log position of the segment's first byte.
-    pub base: u64,
+    pub base: LogPos,
     /// Opened read-write with O_DIRECT.
     pub file: DmaFile,
     /// The same file opened O_DIRECT | O_DSYNC: a write on it returns once
@@ -47,8 +48,8 @@ impl Segment {
     /// (by anything but the broker, which never shrinks one) gets its length
     /// back, zero-filled past the cut, so recovery reads the cut as a torn
     /// tail and keeps every batch before it.
-    pub async fn open(dir: &Path, base: u64, bytes: u64) -> Result<Rc<Segment>> {
-        let path = dir.join(segment_name(base));
+    pub async fn open(dir: &Path, base: LogPos, bytes: u64) -> Result<Rc<Segment>> {
+        let path = dir.join(segment_name(base.0));
         let file = fs::open_rw(&path).await?;
         let size = file.file_size().await.map_err(|e| StorageError::io("sizing", &path, e))?;
         if size < bytes {
@@ -68,15 +69,15 @@ impl Segment {
     /// zero-filled (`depth` writes in flight), synced, renamed into place and
     /// the directory synced, so a crash never leaves a half-made segment under
     /// a real name.
-    pub async fn create(dir: &Path, base: u64, bytes: u64, depth: fs::FillDepth<'_>) -> Result<Rc<Segment>> {
-        let path = dir.join(segment_name(base));
+    pub async fn create(dir: &Path, base: LogPos, bytes: u64, depth: fs::FillDepth<'_>) -> Result<Rc<Segment>> {
+        let path = dir.join(segment_name(base.0));
         let file = fs::create_zero_filled(&path, bytes, depth).await?;
         let dsync = open_dsync(&path).await?;
         Ok(Rc::new(Segment { base, file, dsync, path }))
     }
 
     /// Log position after the segment's last byte.
-    pub fn end(&self, segment_bytes: u64) -> u64 {
+    pub fn end(&self, segment_bytes: u64) -> LogPos {
         self.base + segment_bytes
     }
 }
@@ -91,13 +92,13 @@ async fn open_dsync(path: &Path) -> Result<DmaFile> {
 }
 
 /// The segment with the highest base at or below log position `pos`.
-pub(crate) fn at_or_before(segments: &BTreeMap<u64, Rc<Segment>>, pos: u64) -> Option<Rc<Segment>> {
+pub(crate) fn at_or_before(segments: &BTreeMap<LogPos, Rc<Segment>>, pos: LogPos) -> Option<Rc<Segment>> {
     segments.range(..=pos).next_back().map(|(_, s)| s.clone())
 }
 
 /// Bases of the segments in `dir`, ascending; removes leftover temporary files.
-pub async fn list_segments(dir: &Path) -> Result<Vec<u64>> {
-    fs::list_numbered(dir, parse_segment_name).await
+pub async fn list_segments(dir: &Path) -> Result<Vec<LogPos>> {
+    Ok(fs::list_numbered(dir, parse_segment_name).await?.into_iter().map(LogPos).collect())
 }
 
 #[cfg(test)]

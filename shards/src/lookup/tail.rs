@@ -6,7 +6,7 @@ use super::chunk::{parse_name, BlockRead, Chunk};
 use super::{id_hash, key_hash, Entry};
 use crate::error::Result;
 use crate::fs;
-use crate::position::QueueId;
+use crate::position::{LogPos, QueueId};
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::rc::Rc;
@@ -43,10 +43,10 @@ impl Lookup {
     }
 
     /// Adds the entries of one record at log position `pos`.
-    pub fn note(&mut self, pos: u64, queue: QueueId, offset: u64, id: &[u8; 16], key: &[u8]) {
-        self.push((pos, Entry { hash: id_hash(id), queue, offset }));
+    pub fn note(&mut self, pos: LogPos, queue: QueueId, offset: u64, id: &[u8; 16], key: &[u8]) {
+        self.push((pos.0, Entry { hash: id_hash(id), queue, offset }));
         if !key.is_empty() {
-            self.push((pos, Entry { hash: key_hash(key), queue, offset }));
+            self.push((pos.0, Entry { hash: key_hash(key), queue, offset }));
         }
     }
 
@@ -65,7 +65,8 @@ impl Lookup {
     /// A builder of the chunk of the tail's entries in [last chunk's end,
     /// `position`): the full blocks (shared, not copied) and a copy of the
     /// open block's part. None if there is nothing to write.
-    pub fn chunk_builder(&self, position: u64) -> Option<ChunkBuilder> {
+    pub fn chunk_builder(&self, position: LogPos) -> Option<ChunkBuilder> {
+        let position = position.0;
         let from = self.chunks.values().map(|c| c.to).max().unwrap_or(0);
         let open: Block = self.open.iter().take_while(|(p, _)| *p < position).copied().collect();
         let any = self.full.iter().any(|b| b.first().is_some_and(|(p, _)| *p < position)) || !open.is_empty();
@@ -93,7 +94,8 @@ impl Lookup {
 
     /// Drops the chunks that only cover log positions below `log_start`;
     /// returns their files, for the caller to delete.
-    pub fn remove_below(&mut self, log_start: u64) -> Vec<PathBuf> {
+    pub fn remove_below(&mut self, log_start: LogPos) -> Vec<PathBuf> {
+        let log_start = log_start.0;
         let doomed: Vec<u64> = self.chunks.iter().filter(|(_, c)| c.to <= log_start).map(|(f, _)| *f).collect();
         doomed.into_iter().map(|from| self.chunks.remove(&from).expect("listed above").path).collect()
     }

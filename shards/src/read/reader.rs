@@ -7,7 +7,7 @@ use crate::error::{Result, StorageError};
 use crate::format::batch::verify_stored;
 use crate::index::queue_index::{IndexEntry, ENTRIES_PER_PAGE};
 use crate::join::join_all;
-use crate::position::{QueueId, PAGE_BYTES};
+use crate::position::{LogPos, QueueId, PAGE_BYTES};
 use crate::probe::stats::add;
 use crate::read::cache::ChunkCache;
 use crate::shard::Inner;
@@ -202,12 +202,12 @@ impl Inner {
             let st = self.state.borrow();
             let segment = st
                 .log
-                .segment_at(chunk * chunk_bytes)
+                .segment_at(LogPos(chunk * chunk_bytes))
                 .ok_or_else(|| corrupt(chunk * chunk_bytes, "no segment holds this position"))?;
             let sequential = self.readahead.sequential(chunk);
-            let segment_last = (segment.base + self.config.segment_bytes) / chunk_bytes - 1;
+            let segment_last = (segment.base + self.config.segment_bytes).chunk(chunk_bytes) - 1;
             // Never read ahead at or past the write frontier: those chunks are not complete on disk.
-            let frontier = st.log.written_end() / chunk_bytes;
+            let frontier = st.log.written_end().chunk(chunk_bytes);
             let ahead = if sequential { self.config.readahead_chunks as u64 } else { 0 };
             let last = (chunk + ahead).min(segment_last).min(frontier.saturating_sub(1)).max(chunk);
             (segment, last - chunk + 1)
@@ -218,7 +218,7 @@ impl Inner {
                 self.probes.read().map_err(|e| StorageError::io("reading", &segment.path, e))?;
                 let data = segment
                     .file
-                    .read_at_aligned(c * chunk_bytes - segment.base, chunk_bytes as usize)
+                    .read_at_aligned(LogPos(c * chunk_bytes) - segment.base, chunk_bytes as usize)
                     .await
                     .map_err(|e| StorageError::io("reading", &segment.path, e))?;
                 Ok::<_, StorageError>((c, data))
@@ -264,8 +264,9 @@ impl Readahead {
     }
 }
 
-pub(crate) fn cache_write_through(cache: &mut ChunkCache<u64>, pos: u64, bytes: &[u8]) {
+pub(crate) fn cache_write_through(cache: &mut ChunkCache<u64>, pos: LogPos, bytes: &[u8]) {
     let chunk_bytes = cache.chunk_bytes() as u64;
+    let pos = pos.0;
     let mut at = pos;
     let end = pos + bytes.len() as u64;
     while at < end {

@@ -3,17 +3,17 @@
 //! each delay level's first undelivered retry). Retention never deletes a
 //! segment at or above it.
 
-use ringmq_shards::{QueueId, Shard, StorageError};
+use ringmq_shards::{LogPos, QueueId, Shard, StorageError};
 
 /// The log position of the oldest record any `(queue, cursor)` still
 /// needs: the record at its cursor, when the cursor is below the queue's end.
-/// `u64::MAX` when none needs anything.
-pub async fn floor(storage: &Shard, needed: &[(QueueId, u64)]) -> Result<u64, StorageError> {
-    let mut floor = u64::MAX;
+/// `LogPos(u64::MAX)` when none needs anything.
+pub async fn floor(storage: &Shard, needed: &[(QueueId, u64)]) -> Result<LogPos, StorageError> {
+    let mut floor = LogPos(u64::MAX);
     for &(queue, cursor) in needed {
         let (start, end) = storage.offsets(queue)?;
         if cursor < end {
-            floor = floor.min(storage.entry(queue, cursor.max(start)).await?.position.0);
+            floor = floor.min(storage.entry(queue, cursor.max(start)).await?.position);
         }
     }
     Ok(floor)
