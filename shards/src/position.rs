@@ -1,11 +1,65 @@
-//! Newtypes that keep the two kinds of numbers apart: a queue's offsets count
-//! messages, log positions count bytes of the shard's commit log.
+//! Newtypes that keep the kinds of numbers apart: a queue's offsets count
+//! messages, log positions count bytes of the shard's commit log, and plain
+//! integers are counts (of bytes or messages) between them. A position plus
+//! a byte count is a position, a position minus a position is a byte count;
+//! likewise for offsets and message counts.
 
 use std::fmt;
 
 /// Identifies a queue inside one shard.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct QueueId(pub u32);
+
+/// A message's offset in its queue. The engine's public API takes and
+/// returns plain u64 offsets (the wire's); inside it, offsets are this type.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
+pub struct Offset(pub u64);
+
+/// The offset `count` messages further on.
+impl std::ops::Add<u64> for Offset {
+    type Output = Offset;
+    fn add(self, count: u64) -> Offset {
+        Offset(self.0 + count)
+    }
+}
+
+impl std::ops::AddAssign<u64> for Offset {
+    fn add_assign(&mut self, count: u64) {
+        self.0 += count;
+    }
+}
+
+/// The messages from `earlier` to this offset.
+impl std::ops::Sub for Offset {
+    type Output = u64;
+    fn sub(self, earlier: Offset) -> u64 {
+        assert!(earlier <= self, "offset {earlier} is past {self}");
+        self.0 - earlier.0
+    }
+}
+
+impl Offset {
+    /// The offset `count` messages before.
+    pub fn back(self, count: u64) -> Offset {
+        Offset(self.0 - count)
+    }
+
+    /// This offset rounded down to a multiple of `entries` (an index page or file).
+    pub fn round_down(self, entries: u64) -> Offset {
+        Offset(self.0 - self.0 % entries)
+    }
+
+    /// The offsets from this one up to `end`.
+    pub fn upto(self, end: Offset) -> impl Iterator<Item = Offset> {
+        (self.0..end.0).map(Offset)
+    }
+}
+
+impl fmt::Display for Offset {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}", self.0)
+    }
+}
 
 /// A byte position in the shard's commit log (segments are fixed-size slices of it).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]

@@ -8,7 +8,7 @@ use crate::format::batch;
 use crate::index::queue_index::{self as index, IndexEntry, QueueIndex};
 use crate::log::{Appended, Blocked, Log};
 use crate::lookup::Lookup;
-use crate::position::{LogPos, QueueId, PAGE_BYTES};
+use crate::position::{LogPos, Offset, QueueId, PAGE_BYTES};
 use crate::probe::fault::FailureProbes;
 use crate::probe::stats::{add, Counters, ShardStats};
 use crate::read::cache::ChunkCache;
@@ -209,7 +209,7 @@ impl Shard {
         }
         for ((queue, policy), dir) in queues.iter().zip(dirs) {
             let policy = policy.unwrap_or(self.inner.config.default_flush_policy);
-            st.queues.insert(*queue, QueueIndex::new(*queue, dir, policy, 0, 0));
+            st.queues.insert(*queue, QueueIndex::new(*queue, dir, policy, Offset(0), Offset(0)));
         }
         Ok(())
     }
@@ -263,7 +263,7 @@ impl Shard {
     pub fn offsets(&self, queue: QueueId) -> Result<(u64, u64)> {
         let st = self.inner.state.borrow();
         let q = st.queues.get(&queue).ok_or(StorageError::UnknownQueue(queue.0))?;
-        Ok((q.start(), q.visible()))
+        Ok((q.start().0, q.visible().0))
     }
 
     /// Appends a producer's record batch to `queue`: checks its length and CRC,
@@ -355,7 +355,7 @@ impl Shard {
         if offset < start || offset >= end {
             return Err(StorageError::OffsetOutOfRange { queue: queue.0, offset, start, end });
         }
-        self.inner.entry(queue, offset).await
+        self.inner.entry(queue, Offset(offset)).await
     }
 
     /// Writes the index out and records a checkpoint now.

@@ -10,7 +10,7 @@
 use crate::error::{Result, StorageError};
 use crate::fs;
 use crate::index::queue_index::{self as index, ENTRIES_PER_PAGE, ENTRY_BYTES};
-use crate::position::{LogPos, QueueId, PAGE_BYTES};
+use crate::position::{LogPos, Offset, QueueId, PAGE_BYTES};
 use crate::probe::stats::add;
 use crate::shard::Inner;
 use std::path::Path;
@@ -27,7 +27,7 @@ pub(crate) struct Checkpoint {
     /// Every batch before this log position is indexed durably.
     pub position: LogPos,
     /// (queue, start offset, next offset at `position`).
-    pub queues: Vec<(QueueId, u64, u64)>,
+    pub queues: Vec<(QueueId, Offset, Offset)>,
 }
 
 impl Checkpoint {
@@ -39,8 +39,8 @@ impl Checkpoint {
         b.extend_from_slice(&(self.queues.len() as u32).to_le_bytes());
         for (q, start, next) in &self.queues {
             b.extend_from_slice(&q.0.to_le_bytes());
-            b.extend_from_slice(&start.to_le_bytes());
-            b.extend_from_slice(&next.to_le_bytes());
+            b.extend_from_slice(&start.0.to_le_bytes());
+            b.extend_from_slice(&next.0.to_le_bytes());
         }
         let crc = crc32fast::hash(&b);
         b.extend_from_slice(&crc.to_le_bytes());
@@ -60,7 +60,7 @@ impl Checkpoint {
         let queues = (0..count)
             .map(|i| {
                 let at = 20 + i * 20;
-                (QueueId(u32_at(b, at)), u64_at(b, at + 4), u64_at(b, at + 12))
+                (QueueId(u32_at(b, at)), Offset(u64_at(b, at + 4)), Offset(u64_at(b, at + 12)))
             })
             .collect();
         Some(Checkpoint { position: LogPos(u64_at(b, 8)), queues })
@@ -103,7 +103,7 @@ impl Inner {
         let (position, plan) = {
             let st = self.state.borrow();
             let position = st.log.synced_end();
-            let plan: Vec<(QueueId, u64, u64, u64)> =
+            let plan: Vec<(QueueId, Offset, Offset, Offset)> =
                 st.queues.values().map(|q| (q.id(), q.start(), q.disk_next(), q.next_before(position))).collect();
             (position, plan)
         };
@@ -139,17 +139,17 @@ impl Inner {
 
     /// Writes and syncs the index pages holding entries [from, upto) of
     /// `queue`, in background-sized writes, one fdatasync per file.
-    async fn write_index(&self, queue: QueueId, from: u64, upto: u64) -> Result<()> {
+    async fn write_index(&self, queue: QueueId, from: Offset, upto: Offset) -> Result<()> {
         if from >= upto {
             return Ok(());
         }
         let file_entries = self.config.index_file_entries;
         let slice_pages = (fs::BACKGROUND_WRITE_BYTES as u64 / PAGE_BYTES).max(1);
-        let mut page = from / ENTRIES_PER_PAGE;
-        let last_page = upto.div_ceil(ENTRIES_PER_PAGE);
+        let mut page = from.0 / ENTRIES_PER_PAGE;
+        let last_page = upto.0.div_ceil(ENTRIES_PER_PAGE);
         while page < last_page {
-            let file_base = page * ENTRIES_PER_PAGE / file_entries * file_entries;
-            let file_end_page = last_page.min((file_base + file_entries) / ENTRIES_PER_PAGE);
+            let file_base = Offset(page * ENTRIES_PER_PAGE).round_down(file_entries);
+            let file_end_page = last_page.min((file_base + file_entries).0 / ENTRIES_PER_PAGE);
             let (file, dir) = self.index_file(queue, file_base).await?;
             let path = index::file_path(&dir, file_base);
             while page < file_end_page {
@@ -160,7 +160,7 @@ impl Inner {
                     let q = st.queues.get(&queue).ok_or(StorageError::UnknownQueue(queue.0))?;
                     q.encode_pages(page, pages, upto, buf.as_bytes_mut());
                 }
-                let at = (page * ENTRIES_PER_PAGE - file_base) * ENTRY_BYTES as u64;
+                let at = (Offset(page * ENTRIES_PER_PAGE) - file_base) * ENTRY_BYTES as u64;
                 file.write_at(buf, at).await.map_err(|e| StorageError::io("writing index", &path, e))?;
                 page += pages;
             }
@@ -195,7 +195,8 @@ mod tests {
 
     #[test]
     fn checkpoint_round_trips_and_rejects_damage() {
-        let c = Checkpoint { position: LogPos(12345), queues: vec![(QueueId(1), 0, 10), (QueueId(7), 3, 99)] };
+        let queues = vec![(QueueId(1), Offset(0), Offset(10)), (QueueId(7), Offset(3), Offset(99))];
+        let c = Checkpoint { position: LogPos(12345), queues };
         let mut bytes = c.encode();
         assert_eq!(Checkpoint::decode(&bytes), Some(c));
         bytes[9] ^= 1;

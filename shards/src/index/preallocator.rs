@@ -6,7 +6,7 @@
 
 use crate::error::{Result, StorageError};
 use crate::index::queue_index as index;
-use crate::position::QueueId;
+use crate::position::{Offset, QueueId};
 use crate::probe::stats::add;
 use crate::shard::Inner;
 use glommio::io::DmaFile;
@@ -20,7 +20,7 @@ const RETRY_DELAY: Duration = Duration::from_secs(1);
 impl Inner {
     /// The queue's index file starting at `base`, created if missing. Callers
     /// hold `checkpoint_lock`, so one file is never created twice at once.
-    pub(crate) async fn index_file(&self, queue: QueueId, base: u64) -> Result<(Rc<DmaFile>, PathBuf)> {
+    pub(crate) async fn index_file(&self, queue: QueueId, base: Offset) -> Result<(Rc<DmaFile>, PathBuf)> {
         let dir = {
             let st = self.state.borrow();
             let q = st.queues.get(&queue).ok_or(StorageError::UnknownQueue(queue.0))?;
@@ -38,7 +38,7 @@ impl Inner {
     }
 
     /// Some queue's first missing index file.
-    fn index_file_missing(&self) -> Option<(QueueId, u64)> {
+    fn index_file_missing(&self) -> Option<(QueueId, Offset)> {
         let file_entries = self.config.index_file_entries;
         let st = self.state.borrow();
         st.queues.values().find_map(|q| q.file_missing(file_entries).map(|base| (q.id(), base)))
@@ -58,7 +58,7 @@ pub(crate) async fn run(inner: Rc<Inner>) {
         };
         let _no_checkpoint = inner.checkpoint_lock.acquire_permit(1).await;
         if let Err(error) = inner.index_file(queue, base).await {
-            tracing::error!(%error, queue = queue.0, base, "could not preallocate an index file; retrying");
+            tracing::error!(%error, queue = queue.0, base = base.0, "could not preallocate an index file; retrying");
             if error.is_no_space() {
                 inner.on_no_space(&error).await;
             }

@@ -8,7 +8,7 @@
 use crate::config::FlushPolicy;
 use crate::error::Result;
 use crate::fs;
-use crate::position::{LogPos, QueueId, PAGE_BYTES};
+use crate::position::{LogPos, Offset, QueueId, PAGE_BYTES};
 use crate::signal::Signal;
 use glommio::io::DmaFile;
 use std::collections::{BTreeMap, VecDeque};
@@ -59,21 +59,21 @@ pub(crate) struct QueueIndex {
     dir: PathBuf,
     policy: FlushPolicy,
     /// First offset still stored (retention moves it up).
-    start: u64,
+    start: Offset,
     /// Next offset to assign at append.
-    next: u64,
+    next: Offset,
     /// Readable offsets are [start, visible): written (and synced, under the sync policy).
-    visible: u64,
+    visible: Offset,
     /// Entries below this offset are durable in the index files.
-    disk_next: u64,
+    disk_next: Offset,
     /// Offset of the first entry in memory; a page boundary, at or below `disk_next`.
-    mem_base: u64,
+    mem_base: Offset,
     /// Entries from `mem_base` on, one index page's worth per block: an
     /// append never moves earlier entries (one growing Vec copied megabytes
     /// at each doubling, stalling the shard ~9 ms at 128k entries), and a
     /// checkpoint's trim drops whole blocks.
     mem: VecDeque<Vec<IndexEntry>>,
-    files: BTreeMap<u64, Rc<DmaFile>>,
+    files: BTreeMap<Offset, Rc<DmaFile>>,
     /// Notified when `visible` moves (long polls wait on it).
     arrivals: Rc<Signal>,
     /// Id of the last group-commit round that touched this queue.
@@ -82,8 +82,8 @@ pub(crate) struct QueueIndex {
 
 impl QueueIndex {
     /// A queue whose durable index ends at `disk_next`.
-    pub fn new(id: QueueId, dir: PathBuf, policy: FlushPolicy, start: u64, disk_next: u64) -> Self {
-        let mem_base = disk_next - disk_next % ENTRIES_PER_PAGE;
+    pub fn new(id: QueueId, dir: PathBuf, policy: FlushPolicy, start: Offset, disk_next: Offset) -> Self {
+        let mem_base = disk_next.round_down(ENTRIES_PER_PAGE);
         QueueIndex {
             id,
             dir,
@@ -133,8 +133,8 @@ impl QueueIndex {
     }
 
     /// The entry of `offset` if it is in memory.
-    pub fn mem_entry(&self, offset: u64) -> Option<IndexEntry> {
-        let i = offset.checked_sub(self.mem_base)? as usize;
+    pub fn mem_entry(&self, offset: Offset) -> Option<IndexEntry> {
+        let i = offset.0.checked_sub(self.mem_base.0)? as usize;
         self.mem.get(i / PAGE_ENTRIES).and_then(|block| block.get(i % PAGE_ENTRIES)).copied()
     }
 
@@ -151,11 +151,11 @@ impl QueueIndex {
     }
 
     /// Offsets whose batches lie wholly before log position `end`, counted from `visible` down.
-    pub fn next_before(&self, end: LogPos) -> u64 {
+    pub fn next_before(&self, end: LogPos) -> Offset {
         let mut n = self.visible;
         while n > self.mem_base {
-            match self.mem_entry(n - 1) {
-                Some(e) if e.end() > end => n -= 1,
+            match self.mem_entry(n.back(1)) {
+                Some(e) if e.end() > end => n = n.back(1),
                 _ => break,
             }
         }
@@ -165,7 +165,7 @@ impl QueueIndex {
     /// Drops in-memory pages that lie wholly below `disk_next`; returns how
     /// many entries it dropped.
     pub fn trim_memory(&mut self) -> usize {
-        let keep_from = self.disk_next - self.disk_next % ENTRIES_PER_PAGE;
+        let keep_from = self.disk_next.round_down(ENTRIES_PER_PAGE);
         if keep_from <= self.mem_base {
             return 0;
         }
@@ -177,10 +177,10 @@ impl QueueIndex {
 
     /// Encodes pages [first_page, first_page + pages) from memory; entries at or
     /// past `upto` are left zero.
-    pub fn encode_pages(&self, first_page: u64, pages: u64, upto: u64, out: &mut [u8]) {
+    pub fn encode_pages(&self, first_page: u64, pages: u64, upto: Offset, out: &mut [u8]) {
         out.fill(0);
-        let first = first_page * ENTRIES_PER_PAGE;
-        for offset in first.max(self.mem_base)..upto.min(first + pages * ENTRIES_PER_PAGE) {
+        let first = Offset(first_page * ENTRIES_PER_PAGE);
+        for offset in first.max(self.mem_base).upto(upto.min(first + pages * ENTRIES_PER_PAGE)) {
             let e = self.mem_entry(offset).expect("entries below next are in memory");
             let at = ((offset - first) as usize) * ENTRY_BYTES;
             e.encode(&mut out[at..at + ENTRY_BYTES]);
@@ -189,16 +189,16 @@ impl QueueIndex {
 
     /// Forgets the index files wholly below the queue's start; returns their paths.
     pub fn remove_files_below_start(&mut self, file_entries: u64) -> Vec<PathBuf> {
-        let doomed: Vec<u64> = self.files.keys().copied().filter(|base| base + file_entries <= self.start).collect();
+        let doomed: Vec<Offset> =
+            self.files.keys().copied().filter(|base| *base + file_entries <= self.start).collect();
         doomed.into_iter().filter_map(|base| self.files.remove(&base).map(|_| file_path(&self.dir, base))).collect()
     }
 
     /// Base of the last index file this queue should have now: the one
     /// holding `next` plus half a file, so the next file is ready well before
     /// appends reach it.
-    pub fn file_wanted(&self, file_entries: u64) -> u64 {
-        let ahead = self.next + file_entries / 2;
-        ahead - ahead % file_entries
+    pub fn file_wanted(&self, file_entries: u64) -> Offset {
+        (self.next + file_entries / 2).round_down(file_entries)
     }
 
     /// The first index file a checkpoint or appends will need that does not
@@ -206,13 +206,14 @@ impl QueueIndex {
     /// while every entry is on disk: a queue gets its next file once it has
     /// entries to write (files are made lazily: a new topic of 4,096 queues
     /// zero-filled 4 GiB of index files for queues that may never be used).
-    pub fn file_missing(&self, file_entries: u64) -> Option<u64> {
+    pub fn file_missing(&self, file_entries: u64) -> Option<Offset> {
         if self.next == self.disk_next {
             return None;
         }
-        let first = self.disk_next - self.disk_next % file_entries;
-        (first..=self.file_wanted(file_entries))
+        let first = self.disk_next.round_down(file_entries);
+        (first.0..=self.file_wanted(file_entries).0)
             .step_by(file_entries as usize)
+            .map(Offset)
             .find(|base| !self.files.contains_key(base))
     }
 
@@ -234,27 +235,27 @@ impl QueueIndex {
     }
 
     /// First offset still stored.
-    pub fn start(&self) -> u64 {
+    pub fn start(&self) -> Offset {
         self.start
     }
 
     /// Next offset to assign at append.
-    pub fn next(&self) -> u64 {
+    pub fn next(&self) -> Offset {
         self.next
     }
 
     /// Readable offsets end here.
-    pub fn visible(&self) -> u64 {
+    pub fn visible(&self) -> Offset {
         self.visible
     }
 
     /// Entries below this offset are durable in the index files.
-    pub fn disk_next(&self) -> u64 {
+    pub fn disk_next(&self) -> Offset {
         self.disk_next
     }
 
     /// Offset of the first entry in memory.
-    pub fn mem_base(&self) -> u64 {
+    pub fn mem_base(&self) -> Offset {
         self.mem_base
     }
 
@@ -264,23 +265,23 @@ impl QueueIndex {
     }
 
     /// The index file starting at offset `base`, if it is open.
-    pub fn file(&self, base: u64) -> Option<&Rc<DmaFile>> {
+    pub fn file(&self, base: Offset) -> Option<&Rc<DmaFile>> {
         self.files.get(&base)
     }
 
-    pub fn add_file(&mut self, base: u64, file: Rc<DmaFile>) {
-        assert_eq!(base % ENTRIES_PER_PAGE, 0, "index file {base} starts on a page");
+    pub fn add_file(&mut self, base: Offset, file: Rc<DmaFile>) {
+        assert_eq!(base.round_down(ENTRIES_PER_PAGE), base, "index file {base} starts on a page");
         self.files.insert(base, file);
     }
 
     /// Retention removed everything below `start`.
-    pub fn move_start(&mut self, start: u64) {
+    pub fn move_start(&mut self, start: Offset) {
         self.start = self.start.max(start);
         assert!(self.start <= self.next, "queue {} start {} past next {}", self.id, self.start, self.next);
     }
 
     /// A checkpoint made the entries below `upto` durable in the index files.
-    pub fn written_to_disk(&mut self, upto: u64) {
+    pub fn written_to_disk(&mut self, upto: Offset) {
         assert!(upto <= self.next, "queue {} index written to {upto} past next {}", self.id, self.next);
         self.disk_next = self.disk_next.max(upto);
     }
@@ -293,7 +294,7 @@ impl QueueIndex {
     /// Moves the end back to `to` (recovery found the log lost what lies
     /// past it), as a checkpoint at `to` would have left the queue; the
     /// partial page is reloaded by the caller.
-    pub fn roll_back(&mut self, to: u64) {
+    pub fn roll_back(&mut self, to: Offset) {
         assert!(
             self.start <= to && to <= self.next,
             "queue {} rolls back to {to} outside [{}, {}]",
@@ -323,26 +324,26 @@ pub fn parse_queue_dir(name: &str) -> Option<QueueId> {
 }
 
 /// Path of the index file starting at `base` offset.
-pub fn file_path(dir: &Path, base: u64) -> PathBuf {
-    dir.join(format!("{base:020}{INDEX_SUFFIX}"))
+pub fn file_path(dir: &Path, base: Offset) -> PathBuf {
+    dir.join(format!("{:020}{INDEX_SUFFIX}", base.0))
 }
 
 /// Base offsets of the index files in `dir`; removes leftover temporaries.
-pub async fn list_files(dir: &Path) -> Result<Vec<u64>> {
-    fs::list_numbered(dir, |name| {
+pub async fn list_files(dir: &Path) -> Result<Vec<Offset>> {
+    let bases = fs::list_numbered(dir, |name| {
         let digits = name.strip_suffix(INDEX_SUFFIX)?;
         (digits.len() == 20).then(|| digits.parse().ok())?
-    })
-    .await
+    });
+    Ok(bases.await?.into_iter().map(Offset).collect())
 }
 
 /// Opens an existing index file.
-pub async fn open_file(dir: &Path, base: u64) -> Result<Rc<DmaFile>> {
+pub async fn open_file(dir: &Path, base: Offset) -> Result<Rc<DmaFile>> {
     Ok(Rc::new(fs::open_rw(&file_path(dir, base)).await?))
 }
 
 /// Creates an index file preallocated and zero-filled.
-pub async fn create_file(dir: &Path, base: u64, file_entries: u64) -> Result<Rc<DmaFile>> {
+pub async fn create_file(dir: &Path, base: Offset, file_entries: u64) -> Result<Rc<DmaFile>> {
     let bytes = file_entries * ENTRY_BYTES as u64;
     Ok(Rc::new(fs::create_zero_filled(&file_path(dir, base), bytes, &|_| 1).await?))
 }
@@ -357,36 +358,36 @@ mod tests {
 
     #[test]
     fn entries_span_blocks_and_a_trim_drops_whole_pages() {
-        let mut q = QueueIndex::new(QueueId(1), PathBuf::new(), FlushPolicy::Sync, 0, 0);
+        let mut q = QueueIndex::new(QueueId(1), PathBuf::new(), FlushPolicy::Sync, Offset(0), Offset(0));
         for offset in 0..700 {
             q.push(entry(offset));
         }
         assert_eq!(q.mem_len(), 700);
-        assert!((0..700).all(|o| q.mem_entry(o) == Some(entry(o))));
-        assert_eq!(q.mem_entry(700), None);
-        q.disk_next = 600;
+        assert!((0..700).all(|o| q.mem_entry(Offset(o)) == Some(entry(o))));
+        assert_eq!(q.mem_entry(Offset(700)), None);
+        q.disk_next = Offset(600);
         assert_eq!(q.trim_memory(), 512, "the two full pages below offset 600");
-        assert_eq!((q.mem_base, q.mem_len()), (512, 188));
-        assert_eq!(q.mem_entry(511), None);
+        assert_eq!((q.mem_base, q.mem_len()), (Offset(512), 188));
+        assert_eq!(q.mem_entry(Offset(511)), None);
         for offset in 700..800 {
             q.push(entry(offset));
         }
-        assert!((512..800).all(|o| q.mem_entry(o) == Some(entry(o))));
+        assert!((512..800).all(|o| q.mem_entry(Offset(o)) == Some(entry(o))));
         let mut page = vec![0u8; PAGE_BYTES as usize];
-        q.encode_pages(2, 1, 600, &mut page);
+        q.encode_pages(2, 1, Offset(600), &mut page);
         assert_eq!(IndexEntry::decode(&page, 87), entry(599));
         assert_eq!(IndexEntry::decode(&page, 88), IndexEntry { position: LogPos(0), size: 0, tag_hash: 0 });
     }
 
     #[test]
     fn a_restored_partial_page_takes_appends_after_it() {
-        let mut q = QueueIndex::new(QueueId(1), PathBuf::new(), FlushPolicy::Sync, 0, 300);
-        assert_eq!(q.mem_base, 256);
+        let mut q = QueueIndex::new(QueueId(1), PathBuf::new(), FlushPolicy::Sync, Offset(0), Offset(300));
+        assert_eq!(q.mem_base, Offset(256));
         q.restore_partial_page((256..300).map(entry));
         for offset in 300..600 {
             q.push(entry(offset));
         }
         assert_eq!(q.mem_len(), 344);
-        assert!((256..600).all(|o| q.mem_entry(o) == Some(entry(o))));
+        assert!((256..600).all(|o| q.mem_entry(Offset(o)) == Some(entry(o))));
     }
 }

@@ -11,7 +11,7 @@ use crate::index::checkpoint::Checkpoint;
 use crate::index::queue_index::{self as index, IndexEntry, QueueIndex, ENTRIES_PER_PAGE, ENTRY_BYTES};
 use crate::log::segment::{self, Segment};
 use crate::lookup::{self, Lookup};
-use crate::position::{LogPos, QueueId, PAGE_BYTES};
+use crate::position::{LogPos, Offset, QueueId, PAGE_BYTES};
 use std::collections::{BTreeMap, HashMap};
 use std::rc::Rc;
 
@@ -79,12 +79,12 @@ pub(crate) async fn recover(config: &ShardConfig) -> Result<Recovered> {
 /// the checkpoint's partial index page back in memory.
 async fn load_queues(config: &ShardConfig, checkpoint: Option<&Checkpoint>) -> Result<HashMap<QueueId, QueueIndex>> {
     let index_dir = config.dir.join("index");
-    let saved: HashMap<QueueId, (u64, u64)> =
+    let saved: HashMap<QueueId, (Offset, Offset)> =
         checkpoint.map(|c| c.queues.iter().map(|&(q, s, n)| (q, (s, n))).collect()).unwrap_or_default();
     let mut queues = HashMap::new();
     for name in fs::list_dir(&index_dir).await? {
         let Some(id) = index::parse_queue_dir(&name) else { continue };
-        let (start, next) = saved.get(&id).copied().unwrap_or((0, 0));
+        let (start, next) = saved.get(&id).copied().unwrap_or_default();
         let mut q = QueueIndex::new(id, index_dir.join(&name), config.default_flush_policy, start, next);
         for base in index::list_files(q.dir()).await? {
             q.add_file(base, index::open_file(q.dir(), base).await?);
@@ -108,8 +108,8 @@ async fn load_partial_page(config: &ShardConfig, q: &mut QueueIndex) -> Result<(
 }
 
 /// The index file page holding checkpointed `offset` of `q`, and the offset's slot in it.
-async fn index_page(config: &ShardConfig, q: &QueueIndex, offset: u64) -> Result<(glommio::io::ReadResult, usize)> {
-    let file_base = offset - offset % config.index_file_entries;
+async fn index_page(config: &ShardConfig, q: &QueueIndex, offset: Offset) -> Result<(glommio::io::ReadResult, usize)> {
+    let file_base = offset.round_down(config.index_file_entries);
     let path = index::file_path(q.dir(), file_base);
     let file = q.file(file_base).ok_or_else(|| StorageError::Corruption {
         what: "queue index",
@@ -181,11 +181,12 @@ impl Scan<'_> {
     ) -> Result<Option<LogPos>> {
         let mut lost: Option<LogPos> = None;
         for q in queues.values().filter(|q| q.next() > q.start()) {
-            if self.holds(q, q.next() - 1, &entry_at(config, q, q.next() - 1).await?).await? {
+            let last = q.next().back(1);
+            if self.holds(q, last, &entry_at(config, q, last).await?).await? {
                 continue;
             }
             // Offsets below `good` are held; `bad` is not.
-            let (mut good, mut bad) = (q.start(), q.next() - 1);
+            let (mut good, mut bad) = (q.start(), q.next().back(1));
             while good < bad {
                 let mid = good + (bad - good) / 2;
                 if self.holds(q, mid, &entry_at(config, q, mid).await?).await? {
@@ -201,7 +202,8 @@ impl Scan<'_> {
     }
 
     /// True if the log holds the batch of `q`'s `offset` where `entry` says.
-    async fn holds(&mut self, q: &QueueIndex, offset: u64, entry: &IndexEntry) -> Result<bool> {
+    async fn holds(&mut self, q: &QueueIndex, offset: Offset, entry: &IndexEntry) -> Result<bool> {
+        let offset = offset.0;
         let pos = entry.position;
         let Some(seg) = segment::at_or_before(self.segments, pos) else { return Ok(false) };
         if pos + u64::from(entry.size) > seg.base + self.config.segment_bytes {
@@ -243,7 +245,7 @@ impl Scan<'_> {
 
 /// The index entry of a checkpointed offset: from memory (the partial page),
 /// else from the queue's index file.
-async fn entry_at(config: &ShardConfig, q: &QueueIndex, offset: u64) -> Result<IndexEntry> {
+async fn entry_at(config: &ShardConfig, q: &QueueIndex, offset: Offset) -> Result<IndexEntry> {
     if let Some(e) = q.mem_entry(offset) {
         return Ok(e);
     }
@@ -287,7 +289,7 @@ fn index_batch(
     // queue without an index directory was deleted (creation is durable
     // before any append), so its batches are passed over.
     let Some(q) = queues.get_mut(&QueueId(header.queue)) else { return Ok(()) };
-    if header.base_offset != q.next() {
+    if Offset(header.base_offset) != q.next() {
         return Err(corrupt(format!(
             "queue {} expects offset {} but the batch starts at {}",
             header.queue,

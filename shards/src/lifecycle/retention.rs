@@ -5,7 +5,7 @@
 
 use crate::error::{Result, StorageError};
 use crate::fs;
-use crate::position::{LogPos, QueueId};
+use crate::position::{LogPos, Offset, QueueId};
 use crate::probe::stats::add;
 use crate::shard::Inner;
 use std::rc::Rc;
@@ -64,7 +64,7 @@ impl Inner {
 
     /// First offset of `queue` whose batch lies at or after `log_start`
     /// (binary search: positions grow with offsets).
-    async fn first_offset_at_or_after(&self, queue: QueueId, log_start: LogPos) -> Result<u64> {
+    async fn first_offset_at_or_after(&self, queue: QueueId, log_start: LogPos) -> Result<Offset> {
         let (mut lo, mut hi) = {
             let st = self.state.borrow();
             let q = st.queues.get(&queue).ok_or(StorageError::UnknownQueue(queue.0))?;

@@ -97,7 +97,7 @@ impl Log {
         let position = self.end;
         let round = self.open.as_mut().expect("opened above");
         let base_offset = queue.next();
-        batch::stamp(round.put(bytes), base_offset, queue.id().0);
+        batch::stamp(round.put(bytes), base_offset.0, queue.id().0);
         for record in RecordIter::new(&bytes[HEADER_BYTES..]) {
             let record = record.expect("checked batch");
             lookup.note(position, queue.id(), queue.next(), &record.message_id, record.key);
@@ -111,7 +111,7 @@ impl Log {
         if queue.touched_by(round.id) {
             round.touched.push(queue.id());
         }
-        let appended = Appended { base_offset, record_count: checked.record_count, position };
+        let appended = Appended { base_offset: base_offset.0, record_count: checked.record_count, position };
         Ok(Placed { appended, done: round.done.clone(), policy: queue.policy() })
     }
 

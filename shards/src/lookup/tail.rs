@@ -6,7 +6,7 @@ use super::chunk::{parse_name, BlockRead, Chunk};
 use super::{id_hash, key_hash, Entry};
 use crate::error::Result;
 use crate::fs;
-use crate::position::{LogPos, QueueId};
+use crate::position::{LogPos, Offset, QueueId};
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::rc::Rc;
@@ -43,7 +43,8 @@ impl Lookup {
     }
 
     /// Adds the entries of one record at log position `pos`.
-    pub fn note(&mut self, pos: LogPos, queue: QueueId, offset: u64, id: &[u8; 16], key: &[u8]) {
+    pub fn note(&mut self, pos: LogPos, queue: QueueId, offset: Offset, id: &[u8; 16], key: &[u8]) {
+        let offset = offset.0;
         self.push((pos.0, Entry { hash: id_hash(id), queue, offset }));
         if !key.is_empty() {
             self.push((pos.0, Entry { hash: key_hash(key), queue, offset }));

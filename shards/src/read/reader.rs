@@ -7,7 +7,7 @@ use crate::error::{Result, StorageError};
 use crate::format::batch::verify_stored;
 use crate::index::queue_index::{IndexEntry, ENTRIES_PER_PAGE};
 use crate::join::join_all;
-use crate::position::{LogPos, QueueId, PAGE_BYTES};
+use crate::position::{LogPos, Offset, QueueId, PAGE_BYTES};
 use crate::probe::stats::add;
 use crate::read::cache::ChunkCache;
 use crate::shard::Inner;
@@ -48,7 +48,7 @@ impl Inner {
         let end = self.wait_readable(queue, offset, wait).await?;
         let mut out = ReadBatches { bytes: Vec::new(), next_offset: offset, end_offset: end };
         while out.next_offset < end {
-            let entry = self.entry(queue, out.next_offset).await?;
+            let entry = self.entry(queue, Offset(out.next_offset)).await?;
             if !out.bytes.is_empty() && out.bytes.len() + entry.size as usize > max_bytes {
                 break;
             }
@@ -87,23 +87,25 @@ impl Inner {
         entry: IndexEntry,
         detail: &'static str,
     ) -> Result<StorageError> {
+        let (offset, end) = (Offset(offset), Offset(end));
         let start = self.state.borrow().queues.get(&queue).map_or(offset, |q| q.start());
         let mut first = offset;
-        while first > start && self.entry(queue, first - 1).await?.position == entry.position {
-            first -= 1;
+        while first > start && self.entry(queue, first.back(1)).await?.position == entry.position {
+            first = first.back(1);
         }
         let mut next = offset + 1;
         while next < end && self.entry(queue, next).await?.position == entry.position {
             next += 1;
         }
         add(&self.counters.corrupt_reads, 1);
-        let position = entry.position.0;
-        Ok(StorageError::CorruptBatch { queue: queue.0, position, first_offset: first, next_offset: next, detail })
+        let (position, first_offset, next_offset) = (entry.position.0, first.0, next.0);
+        Ok(StorageError::CorruptBatch { queue: queue.0, position, first_offset, next_offset, detail })
     }
 
     /// Returns the queue's readable end once `offset` is below it (or at once,
     /// if it is not and the caller does not wait).
     async fn wait_readable(&self, queue: QueueId, offset: u64, wait: ReadWait) -> Result<u64> {
+        let at = Offset(offset);
         let deadline = match wait {
             ReadWait::No => None,
             ReadWait::Upto(d) => Some(std::time::Instant::now() + d),
@@ -112,16 +114,16 @@ impl Inner {
             let arrivals = {
                 let st = self.state.borrow();
                 let q = st.queues.get(&queue).ok_or(StorageError::UnknownQueue(queue.0))?;
-                if offset < q.start() || offset > q.visible() {
+                if at < q.start() || at > q.visible() {
                     return Err(StorageError::OffsetOutOfRange {
                         queue: queue.0,
                         offset,
-                        start: q.start(),
-                        end: q.visible(),
+                        start: q.start().0,
+                        end: q.visible().0,
                     });
                 }
-                if offset < q.visible() || self.is_closed() {
-                    return Ok(q.visible());
+                if at < q.visible() || self.is_closed() {
+                    return Ok(q.visible().0);
                 }
                 q.arrivals().clone()
             };
@@ -133,16 +135,16 @@ impl Inner {
     }
 
     /// The index entry of `offset`, from memory or from an index page.
-    pub(crate) async fn entry(&self, queue: QueueId, offset: u64) -> Result<IndexEntry> {
-        let page = offset / ENTRIES_PER_PAGE;
-        let slot = (offset % ENTRIES_PER_PAGE) as usize;
+    pub(crate) async fn entry(&self, queue: QueueId, offset: Offset) -> Result<IndexEntry> {
+        let page = offset.0 / ENTRIES_PER_PAGE;
+        let slot = (offset.0 % ENTRIES_PER_PAGE) as usize;
         let file = {
             let mut st = self.state.borrow_mut();
             let q = st.queues.get(&queue).ok_or(StorageError::UnknownQueue(queue.0))?;
             if let Some(e) = q.mem_entry(offset) {
                 return Ok(e);
             }
-            let file_base = offset - offset % self.config.index_file_entries;
+            let file_base = offset.round_down(self.config.index_file_entries);
             let file = q.file(file_base).cloned();
             if let Some(bytes) = st.index_cache.get((queue, page)) {
                 return Ok(IndexEntry::decode(bytes, slot));
