@@ -7,7 +7,7 @@ use crate::protocol::messages::QueueRef;
 use ringmq_shards::batch::BatchBuilder;
 use ringmq_shards::record::{Headers, Record};
 
-/// Header names the schedule adds (stripped at delivery).
+/// Header names the stamp adds (stripped at hand-over).
 const DUE: &[u8] = b"%due";
 const TOPIC: &[u8] = b"%topic";
 const QUEUE: &[u8] = b"%queue";
