@@ -4,6 +4,7 @@
 //! the native wire protocol shared by the broker and the client SDK.
 
 pub mod client;
+pub mod cluster;
 pub mod dlq;
 pub mod doctor;
 pub mod duration;

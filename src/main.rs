@@ -24,7 +24,7 @@ struct Cli {
 #[derive(Subcommand)]
 enum Command {
     /// Run the broker: one shard per core, shard N on the listen port + N.
-    Serve(ServeArgs),
+    Serve(Box<ServeArgs>),
     /// Create, list, describe or delete topics.
     Topic {
         #[command(subcommand)]
@@ -45,6 +45,23 @@ enum Command {
     Dlq {
         #[command(subcommand)]
         action: DlqAction,
+    },
+    /// The cluster as its etcd sees it.
+    Cluster {
+        #[command(subcommand)]
+        action: ClusterAction,
+    },
+}
+
+#[derive(Subcommand)]
+enum ClusterAction {
+    /// Every registered node: group, name, advertised address and lease.
+    Status {
+        /// The cluster's etcd (etcd://host:port[,host:port]).
+        #[arg(long)]
+        cluster: String,
+        #[arg(long, value_enum, default_value_t = Format::Text)]
+        format: Format,
     },
 }
 
@@ -177,18 +194,56 @@ struct ServeArgs {
     #[arg(long)]
     #[serde(default)]
     manual_clock: bool,
+    /// Join a cluster whose control plane is this etcd (etcd://host:port[,host:port]); off: a single node.
+    #[arg(long)]
+    cluster: Option<String>,
+    /// With --cluster: the broker group this node belongs to.
+    #[arg(long, requires = "cluster")]
+    group: Option<String>,
+    /// With --cluster: this node's name, unique in its group.
+    #[arg(long, requires = "cluster")]
+    node: Option<String>,
+    /// With --cluster: the address others reach shard 0 on (default: the address it listens on).
+    #[arg(long, requires = "cluster")]
+    advertise: Option<String>,
+    /// With --cluster: a node that stops renewing its etcd lease for this long is gone, ms.
+    #[arg(long, requires = "cluster")]
+    lease_ms: Option<u64>,
+}
+
+impl ServeArgs {
+    /// The cluster this node joins, if any (an empty `advertise`: shard 0's address, once bound).
+    fn cluster(&self, file: &ServeArgs) -> Result<Option<ringmq::cluster::ClusterConfig>, String> {
+        let Some(url) = self.cluster.clone().or(file.cluster.clone()) else { return Ok(None) };
+        let needed = |flag: Option<String>, name: &str| flag.ok_or_else(|| format!("--cluster needs --{name}"));
+        Ok(Some(ringmq::cluster::ClusterConfig {
+            endpoints: ringmq::cluster::parse_endpoints(&url)?,
+            group: needed(self.group.clone().or(file.group.clone()), "group")?,
+            node: needed(self.node.clone().or(file.node.clone()), "node")?,
+            advertise: self.advertise.clone().or(file.advertise.clone()).unwrap_or_default(),
+            lease_ttl: self
+                .lease_ms
+                .or(file.lease_ms)
+                .map_or(ringmq::cluster::DEFAULT_LEASE_TTL, Duration::from_millis),
+        }))
+    }
+
+    /// The settings file named by --config, or none.
+    fn file(&self) -> Result<ServeArgs, String> {
+        match &self.config {
+            Some(path) => {
+                let text = std::fs::read_to_string(path).map_err(|e| format!("reading {}: {e}", path.display()))?;
+                toml::from_str(&text).map_err(|e| format!("{}: {e}", path.display()))
+            }
+            None => Ok(ServeArgs::default()),
+        }
+    }
 }
 
 impl ServeArgs {
     /// Flags over the config file over the defaults.
     fn resolve(self) -> Result<ServerConfig, String> {
-        let file: ServeArgs = match &self.config {
-            Some(path) => {
-                let text = std::fs::read_to_string(path).map_err(|e| format!("reading {}: {e}", path.display()))?;
-                toml::from_str(&text).map_err(|e| format!("{}: {e}", path.display()))?
-            }
-            None => ServeArgs::default(),
-        };
+        let file = self.file()?;
         let data_dir = self.data_dir.or(file.data_dir).unwrap_or_else(|| PathBuf::from(config::DEFAULT_DATA_DIR));
         let mut cfg = ServerConfig::new(data_dir);
         if let Some(cores) = self.cores.or(file.cores) {
@@ -446,13 +501,14 @@ fn main() -> ExitCode {
         .with_env_filter(tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into()))
         .init();
     let result = match cli.command {
-        Command::Serve(a) => serve(a),
+        Command::Serve(a) => serve(*a),
         Command::Topic { action } => topic(action),
         Command::Produce(a) => produce(a),
         Command::Consume(a) => consume(a),
         Command::Doctor(a) => doctor(a),
         Command::Message { action } => message(action),
         Command::Dlq { action } => dlq(action),
+        Command::Cluster { action } => cluster(action),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
@@ -464,6 +520,7 @@ fn main() -> ExitCode {
 }
 
 fn serve(a: ServeArgs) -> Result<(), String> {
+    let cluster = a.cluster(&a.file()?)?;
     let cfg = a.resolve()?;
     let failed: Vec<_> = ringmq::doctor::run(&cfg.data_dir, &cfg.cores, cfg.max_connections, disk_needs(&cfg))
         .into_iter()
@@ -478,11 +535,47 @@ fn serve(a: ServeArgs) -> Result<(), String> {
     // (start-up writes nothing a crash would not also leave).
     let mut signals = Signals::new([SIGINT, SIGTERM]).map_err(|e| format!("installing signal handlers: {e}"))?;
     let addrs: Vec<String> = server.addrs.iter().map(|a| a.to_string()).collect();
+    let control = match cluster.map(|c| join_cluster(c, &addrs[0])).transpose() {
+        Ok(control) => control,
+        Err(e) => {
+            server.stop();
+            return Err(e);
+        }
+    };
     println!("ringmq listening on {} (shards: {})", addrs[0], addrs.join(" "));
     std::io::stdout().flush().map_err(|e| e.to_string())?;
     let signal = signals.forever().next();
     eprintln!("ringmq: shutting down (signal {})", signal.unwrap_or_default());
+    if let Some(control) = control {
+        control.stop();
+    }
     server.stop();
+    Ok(())
+}
+
+/// Registers this node with the cluster's etcd.
+fn join_cluster(
+    mut c: ringmq::cluster::ClusterConfig,
+    listening: &str,
+) -> Result<ringmq::cluster::ControlPlane, String> {
+    if c.advertise.is_empty() {
+        c.advertise = listening.to_string();
+    }
+    ringmq::cluster::ControlPlane::start(c).map_err(|e| e.to_string())
+}
+
+fn cluster(action: ClusterAction) -> Result<(), String> {
+    let ClusterAction::Status { cluster, format } = action;
+    let nodes = ringmq::cluster::list_nodes(&ringmq::cluster::parse_endpoints(&cluster)?)?;
+    for n in &nodes {
+        match format {
+            Format::Text => println!("group={} node={} advertise={} lease={:x}", n.group, n.node, n.advertise, n.lease),
+            Format::Json => println!("{}", n.to_json()),
+        }
+    }
+    if nodes.is_empty() {
+        eprintln!("no node is registered");
+    }
     Ok(())
 }
 

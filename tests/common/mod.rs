@@ -2,6 +2,8 @@
 //! temp dirs, and speaks the raw protocol for bad-input tests.
 #![allow(dead_code)]
 
+pub mod etcd;
+
 use ringmq::client::{Client, ClientConfig, ConsumedMessage, Consumer, SendResult};
 use ringmq::protocol::frame::{self, Response};
 use ringmq::protocol::ErrorCode;

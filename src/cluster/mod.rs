@@ -1,0 +1,59 @@
+//! Cluster mode's control plane: etcd holds which nodes are alive (each
+//! registered under a lease it keeps alive), and later the groups' leaders,
+//! epochs and in-sync replicas. The data path never goes through etcd.
+//!
+//! The etcd client (tonic over tokio) runs on a thread of its own,
+//! `ringmq-control`, bridged to the rest by channels: no shard thread ever
+//! runs it.
+
+mod control_plane;
+mod registry;
+
+pub use control_plane::{ControlPlane, ControlPlaneError};
+pub use registry::{list_nodes, Node, NodeKey};
+
+use std::time::Duration;
+
+/// How a node joins a cluster (`serve --cluster URL --group G --node N --advertise ADDR`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ClusterConfig {
+    /// etcd endpoints, `host:port`.
+    pub endpoints: Vec<String>,
+    /// The broker group this node belongs to.
+    pub group: String,
+    /// This node's name, unique in its group.
+    pub node: String,
+    /// The address clients and peers reach this node's shard 0 on.
+    pub advertise: String,
+    /// A node whose lease is not renewed for this long is gone.
+    pub lease_ttl: Duration,
+}
+
+/// Longest an etcd call may take before the control plane reports it.
+pub const ETCD_TIMEOUT: Duration = Duration::from_secs(5);
+/// Default lease of a node's registration.
+pub const DEFAULT_LEASE_TTL: Duration = Duration::from_secs(5);
+
+/// `etcd://host:port[,host:port...]` as endpoints.
+pub fn parse_endpoints(url: &str) -> Result<Vec<String>, String> {
+    let rest = url.strip_prefix("etcd://").ok_or_else(|| format!("{url:?}: expected etcd://host:port[,host:port]"))?;
+    let endpoints: Vec<String> = rest.split(',').filter(|e| !e.is_empty()).map(str::to_string).collect();
+    if endpoints.is_empty() || endpoints.iter().any(|e| !e.contains(':')) {
+        return Err(format!("{url:?}: expected etcd://host:port[,host:port]"));
+    }
+    Ok(endpoints)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn endpoints_come_from_an_etcd_url() {
+        assert_eq!(parse_endpoints("etcd://127.0.0.1:2379").unwrap(), vec!["127.0.0.1:2379"]);
+        assert_eq!(parse_endpoints("etcd://a:1,b:2").unwrap(), vec!["a:1", "b:2"]);
+        assert!(parse_endpoints("http://a:1").is_err());
+        assert!(parse_endpoints("etcd://").is_err());
+        assert!(parse_endpoints("etcd://nohost").is_err());
+    }
+}

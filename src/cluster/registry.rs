@@ -1,0 +1,79 @@
+//! Where nodes register in etcd: `/ringmq/nodes/<group>/<node>`, the value
+//! a JSON object with the node's advertised address, written under the
+//! node's lease (so it disappears when the node stops renewing it).
+
+use super::{ClusterConfig, ETCD_TIMEOUT};
+use etcd_client::{Client, GetOptions};
+
+const NODES_PREFIX: &str = "/ringmq/nodes/";
+
+/// A registered node's key.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+pub struct NodeKey {
+    pub group: String,
+    pub node: String,
+}
+
+impl NodeKey {
+    pub fn of(config: &ClusterConfig) -> NodeKey {
+        NodeKey { group: config.group.clone(), node: config.node.clone() }
+    }
+
+    pub fn etcd_key(&self) -> String {
+        format!("{NODES_PREFIX}{}/{}", self.group, self.node)
+    }
+
+    fn parse(key: &str) -> Option<NodeKey> {
+        let (group, node) = key.strip_prefix(NODES_PREFIX)?.split_once('/')?;
+        Some(NodeKey { group: group.to_string(), node: node.to_string() })
+    }
+}
+
+/// A registered node, as `ringmq cluster status` shows it.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct Node {
+    pub group: String,
+    pub node: String,
+    pub advertise: String,
+    /// The etcd lease the registration lives under.
+    #[serde(default)]
+    pub lease: i64,
+}
+
+impl Node {
+    pub fn of(config: &ClusterConfig, lease: i64) -> Node {
+        Node { group: config.group.clone(), node: config.node.clone(), advertise: config.advertise.clone(), lease }
+    }
+
+    pub fn to_json(&self) -> String {
+        serde_json::to_string(self).expect("a node serializes")
+    }
+}
+
+/// Every registered node, by group and name (a blocking call: it runs its
+/// own small runtime, for the CLI).
+pub fn list_nodes(endpoints: &[String]) -> Result<Vec<Node>, String> {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| format!("starting the etcd client: {e}"))?;
+    runtime.block_on(async {
+        let reach = |e: etcd_client::Error| format!("etcd at {endpoints:?}: {e}");
+        let mut client = tokio::time::timeout(ETCD_TIMEOUT, Client::connect(endpoints, None))
+            .await
+            .map_err(|_| format!("etcd at {endpoints:?} did not answer within {ETCD_TIMEOUT:?}"))?
+            .map_err(reach)?;
+        let found = client.get(NODES_PREFIX, Some(GetOptions::new().with_prefix())).await.map_err(reach)?;
+        let mut nodes = Vec::new();
+        for kv in found.kvs() {
+            let key = kv.key_str().map_err(reach)?;
+            if NodeKey::parse(key).is_none() {
+                continue;
+            }
+            let node: Node = serde_json::from_slice(kv.value()).map_err(|e| format!("{key}: {e}"))?;
+            nodes.push(node);
+        }
+        nodes.sort_by(|a, b| (&a.group, &a.node).cmp(&(&b.group, &b.node)));
+        Ok(nodes)
+    })
+}

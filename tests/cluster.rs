@@ -1,0 +1,74 @@
+//! Cluster mode's first piece: a node registers with etcd under a lease,
+//! `ringmq cluster status` lists it, a clean stop removes it at once and a
+//! kill -9 removes it when its lease runs out.
+
+mod common;
+
+use common::etcd::Etcd;
+use common::Broker;
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+/// `ringmq cluster status` lines.
+fn status(url: &str) -> Vec<String> {
+    let out = Command::new(env!("CARGO_BIN_EXE_ringmq"))
+        .args(["cluster", "status", "--cluster", url])
+        .output()
+        .expect("run ringmq cluster status");
+    assert!(out.status.success(), "cluster status: {}", String::from_utf8_lossy(&out.stderr));
+    String::from_utf8_lossy(&out.stdout).lines().map(str::to_string).collect()
+}
+
+/// Polls `status` until `done` holds, for at most `limit`.
+fn wait_for(url: &str, limit: Duration, done: impl Fn(&[String]) -> bool) -> Vec<String> {
+    let deadline = Instant::now() + limit;
+    loop {
+        let lines = status(url);
+        if done(&lines) || Instant::now() > deadline {
+            return lines;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+#[test]
+fn nodes_register_under_a_lease_and_leave_on_stop_or_when_it_runs_out() {
+    let dir = tempfile::tempdir().unwrap();
+    let etcd = Etcd::start(&dir.path().join("etcd"));
+    let join = |node: &str, data: &str| {
+        let args = ["--cluster", &etcd.url, "--group", "g1", "--node", node, "--lease-ms", "1000"];
+        Broker::start(&dir.path().join(data), &args)
+    };
+    let mut a = join("a", "a");
+    let mut b = join("b", "b");
+    let lines = status(&etcd.url);
+    assert_eq!(lines.len(), 2, "both nodes are registered once they serve: {lines:?}");
+    assert!(lines[0].starts_with("group=g1 node=a ") && lines[0].contains(&format!("advertise={}", a.addr())));
+    assert!(lines[1].starts_with("group=g1 node=b ") && lines[1].contains(&format!("advertise={}", b.addr())));
+
+    a.stop();
+    let lines = status(&etcd.url);
+    assert_eq!(lines.len(), 1, "a clean stop revokes the lease at once: {lines:?}");
+    assert!(lines[0].starts_with("group=g1 node=b "));
+
+    b.kill9();
+    let lines = wait_for(&etcd.url, Duration::from_secs(30), |l| l.is_empty());
+    assert!(lines.is_empty(), "a killed node is gone once its lease runs out: {lines:?}");
+}
+
+#[test]
+fn a_node_that_cannot_reach_etcd_refuses_to_start_and_says_why() {
+    let dir = tempfile::tempdir().unwrap();
+    // Nothing listens there.
+    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let out = Command::new(env!("CARGO_BIN_EXE_ringmq"))
+        .args(["serve", "--listen", "127.0.0.1:0", "--cores", "0", "--segment-mib", "16", "--cache-mib", "16"])
+        .arg("--data-dir")
+        .arg(dir.path())
+        .args(["--cluster", &format!("etcd://127.0.0.1:{port}"), "--group", "g1", "--node", "a"])
+        .output()
+        .expect("run ringmq serve");
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("cannot register with etcd") && err.contains("is etcd running"), "{err}");
+}

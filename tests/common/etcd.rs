@@ -1,0 +1,51 @@
+//! A real etcd (Debian's `etcd-server`) on 127.0.0.1 with its own ports and
+//! a temp data directory, stopped when dropped.
+
+use std::net::TcpListener;
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+pub struct Etcd {
+    child: Child,
+    /// `etcd://127.0.0.1:PORT`, for `--cluster`.
+    pub url: String,
+}
+
+/// A port no one listens on now (the OS's pick, released for etcd to take).
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0").expect("bind a probe port").local_addr().expect("its address").port()
+}
+
+impl Etcd {
+    /// Starts etcd in `dir` and waits until it answers.
+    pub fn start(dir: &Path) -> Etcd {
+        let (client, peer) = (free_port(), free_port());
+        let client_url = format!("http://127.0.0.1:{client}");
+        let peer_url = format!("http://127.0.0.1:{peer}");
+        let child = Command::new("etcd")
+            .arg("--data-dir")
+            .arg(dir)
+            .args(["--listen-client-urls", &client_url, "--advertise-client-urls", &client_url])
+            .args(["--listen-peer-urls", &peer_url, "--initial-advertise-peer-urls", &peer_url])
+            .args(["--initial-cluster", &format!("default={peer_url}")])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("start etcd (Debian: apt-get install etcd-server; .ci/run installs it)");
+        let etcd = Etcd { child, url: format!("etcd://127.0.0.1:{client}") };
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while std::net::TcpStream::connect(("127.0.0.1", client)).is_err() {
+            assert!(Instant::now() < deadline, "etcd did not listen on {client} within 30 s");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        etcd
+    }
+}
+
+impl Drop for Etcd {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
