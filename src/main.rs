@@ -241,9 +241,8 @@ impl ServeArgs {
 }
 
 impl ServeArgs {
-    /// Flags over the config file over the defaults.
-    fn resolve(self) -> Result<ServerConfig, String> {
-        let file = self.file()?;
+    /// Flags over the config file (`file`, from --config) over the defaults.
+    fn resolve(self, file: ServeArgs) -> Result<ServerConfig, String> {
         let data_dir = self.data_dir.or(file.data_dir).unwrap_or_else(|| PathBuf::from(config::DEFAULT_DATA_DIR));
         let mut cfg = ServerConfig::new(data_dir);
         if let Some(cores) = self.cores.or(file.cores) {
@@ -520,8 +519,9 @@ fn main() -> ExitCode {
 }
 
 fn serve(a: ServeArgs) -> Result<(), String> {
-    let cluster = a.cluster(&a.file()?)?;
-    let cfg = a.resolve()?;
+    let file = a.file()?;
+    let cluster = a.cluster(&file)?;
+    let cfg = a.resolve(file)?;
     let failed: Vec<_> = ringmq::doctor::run(&cfg.data_dir, &cfg.cores, cfg.max_connections, disk_needs(&cfg))
         .into_iter()
         .filter(|c| !c.ok)
