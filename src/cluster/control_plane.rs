@@ -4,9 +4,9 @@
 //! cut off longer than the lease), and revokes it at a clean stop so the
 //! node is gone at once rather than when the lease runs out.
 
-use super::registry::{Node, NodeKey};
+use super::registry::{self, Node, NodeKey};
 use super::{ClusterConfig, ETCD_TIMEOUT};
-use etcd_client::{Client, PutOptions};
+use etcd_client::{LeaseKeepAliveStream, LeaseKeeper, PutOptions};
 use std::sync::mpsc;
 use std::time::Duration;
 use tokio::sync::oneshot;
@@ -64,25 +64,25 @@ impl ControlPlane {
     }
 }
 
-/// A registration: the client and the lease it lives under.
+/// A registration: the client, the lease it lives under, and that lease's
+/// keep-alive stream (opened once, renewed through for as long as it lasts).
 struct Registered {
-    client: Client,
+    client: etcd_client::Client,
     lease: i64,
+    keeper: LeaseKeeper,
+    answers: LeaseKeepAliveStream,
 }
 
 async fn register(config: &ClusterConfig) -> Result<Registered, String> {
-    let connect = Client::connect(&config.endpoints, None);
-    let mut client = tokio::time::timeout(ETCD_TIMEOUT, connect)
-        .await
-        .map_err(|_| format!("no connection within {ETCD_TIMEOUT:?}"))?
-        .map_err(|e| e.to_string())?;
+    let mut client = registry::connect(&config.endpoints).await?;
     let ttl = config.lease_ttl.as_secs().max(1) as i64;
     let lease = client.lease_grant(ttl, None).await.map_err(|e| e.to_string())?.id();
     let node = Node::of(config, lease);
     let key = NodeKey::of(config).etcd_key();
     client.put(key, node.to_json(), Some(PutOptions::new().with_lease(lease))).await.map_err(|e| e.to_string())?;
+    let (keeper, answers) = client.lease_keep_alive(lease).await.map_err(|e| e.to_string())?;
     tracing::info!(group = %config.group, node = %config.node, lease, "registered with etcd");
-    Ok(Registered { client, lease })
+    Ok(Registered { client, lease, keeper, answers })
 }
 
 async fn run(config: ClusterConfig, ready: mpsc::Sender<Result<(), String>>, mut stop: oneshot::Receiver<()>) {
@@ -108,7 +108,7 @@ async fn run(config: ClusterConfig, ready: mpsc::Sender<Result<(), String>>, mut
             }
         }
     }
-    let Registered { mut client, lease } = registered;
+    let Registered { mut client, lease, .. } = registered;
     match tokio::time::timeout(ETCD_TIMEOUT, client.lease_revoke(lease)).await {
         Ok(Ok(_)) => tracing::info!(lease, "left the cluster: lease revoked"),
         _ => tracing::warn!(lease, "could not revoke the etcd lease; it runs out by itself"),
@@ -118,9 +118,8 @@ async fn run(config: ClusterConfig, ready: mpsc::Sender<Result<(), String>>, mut
 /// Renews the lease once; an error if etcd did not confirm it alive.
 async fn renew(r: &mut Registered) -> Result<(), String> {
     let renewal = async {
-        let (mut keeper, mut answers) = r.client.lease_keep_alive(r.lease).await.map_err(|e| e.to_string())?;
-        keeper.keep_alive().await.map_err(|e| e.to_string())?;
-        match answers.message().await.map_err(|e| e.to_string())? {
+        r.keeper.keep_alive().await.map_err(|e| e.to_string())?;
+        match r.answers.message().await.map_err(|e| e.to_string())? {
             Some(answer) if answer.ttl() > 0 => Ok(()),
             _ => Err("the lease expired".to_string()),
         }

@@ -50,6 +50,14 @@ impl Node {
     }
 }
 
+/// A client of the etcd at `endpoints`, connected within `ETCD_TIMEOUT`.
+pub(super) async fn connect(endpoints: &[String]) -> Result<Client, String> {
+    tokio::time::timeout(ETCD_TIMEOUT, Client::connect(endpoints, None))
+        .await
+        .map_err(|_| format!("no connection within {ETCD_TIMEOUT:?}"))?
+        .map_err(|e| e.to_string())
+}
+
 /// Every registered node, by group and name (a blocking call: it runs its
 /// own small runtime, for the CLI).
 pub fn list_nodes(endpoints: &[String]) -> Result<Vec<Node>, String> {
@@ -59,10 +67,7 @@ pub fn list_nodes(endpoints: &[String]) -> Result<Vec<Node>, String> {
         .map_err(|e| format!("starting the etcd client: {e}"))?;
     runtime.block_on(async {
         let reach = |e: etcd_client::Error| format!("etcd at {endpoints:?}: {e}");
-        let mut client = tokio::time::timeout(ETCD_TIMEOUT, Client::connect(endpoints, None))
-            .await
-            .map_err(|_| format!("etcd at {endpoints:?} did not answer within {ETCD_TIMEOUT:?}"))?
-            .map_err(reach)?;
+        let mut client = connect(endpoints).await.map_err(|e| format!("etcd at {endpoints:?}: {e}"))?;
         let found = client.get(NODES_PREFIX, Some(GetOptions::new().with_prefix())).await.map_err(reach)?;
         let mut nodes = Vec::new();
         for kv in found.kvs() {
