@@ -15,29 +15,6 @@ pub struct QueueId(pub u32);
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
 pub struct Offset(pub u64);
 
-/// The offset `count` messages further on.
-impl std::ops::Add<u64> for Offset {
-    type Output = Offset;
-    fn add(self, count: u64) -> Offset {
-        Offset(self.0 + count)
-    }
-}
-
-impl std::ops::AddAssign<u64> for Offset {
-    fn add_assign(&mut self, count: u64) {
-        self.0 += count;
-    }
-}
-
-/// The messages from `earlier` to this offset.
-impl std::ops::Sub for Offset {
-    type Output = u64;
-    fn sub(self, earlier: Offset) -> u64 {
-        assert!(earlier <= self, "offset {earlier} is past {self}");
-        self.0 - earlier.0
-    }
-}
-
 impl Offset {
     /// The offset `count` messages before.
     pub fn back(self, count: u64) -> Offset {
@@ -52,12 +29,6 @@ impl Offset {
     /// The offsets from this one up to `end`.
     pub fn upto(self, end: Offset) -> impl Iterator<Item = Offset> {
         (self.0..end.0).map(Offset)
-    }
-}
-
-impl fmt::Display for Offset {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}", self.0)
     }
 }
 
@@ -87,36 +58,45 @@ impl LogPos {
     }
 }
 
-/// A position `bytes` further on.
-impl std::ops::Add<u64> for LogPos {
-    type Output = LogPos;
-    fn add(self, bytes: u64) -> LogPos {
-        LogPos(self.0 + bytes)
-    }
+/// The arithmetic of a counter newtype: plus a count is the same kind,
+/// minus one of its kind is a count (never negative), and it displays as
+/// its number.
+macro_rules! counter {
+    ($name:ident, $what:literal) => {
+        impl std::ops::Add<u64> for $name {
+            type Output = $name;
+            fn add(self, count: u64) -> $name {
+                $name(self.0 + count)
+            }
+        }
+
+        impl std::ops::AddAssign<u64> for $name {
+            fn add_assign(&mut self, count: u64) {
+                self.0 += count;
+            }
+        }
+
+        impl std::ops::Sub for $name {
+            type Output = u64;
+            fn sub(self, earlier: $name) -> u64 {
+                assert!(earlier <= self, concat!($what, " {} is past {}"), earlier, self);
+                self.0 - earlier.0
+            }
+        }
+
+        impl fmt::Display for $name {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                write!(f, "{}", self.0)
+            }
+        }
+    };
 }
 
-impl std::ops::AddAssign<u64> for LogPos {
-    fn add_assign(&mut self, bytes: u64) {
-        self.0 += bytes;
-    }
-}
-
-/// The bytes from `earlier` to this position.
-impl std::ops::Sub for LogPos {
-    type Output = u64;
-    fn sub(self, earlier: LogPos) -> u64 {
-        assert!(earlier <= self, "position {earlier} is past {self}");
-        self.0 - earlier.0
-    }
-}
+// Offset + messages, LogPos + bytes; the difference of two is that count.
+counter!(Offset, "offset");
+counter!(LogPos, "position");
 
 impl fmt::Display for QueueId {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}", self.0)
-    }
-}
-
-impl fmt::Display for LogPos {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "{}", self.0)
     }

@@ -68,15 +68,7 @@ impl Tasks {
 
     /// Sleeps `duration`; false once the shard is stopping (the task should return).
     pub async fn sleep(&self, duration: Duration) -> bool {
-        let deadline = Instant::now() + duration;
-        while !self.state.stopping.get() {
-            let left = deadline.saturating_duration_since(Instant::now());
-            if left.is_zero() {
-                return true;
-            }
-            self.state.changed.wait_for(left).await;
-        }
-        false
+        self.unless_stopping(glommio::timer::sleep(duration)).await.is_some() && !self.state.stopping.get()
     }
 
     /// Runs `work` unless the shard starts stopping first (then None: the task should return).
