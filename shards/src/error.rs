@@ -41,6 +41,15 @@ pub enum StorageError {
          is freed (retention, or remove files)"
     )]
     Full { dir: String, detail: String },
+    #[error("log position {position} is out of range: the log holds [{start}, {end})")]
+    PositionOutOfRange { position: u64, start: u64, end: u64 },
+    #[error(
+        "the follower's log diverged from the leader's at position {position} ({detail}); cut it back to what the \
+         leader holds and fetch again"
+    )]
+    Diverged { position: u64, detail: String },
+    #[error("wrong role: {0}")]
+    WrongRole(&'static str),
     #[error("invalid shard configuration: {0}")]
     Config(String),
     #[error("the shard is closed")]

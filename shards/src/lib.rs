@@ -16,6 +16,7 @@ pub mod lookup;
 pub mod position;
 mod probe;
 mod read;
+mod replica;
 mod shard;
 mod signal;
 
@@ -32,5 +33,6 @@ pub use probe::fault::FailureProbes;
 pub use probe::stats::ShardStats;
 pub use read::reader::{ReadBatches, ReadWait};
 pub use record::Record;
+pub use replica::{shipped_batches, LogRange};
 pub use shard::Shard;
 pub use signal::Signal;

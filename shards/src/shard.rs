@@ -13,9 +13,10 @@ use crate::probe::fault::FailureProbes;
 use crate::probe::stats::{add, Counters, ShardStats};
 use crate::read::cache::ChunkCache;
 use crate::read::reader::{ReadBatches, ReadWait, Readahead};
+use crate::replica::LogRange;
 use crate::signal::Signal;
 use std::cell::{Cell, RefCell};
-use std::collections::{HashMap, VecDeque};
+use std::collections::{HashMap, HashSet, VecDeque};
 use std::rc::Rc;
 
 /// One core's storage engine. Cheap to clone; all clones share the shard.
@@ -37,6 +38,8 @@ pub(crate) struct Inner {
     /// earlier one of the same sender (a producer may pipeline a queue).
     blocked_appends: RefCell<VecDeque<u64>>,
     next_append: Cell<u64>,
+    /// Written rounds were published (or the shard failed): raw log readers wake.
+    pub published: Signal,
     /// The spare segment was taken.
     pub spare_needed: Signal,
     /// The in-memory index is past its bound.
@@ -58,6 +61,14 @@ pub(crate) struct Inner {
     flusher: RefCell<Option<glommio::Task<()>>>,
 }
 
+/// How a shard is opened.
+enum Role {
+    /// Takes appends.
+    Leader,
+    /// Takes a leader's batches; `cut` drops the log from that position on.
+    Follower { cut: Option<LogPos> },
+}
+
 pub(crate) struct State {
     pub queues: HashMap<QueueId, QueueIndex>,
     pub log: Log,
@@ -69,6 +80,11 @@ pub(crate) struct State {
     failed: Option<String>,
     /// Message lookup by id and key.
     pub lookup: Lookup,
+    /// With replication: nothing at or past this log position is readable
+    /// yet (it is not durable on enough replicas). None: no gate.
+    commit_gate: Option<LogPos>,
+    /// Queues with written entries held back by the gate.
+    behind_gate: HashSet<QueueId>,
 }
 
 impl State {
@@ -86,6 +102,26 @@ impl State {
     /// Index entries held in memory over all queues.
     pub fn index_mem_entries(&self) -> usize {
         self.index_mem_entries
+    }
+
+    /// How far a queue whose round reached `written_end` may be read: up to
+    /// the written end (async policy, or `synced`) or the durable end, and
+    /// never past the commit gate. Notes the queue if the gate holds it back.
+    pub fn readable_end(&mut self, queue: QueueId, written_end: LogPos, synced: bool) -> Option<LogPos> {
+        let q = self.queues.get(&queue)?;
+        let end = if synced || q.policy() == FlushPolicy::Async { written_end } else { self.log.synced_end() };
+        match self.commit_gate {
+            Some(gate) if gate < end => {
+                self.behind_gate.insert(queue);
+                Some(gate)
+            }
+            _ => Some(end),
+        }
+    }
+
+    /// Appends added `n` in-memory index entries.
+    pub fn index_entries_added(&mut self, n: usize) {
+        self.index_mem_entries += n;
     }
 
     /// A checkpoint or a deletion dropped `n` in-memory index entries.
@@ -126,18 +162,35 @@ impl Shard {
     /// Opens (recovering) or creates the shard in `config.dir` and starts its
     /// flusher, segment preallocator, checkpointer and retention tasks. Must
     /// run inside a glommio executor.
-    pub async fn open(mut config: ShardConfig) -> Result<Shard> {
+    pub async fn open(config: ShardConfig) -> Result<Shard> {
+        Shard::open_as(config, Role::Leader).await
+    }
+
+    /// Opens the shard as a follower's: its log takes only a leader's
+    /// batches ([`Shard::mirror`]). With `cut`, everything at or past that log
+    /// position is dropped first (the queues roll back to the batches before
+    /// it), as a rejoining follower does down to what its new leader holds.
+    pub async fn open_mirror(config: ShardConfig, cut: Option<LogPos>) -> Result<Shard> {
+        Shard::open_as(config, Role::Follower { cut }).await
+    }
+
+    async fn open_as(mut config: ShardConfig, role: Role) -> Result<Shard> {
         config.validate()?;
         // Absolute, so that syncing the parent directory always has a parent.
         config.dir = std::path::absolute(&config.dir).map_err(|e| StorageError::io("resolving", &config.dir, e))?;
-        let recovered = crate::lifecycle::recovery::recover(&config).await?;
+        let cut = match role {
+            Role::Follower { cut } => cut,
+            Role::Leader => None,
+        };
+        let recovered = crate::lifecycle::recovery::recover(&config, cut).await?;
         if !crate::lifecycle::ballast::ensure(&config.dir, config.ballast_bytes).await? {
             tracing::warn!(dir = %config.dir.display(), "no room for the ballast: a full disk may stop checkpoints");
         }
         let chunk_bytes = config.cache_chunk_bytes;
         let mut cache = ChunkCache::new(config.cache_bytes / chunk_bytes, chunk_bytes);
         seed_frontier_chunk(&mut cache, &recovered.segments, recovered.end, config.segment_bytes).await?;
-        let log = Log::new(&config, recovered.segments, recovered.end, recovered.tail_page);
+        let mut log = Log::new(&config, recovered.segments, recovered.end, recovered.tail_page);
+        log.set_mirror(matches!(role, Role::Follower { .. }));
         let index_mem_entries = recovered.queues.values().map(|q| q.mem_len()).sum();
         let state = State {
             index_mem_entries,
@@ -147,6 +200,8 @@ impl Shard {
             cache,
             index_cache: ChunkCache::new(config.index_cache_pages, PAGE_BYTES as usize),
             failed: None,
+            commit_gate: None,
+            behind_gate: HashSet::new(),
         };
         let inner = Rc::new(Inner {
             config,
@@ -155,6 +210,7 @@ impl Shard {
             space_freed: Signal::default(),
             blocked_appends: RefCell::default(),
             next_append: Cell::new(0),
+            published: Signal::default(),
             spare_needed: Signal::default(),
             checkpoint_needed: Signal::default(),
             checkpoint_lock: glommio::sync::Semaphore::new(1),
@@ -184,34 +240,9 @@ impl Shard {
     }
 
     /// Creates queues, their index directories made durable by one sync of
-    /// the directory that holds them (one sync per queue made a topic of
-    /// 4,096 queues take seconds). None is created if one already exists.
+    /// the directory that holds them. None is created if one already exists.
     pub async fn create_queues(&self, queues: &[(QueueId, Option<FlushPolicy>)]) -> Result<()> {
-        if queues.is_empty() {
-            return Ok(());
-        }
-        let exists = |st: &State| queues.iter().find(|(q, _)| st.queues.contains_key(q)).map(|(q, _)| q.0);
-        if let Some(q) = exists(&self.inner.state.borrow()) {
-            return Err(StorageError::QueueExists(q));
-        }
-        let shard_dir = self.inner.config.dir.clone();
-        let dirs: Vec<_> = queues.iter().map(|(q, _)| index::queue_dir(&shard_dir, *q)).collect();
-        let made = dirs.clone();
-        let index_dir = shard_dir.join("index");
-        crate::fs::blocking("creating queue directories in", &index_dir, move |_| {
-            made.iter().try_for_each(std::fs::create_dir_all)
-        })
-        .await?;
-        crate::fs::sync_dir(&index_dir).await?;
-        let mut st = self.inner.state.borrow_mut();
-        if let Some(q) = exists(&st) {
-            return Err(StorageError::QueueExists(q));
-        }
-        for ((queue, policy), dir) in queues.iter().zip(dirs) {
-            let policy = policy.unwrap_or(self.inner.config.default_flush_policy);
-            st.queues.insert(*queue, QueueIndex::new(*queue, dir, policy, Offset(0), Offset(0)));
-        }
-        Ok(())
+        self.inner.create_queues(queues).await
     }
 
     /// Deletes queues: they are gone from reads and appends at once (parked
@@ -281,6 +312,9 @@ impl Shard {
                 }
                 if let Some(reason) = st.failed() {
                     return Err(StorageError::Failed(reason.to_string()));
+                }
+                if st.log.is_mirror() {
+                    return Err(StorageError::WrongRole("this shard follows a leader: append to the leader"));
                 }
                 if turn.may_go() {
                     let State { queues, log, index_mem_entries, lookup, .. } = &mut *st;
@@ -376,6 +410,55 @@ impl Shard {
     /// Failure probes, for tests that exercise error paths.
     pub fn probes(&self) -> &FailureProbes {
         &self.inner.probes
+    }
+
+    /// Reads whole stored batches of the log from `from` (a batch boundary),
+    /// up to about `max_bytes`, for a follower; at the written end it returns
+    /// empty at once or parks, as `wait` says.
+    pub async fn read_range(&self, from: u64, max_bytes: usize, wait: ReadWait) -> Result<LogRange> {
+        self.inner.read_range(LogPos(from), max_bytes, wait).await
+    }
+
+    /// Places batches a leader shipped from its log position `from` (which
+    /// must be this log's end) and returns the durable end once they are durable.
+    pub async fn mirror(&self, from: u64, bytes: &[u8]) -> Result<u64> {
+        self.inner.mirror(LogPos(from), bytes).await.map(|end| end.0)
+    }
+
+    /// Makes a follower's shard take appends as a leader (it keeps its log).
+    pub fn lead(&self) {
+        self.inner.state.borrow_mut().log.set_mirror(false);
+    }
+
+    /// True while the shard follows a leader.
+    pub fn is_mirror(&self) -> bool {
+        self.inner.state.borrow().log.is_mirror()
+    }
+
+    /// The log's positions: (start, written end, durable end).
+    pub fn log_positions(&self) -> (u64, u64, u64) {
+        let st = self.inner.state.borrow();
+        (st.log.start().0, st.log.written_end().0, st.log.synced_end().0)
+    }
+
+    /// Holds reads back below `committed` (replication: only what enough
+    /// replicas hold durably is readable), or lifts the gate with None. The
+    /// gate only moves forward.
+    pub fn commit_to(&self, committed: Option<u64>) {
+        let mut st = self.inner.state.borrow_mut();
+        let st = &mut *st;
+        if let (Some(old), Some(new)) = (st.commit_gate, committed) {
+            assert!(new >= old.0, "the commit gate moves forward: {old} -> {new}");
+        }
+        st.commit_gate = committed.map(LogPos);
+        let written_end = st.log.written_end();
+        for queue in std::mem::take(&mut st.behind_gate) {
+            let Some(end) = st.readable_end(queue, written_end, false) else { continue };
+            let q = st.queues.get_mut(&queue).expect("readable_end found it");
+            if q.publish(end) {
+                q.arrivals().notify();
+            }
+        }
     }
 
     /// Makes retention keep the segment holding `position` and every later
@@ -481,5 +564,38 @@ impl Drop for Turn<'_> {
                 self.inner.space_freed.notify();
             }
         }
+    }
+}
+
+impl Inner {
+    /// Creates queues, their index directories made durable by one sync of
+    /// the directory that holds them (one sync per queue made a topic of
+    /// 4,096 queues take seconds). None is created if one already exists.
+    pub async fn create_queues(&self, queues: &[(QueueId, Option<FlushPolicy>)]) -> Result<()> {
+        if queues.is_empty() {
+            return Ok(());
+        }
+        let exists = |st: &State| queues.iter().find(|(q, _)| st.queues.contains_key(q)).map(|(q, _)| q.0);
+        if let Some(q) = exists(&self.state.borrow()) {
+            return Err(StorageError::QueueExists(q));
+        }
+        let shard_dir = self.config.dir.clone();
+        let dirs: Vec<_> = queues.iter().map(|(q, _)| index::queue_dir(&shard_dir, *q)).collect();
+        let made = dirs.clone();
+        let index_dir = shard_dir.join("index");
+        crate::fs::blocking("creating queue directories in", &index_dir, move |_| {
+            made.iter().try_for_each(std::fs::create_dir_all)
+        })
+        .await?;
+        crate::fs::sync_dir(&index_dir).await?;
+        let mut st = self.state.borrow_mut();
+        if let Some(q) = exists(&st) {
+            return Err(StorageError::QueueExists(q));
+        }
+        for ((queue, policy), dir) in queues.iter().zip(dirs) {
+            let policy = policy.unwrap_or(self.config.default_flush_policy);
+            st.queues.insert(*queue, QueueIndex::new(*queue, dir, policy, Offset(0), Offset(0)));
+        }
+        Ok(())
     }
 }

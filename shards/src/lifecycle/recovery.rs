@@ -30,8 +30,10 @@ pub(crate) struct Recovered {
     pub lookup: Lookup,
 }
 
-/// Recovers the shard in `config.dir`, creating it if new.
-pub(crate) async fn recover(config: &ShardConfig) -> Result<Recovered> {
+/// Recovers the shard in `config.dir`, creating it if new; with `cut`, the
+/// log ends at that position at the latest (a follower cut back to what its
+/// leader holds), its batches from there on wiped like a torn tail.
+pub(crate) async fn recover(config: &ShardConfig, cut: Option<LogPos>) -> Result<Recovered> {
     let dir = &config.dir;
     fs::create_dir(dir).await?;
     fs::probe_device(dir).await?;
@@ -48,13 +50,19 @@ pub(crate) async fn recover(config: &ShardConfig) -> Result<Recovered> {
     let mut scan = Scan { config, segments: &segments, buf: Vec::new(), buf_pos: LogPos(0) };
     // The scan starts where every queue's index agrees with the log: the
     // checkpoint, or below it where the log lost batches it covers.
-    let lost = scan.first_lost(config, &queues).await?;
+    let mut lost = scan.first_lost(config, &queues).await?;
+    if let Some(cut) = cut.filter(|c| *c < checkpointed) {
+        lost = Some(lost.map_or(cut, |l| l.min(cut)));
+    }
     if let Some(at) = lost {
         tracing::warn!(dir = %dir.display(), at = at.0, checkpointed = checkpointed.0, "the log lost batches below its checkpoint; rolling back");
         roll_back(config, &mut queues, at).await?;
     }
     let from = lost.map_or(checkpointed, |at| at.min(checkpointed));
-    let end = scan.run(from, &mut queues, &mut lookup).await?;
+    let until = cut.unwrap_or(LogPos(u64::MAX));
+    let end = scan.run(from, until, Some((&mut queues, &mut lookup))).await?;
+    // Past a cut, the batches that are still there must be wiped too.
+    let found_end = if cut.is_some() { scan.run(end, LogPos(u64::MAX), None).await? } else { end };
     if !segments.contains_key(&end)
         && segments.range(..end).next_back().is_none_or(|(b, _)| end >= *b + config.segment_bytes)
     {
@@ -62,7 +70,7 @@ pub(crate) async fn recover(config: &ShardConfig) -> Result<Recovered> {
         segments.insert(end, Segment::create(dir, end, config.segment_bytes, &depth).await?);
     }
     // Past a rollback, valid batches may remain up to the old checkpoint.
-    let old_end = if lost.is_some() { checkpointed.max(end) } else { end };
+    let old_end = if lost.is_some() { checkpointed.max(found_end) } else { found_end };
     let tail_page = wipe_torn_tail(config, &mut segments, end, old_end).await?;
     queues.values_mut().for_each(QueueIndex::recovered);
     if lost.is_some() {
@@ -134,16 +142,17 @@ struct Scan<'a> {
 }
 
 impl Scan<'_> {
-    /// Walks batches from `pos`, indexing each good one; returns the position
-    /// of the first batch that is missing or damaged.
+    /// Walks batches from `pos` (indexing each good one into `index`, when
+    /// given); returns the position of the first batch that is missing or
+    /// damaged, or `until` if it comes first.
     async fn run(
         &mut self,
         mut pos: LogPos,
-        queues: &mut HashMap<QueueId, QueueIndex>,
-        lookup: &mut Lookup,
+        until: LogPos,
+        mut index: Option<(&mut HashMap<QueueId, QueueIndex>, &mut Lookup)>,
     ) -> Result<LogPos> {
         let segment_bytes = self.config.segment_bytes;
-        while let Some(seg) = segment::at_or_before(self.segments, pos) {
+        while let Some(seg) = segment::at_or_before(self.segments, pos).filter(|_| pos < until) {
             let segment_end = seg.base + segment_bytes;
             if pos >= segment_end || segment_end - pos < HEADER_BYTES as u64 {
                 break;
@@ -164,7 +173,9 @@ impl Scan<'_> {
             }
             let batch = self.bytes(&seg, pos, len as usize).await?;
             let Ok(header) = verify_stored(batch) else { break };
-            index_batch(queues, lookup, &header, batch, pos)?;
+            if let Some((queues, lookup)) = index.as_mut() {
+                index_batch(queues, lookup, &header, batch, pos)?;
+            }
             pos += len;
         }
         Ok(pos)

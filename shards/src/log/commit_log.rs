@@ -39,6 +39,14 @@ pub(crate) struct Placed {
     pub policy: FlushPolicy,
 }
 
+/// Whose bytes a placed batch holds.
+enum Origin {
+    /// A producer's checked batch, stamped here.
+    Producer,
+    /// A batch the leader stored, kept byte for byte.
+    Leader,
+}
+
 /// The commit log's state. Positions keep one order at all times:
 /// `synced_end <= written_end <= taken_end <= end`. Rounds are taken by the
 /// flusher in log order, each starting where the last taken one ended, and
@@ -66,6 +74,9 @@ pub(crate) struct Log {
     /// The bytes of the partial page before `end`.
     tail_page: Box<[u8]>,
     next_round_id: u64,
+    /// A follower's log: it takes only the leader's stored batches, at the
+    /// leader's positions, and never pads on its own.
+    mirror: bool,
 }
 
 impl Log {
@@ -78,6 +89,7 @@ impl Log {
         bytes: &[u8],
         checked: &CheckedBatch,
     ) -> Result<Placed, Blocked> {
+        assert!(!self.mirror, "a mirror log takes only the leader's stored batches");
         let len = bytes.len();
         if self.pending_bytes > 0 && self.pending_bytes + len > self.pending_bytes_max {
             return Err(Blocked::Backpressure);
@@ -91,13 +103,63 @@ impl Log {
             let spare = self.spare.take().ok_or(Blocked::Segment)?;
             self.pad_and_roll(spare);
         }
+        Ok(self.place(queue, lookup, bytes, checked.record_count, Origin::Producer))
+    }
+
+    /// Places a batch the leader stored, byte for byte at the end (which must
+    /// be the batch's position in the leader's log). Its round is synced.
+    pub fn mirror(&mut self, queue: &mut QueueIndex, lookup: &mut Lookup, bytes: &[u8]) -> Result<Placed, Blocked> {
+        assert!(self.mirror, "only a mirror log takes stored batches");
+        let len = bytes.len();
+        if self.open.as_ref().is_some_and(|r| !r.fits(len)) {
+            // A mirror never pads on its own, and the next round would share
+            // this one's last page: wait until this round is taken.
+            return Err(Blocked::Backpressure);
+        }
+        assert!(self.end + len as u64 <= self.active.end(self.segment_bytes), "checked by the caller");
+        let record_count = u32::from_le_bytes(bytes[28..32].try_into().expect("a whole header"));
+        Ok(self.place(queue, lookup, bytes, record_count, Origin::Leader))
+    }
+
+    /// Places the leader's padding batch of `length` bytes at the end: up to
+    /// a page boundary, or to the segment's end (then rolls over to the spare).
+    pub fn mirror_padding(&mut self, length: u32) -> Result<(), Blocked> {
+        assert!(self.mirror, "only a mirror log takes stored batches");
+        let to = self.end + u64::from(length);
+        if to == self.active.end(self.segment_bytes) {
+            let spare = self.spare.take().ok_or(Blocked::Segment)?;
+            self.pad_and_roll(spare);
+        } else {
+            self.pad_to(to);
+            self.open.as_mut().expect("padded above").needs_sync = true;
+            // The next batch starts on a fresh page, in a round of its own.
+            self.seal_open(false);
+        }
+        Ok(())
+    }
+
+    /// Copies a batch into the open round at the end (stamping a producer's)
+    /// and records its index and lookup entries.
+    fn place(
+        &mut self,
+        queue: &mut QueueIndex,
+        lookup: &mut Lookup,
+        bytes: &[u8],
+        record_count: u32,
+        origin: Origin,
+    ) -> Placed {
+        let len = bytes.len();
         if self.open.is_none() {
             self.open = Some(self.new_round());
         }
         let position = self.end;
         let round = self.open.as_mut().expect("opened above");
         let base_offset = queue.next();
-        batch::stamp(round.put(bytes), base_offset.0, queue.id().0);
+        let copy = round.put(bytes);
+        match origin {
+            Origin::Producer => batch::stamp(copy, base_offset.0, queue.id().0),
+            Origin::Leader => round.needs_sync = true,
+        }
         for record in RecordIter::new(&bytes[HEADER_BYTES..]) {
             let record = record.expect("checked batch");
             lookup.note(position, queue.id(), queue.next(), &record.message_id, record.key);
@@ -106,13 +168,13 @@ impl Log {
         self.end += len as u64;
         self.pending_bytes += len;
         round.batch_bytes += len;
-        round.records += u64::from(checked.record_count);
+        round.records += u64::from(record_count);
         round.needs_sync |= queue.policy() == FlushPolicy::Sync;
         if queue.touched_by(round.id) {
             round.touched.push(queue.id());
         }
-        let appended = Appended { base_offset: base_offset.0, record_count: checked.record_count, position };
-        Ok(Placed { appended, done: round.done.clone(), policy: queue.policy() })
+        let appended = Appended { base_offset: base_offset.0, record_count, position };
+        Placed { appended, done: round.done.clone(), policy: queue.policy() }
     }
 
     /// Moves the open round to the sealed queue, if it holds anything. With
@@ -121,7 +183,8 @@ impl Log {
     /// still in flight (two writes of one page in flight could land in either
     /// order).
     pub fn seal_open(&mut self, pad: bool) {
-        if pad {
+        // A mirror holds the leader's bytes at the leader's positions: it never pads on its own.
+        if pad && !self.mirror {
             self.pad_to_page();
         }
         if let Some(mut round) = self.open.take() {
@@ -200,12 +263,38 @@ impl Log {
             pending_bytes: 0,
             tail_page,
             next_round_id: 0,
+            mirror: false,
         }
     }
 
     /// The segment holding log position `pos`.
     pub fn segment_at(&self, pos: LogPos) -> Option<Rc<Segment>> {
         crate::log::segment::at_or_before(&self.segments, pos).filter(|s| pos < s.base + self.segment_bytes)
+    }
+
+    /// Makes this a follower's log (or a leader's again).
+    pub fn set_mirror(&mut self, on: bool) {
+        self.mirror = on;
+    }
+
+    /// True for a follower's log.
+    pub fn is_mirror(&self) -> bool {
+        self.mirror
+    }
+
+    /// Position of the next append.
+    pub fn end(&self) -> LogPos {
+        self.end
+    }
+
+    /// Where the active segment ends.
+    pub fn active_end(&self) -> LogPos {
+        self.active.end(self.segment_bytes)
+    }
+
+    /// The oldest log position still held (retention deleted what was before it).
+    pub fn start(&self) -> LogPos {
+        *self.segments.keys().next().expect("a log has a segment")
     }
 
     /// Everything before this is written to the segment files.

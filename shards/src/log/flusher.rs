@@ -18,7 +18,6 @@
 //! write+sync bandwidth is the limit (docs/perf-log.md has this VM's). CPU per round is
 //! one memcpy of the batches (into the round) plus one into the cache.
 
-use crate::config::FlushPolicy;
 use crate::error::StorageError;
 use crate::join::join_all;
 use crate::log::completion_yield;
@@ -273,11 +272,8 @@ fn publish(inner: &Inner, rounds: Vec<Round>, synced: bool) {
     for round in &rounds {
         for q in &round.touched {
             // A queue deleted while its appends were in flight has nothing to publish.
-            let Some(queue) = st.queues.get_mut(q) else { continue };
-            // Sync-policy data becomes readable only once durable.
-            let readable_end =
-                if synced || queue.policy() == FlushPolicy::Async { written_end } else { st.log.synced_end() };
-            if queue.publish(readable_end) {
+            let Some(readable_end) = st.readable_end(*q, written_end, synced) else { continue };
+            if st.queues.get_mut(q).expect("readable_end found it").publish(readable_end) {
                 arrived.push(*q);
             }
         }
@@ -291,6 +287,7 @@ fn publish(inner: &Inner, rounds: Vec<Round>, synced: bool) {
         inner.checkpoint_needed.notify();
     }
     inner.space_freed.notify();
+    inner.published.notify();
 }
 
 /// Marks the shard failed and fails every waiting append: after a failed
@@ -309,6 +306,7 @@ fn fail(inner: &Inner, rounds: Vec<Round>, error: StorageError) -> StorageError 
         round.done.complete(Err(StorageError::Failed(reason.clone())));
     }
     inner.space_freed.notify();
+    inner.published.notify();
     inner.flush_needed.notify();
     StorageError::Failed(reason)
 }

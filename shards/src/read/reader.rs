@@ -167,7 +167,7 @@ impl Inner {
     }
 
     /// Appends `len` log bytes at `pos` to `out`, from the cache or the disk.
-    async fn read_log(&self, pos: u64, len: usize, out: &mut Vec<u8>) -> Result<()> {
+    pub(crate) async fn read_log(&self, pos: u64, len: usize, out: &mut Vec<u8>) -> Result<()> {
         let chunk_bytes = self.config.cache_chunk_bytes as u64;
         let mut at = pos;
         let end = pos + len as u64;

@@ -1,0 +1,270 @@
+//! Replication's engine ends: a follower that applies the leader's shipped
+//! log ranges holds the leader's log byte for byte, recovers it, can be cut
+//! back to a position and fetch again, and refuses ranges that do not fit.
+
+mod common;
+
+use common::*;
+use ringmq_shards::{QueueId, ReadWait, Shard, ShardConfig, StorageError};
+use std::path::Path;
+use std::time::Duration;
+
+const QUEUES: [u32; 3] = [1, 2, 3];
+
+/// Appends `per_writer` batches from one writer per queue at once, so rounds
+/// carry several batches and fill segments (padding at their ends and, when
+/// writes overlap, at round ends).
+async fn load(leader: &Shard, per_writer: u64, from: u64) {
+    let writers = QUEUES.iter().map(|&q| {
+        let leader = leader.clone();
+        glommio::spawn_local(async move {
+            for i in from..from + per_writer {
+                let len = 200 + (i as usize * 997) % 30_000;
+                leader.append(QueueId(q), &batch_of(&value(q, i, len))).await.unwrap();
+            }
+        })
+    });
+    for w in writers.collect::<Vec<_>>() {
+        w.await;
+    }
+}
+
+/// Ships ranges from the leader to the follower until the follower's
+/// durable end is the leader's written end; returns the ranges shipped.
+async fn catch_up(leader: &Shard, follower: &Shard) -> usize {
+    let mut ranges = 0;
+    loop {
+        let (_, _, durable) = follower.log_positions();
+        let (_, written, _) = leader.log_positions();
+        if durable == written {
+            return ranges;
+        }
+        let range = leader.read_range(durable, 48 << 10, ReadWait::Upto(Duration::from_millis(20))).await.unwrap();
+        assert_eq!(range.from, durable);
+        let end = follower.mirror(range.from, &range.bytes).await.unwrap();
+        assert_eq!(end, range.next, "the follower is durable up to what it took");
+        ranges += 1;
+    }
+}
+
+fn segment_files(dir: &Path) -> Vec<(String, Vec<u8>)> {
+    let mut files: Vec<_> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|e| e == "log"))
+        .map(|p| (p.file_name().unwrap().to_string_lossy().into_owned(), std::fs::read(&p).unwrap()))
+        .collect();
+    files.sort();
+    files
+}
+
+/// The log bytes of both directories up to `end`, segment by segment.
+fn assert_same_log(a: &Path, b: &Path, end: u64, segment_bytes: u64) {
+    let (a, b) = (segment_files(a), segment_files(b));
+    for ((name_a, bytes_a), (name_b, bytes_b)) in a.iter().zip(&b) {
+        assert_eq!(name_a, name_b, "the same segments");
+        let base: u64 = name_a.trim_end_matches(".log").parse().unwrap();
+        if base >= end {
+            continue;
+        }
+        let upto = (end - base).min(segment_bytes) as usize;
+        assert!(bytes_a[..upto] == bytes_b[..upto], "segment {name_a} differs below the end {end}");
+    }
+}
+
+async fn same_queues(leader: &Shard, follower: &Shard) {
+    for q in QUEUES.map(QueueId) {
+        assert_eq!(follower.offsets(q).unwrap(), leader.offsets(q).unwrap(), "queue {q:?} offsets");
+        assert_eq!(read_all(follower, q, 0).await, read_all(leader, q, 0).await, "queue {q:?} records");
+    }
+}
+
+#[test]
+fn a_follower_holds_the_leaders_log_byte_for_byte_and_recovers_it() {
+    let (a, b) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let (pa, pb) = (a.path().to_path_buf(), b.path().to_path_buf());
+    let segment_bytes = config(&pa).segment_bytes;
+    let end = run(move || async move {
+        let leader = open_with(config(&pa), &QUEUES).await;
+        let follower = Shard::open_mirror(config(&pb), None).await.unwrap();
+        let done = std::rc::Rc::new(std::cell::Cell::new(false));
+        let writing = glommio::spawn_local({
+            let (leader, done) = (leader.clone(), done.clone());
+            async move {
+                load(&leader, 150, 0).await;
+                done.set(true);
+            }
+        });
+        let mut shipped = 0;
+        while !done.get() {
+            shipped += catch_up(&leader, &follower).await;
+            glommio::timer::sleep(Duration::from_millis(1)).await;
+        }
+        writing.await;
+        shipped += catch_up(&leader, &follower).await;
+        assert!(shipped > 10, "shipped in many ranges while the leader wrote: {shipped}");
+        assert!(leader.segment_bases().len() >= 4, "the load filled segments: {:?}", leader.segment_bases());
+        assert_eq!(follower.segment_bases(), leader.segment_bases());
+        same_queues(&leader, &follower).await;
+        let refused = follower.append(QueueId(1), &batch_of(b"direct")).await.unwrap_err();
+        assert!(matches!(refused, StorageError::WrongRole(_)), "{refused}");
+        let end = leader.log_positions().1;
+        assert_eq!(follower.log_positions().2, end);
+        leader.close().await.unwrap();
+        follower.close().await.unwrap();
+        end
+    });
+    assert_same_log(a.path(), b.path(), end, segment_bytes);
+    let (pa, pb) = (a.path().to_path_buf(), b.path().to_path_buf());
+    run(move || async move {
+        let leader = open_with(config(&pa), &[]).await;
+        let follower = Shard::open_mirror(config(&pb), None).await.unwrap();
+        assert_eq!(follower.log_positions().2, end, "the follower recovers the same end");
+        same_queues(&leader, &follower).await;
+        // Promoted, it takes appends where the leader's log ended.
+        follower.lead();
+        assert!(!follower.is_mirror());
+        let next = leader.offsets(QueueId(2)).unwrap().1;
+        let appended = follower.append(QueueId(2), &batch_of(b"after promotion")).await.unwrap();
+        assert_eq!(appended.base_offset, next);
+        assert_eq!(appended.position.0, end);
+        leader.close().await.unwrap();
+        follower.close().await.unwrap();
+    });
+}
+
+#[test]
+fn a_follower_cut_back_to_a_position_fetches_again_from_there() {
+    let (a, b) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let (pa, pb) = (a.path().to_path_buf(), b.path().to_path_buf());
+    let cut = run(move || async move {
+        let leader = open_with(config(&pa), &QUEUES).await;
+        let follower = Shard::open_mirror(config(&pb), None).await.unwrap();
+        load(&leader, 60, 0).await;
+        catch_up(&leader, &follower).await;
+        follower.checkpoint().await.unwrap();
+        // Where queue 2's batch of offset 30 sits: the follower keeps what is before it.
+        let cut = leader.entry(QueueId(2), 30).await.unwrap().position.0;
+        leader.close().await.unwrap();
+        follower.close().await.unwrap();
+        cut
+    });
+    let (pa, pb) = (a.path().to_path_buf(), b.path().to_path_buf());
+    let segment_bytes = config(&pa).segment_bytes;
+    let end = run(move || async move {
+        let leader = open_with(config(&pa), &[]).await;
+        let follower = Shard::open_mirror(config(&pb), Some(ringmq_shards::LogPos(cut))).await.unwrap();
+        assert_eq!(follower.log_positions().2, cut, "the log ends at the cut");
+        assert_eq!(follower.offsets(QueueId(2)).unwrap().1, 30, "queue 2 rolled back to the batch at the cut");
+        for q in QUEUES.map(QueueId) {
+            let (_, next) = follower.offsets(q).unwrap();
+            if next > 0 {
+                assert!(
+                    follower.entry(q, next - 1).await.unwrap().position.0 < cut,
+                    "{q:?} keeps only what is before the cut"
+                );
+            }
+        }
+        load(&leader, 20, 60).await;
+        catch_up(&leader, &follower).await;
+        same_queues(&leader, &follower).await;
+        let end = leader.log_positions().1;
+        leader.close().await.unwrap();
+        follower.close().await.unwrap();
+        end
+    });
+    assert_same_log(a.path(), b.path(), end, segment_bytes);
+}
+
+#[test]
+fn ranges_that_do_not_fit_are_refused_and_nothing_is_stored() {
+    let (a, b) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let (pa, pb) = (a.path().to_path_buf(), b.path().to_path_buf());
+    run(move || async move {
+        let leader = open_with(config(&pa), &QUEUES).await;
+        let follower = Shard::open_mirror(config(&pb), None).await.unwrap();
+        load(&leader, 5, 0).await;
+        let range = leader.read_range(0, 1 << 20, ReadWait::No).await.unwrap();
+        assert!(range.next > 0 && range.next == leader.log_positions().1);
+
+        // Not at the follower's end.
+        let err = follower.mirror(40, &range.bytes).await.unwrap_err();
+        assert!(matches!(err, StorageError::Diverged { position: 40, .. }), "{err}");
+        // Damaged in transit: refused whole, even the good batches before it.
+        let mut damaged = range.bytes.clone();
+        let last = damaged.len() - 10;
+        damaged[last] ^= 0xff;
+        let err = follower.mirror(0, &damaged).await.unwrap_err();
+        assert!(matches!(err, StorageError::Diverged { .. }), "{err}");
+        assert_eq!(follower.log_positions(), (0, 0, 0), "nothing stored from refused ranges");
+        assert!(follower.queues().is_empty());
+
+        // A leader does not take a leader's batches.
+        let err = leader.mirror(range.next, &range.bytes).await.unwrap_err();
+        assert!(matches!(err, StorageError::WrongRole(_)), "{err}");
+        // Reads of the log from a position that is not a batch start, or past the end.
+        let err = leader.read_range(8, 1 << 20, ReadWait::No).await.unwrap_err();
+        assert!(matches!(err, StorageError::Corruption { .. }), "{err}");
+        let err = leader.read_range(range.next + 4096, 1 << 20, ReadWait::No).await.unwrap_err();
+        assert!(matches!(err, StorageError::PositionOutOfRange { .. }), "{err}");
+        // At the end, a read waits and comes back empty.
+        let empty = leader.read_range(range.next, 1 << 20, ReadWait::Upto(Duration::from_millis(5))).await.unwrap();
+        assert!(empty.bytes.is_empty() && empty.next == range.next);
+
+        follower.mirror(0, &range.bytes).await.unwrap();
+        same_queues(&leader, &follower).await;
+        leader.close().await.unwrap();
+        follower.close().await.unwrap();
+    });
+}
+
+/// A follower with a config of its own (not the test default) still mirrors:
+/// only the segment size must match the leader's.
+#[test]
+fn a_follower_with_another_round_size_mirrors_the_same_log() {
+    let (a, b) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let (pa, pb) = (a.path().to_path_buf(), b.path().to_path_buf());
+    let segment_bytes = config(&pa).segment_bytes;
+    let end = run(move || async move {
+        let leader = open_with(config(&pa), &QUEUES).await;
+        let small_rounds = ShardConfig { round_bytes_max: 64 << 10, batch_bytes_max: 48 << 10, ..config(&pb) };
+        let follower = Shard::open_mirror(small_rounds, None).await.unwrap();
+        load(&leader, 40, 0).await;
+        catch_up(&leader, &follower).await;
+        same_queues(&leader, &follower).await;
+        let end = leader.log_positions().1;
+        leader.close().await.unwrap();
+        follower.close().await.unwrap();
+        end
+    });
+    assert_same_log(a.path(), b.path(), end, segment_bytes);
+}
+
+#[test]
+fn the_commit_gate_holds_reads_back_until_enough_replicas_have_the_data() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path().to_path_buf();
+    run(move || async move {
+        let leader = open_with(config(&p), &QUEUES).await;
+        leader.append(QueueId(1), &batch_of(b"before the gate")).await.unwrap();
+        leader.commit_to(Some(leader.log_positions().2));
+        let gated = leader.append(QueueId(1), &batch_of(b"held back")).await.unwrap();
+        assert_eq!(gated.base_offset, 1, "appends are acknowledged by the engine as before");
+        assert_eq!(leader.offsets(QueueId(1)).unwrap(), (0, 1), "the gated batch is not readable");
+        // A long poll at the end wakes when the gate moves past the batch.
+        let poll = glommio::spawn_local({
+            let leader = leader.clone();
+            async move { leader.read(QueueId(1), 1, 1 << 20, ReadWait::Upto(Duration::from_secs(30))).await.unwrap() }
+        });
+        glommio::timer::sleep(Duration::from_millis(20)).await;
+        leader.commit_to(Some(leader.log_positions().2));
+        let got = poll.await;
+        assert_eq!(records(&got.bytes), vec![(1, b"held back".to_vec())]);
+        // Lifted, reads see everything written.
+        leader.append(QueueId(2), &batch_of(b"no gate")).await.unwrap();
+        assert_eq!(leader.offsets(QueueId(2)).unwrap(), (0, 0));
+        leader.commit_to(None);
+        assert_eq!(leader.offsets(QueueId(2)).unwrap(), (0, 1));
+        leader.close().await.unwrap();
+    });
+}
