@@ -209,7 +209,28 @@ struct ServeArgs {
     /// With --cluster: a node that stops renewing its etcd lease for this long is gone, ms.
     #[arg(long, requires = "cluster")]
     lease_ms: Option<u64>,
+    /// With --cluster: when a produce is acknowledged: sync (once min-insync replicas hold it durably) or async (once the leader does).
+    #[arg(long, requires = "cluster")]
+    replication: Option<Replication>,
+    /// With --cluster and sync replication: replicas, the leader counted, that must hold a produce durably.
+    #[arg(long, requires = "cluster")]
+    min_insync: Option<usize>,
 }
+
+/// `--replication`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+enum Replication {
+    Sync,
+    Async,
+}
+
+/// Replicas that hold a sync produce durably by default (the leader and one follower).
+const DEFAULT_MIN_INSYNC: usize = 2;
+/// A follower that has not fetched for this long leaves the in-sync set.
+const REPLICA_LAG_MAX: Duration = Duration::from_secs(10);
+/// Longest a sync produce waits for its followers.
+const REPLICA_ACK_TIMEOUT: Duration = Duration::from_secs(10);
 
 impl ServeArgs {
     /// The cluster this node joins, if any (an empty `advertise`: shard 0's address, once bound).
@@ -226,6 +247,20 @@ impl ServeArgs {
                 .or(file.lease_ms)
                 .map_or(ringmq::cluster::DEFAULT_LEASE_TTL, Duration::from_millis),
         }))
+    }
+
+    /// How the node's broker group replicates (cluster mode).
+    fn replication(&self, file: &ServeArgs) -> server::ReplicationConfig {
+        let mode = match self.replication.or(file.replication).unwrap_or(Replication::Sync) {
+            Replication::Sync => server::ReplicationMode::Sync,
+            Replication::Async => server::ReplicationMode::Async,
+        };
+        server::ReplicationConfig {
+            mode,
+            min_insync: self.min_insync.or(file.min_insync).unwrap_or(DEFAULT_MIN_INSYNC),
+            lag_max: REPLICA_LAG_MAX,
+            ack_timeout: REPLICA_ACK_TIMEOUT,
+        }
     }
 
     /// The settings file named by --config, or none.
@@ -521,6 +556,7 @@ fn main() -> ExitCode {
 fn serve(a: ServeArgs) -> Result<(), String> {
     let file = a.file()?;
     let cluster = a.cluster(&file)?;
+    let replication = a.replication(&file);
     let cfg = a.resolve(file)?;
     let failed: Vec<_> = ringmq::doctor::run(&cfg.data_dir, &cfg.cores, cfg.max_connections, disk_needs(&cfg))
         .into_iter()
@@ -530,38 +566,120 @@ fn serve(a: ServeArgs) -> Result<(), String> {
         let lines: Vec<String> = failed.iter().map(|c| format!("  {}: {}", c.name, c.detail)).collect();
         return Err(format!("this host cannot run the broker (see `ringmq doctor`):\n{}", lines.join("\n")));
     }
+    match cluster {
+        None => serve_single(cfg),
+        Some(c) => serve_in_cluster(cfg, c, replication),
+    }
+}
+
+/// A single node: serves until a signal.
+fn serve_single(cfg: ServerConfig) -> Result<(), String> {
     let server = server::start(cfg).map_err(|e| e.to_string())?;
     // Installed once serving: until then a signal ends the process at once
     // (start-up writes nothing a crash would not also leave).
     let mut signals = Signals::new([SIGINT, SIGTERM]).map_err(|e| format!("installing signal handlers: {e}"))?;
     let addrs: Vec<String> = server.addrs.iter().map(|a| a.to_string()).collect();
-    let control = match cluster.map(|c| join_cluster(c, &addrs[0])).transpose() {
-        Ok(control) => control,
-        Err(e) => {
-            server.stop();
-            return Err(e);
-        }
-    };
     println!("ringmq listening on {} (shards: {})", addrs[0], addrs.join(" "));
     std::io::stdout().flush().map_err(|e| e.to_string())?;
     let signal = signals.forever().next();
     eprintln!("ringmq: shutting down (signal {})", signal.unwrap_or_default());
-    if let Some(control) = control {
-        control.stop();
-    }
     server.stop();
     Ok(())
 }
 
-/// Registers this node with the cluster's etcd.
-fn join_cluster(
+/// Why a cluster node's server stops.
+enum Wake {
+    Signal(i32),
+    RoleLost(String),
+}
+
+/// A cluster node: registers, then serves in the role each election gives
+/// it, starting over in a new role whenever the control plane says the old
+/// one is lost, until a signal.
+fn serve_in_cluster(
+    mut cfg: ServerConfig,
     mut c: ringmq::cluster::ClusterConfig,
-    listening: &str,
-) -> Result<ringmq::cluster::ControlPlane, String> {
-    if c.advertise.is_empty() {
-        c.advertise = listening.to_string();
+    replication: server::ReplicationConfig,
+) -> Result<(), String> {
+    if cfg.listen.port() == 0 {
+        return Err("cluster mode needs a fixed --listen port: followers reach shard k at its port + k".into());
     }
-    ringmq::cluster::ControlPlane::start(c).map_err(|e| e.to_string())
+    if c.advertise.is_empty() {
+        if cfg.listen.ip().is_unspecified() {
+            return Err(format!("--listen {} is every address: name the one peers reach with --advertise", cfg.listen));
+        }
+        c.advertise = cfg.listen.to_string();
+    }
+    let (wake, woken) = std::sync::mpsc::channel();
+    let lost = wake.clone();
+    let on_lost: ringmq::cluster::OnLost = Box::new(move |why| {
+        let _ = lost.send(Wake::RoleLost(why));
+    });
+    let (group, node) = (c.group.clone(), c.node.clone());
+    let control = ringmq::cluster::ControlPlane::start(c, on_lost).map_err(|e| e.to_string())?;
+    let mut signals = Signals::new([SIGINT, SIGTERM]).map_err(|e| format!("installing signal handlers: {e}"))?;
+    std::thread::Builder::new()
+        .name("ringmq-signals".into())
+        .spawn(move || {
+            for signal in signals.forever() {
+                let _ = wake.send(Wake::Signal(signal));
+            }
+        })
+        .map_err(|e| format!("starting the signal thread: {e}"))?;
+    let result = loop {
+        let elected = match control.elect() {
+            Ok(elected) => elected,
+            Err(e) => break Err(e),
+        };
+        let (epoch, lead) = match elected {
+            ringmq::cluster::Elected::Leader { epoch } => (epoch, server::Lead::Leader),
+            ringmq::cluster::Elected::Follower(l) => {
+                let addr = match l.advertise.parse() {
+                    Ok(addr) => addr,
+                    Err(e) => break Err(format!("the leader's address {:?}: {e}", l.advertise)),
+                };
+                (l.epoch, server::Lead::Follower { leader: l.node, addr })
+            }
+        };
+        let role = match &lead {
+            server::Lead::Leader => "leader".to_string(),
+            server::Lead::Follower { leader, .. } => format!("follower of {leader}"),
+        };
+        cfg.cluster = Some(server::ClusterRole {
+            group: group.clone(),
+            node: node.clone(),
+            epoch,
+            replication: replication.clone(),
+            lead,
+        });
+        let server = match server::start(cfg.clone()) {
+            Ok(server) => server,
+            Err(e) => break Err(e.to_string()),
+        };
+        let addrs: Vec<String> = server.addrs.iter().map(|a| a.to_string()).collect();
+        // Whoever started the node may have stopped reading (a closed pipe is no reason to stop).
+        let mut out = std::io::stdout();
+        let _ =
+            writeln!(out, "ringmq listening on {} (shards: {}) as {role} in epoch {epoch}", addrs[0], addrs.join(" "));
+        let _ = out.flush();
+        match woken.recv() {
+            Ok(Wake::RoleLost(why)) => {
+                eprintln!("ringmq: {why}; restarting in the role the next election gives");
+                server.stop();
+            }
+            Ok(Wake::Signal(signal)) => {
+                eprintln!("ringmq: shutting down (signal {signal})");
+                server.stop();
+                break Ok(());
+            }
+            Err(_) => {
+                server.stop();
+                break Err("the control plane and signal threads are gone".into());
+            }
+        }
+    };
+    control.stop();
+    result
 }
 
 fn cluster(action: ClusterAction) -> Result<(), String> {

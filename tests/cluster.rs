@@ -37,7 +37,8 @@ fn nodes_register_under_a_lease_and_leave_on_stop_or_when_it_runs_out() {
     let etcd = Etcd::start(&dir.path().join("etcd"));
     let join = |node: &str, data: &str| {
         let args = ["--cluster", &etcd.url, "--group", "g1", "--node", node, "--lease-ms", "1000"];
-        Broker::start(&dir.path().join(data), &args)
+        let listen = format!("127.0.0.1:{}", common::free_port_pair("127.0.0.1"));
+        Broker::start_listening(&dir.path().join(data), &listen, &args)
     };
     let mut a = join("a", "a");
     let mut b = join("b", "b");
@@ -62,7 +63,7 @@ fn a_node_that_cannot_reach_etcd_refuses_to_start_and_says_why() {
     // Nothing listens there.
     let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
     let out = Command::new(env!("CARGO_BIN_EXE_ringmq"))
-        .args(["serve", "--listen", "127.0.0.1:0", "--cores", "0", "--segment-mib", "16", "--cache-mib", "16"])
+        .args(["serve", "--listen", "127.0.0.1:9", "--cores", "0", "--segment-mib", "16", "--cache-mib", "16"])
         .arg("--data-dir")
         .arg(dir.path())
         .args(["--cluster", &format!("etcd://127.0.0.1:{port}"), "--group", "g1", "--node", "a"])

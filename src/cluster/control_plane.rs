@@ -3,7 +3,14 @@
 //! under a new lease if the old one is lost (etcd restarted, or the node was
 //! cut off longer than the lease), and revokes it at a clean stop so the
 //! node is gone at once rather than when the lease runs out.
+//!
+//! It also elects: asked, it finds the group's leader or campaigns to be it
+//! (election.rs), then watches that role every renewal. When the role is
+//! lost (the leader's key is gone or has a new epoch, or this node's own
+//! lease lapsed while it led) it says so, and the node restarts in the role
+//! the next election gives it.
 
+use super::election::{self, Leadership};
 use super::registry::{self, Node, NodeKey};
 use super::{ClusterConfig, ETCD_TIMEOUT};
 use etcd_client::{LeaseKeepAliveStream, LeaseKeeper, PutOptions};
@@ -20,25 +27,42 @@ pub enum ControlPlaneError {
     Thread(String),
 }
 
+/// Longest an election may take before it is reported as failed.
+const ELECTION_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// This node's place in its group, as an election decided it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Elected {
+    Leader { epoch: u64 },
+    Follower(Leadership),
+}
+
+/// Called on the control-plane thread when the elected role is lost.
+pub type OnLost = Box<dyn Fn(String) + Send>;
+
+type ElectReply = std::sync::mpsc::Sender<Result<Elected, String>>;
+
 /// This node's link to the cluster's etcd, on a thread of its own.
 pub struct ControlPlane {
     stop: Option<oneshot::Sender<()>>,
+    elect: tokio::sync::mpsc::UnboundedSender<ElectReply>,
     thread: Option<std::thread::JoinHandle<()>>,
 }
 
 impl ControlPlane {
     /// Registers this node and keeps its registration alive; returns once it
     /// is registered (or why it could not be).
-    pub fn start(config: ClusterConfig) -> Result<ControlPlane, ControlPlaneError> {
+    pub fn start(config: ClusterConfig, on_lost: OnLost) -> Result<ControlPlane, ControlPlaneError> {
         let (ready_tx, ready_rx) = mpsc::channel();
         let (stop_tx, stop_rx) = oneshot::channel();
+        let (elect_tx, elect_rx) = tokio::sync::mpsc::unbounded_channel();
         let endpoints = config.endpoints.clone();
         let thread = std::thread::Builder::new()
             .name("ringmq-control".into())
             .spawn(move || {
                 let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build();
                 match runtime {
-                    Ok(runtime) => runtime.block_on(run(config, ready_tx, stop_rx)),
+                    Ok(runtime) => runtime.block_on(run(config, ready_tx, stop_rx, elect_rx, on_lost)),
                     Err(e) => {
                         let _ = ready_tx.send(Err(format!("starting its runtime: {e}")));
                     }
@@ -47,10 +71,18 @@ impl ControlPlane {
             .map_err(|e| ControlPlaneError::Thread(e.to_string()))?;
         let failed = |reason: String| ControlPlaneError::Etcd { endpoints: endpoints.clone(), reason };
         match ready_rx.recv_timeout(2 * ETCD_TIMEOUT) {
-            Ok(Ok(())) => Ok(ControlPlane { stop: Some(stop_tx), thread: Some(thread) }),
+            Ok(Ok(())) => Ok(ControlPlane { stop: Some(stop_tx), elect: elect_tx, thread: Some(thread) }),
             Ok(Err(reason)) => Err(failed(reason)),
             Err(_) => Err(failed(format!("no answer within {:?}", 2 * ETCD_TIMEOUT))),
         }
+    }
+
+    /// Finds the group's leader, or becomes it; this node's role is then
+    /// watched until it is lost (`OnLost`).
+    pub fn elect(&self) -> Result<Elected, String> {
+        let (reply, answer) = mpsc::channel();
+        self.elect.send(reply).map_err(|_| "the control plane stopped".to_string())?;
+        answer.recv_timeout(ELECTION_TIMEOUT).map_err(|_| format!("no leader elected within {ELECTION_TIMEOUT:?}"))?
     }
 
     /// Revokes the registration and stops the thread.
@@ -85,7 +117,13 @@ async fn register(config: &ClusterConfig) -> Result<Registered, String> {
     Ok(Registered { client, lease, keeper, answers })
 }
 
-async fn run(config: ClusterConfig, ready: mpsc::Sender<Result<(), String>>, mut stop: oneshot::Receiver<()>) {
+async fn run(
+    config: ClusterConfig,
+    ready: mpsc::Sender<Result<(), String>>,
+    mut stop: oneshot::Receiver<()>,
+    mut elect: tokio::sync::mpsc::UnboundedReceiver<ElectReply>,
+    on_lost: OnLost,
+) {
     let mut registered = match register(&config).await {
         Ok(r) => r,
         Err(reason) => {
@@ -95,23 +133,82 @@ async fn run(config: ClusterConfig, ready: mpsc::Sender<Result<(), String>>, mut
     };
     let _ = ready.send(Ok(()));
     let renew_every = (config.lease_ttl / 3).max(Duration::from_millis(100));
+    let mut role: Option<Elected> = None;
     loop {
         tokio::select! {
             _ = &mut stop => break,
+            asked = elect.recv() => {
+                let Some(reply) = asked else { break };
+                let elected = tokio::time::timeout(ELECTION_TIMEOUT, find_or_become_leader(&config, &mut registered, renew_every)).await;
+                let elected = elected.unwrap_or_else(|_| Err("the election timed out".into()));
+                role = elected.as_ref().ok().cloned();
+                let _ = reply.send(elected);
+                continue;
+            }
             _ = tokio::time::sleep(renew_every) => {}
         }
         if let Err(error) = renew(&mut registered).await {
             tracing::warn!(%error, lease = registered.lease, "the etcd lease was not renewed; registering again");
+            if matches!(role, Some(Elected::Leader { .. })) {
+                // Fenced: another node may be elected once the lease runs out.
+                role = None;
+                on_lost(format!("this node's etcd lease was not renewed ({error}); it no longer leads"));
+            }
             match register(&config).await {
                 Ok(r) => registered = r,
                 Err(error) => tracing::error!(%error, "registering with etcd again failed; retrying"),
             }
+            continue;
+        }
+        if let Some(why) = role_lost(&config, &mut registered.client, role.as_ref()).await {
+            role = None;
+            on_lost(why);
         }
     }
     let Registered { mut client, lease, .. } = registered;
     match tokio::time::timeout(ETCD_TIMEOUT, client.lease_revoke(lease)).await {
         Ok(Ok(_)) => tracing::info!(lease, "left the cluster: lease revoked"),
         _ => tracing::warn!(lease, "could not revoke the etcd lease; it runs out by itself"),
+    }
+}
+
+/// The group's leader, or this node once it wins a campaign; renews the
+/// lease while it waits for a stale leader key of its own to run out.
+async fn find_or_become_leader(config: &ClusterConfig, r: &mut Registered, pause: Duration) -> Result<Elected, String> {
+    loop {
+        match election::current(&mut r.client, &config.group).await? {
+            Some(leader) if leader.node != config.node => return Ok(Elected::Follower(leader)),
+            Some(_) => {
+                // This node's key from an earlier life: it goes when that lease runs out.
+                tokio::time::sleep(pause).await;
+                renew(r).await?;
+            }
+            None => {
+                let won = election::campaign(&mut r.client, &config.group, &config.node, &config.advertise, r.lease);
+                if let Some(epoch) = won.await? {
+                    tracing::info!(group = %config.group, node = %config.node, epoch, "elected leader");
+                    return Ok(Elected::Leader { epoch });
+                }
+            }
+        }
+    }
+}
+
+/// Why the elected role no longer holds, if it does not.
+async fn role_lost(config: &ClusterConfig, client: &mut etcd_client::Client, role: Option<&Elected>) -> Option<String> {
+    let role = role?;
+    let current = match election::current(client, &config.group).await {
+        Ok(current) => current,
+        Err(error) => {
+            tracing::warn!(%error, "reading the group's leader failed");
+            return None;
+        }
+    };
+    match (role, current) {
+        (Elected::Leader { epoch }, Some(l)) if l.node == config.node && l.epoch == *epoch => None,
+        (Elected::Follower(mine), Some(l)) if l == *mine => None,
+        (_, Some(l)) => Some(format!("broker group {:?} is led by {} in epoch {} now", config.group, l.node, l.epoch)),
+        (_, None) => Some(format!("broker group {:?} lost its leader", config.group)),
     }
 }
 

@@ -1,15 +1,17 @@
 //! Cluster mode's control plane: etcd holds which nodes are alive (each
-//! registered under a lease it keeps alive), and later the groups' leaders,
-//! epochs and in-sync replicas. The data path never goes through etcd.
+//! registered under a lease it keeps alive) and each broker group's leader
+//! and epoch (changed only by compare-and-swap). The data path never goes through etcd.
 //!
 //! The etcd client (tonic over tokio) runs on a thread of its own,
 //! `ringmq-control`, bridged to the rest by channels: no shard thread ever
 //! runs it.
 
 mod control_plane;
+mod election;
 mod registry;
 
-pub use control_plane::{ControlPlane, ControlPlaneError};
+pub use control_plane::{ControlPlane, ControlPlaneError, Elected, OnLost};
+pub use election::Leadership;
 pub use registry::{list_nodes, Node, NodeKey};
 
 use std::time::Duration;

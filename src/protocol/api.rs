@@ -51,6 +51,7 @@ wire_enum! {
         PollChecks = 22,
         ProduceMany = 23,
         FetchMany = 24,
+        ReplicaFetch = 25,
     }
 }
 
@@ -101,6 +102,12 @@ wire_enum! {
         CorruptData = 22,
         /// The shard's disk is full: nothing was stored; retry once space is freed.
         StorageFull = 23,
+        /// This node does not lead the queue's broker group (or leads another epoch): refresh metadata.
+        NotLeader = 24,
+        /// The follower's log does not continue the leader's: cut it back and fetch again.
+        LogDiverged = 25,
+        /// Sync replication: too few replicas hold the batch durably (it is stored on the leader).
+        NotEnoughReplicas = 26,
     }
 }
 
@@ -112,7 +119,10 @@ impl ErrorCode {
 
     /// True if the same request may succeed when retried (after a metadata refresh or a pause).
     pub fn is_retriable(self) -> bool {
-        matches!(self, ErrorCode::ShuttingDown | ErrorCode::UnknownTopic | ErrorCode::UnknownQueue)
+        matches!(
+            self,
+            ErrorCode::ShuttingDown | ErrorCode::UnknownTopic | ErrorCode::UnknownQueue | ErrorCode::NotLeader
+        )
     }
 
     /// True if the member must join the group again.

@@ -704,3 +704,70 @@ mod tests {
         assert!(Produce::decode(&mut Reader::new(&lying)).is_err());
     }
 }
+
+/// ReplicaFetch: a follower's shard asks the same shard of its group's
+/// leader for the log from `from`, its own durable end (which tells the
+/// leader how far the follower has it durable).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ReplicaFetch {
+    pub group: String,
+    pub follower: String,
+    /// The leader epoch the follower follows: a leader of another epoch refuses.
+    pub epoch: u64,
+    pub shard: u32,
+    pub from: u64,
+    pub max_bytes: u32,
+    pub max_wait_ms: u32,
+}
+
+impl ReplicaFetch {
+    pub fn encode(&self, w: &mut Writer) {
+        w.string(&self.group).string(&self.follower).u64(self.epoch).u32(self.shard);
+        w.u64(self.from).u32(self.max_bytes).u32(self.max_wait_ms);
+    }
+
+    pub fn decode(r: &mut Reader) -> Result<Self, DecodeError> {
+        Ok(ReplicaFetch {
+            group: r.string()?,
+            follower: r.string()?,
+            epoch: r.u64()?,
+            shard: r.u32()?,
+            from: r.u64()?,
+            max_bytes: r.u32()?,
+            max_wait_ms: r.u32()?,
+        })
+    }
+}
+
+/// ReplicaFetch response: whole stored batches from `from` to `next` (a
+/// padding batch as its header alone), and the leader's log positions.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ReplicaRange<'a> {
+    pub epoch: u64,
+    pub from: u64,
+    pub next: u64,
+    pub log_start: u64,
+    pub written_end: u64,
+    /// Everything before this is durable on the leader and `min_insync` followers.
+    pub committed_end: u64,
+    pub batches: &'a [u8],
+}
+
+impl<'a> ReplicaRange<'a> {
+    pub fn encode(&self, w: &mut Writer) {
+        w.u64(self.epoch).u64(self.from).u64(self.next).u64(self.log_start);
+        w.u64(self.written_end).u64(self.committed_end).bytes(self.batches);
+    }
+
+    pub fn decode(r: &mut Reader<'a>) -> Result<Self, DecodeError> {
+        Ok(ReplicaRange {
+            epoch: r.u64()?,
+            from: r.u64()?,
+            next: r.u64()?,
+            log_start: r.u64()?,
+            written_end: r.u64()?,
+            committed_end: r.u64()?,
+            batches: r.bytes()?,
+        })
+    }
+}

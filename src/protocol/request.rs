@@ -7,7 +7,7 @@ use super::api::ApiKey;
 use super::codec::{DecodeError, Reader};
 use super::messages::{
     decode_names, CreateTopic, Fetch, FetchMany, GroupOffset, JoinGroup, LookupQuery, Membership, Produce,
-    ProduceDelayed, ProduceMany, QueueLocking, QueueRef, SendBack, SyncGroup, Transactional,
+    ProduceDelayed, ProduceMany, QueueLocking, QueueRef, ReplicaFetch, SendBack, SyncGroup, Transactional,
 };
 
 /// A decoded request of any API.
@@ -38,6 +38,7 @@ pub enum Request<'a> {
     PollChecks { group: String, wait_ms: u32 },
     ProduceMany(ProduceMany<'a>),
     FetchMany(FetchMany),
+    ReplicaFetch(ReplicaFetch),
 }
 
 impl<'a> Request<'a> {
@@ -70,6 +71,7 @@ impl<'a> Request<'a> {
             ApiKey::PollChecks => Request::PollChecks { group: r.string()?, wait_ms: r.u32()? },
             ApiKey::ProduceMany => Request::ProduceMany(ProduceMany::decode(&mut r)?),
             ApiKey::FetchMany => Request::FetchMany(FetchMany::decode(&mut r)?),
+            ApiKey::ReplicaFetch => Request::ReplicaFetch(ReplicaFetch::decode(&mut r)?),
         };
         r.finish()?;
         Ok(request)
@@ -94,6 +96,7 @@ impl<'a> Request<'a> {
         match self {
             Request::Fetch(f) => Some(("max_wait_ms", f.max_wait_ms)),
             Request::FetchMany(f) => Some(("max_wait_ms", f.max_wait_ms)),
+            Request::ReplicaFetch(f) => Some(("max_wait_ms", f.max_wait_ms)),
             Request::Heartbeat { wait_ms, .. } => Some(("wait_ms", *wait_ms)),
             Request::PollChecks { wait_ms, .. } => Some(("wait_ms", *wait_ms)),
             _ => None,

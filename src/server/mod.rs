@@ -15,12 +15,14 @@ mod data;
 mod delay;
 mod groups;
 mod internal;
+mod replica;
 mod shard;
 mod tx;
 mod wire;
 
 pub use self::core::config;
 pub use self::core::config::ServerConfig;
+pub use self::core::replication::{ClusterRole, Lead, ReplicationConfig, ReplicationMode};
 
 use self::core::clock::Clock;
 use self::core::tasks::Stop;

@@ -5,16 +5,19 @@
 
 use super::core::clock::Clock;
 use super::core::config::ServerConfig;
-use super::core::context::{Core, Parts};
+use super::core::context::{Core, Parts, ShardRole};
 use super::core::mesh::{Mesh, MeshMsg};
 use super::core::metadata::Metadata;
+use super::core::metadata_log;
 use super::core::offsets::Offsets;
+use super::core::replication::{ClusterRole, Lead, Replication, ReplicationMode};
 use super::core::stall;
 use super::core::tasks::{Death, Stop};
 use super::delay::levels;
 use super::delay::timer::Timer;
 use super::groups::Groups;
 use super::internal::retention_floor;
+use super::replica::follower;
 use super::tx::Transactions;
 use super::wire::{self, connection, Services};
 use glommio::channels::channel_mesh::FullMesh;
@@ -73,7 +76,20 @@ fn storage_config(cfg: &ServerConfig, index: usize) -> ShardConfig {
 
 async fn serve(s: Startup) -> Result<(), String> {
     let cfg = &s.config;
-    let storage = Shard::open(storage_config(cfg, s.index)).await.map_err(|e| format!("opening storage: {e}"))?;
+    let lead = cfg.cluster.as_ref().map(|c| &c.lead);
+    let storage = match lead {
+        Some(Lead::Follower { .. }) => Shard::open_mirror(storage_config(cfg, s.index), None).await,
+        _ => Shard::open(storage_config(cfg, s.index)).await,
+    }
+    .map_err(|e| format!("opening storage: {e}"))?;
+    if s.index == 0 {
+        metadata_log::open(&storage).await.map_err(|e| format!("opening the metadata log: {e}"))?;
+        if !storage.is_mirror() {
+            // A follower promoted to leader: its log may hold metadata its file lacks.
+            metadata_log::store_newest(&storage, &cfg.data_dir).await?;
+        }
+    }
+    let role = shard_role(cfg, &storage);
     let mut addr = cfg.listen;
     if addr.port() != 0 {
         addr.set_port(addr.port() + s.index as u16);
@@ -92,6 +108,7 @@ async fn serve(s: Startup) -> Result<(), String> {
         mesh: Rc::new(Mesh::new(senders)),
         clock: s.clock.clone(),
         offsets,
+        role,
     });
     levels::open(&core).await.map_err(|e| format!("opening delay levels: {e}"))?;
     let timer = Timer::open(&core).await.map_err(|e| format!("loading delayed messages: {e}"))?;
@@ -100,7 +117,15 @@ async fn serve(s: Startup) -> Result<(), String> {
     core.apply_metadata(metadata).await.map_err(|e| format!("creating queues: {e}"))?;
     let services = Rc::new(Services { core: core.clone(), groups: Groups::new(core.clone()), timer, transactions });
     let mesh_tasks = core.mesh().spawn_receivers(receivers, wire::serve_calls(&services));
-    start_tasks(&services, listener);
+    match cfg.cluster.as_ref() {
+        Some(ClusterRole { lead: Lead::Follower { addr, .. }, group, node, epoch, .. }) => {
+            let mut addr = *addr;
+            addr.set_port(addr.port() + s.index as u16);
+            let leader = follower::Leader { group: group.clone(), node: node.clone(), epoch: *epoch, addr };
+            start_follower_tasks(&services, listener, leader);
+        }
+        _ => start_tasks(&services, listener),
+    }
     s.report.send((s.index, Ok(None))).map_err(|e| e.to_string())?;
     let asked = async {
         s.stop.asked().await;
@@ -116,6 +141,23 @@ async fn serve(s: Startup) -> Result<(), String> {
     closed.map_err(|e| format!("closing storage: {e}"))
 }
 
+/// What this shard does in its broker group (a single node: nothing more).
+fn shard_role(cfg: &ServerConfig, storage: &Shard) -> ShardRole {
+    let Some(c) = cfg.cluster.as_ref() else { return ShardRole::Single };
+    match &c.lead {
+        Lead::Follower { leader, .. } => ShardRole::Follower { leader: leader.clone() },
+        Lead::Leader => {
+            let (_, _, durable) = storage.log_positions();
+            let replication = Replication::new(c.replication.clone(), c.group.clone(), c.epoch, durable);
+            if c.replication.mode == ReplicationMode::Sync {
+                // What is in the log now was committed by an earlier epoch (or is all there is).
+                storage.commit_to(Some(durable));
+            }
+            ShardRole::Leader(Rc::new(replication))
+        }
+    }
+}
+
 /// Starts the listener and every background task of the shard.
 fn start_tasks(s: &Rc<Services>, listener: TcpListener) {
     let (core, tasks) = (&s.core, s.core.tasks());
@@ -126,6 +168,20 @@ fn start_tasks(s: &Rc<Services>, listener: TcpListener) {
     s.transactions.start();
     tasks.spawn("retention floor", Death::Logged, retention_floor_loop(s.clone()));
     tasks.spawn("offset snapshots", Death::Logged, offset_snapshots(core.clone()));
+    start_stall_probe(core);
+}
+
+/// A follower's shard: the listener (which sends clients to the leader) and
+/// the fetch loop; the features' tasks start when the node leads.
+fn start_follower_tasks(s: &Rc<Services>, listener: TcpListener, leader: follower::Leader) {
+    let (core, tasks) = (&s.core, s.core.tasks());
+    tasks.spawn("listener", Death::Fatal, connection::accept_loop(s.clone(), listener));
+    tasks.spawn("replication fetch", Death::Fatal, follower::follow(core.clone(), leader));
+    start_stall_probe(core);
+}
+
+fn start_stall_probe(core: &Rc<Core>) {
+    let tasks = core.tasks();
     let threshold = core.config().stall_threshold;
     if !threshold.is_zero() {
         let core = core.clone();

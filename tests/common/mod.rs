@@ -75,27 +75,44 @@ pub fn assert_per_sender_order(got: &[ConsumedMessage]) -> HashSet<u32> {
     last.keys().map(|(q, _)| *q).collect()
 }
 
+/// A free port on `ip` whose next port is free too (for a 2-shard broker).
+pub fn free_port_pair(ip: &str) -> u16 {
+    loop {
+        let port = std::net::TcpListener::bind((ip, 0)).unwrap().local_addr().unwrap().port();
+        if port < u16::MAX && std::net::TcpListener::bind((ip, port + 1)).is_ok() {
+            return port;
+        }
+    }
+}
+
 /// A broker process.
 pub struct Broker {
     child: Option<Child>,
     pub dir: PathBuf,
     /// Shard addresses, shard 0 first.
     pub addrs: Vec<String>,
+    listen: String,
     extra: Vec<String>,
 }
 
 impl Broker {
     /// Starts a 2-shard broker in `dir` with small segments and caches.
     pub fn start(dir: &Path, extra: &[&str]) -> Broker {
+        Broker::start_listening(dir, "127.0.0.1:0", extra)
+    }
+
+    /// Starts a 2-shard broker whose shard 0 listens on `listen` (shard 1 on its port + 1).
+    pub fn start_listening(dir: &Path, listen: &str, extra: &[&str]) -> Broker {
         let extra: Vec<String> = extra.iter().map(|s| s.to_string()).collect();
-        let mut b = Broker { child: None, dir: dir.to_path_buf(), addrs: Vec::new(), extra };
+        let listen = listen.to_string();
+        let mut b = Broker { child: None, dir: dir.to_path_buf(), addrs: Vec::new(), listen, extra };
         b.launch();
         b
     }
 
     fn launch(&mut self) {
         let mut child = Command::new(env!("CARGO_BIN_EXE_ringmq"))
-            .args(["serve", "--listen", "127.0.0.1:0", "--cores", "0,1", "--segment-mib", "16", "--cache-mib", "16"])
+            .args(["serve", "--listen", &self.listen, "--cores", "0,1", "--segment-mib", "16", "--cache-mib", "16"])
             .arg("--data-dir")
             .arg(&self.dir)
             .args(&self.extra)

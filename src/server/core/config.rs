@@ -61,6 +61,8 @@ pub struct ServerConfig {
     /// backtraces of shorter stalls) cost e2e p50 +15-20% at 175k msgs/s in
     /// 3 of 3 alternating runs.
     pub task_quota: Duration,
+    /// Cluster mode: this node's role in its broker group (None: a single node).
+    pub cluster: Option<super::replication::ClusterRole>,
 }
 
 /// Space each shard holds back in its ballast (released when the disk
@@ -117,6 +119,7 @@ impl ServerConfig {
             completion_yield: storage.completion_yield,
             stall_threshold: Duration::from_millis(10),
             task_quota: Duration::from_millis(100),
+            cluster: None,
         }
     }
 }

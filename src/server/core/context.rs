@@ -7,6 +7,7 @@ use super::config::ServerConfig;
 use super::mesh::Mesh;
 use super::metadata::Metadata;
 use super::offsets::Offsets;
+use super::replication::Replication;
 use super::stall::StallStats;
 use super::tasks::Tasks;
 use ringmq_shards::Shard;
@@ -34,6 +35,18 @@ pub struct Core {
     tasks: Tasks,
     /// Times this shard's thread was held past the stall threshold.
     stalls: Rc<StallStats>,
+    role: ShardRole,
+}
+
+/// What this shard does in its broker group.
+#[derive(Clone)]
+pub enum ShardRole {
+    /// A single node: no replication.
+    Single,
+    /// Leads: produces wait for its followers as the replication mode says.
+    Leader(Rc<Replication>),
+    /// Mirrors the leader's shard; clients are sent to the leader.
+    Follower { leader: String },
 }
 
 /// What a shard's core is made of, opened by the shard's start-up.
@@ -45,6 +58,7 @@ pub struct Parts {
     pub mesh: Rc<Mesh>,
     pub clock: Arc<Clock>,
     pub offsets: Offsets,
+    pub role: ShardRole,
 }
 
 impl Core {
@@ -65,6 +79,7 @@ impl Core {
             offsets: p.offsets,
             tasks: Tasks::default(),
             stalls: Rc::default(),
+            role: p.role,
         })
     }
 
@@ -122,5 +137,9 @@ impl Core {
 
     pub fn stalls(&self) -> &Rc<StallStats> {
         &self.stalls
+    }
+
+    pub fn role(&self) -> &ShardRole {
+        &self.role
     }
 }

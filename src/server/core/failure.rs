@@ -47,6 +47,8 @@ impl From<StorageError> for Failure {
             StorageError::Failed(_) | StorageError::Io { .. } | StorageError::Corruption { .. } => {
                 ErrorCode::StorageFailed
             }
+            StorageError::PositionOutOfRange { .. } | StorageError::Diverged { .. } => ErrorCode::LogDiverged,
+            StorageError::WrongRole(_) => ErrorCode::NotLeader,
             StorageError::QueueExists(_) | StorageError::Config(_) => ErrorCode::Internal,
         };
         Failure(code, e.to_string())

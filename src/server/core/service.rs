@@ -3,7 +3,7 @@
 //! of this shard's queues, check a client's batch, commit and read offsets.
 //! Topic changes are in `topics.rs`. No call here encodes or decodes a frame.
 
-use super::context::Core;
+use super::context::{Core, ShardRole};
 use super::failure::Failure;
 use super::mesh::{Answer, Call};
 use super::metadata::QueueSlot;
@@ -40,6 +40,7 @@ impl Core {
     pub async fn append_here(&self, slot: QueueSlot, batch: &[u8]) -> Result<(u64, u32), Failure> {
         assert!(self.owns(slot), "queue {} lives on shard {}, not {}", slot.storage_id, slot.shard, self.id());
         let appended = self.storage().append(QueueId(slot.storage_id), batch).await?;
+        self.replicated(appended.position.0 + batch.len() as u64).await?;
         Ok((appended.base_offset, appended.record_count))
     }
 
@@ -95,7 +96,18 @@ impl Core {
     /// shard: the group's coordinator, or for the broker's own cursors the
     /// shard they belong to).
     pub async fn commit_offset(&self, group: &str, topic: &str, queue: u32, offset: u64) -> Result<(), Failure> {
-        Ok(self.offsets().commit(self.storage(), group, topic, queue, offset).await?)
+        self.offsets().commit(self.storage(), group, topic, queue, offset).await?;
+        let (_, written_end, _) = self.storage().log_positions();
+        self.replicated(written_end).await
+    }
+
+    /// Returns once the log up to `end` is replicated as the group's mode
+    /// asks (at once on a single node or with async replication).
+    pub async fn replicated(&self, end: u64) -> Result<(), Failure> {
+        match self.role() {
+            ShardRole::Leader(replication) => replication.wait_committed(self.storage(), end).await,
+            ShardRole::Single | ShardRole::Follower { .. } => Ok(()),
+        }
     }
 
     /// `group`'s committed offset of the queue on this shard, if any.

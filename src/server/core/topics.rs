@@ -59,6 +59,9 @@ impl Core {
     /// Stores new metadata durably, then applies it on every shard.
     async fn publish(&self, next: Metadata) -> Result<(), Failure> {
         assert_eq!(self.id(), METADATA_SHARD, "metadata changes are made on shard 0");
+        // In the log first, so that a broker group's followers have it and
+        // the log is never behind the file (start-up takes the log's newest).
+        super::metadata_log::append(self.storage(), &next, self.clock().now_ms() as i64).await?;
         // A buffered write and two fsyncs: on the blocking pool, not the shard's thread.
         let (stored, dir) = (next.clone(), self.config().data_dir.clone());
         glommio::executor().spawn_blocking(move || stored.store(&dir)).await.map_err(|e| {

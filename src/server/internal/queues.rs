@@ -20,6 +20,10 @@ pub const TX_HALF: QueueId = QueueId(u32::MAX - 32);
 /// Transactions' decisions, checks and deliveries.
 pub const TX_OP: QueueId = QueueId(u32::MAX - 33);
 
+/// Shard 0's copies of the topic metadata, one record per change, so that
+/// it replicates with the log to a broker group's followers.
+pub const METADATA: QueueId = QueueId(u32::MAX - 34);
+
 /// The storage queue of a delay level (1..=DELAY_LEVELS): `MAX - 3` down to `MAX - 20`.
 pub fn delay_level(level: u32) -> QueueId {
     assert!((1..=DELAY_LEVELS).contains(&level), "delay level {level} outside 1..={DELAY_LEVELS}");

@@ -10,10 +10,12 @@ use crate::protocol::frame::{self, RequestHeader};
 use crate::protocol::messages as msg;
 use crate::protocol::request::Request;
 use crate::protocol::{coordinator_of, ApiKey, ErrorCode, Writer};
+use crate::server::core::context::ShardRole;
 use crate::server::core::metadata::QueueSlot;
 use crate::server::core::Failure;
 use crate::server::data::{fetch, lookup, produce};
 use crate::server::delay::retry;
+use crate::server::replica;
 use std::time::Duration;
 
 /// What a served request sends back.
@@ -111,6 +113,12 @@ fn check_limits(s: &Services, request: &Request) -> Result<(), Failure> {
 async fn serve_request(s: &Services, request: Request<'_>, frame: &[u8]) -> Outcome {
     let core = &s.core;
     let mut w = Writer::new(frame::ok_response_buffer());
+    if let ShardRole::Follower { leader } = core.role() {
+        if !matches!(request, Request::ApiVersions) {
+            let m = format!("this node follows {leader}, its broker group's leader: send requests there");
+            return Err(Failure(ErrorCode::NotLeader, m));
+        }
+    }
     if let Some(group) = request.group() {
         let coordinator = coordinator_of(group, core.shards());
         if coordinator != core.id() {
@@ -190,6 +198,19 @@ async fn serve_request(s: &Services, request: Request<'_>, frame: &[u8]) -> Outc
         Request::SendBack(req) => {
             let slot = on_owner!(s, &req.queue, frame);
             retry::send_back(core, &req, slot).await?.encode(&mut w);
+        }
+        Request::ReplicaFetch(f) => {
+            let shard = f.shard as usize;
+            if shard >= core.shards() {
+                return Err(Failure::invalid(format!(
+                    "shard {shard} does not exist: this node runs {}",
+                    core.shards()
+                )));
+            }
+            if shard != core.id() {
+                return forward(s, shard, frame).await;
+            }
+            replica::leader::serve_fetch(core, &f, &mut w).await?;
         }
         Request::AdvanceClock(ms) => {
             if !core.clock().advance(ms) {
