@@ -215,6 +215,12 @@ struct ServeArgs {
     /// With --cluster and sync replication: replicas, the leader counted, that must hold a produce durably.
     #[arg(long, requires = "cluster")]
     min_insync: Option<usize>,
+    /// With --cluster: a follower that has not fetched for this long leaves the in-sync set, ms.
+    #[arg(long, requires = "cluster")]
+    replica_lag_ms: Option<u64>,
+    /// With --cluster and sync replication: longest a produce waits for its replicas, ms.
+    #[arg(long, requires = "cluster")]
+    replica_ack_timeout_ms: Option<u64>,
 }
 
 /// `--replication`.
@@ -258,8 +264,11 @@ impl ServeArgs {
         server::ReplicationConfig {
             mode,
             min_insync: self.min_insync.or(file.min_insync).unwrap_or(DEFAULT_MIN_INSYNC),
-            lag_max: REPLICA_LAG_MAX,
-            ack_timeout: REPLICA_ACK_TIMEOUT,
+            lag_max: self.replica_lag_ms.or(file.replica_lag_ms).map_or(REPLICA_LAG_MAX, Duration::from_millis),
+            ack_timeout: self
+                .replica_ack_timeout_ms
+                .or(file.replica_ack_timeout_ms)
+                .map_or(REPLICA_ACK_TIMEOUT, Duration::from_millis),
         }
     }
 
@@ -638,9 +647,14 @@ fn serve_in_cluster(
                     Ok(addr) => addr,
                     Err(e) => break Err(format!("the leader's address {:?}: {e}", l.advertise)),
                 };
-                (l.epoch, server::Lead::Follower { leader: l.node, addr })
+                let cuts = match follower_cuts(&control, &cfg, l.epoch) {
+                    Ok(cuts) => cuts,
+                    Err(e) => break Err(e),
+                };
+                (l.epoch, server::Lead::Follower { leader: l.node, addr, cuts })
             }
         };
+        let leads = lead == server::Lead::Leader;
         let role = match &lead {
             server::Lead::Leader => "leader".to_string(),
             server::Lead::Follower { leader, .. } => format!("follower of {leader}"),
@@ -656,6 +670,17 @@ fn serve_in_cluster(
             Ok(server) => server,
             Err(e) => break Err(e.to_string()),
         };
+        if leads {
+            let start = ringmq::cluster::EpochStart { leader: node.clone(), starts: server.log_ends.clone() };
+            if let Err(e) = control.record_start(epoch, start) {
+                server.stop();
+                break Err(format!("recording where epoch {epoch} begins: {e}"));
+            }
+        }
+        if let Err(e) = ringmq::cluster::local_epoch::store(&cfg.data_dir, epoch) {
+            server.stop();
+            break Err(e);
+        }
         let addrs: Vec<String> = server.addrs.iter().map(|a| a.to_string()).collect();
         // Whoever started the node may have stopped reading (a closed pipe is no reason to stop).
         let mut out = std::io::stdout();
@@ -680,6 +705,37 @@ fn serve_in_cluster(
     };
     control.stop();
     result
+}
+
+/// Longest a follower waits for its new leader to record where its epoch began.
+const EPOCH_START_WAIT: Duration = Duration::from_secs(30);
+
+/// Where each shard's log must be cut before this node follows `epoch`:
+/// back to where the first epoch after the newest one its log holds began.
+fn follower_cuts(
+    control: &ringmq::cluster::ControlPlane,
+    cfg: &ServerConfig,
+    epoch: u64,
+) -> Result<Vec<Option<u64>>, String> {
+    let deadline = Instant::now() + EPOCH_START_WAIT;
+    let starts = loop {
+        let starts = control.epoch_starts()?;
+        if starts.contains_key(&epoch) {
+            break starts;
+        }
+        if Instant::now() > deadline {
+            return Err(format!(
+                "the leader of epoch {epoch} did not record where it began within {EPOCH_START_WAIT:?}"
+            ));
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    let last = ringmq::cluster::local_epoch::load(&cfg.data_dir)?;
+    let cuts: Vec<Option<u64>> = (0..cfg.cores.len()).map(|k| ringmq::cluster::cut_for(&starts, last, k)).collect();
+    if last > 0 && cuts.iter().any(Option::is_some) {
+        eprintln!("ringmq: this node's log holds epochs up to {last}; cutting it back to where epoch {epoch}'s history continues: {cuts:?}");
+    }
+    Ok(cuts)
 }
 
 fn cluster(action: ClusterAction) -> Result<(), String> {

@@ -2,7 +2,8 @@
 //! the others mirror its shards and send clients to it; produces are
 //! acknowledged once two replicas hold them durably; after the leader is
 //! killed, a follower is elected in a new epoch and serves every
-//! acknowledged message at its queue and offset, and takes new produces.
+//! acknowledged message at its queue and offset, and takes new produces. A
+//! deposed leader that rejoins cuts back what it never replicated.
 
 mod common;
 
@@ -19,7 +20,20 @@ const MESSAGES: u32 = 200;
 
 fn node(etcd: &Etcd, dir: &std::path::Path, name: &str, ip: &str) -> Broker {
     let listen = format!("{ip}:{}", free_port_pair(ip));
-    let args = ["--cluster", &etcd.url, "--group", "g1", "--node", name, "--lease-ms", "1000", "--min-insync", "2"];
+    let args = [
+        "--cluster",
+        &etcd.url,
+        "--group",
+        "g1",
+        "--node",
+        name,
+        "--lease-ms",
+        "1000",
+        "--min-insync",
+        "2",
+        "--replica-ack-timeout-ms",
+        "1000",
+    ];
     Broker::start_listening(&dir.join(name), &listen, &args)
 }
 
@@ -92,4 +106,82 @@ fn acknowledged_messages_survive_the_leaders_death_and_the_new_leader_takes_prod
         b.stop();
         c.stop();
     }
+}
+
+/// Sends `value` until an attempt is acknowledged (attempts refused with
+/// NotEnoughReplicas stay stored on the leader: their outcome is unknown).
+fn send_until_acked(producer: &Producer, value: &str, limit: Duration) -> ringmq::client::SendResult {
+    let deadline = Instant::now() + limit;
+    loop {
+        match producer.send(TOPIC, &Message::new(value.to_string())) {
+            Ok(sent) => return sent,
+            Err(ClientError::Broker { code: ErrorCode::NotEnoughReplicas, .. }) if Instant::now() < deadline => {
+                std::thread::sleep(Duration::from_millis(200));
+            }
+            Err(e) => panic!("sending {value}: {e}"),
+        }
+    }
+}
+
+#[test]
+fn a_deposed_leader_that_rejoins_cuts_back_what_it_never_replicated() {
+    let dir = tempfile::tempdir().unwrap();
+    let etcd = Etcd::start(&dir.path().join("etcd"));
+    let mut a = node(&etcd, dir.path(), "a", "127.0.0.31");
+    let mut b = node(&etcd, dir.path(), "b", "127.0.0.32");
+    let mut c = node(&etcd, dir.path(), "c", "127.0.0.33");
+    let client = connect(a.addr()).expect("the first node leads");
+    client.create_topic(TOPIC, 2, 0).expect("create a sync topic");
+    let producer = Producer::new(client.clone(), ProducerConfig::default());
+    let mut acked: Vec<_> =
+        (0..20).map(|i| (format!("m{i}"), send_until_acked(&producer, &format!("m{i}"), Duration::ZERO))).collect();
+
+    // Alone, the leader stores a produce it cannot replicate: refused, but in its log.
+    b.kill9();
+    c.kill9();
+    match producer.send(TOPIC, &Message::new("unreplicated")) {
+        Err(ClientError::Broker { code: ErrorCode::NotEnoughReplicas, .. }) => {}
+        other => panic!("a produce with no follower answered {other:?}"),
+    }
+    drop((producer, client));
+    a.kill9();
+
+    // The followers come back and elect a leader of their own, which takes produces.
+    b.restart();
+    c.restart();
+    let (leader, client) = leader_of(&[&b, &c], Duration::from_secs(60));
+    let producer = Producer::new(client.clone(), ProducerConfig::default());
+    for i in 20..30 {
+        let value = format!("m{i}");
+        acked.push((value.clone(), send_until_acked(&producer, &value, Duration::from_secs(30))));
+    }
+
+    // The old leader rejoins as a follower. With the other follower gone,
+    // an acknowledged produce proves it is in sync (min-insync 2).
+    a.restart();
+    let other = if leader == 0 { &mut c } else { &mut b };
+    other.kill9();
+    acked.push(("probe".to_string(), send_until_acked(&producer, "probe", Duration::from_secs(60))));
+    drop((producer, client));
+    if leader == 0 {
+        b.kill9();
+    } else {
+        c.kill9();
+    }
+
+    // Now it leads, and serves exactly what the group acknowledged.
+    let (_, client) = leader_of(&[&a], Duration::from_secs(60));
+    let mut consumer = Consumer::new(client.clone(), None);
+    consumer.assign_all(TOPIC, StartFrom::Earliest).unwrap();
+    let got = consume(&mut consumer, acked.len(), Duration::from_secs(30));
+    let more = common::poll_during(&mut consumer, Duration::from_millis(500));
+    let got: Vec<_> = got.into_iter().chain(more).collect();
+    assert_acked_present(&got, &acked);
+    for m in &got {
+        let value = String::from_utf8_lossy(&m.value);
+        assert_ne!(value, "unreplicated", "the deposed leader's unreplicated tail is gone");
+        assert!(acked.iter().any(|(v, _)| *v == value), "only acknowledged messages or probe attempts: {value}");
+    }
+    drop((consumer, client));
+    a.stop();
 }

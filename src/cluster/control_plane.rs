@@ -10,10 +10,11 @@
 //! lease lapsed while it led) it says so, and the node restarts in the role
 //! the next election gives it.
 
-use super::election::{self, Leadership};
+use super::election::{self, EpochStart, Leadership};
 use super::registry::{self, Node, NodeKey};
 use super::{ClusterConfig, ETCD_TIMEOUT};
 use etcd_client::{LeaseKeepAliveStream, LeaseKeeper, PutOptions};
+use std::collections::BTreeMap;
 use std::sync::mpsc;
 use std::time::Duration;
 use tokio::sync::oneshot;
@@ -40,12 +41,19 @@ pub enum Elected {
 /// Called on the control-plane thread when the elected role is lost.
 pub type OnLost = Box<dyn Fn(String) + Send>;
 
-type ElectReply = std::sync::mpsc::Sender<Result<Elected, String>>;
+type Reply<T> = mpsc::Sender<Result<T, String>>;
+
+/// What the node asks of its control-plane thread.
+enum Command {
+    Elect(Reply<Elected>),
+    RecordStart { epoch: u64, start: EpochStart, reply: Reply<()> },
+    EpochStarts(Reply<BTreeMap<u64, EpochStart>>),
+}
 
 /// This node's link to the cluster's etcd, on a thread of its own.
 pub struct ControlPlane {
     stop: Option<oneshot::Sender<()>>,
-    elect: tokio::sync::mpsc::UnboundedSender<ElectReply>,
+    commands: tokio::sync::mpsc::UnboundedSender<Command>,
     thread: Option<std::thread::JoinHandle<()>>,
 }
 
@@ -55,14 +63,14 @@ impl ControlPlane {
     pub fn start(config: ClusterConfig, on_lost: OnLost) -> Result<ControlPlane, ControlPlaneError> {
         let (ready_tx, ready_rx) = mpsc::channel();
         let (stop_tx, stop_rx) = oneshot::channel();
-        let (elect_tx, elect_rx) = tokio::sync::mpsc::unbounded_channel();
+        let (commands_tx, commands_rx) = tokio::sync::mpsc::unbounded_channel();
         let endpoints = config.endpoints.clone();
         let thread = std::thread::Builder::new()
             .name("ringmq-control".into())
             .spawn(move || {
                 let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build();
                 match runtime {
-                    Ok(runtime) => runtime.block_on(run(config, ready_tx, stop_rx, elect_rx, on_lost)),
+                    Ok(runtime) => runtime.block_on(run(config, ready_tx, stop_rx, commands_rx, on_lost)),
                     Err(e) => {
                         let _ = ready_tx.send(Err(format!("starting its runtime: {e}")));
                     }
@@ -71,7 +79,7 @@ impl ControlPlane {
             .map_err(|e| ControlPlaneError::Thread(e.to_string()))?;
         let failed = |reason: String| ControlPlaneError::Etcd { endpoints: endpoints.clone(), reason };
         match ready_rx.recv_timeout(2 * ETCD_TIMEOUT) {
-            Ok(Ok(())) => Ok(ControlPlane { stop: Some(stop_tx), elect: elect_tx, thread: Some(thread) }),
+            Ok(Ok(())) => Ok(ControlPlane { stop: Some(stop_tx), commands: commands_tx, thread: Some(thread) }),
             Ok(Err(reason)) => Err(failed(reason)),
             Err(_) => Err(failed(format!("no answer within {:?}", 2 * ETCD_TIMEOUT))),
         }
@@ -80,9 +88,23 @@ impl ControlPlane {
     /// Finds the group's leader, or becomes it; this node's role is then
     /// watched until it is lost (`OnLost`).
     pub fn elect(&self) -> Result<Elected, String> {
+        self.ask(Command::Elect, ELECTION_TIMEOUT)
+    }
+
+    /// Records where this node's shards' logs began `epoch`, which it leads.
+    pub fn record_start(&self, epoch: u64, start: EpochStart) -> Result<(), String> {
+        self.ask(|reply| Command::RecordStart { epoch, start, reply }, 2 * ETCD_TIMEOUT)
+    }
+
+    /// Every recorded epoch start of this node's group.
+    pub fn epoch_starts(&self) -> Result<BTreeMap<u64, EpochStart>, String> {
+        self.ask(Command::EpochStarts, 2 * ETCD_TIMEOUT)
+    }
+
+    fn ask<T>(&self, command: impl FnOnce(Reply<T>) -> Command, limit: Duration) -> Result<T, String> {
         let (reply, answer) = mpsc::channel();
-        self.elect.send(reply).map_err(|_| "the control plane stopped".to_string())?;
-        answer.recv_timeout(ELECTION_TIMEOUT).map_err(|_| format!("no leader elected within {ELECTION_TIMEOUT:?}"))?
+        self.commands.send(command(reply)).map_err(|_| "the control plane stopped".to_string())?;
+        answer.recv_timeout(limit).map_err(|_| format!("no answer from the control plane within {limit:?}"))?
     }
 
     /// Revokes the registration and stops the thread.
@@ -121,7 +143,7 @@ async fn run(
     config: ClusterConfig,
     ready: mpsc::Sender<Result<(), String>>,
     mut stop: oneshot::Receiver<()>,
-    mut elect: tokio::sync::mpsc::UnboundedReceiver<ElectReply>,
+    mut commands: tokio::sync::mpsc::UnboundedReceiver<Command>,
     on_lost: OnLost,
 ) {
     let mut registered = match register(&config).await {
@@ -137,12 +159,9 @@ async fn run(
     loop {
         tokio::select! {
             _ = &mut stop => break,
-            asked = elect.recv() => {
-                let Some(reply) = asked else { break };
-                let elected = tokio::time::timeout(ELECTION_TIMEOUT, find_or_become_leader(&config, &mut registered, renew_every)).await;
-                let elected = elected.unwrap_or_else(|_| Err("the election timed out".into()));
-                role = elected.as_ref().ok().cloned();
-                let _ = reply.send(elected);
+            asked = commands.recv() => {
+                let Some(command) = asked else { break };
+                serve_command(&config, &mut registered, &mut role, renew_every, command).await;
                 continue;
             }
             _ = tokio::time::sleep(renew_every) => {}
@@ -169,6 +188,36 @@ async fn run(
     match tokio::time::timeout(ETCD_TIMEOUT, client.lease_revoke(lease)).await {
         Ok(Ok(_)) => tracing::info!(lease, "left the cluster: lease revoked"),
         _ => tracing::warn!(lease, "could not revoke the etcd lease; it runs out by itself"),
+    }
+}
+
+async fn serve_command(
+    config: &ClusterConfig,
+    registered: &mut Registered,
+    role: &mut Option<Elected>,
+    pause: Duration,
+    command: Command,
+) {
+    let in_time = |e: Result<Result<(), String>, tokio::time::error::Elapsed>| {
+        e.unwrap_or_else(|_| Err(format!("no answer from etcd within {ETCD_TIMEOUT:?}")))
+    };
+    match command {
+        Command::Elect(reply) => {
+            let elected =
+                tokio::time::timeout(ELECTION_TIMEOUT, find_or_become_leader(config, registered, pause)).await;
+            let elected = elected.unwrap_or_else(|_| Err("the election timed out".into()));
+            *role = elected.as_ref().ok().cloned();
+            let _ = reply.send(elected);
+        }
+        Command::RecordStart { epoch, start, reply } => {
+            let put = election::record_start(&mut registered.client, &config.group, epoch, &start);
+            let _ = reply.send(in_time(tokio::time::timeout(ETCD_TIMEOUT, put).await));
+        }
+        Command::EpochStarts(reply) => {
+            let got = tokio::time::timeout(ETCD_TIMEOUT, election::epoch_starts(&mut registered.client, &config.group));
+            let got = got.await.unwrap_or_else(|_| Err(format!("no answer from etcd within {ETCD_TIMEOUT:?}")));
+            let _ = reply.send(got);
+        }
     }
 }
 

@@ -4,7 +4,8 @@
 //! one compare-and-swap transaction: a node leads epoch E+1 only if no
 //! leader key exists and the epoch is still E when it commits.
 
-use etcd_client::{Client, Compare, CompareOp, PutOptions, Txn, TxnOp};
+use etcd_client::{Client, Compare, CompareOp, GetOptions, PutOptions, Txn, TxnOp};
+use std::collections::BTreeMap;
 
 /// Who leads a group, as the leader key says.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
@@ -60,4 +61,70 @@ pub async fn campaign(
         ]);
     let done = client.txn(txn).await.map_err(|e| e.to_string())?;
     Ok(done.succeeded().then_some(next.epoch))
+}
+
+/// What a leader recorded when it began an epoch: where each of its
+/// shards' logs ended. Everything an earlier epoch left past these
+/// positions on another node was never replicated by this leader.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct EpochStart {
+    pub leader: String,
+    /// Log end of each shard, by shard index.
+    pub starts: Vec<u64>,
+}
+
+fn epoch_start_prefix(group: &str) -> String {
+    format!("/ringmq/groups/{group}/epochs/")
+}
+
+fn epoch_start_key(group: &str, epoch: u64) -> String {
+    // Zero-padded, so that the keys sort by epoch.
+    format!("{}{epoch:020}", epoch_start_prefix(group))
+}
+
+/// Records where `epoch` began (kept for good: a node that rejoins after
+/// many epochs still finds the one after its own).
+pub async fn record_start(client: &mut Client, group: &str, epoch: u64, start: &EpochStart) -> Result<(), String> {
+    let json = serde_json::to_string(start).expect("an epoch start serializes");
+    client.put(epoch_start_key(group, epoch), json, None).await.map_err(|e| e.to_string())?;
+    Ok(())
+}
+
+/// Every recorded epoch start of `group`, by epoch.
+pub async fn epoch_starts(client: &mut Client, group: &str) -> Result<BTreeMap<u64, EpochStart>, String> {
+    let prefix = epoch_start_prefix(group);
+    let found = client.get(prefix.clone(), Some(GetOptions::new().with_prefix())).await.map_err(|e| e.to_string())?;
+    let mut starts = BTreeMap::new();
+    for kv in found.kvs() {
+        let key = kv.key_str().map_err(|e| e.to_string())?;
+        let epoch = key.strip_prefix(&prefix).and_then(|e| e.parse::<u64>().ok());
+        let Some(epoch) = epoch else { continue };
+        let start: EpochStart = serde_json::from_slice(kv.value()).map_err(|e| format!("{key}: {e}"))?;
+        starts.insert(epoch, start);
+    }
+    Ok(starts)
+}
+
+/// Where a node whose log holds data of epochs up to `last` must cut shard
+/// `shard`'s log before it follows: the start of the first epoch after
+/// `last` (Kafka's leader-epoch truncation). None: nothing to cut.
+pub fn cut_for(starts: &BTreeMap<u64, EpochStart>, last: u64, shard: usize) -> Option<u64> {
+    starts.range(last + 1..).next().and_then(|(_, s)| s.starts.get(shard).copied())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_rejoining_node_cuts_at_the_start_of_the_first_epoch_after_its_own() {
+        let start = |leader: &str, starts: &[u64]| EpochStart { leader: leader.into(), starts: starts.to_vec() };
+        let starts: BTreeMap<u64, EpochStart> =
+            [(1, start("a", &[0, 0])), (2, start("b", &[500, 300])), (4, start("c", &[900, 700]))].into();
+        assert_eq!(cut_for(&starts, 1, 0), Some(500), "a leader of epoch 1 cuts where b began epoch 2");
+        assert_eq!(cut_for(&starts, 1, 1), Some(300));
+        assert_eq!(cut_for(&starts, 2, 0), Some(900), "epoch 3 recorded nothing: epoch 4's start");
+        assert_eq!(cut_for(&starts, 4, 0), None, "a node of the current epoch keeps its log");
+        assert_eq!(cut_for(&starts, 0, 1), Some(0), "a node that never followed anyone keeps nothing");
+    }
 }

@@ -8,10 +8,11 @@
 
 mod control_plane;
 mod election;
+pub mod local_epoch;
 mod registry;
 
 pub use control_plane::{ControlPlane, ControlPlaneError, Elected, OnLost};
-pub use election::Leadership;
+pub use election::{cut_for, EpochStart, Leadership};
 pub use registry::{list_nodes, Node, NodeKey};
 
 use std::time::Duration;

@@ -54,6 +54,8 @@ pub enum ServerError {
 pub struct Server {
     /// Each shard's client address, by shard index.
     pub addrs: Vec<SocketAddr>,
+    /// Where each shard's log ended when it opened (a new leader records it as its epoch's start).
+    pub log_ends: Vec<u64>,
     stop: Stop,
     shards: Vec<glommio::ExecutorJoinHandle<()>>,
 }
@@ -79,6 +81,7 @@ pub fn start(config: ServerConfig) -> Result<Server, ServerError> {
     let stop = Stop::default();
     let clock = Arc::new(if config.manual_clock { Clock::manual() } else { Clock::system() });
     let (report_tx, report_rx) = mpsc::channel();
+    let log_ends = Arc::new(std::sync::Mutex::new(vec![0; n]));
     let mut addr_txs = Vec::new();
     let mut shards = Vec::new();
     for (index, &cpu) in config.cores.iter().enumerate() {
@@ -92,6 +95,7 @@ pub fn start(config: ServerConfig) -> Result<Server, ServerError> {
             addrs: addr_rx,
             stop: stop.clone(),
             clock: clock.clone(),
+            log_ends: log_ends.clone(),
         };
         let mut builder = LocalExecutorBuilder::new(Placement::Fixed(cpu))
             .name(&format!("ringmq-shard-{index}"))
@@ -106,9 +110,12 @@ pub fn start(config: ServerConfig) -> Result<Server, ServerError> {
             builder.spawn(move || shard::run(startup)).map_err(|e| ServerError::Executor(index, e.to_string()))?;
         shards.push(handle);
     }
-    let mut server = Server { addrs: vec![SocketAddr::from(([0, 0, 0, 0], 0)); n], stop, shards };
+    let mut server = Server { addrs: vec![SocketAddr::from(([0, 0, 0, 0], 0)); n], log_ends: Vec::new(), stop, shards };
     match wait_until_serving(&report_rx, &addr_txs, &mut server.addrs) {
-        Ok(()) => Ok(server),
+        Ok(()) => {
+            server.log_ends = log_ends.lock().expect("no shard panics holding it").clone();
+            Ok(server)
+        }
         Err((index, e)) => {
             // Shards still waiting for the address list give up when it cannot come.
             drop(addr_txs);

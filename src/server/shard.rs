@@ -47,6 +47,8 @@ pub struct Startup {
     pub addrs: mpsc::Receiver<Vec<SocketAddr>>,
     pub stop: Stop,
     pub clock: Arc<Clock>,
+    /// Where each shard's log ended when it opened, by shard index.
+    pub log_ends: Arc<std::sync::Mutex<Vec<u64>>>,
 }
 
 /// Runs one shard until stopped; returns when its storage is closed.
@@ -78,10 +80,14 @@ async fn serve(s: Startup) -> Result<(), String> {
     let cfg = &s.config;
     let lead = cfg.cluster.as_ref().map(|c| &c.lead);
     let storage = match lead {
-        Some(Lead::Follower { .. }) => Shard::open_mirror(storage_config(cfg, s.index), None).await,
+        Some(Lead::Follower { cuts, .. }) => {
+            let cut = cuts.get(s.index).copied().flatten().map(ringmq_shards::LogPos);
+            Shard::open_mirror(storage_config(cfg, s.index), cut).await
+        }
         _ => Shard::open(storage_config(cfg, s.index)).await,
     }
     .map_err(|e| format!("opening storage: {e}"))?;
+    s.log_ends.lock().expect("no shard panics holding it")[s.index] = storage.log_positions().1;
     if s.index == 0 {
         metadata_log::open(&storage).await.map_err(|e| format!("opening the metadata log: {e}"))?;
         if !storage.is_mirror() {

@@ -51,8 +51,9 @@ pub enum Lead {
     /// This node: clients produce here; the other members follow (each is
     /// known once it fetches).
     Leader,
-    /// Another node: this one mirrors its shards from `addr` (shard 0's; shard k at port + k).
-    Follower { leader: String, addr: std::net::SocketAddr },
+    /// Another node: this one mirrors its shards from `addr` (shard 0's;
+    /// shard k at port + k), each shard's log first cut back to `cuts[k]`.
+    Follower { leader: String, addr: std::net::SocketAddr, cuts: Vec<Option<u64>> },
 }
 
 /// The leader's view of one shard's followers.
