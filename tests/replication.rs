@@ -85,6 +85,9 @@ fn acknowledged_messages_survive_the_leaders_death_and_the_new_leader_takes_prod
     }
     drop(producer);
     drop(client);
+    let mut cfg = ClientConfig::new(format!("{},{},{}", a.addr(), b.addr(), c.addr()));
+    cfg.retries = 100;
+    let following = Producer::new(Client::connect(cfg).expect("bootstrap from the group"), ProducerConfig::default());
 
     a.kill9();
     let (leader, client) = leader_of(&[&b, &c], Duration::from_secs(60));
@@ -93,12 +96,13 @@ fn acknowledged_messages_survive_the_leaders_death_and_the_new_leader_takes_prod
     let got = consume(&mut consumer, acked.len(), Duration::from_secs(30));
     assert_eq!(got.len(), acked.len(), "the new leader serves exactly the acknowledged messages");
     assert_acked_present(&got, &acked);
-    // The new leader and the other follower make two replicas again.
-    let producer = Producer::new(client.clone(), ProducerConfig::default());
-    let sent = producer.send(TOPIC, &Message::new("after fail-over")).expect("produce to the new leader");
+    drop((consumer, client));
+    // A producer made before the fail-over, bootstrapped with every node,
+    // follows the group to its new leader; the new leader and the other
+    // follower make two replicas again.
+    let sent = following.send(TOPIC, &Message::new("after fail-over")).expect("produce to the new leader");
     assert!(sent.offset >= (MESSAGES / QUEUES) as u64, "{sent:?}");
-    drop((producer, consumer));
-    drop(client);
+    drop(following);
     if leader == 0 {
         c.stop();
         b.stop();

@@ -13,7 +13,9 @@ use std::time::Duration;
 /// Client settings.
 #[derive(Debug, Clone)]
 pub struct ClientConfig {
-    /// Any shard's address; metadata names the others.
+    /// Any shard's address; metadata names the others. In a cluster, a
+    /// comma-separated list of the group's nodes: metadata comes from
+    /// whichever leads (followers answer NotLeader and the next is tried).
     pub bootstrap: String,
     pub connect_timeout: Duration,
     pub request_timeout: Duration,
@@ -52,14 +54,40 @@ impl Client {
         Ok(client)
     }
 
-    /// Reloads metadata from the bootstrap shard.
+    /// Reloads metadata: from the shard 0 it knows, else from each
+    /// bootstrap address in turn, until one that leads answers.
     pub fn refresh_metadata(&self) -> Result<Arc<MetadataResponse>, ClientError> {
         let mut w = Writer::default();
         msg::encode_names(&[], &mut w);
-        let reply = self.call_addr(&self.config.bootstrap.clone(), ApiKey::Metadata, &w.buf)?;
-        let m = Arc::new(MetadataResponse::decode(&mut Reader::new(&reply.body))?);
-        *self.metadata.write().expect("metadata lock") = m.clone();
-        Ok(m)
+        let mut failed = None;
+        for addr in self.metadata_sources() {
+            match self.call_addr(&addr, ApiKey::Metadata, &w.buf) {
+                Ok(reply) => {
+                    let m = Arc::new(MetadataResponse::decode(&mut Reader::new(&reply.body))?);
+                    *self.metadata.write().expect("metadata lock") = m.clone();
+                    return Ok(m);
+                }
+                Err(e) if e.is_retriable() => failed = Some(e),
+                Err(e) => return Err(e),
+            }
+        }
+        Err(failed.expect("a client has at least one bootstrap address"))
+    }
+
+    /// Where metadata may come from: the known shard 0 first, then every bootstrap address.
+    fn metadata_sources(&self) -> Vec<String> {
+        let mut sources: Vec<String> = self.metadata().shards.first().map(|s| s.addr.clone()).into_iter().collect();
+        for addr in self.config.bootstrap.split(',').map(str::trim).filter(|a| !a.is_empty()) {
+            if !sources.iter().any(|s| s == addr) {
+                sources.push(addr.to_string());
+            }
+        }
+        sources
+    }
+
+    /// Shard 0 of the node that serves (where topic changes go).
+    fn control_addr(&self) -> String {
+        self.metadata_sources().swap_remove(0)
     }
 
     /// The cached metadata.
@@ -155,7 +183,7 @@ impl Client {
     pub fn create_topic(&self, name: &str, queues: u32, flush: u8) -> Result<(), ClientError> {
         let mut w = Writer::default();
         CreateTopic { name: name.to_string(), queues, flush }.encode(&mut w);
-        self.call_addr(&self.config.bootstrap.clone(), ApiKey::CreateTopic, &w.buf)?;
+        self.call_addr(&self.control_addr(), ApiKey::CreateTopic, &w.buf)?;
         self.refresh_metadata()?;
         Ok(())
     }
@@ -164,14 +192,14 @@ impl Client {
     pub fn delete_topic(&self, name: &str) -> Result<(), ClientError> {
         let mut w = Writer::default();
         w.string(name);
-        self.call_addr(&self.config.bootstrap.clone(), ApiKey::DeleteTopic, &w.buf)?;
+        self.call_addr(&self.control_addr(), ApiKey::DeleteTopic, &w.buf)?;
         self.refresh_metadata()?;
         Ok(())
     }
 
     /// Names of all topics.
     pub fn list_topics(&self) -> Result<Vec<String>, ClientError> {
-        let reply = self.call_addr(&self.config.bootstrap.clone(), ApiKey::ListTopics, &[])?;
+        let reply = self.call_addr(&self.control_addr(), ApiKey::ListTopics, &[])?;
         Ok(msg::decode_names(&mut Reader::new(&reply.body))?)
     }
 
@@ -254,7 +282,7 @@ impl Client {
     pub fn advance_clock(&self, by: Duration) -> Result<(), ClientError> {
         let mut w = Writer::default();
         w.u64(by.as_millis() as u64);
-        self.call_addr(&self.config.bootstrap, ApiKey::AdvanceClock, &w.buf).map(|_| ())
+        self.call_addr(&self.control_addr(), ApiKey::AdvanceClock, &w.buf).map(|_| ())
     }
 
     /// Calls the group's coordinator shard (which may park the request up
@@ -263,7 +291,7 @@ impl Client {
         self.retrying(|| {
             let shards = &self.metadata().shards;
             let at = coordinator_of(group, shards.len());
-            let addr = shards.get(at).map_or_else(|| self.config.bootstrap.clone(), |s| s.addr.clone());
+            let addr = shards.get(at).map_or_else(|| self.control_addr(), |s| s.addr.clone());
             self.call_addr_parked(&addr, api, body, parked)
         })
     }

@@ -103,6 +103,23 @@ impl<'a> Request<'a> {
         }
     }
 
+    /// True if serving the request stores something (what a sync-replicated
+    /// leader acknowledges only once its replicas hold it).
+    pub fn writes(&self) -> bool {
+        matches!(
+            self,
+            Request::CreateTopic(_)
+                | Request::DeleteTopic(_)
+                | Request::Produce(_)
+                | Request::ProduceMany(_)
+                | Request::CommitOffset(_)
+                | Request::SendBack(_)
+                | Request::ProduceDelayed(_)
+                | Request::ProduceHalf(_)
+                | Request::EndTransaction(_)
+        )
+    }
+
     /// The acks a produce asks for.
     pub fn acks(&self) -> Option<u8> {
         match self {

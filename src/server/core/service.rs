@@ -96,9 +96,7 @@ impl Core {
     /// shard: the group's coordinator, or for the broker's own cursors the
     /// shard they belong to).
     pub async fn commit_offset(&self, group: &str, topic: &str, queue: u32, offset: u64) -> Result<(), Failure> {
-        self.offsets().commit(self.storage(), group, topic, queue, offset).await?;
-        let (_, written_end, _) = self.storage().log_positions();
-        self.replicated(written_end).await
+        Ok(self.offsets().commit(self.storage(), group, topic, queue, offset).await?)
     }
 
     /// Returns once the log up to `end` is replicated as the group's mode

@@ -76,7 +76,15 @@ async fn serve(s: &Services, api: ApiKey, body: &[u8], frame: &[u8]) -> Outcome 
         }
         return Ok(Reply::Nothing);
     }
-    serve_request(s, request, frame).await
+    let writes = request.writes();
+    let reply = serve_request(s, request, frame).await?;
+    if writes && matches!(reply, Reply::Body(_)) {
+        // Whatever it stored on this shard (a feature's internal queues
+        // too) is acknowledged once replicated as the group's mode asks.
+        let (_, written_end, _) = s.core.storage().log_positions();
+        s.core.replicated(written_end).await?;
+    }
+    Ok(reply)
 }
 
 /// Refuses a request that asks for more than the broker allows: a wait past
