@@ -189,3 +189,76 @@ fn a_deposed_leader_that_rejoins_cuts_back_what_it_never_replicated() {
     drop((consumer, client));
     a.stop();
 }
+
+/// Polls `topic` from the start until a message with `value` arrives (real time, bounded).
+fn until_visible(client: &Arc<Client>, topic: &str, value: &str) -> bool {
+    let mut consumer = Consumer::new(client.clone(), None);
+    consumer.assign_all(topic, StartFrom::Earliest).unwrap();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while Instant::now() < deadline {
+        if consumer.poll(Duration::from_millis(200)).unwrap().iter().any(|m| m.value == value.as_bytes()) {
+            return true;
+        }
+    }
+    false
+}
+
+#[test]
+fn group_offsets_delayed_messages_retries_and_open_transactions_fail_over_with_the_log() {
+    use ringmq::client::{Delay, GroupConfig, StartNew, TransactionProducer, TxState};
+    let dir = tempfile::tempdir().unwrap();
+    let etcd = Etcd::start(&dir.path().join("etcd"));
+    let start = |name: &str, ip: &str| {
+        let listen = format!("{ip}:{}", free_port_pair(ip));
+        let mut args = vec!["--cluster", &etcd.url, "--group", "g1", "--node", name, "--lease-ms", "1000"];
+        args.push("--manual-clock");
+        Broker::start_listening(&dir.path().join(name), &listen, &args)
+    };
+    let mut a = start("a", "127.0.0.41");
+    let b = start("b", "127.0.0.42");
+    let c = start("c", "127.0.0.43");
+    let client = connect(a.addr()).expect("the first node leads");
+    client.create_topic("orders", 2, 0).unwrap();
+    client.create_topic("pay", 2, 0).unwrap();
+    let producer = Producer::new(client.clone(), ProducerConfig::default());
+    for i in 0..10 {
+        producer.send("orders", &Message::new(format!("o{i}"))).unwrap();
+    }
+    // A group consumes and commits its positions.
+    let group = GroupConfig { start_new: StartNew::Earliest, ..GroupConfig::new("billing", &["orders"]) };
+    let mut member = Consumer::subscribe(client.clone(), group);
+    let got = consume(&mut member, 10, Duration::from_secs(20));
+    assert_eq!(got.len(), 10);
+    let committed = member.positions();
+    member.commit().unwrap();
+    drop(member);
+    // A delayed message due in an hour, a retry due in seconds, an open transaction.
+    producer.send_delayed("orders", &Message::new("delayed"), Delay::After(Duration::from_secs(3600))).unwrap();
+    let retry_me = producer.send("orders", &Message::new("retry-me")).unwrap();
+    client.send_back("billing", "orders", retry_me.queue, retry_me.offset, 3).unwrap();
+    let quiet: ringmq::client::CheckFn = Arc::new(|_| TxState::Unknown);
+    let tp = TransactionProducer::start(client.clone(), "payments", ProducerConfig::default(), quiet);
+    tp.send_half_only("pay", &Message::new("open-tx")).unwrap();
+    drop((tp, producer, client));
+
+    a.kill9();
+    let (_, client) = leader_of(&[&b, &c], Duration::from_secs(60));
+    for (topic, queue, position) in &committed {
+        assert_eq!(client.fetch_offset("billing", topic, *queue).unwrap(), Some(*position), "{topic}/{queue}");
+    }
+    assert!(!visible_now(&client, "pay", "open-tx"), "the half message is not visible");
+    let commit: ringmq::client::CheckFn =
+        Arc::new(|m| if m.value == b"open-tx" { TxState::Commit } else { TxState::Unknown });
+    let _tp = TransactionProducer::start(client.clone(), "payments", ProducerConfig::default(), commit);
+    client.advance_clock(Duration::from_secs(7200)).unwrap();
+    assert!(until_visible(&client, "orders", "delayed"), "the delayed message is delivered by the new leader");
+    assert!(until_visible(&client, "%RETRY%billing", "retry-me"), "the retry is delivered by the new leader");
+    assert!(until_visible(&client, "pay", "open-tx"), "the open transaction is checked back and committed");
+}
+
+/// True if `value` is in `topic` now.
+fn visible_now(client: &Arc<Client>, topic: &str, value: &str) -> bool {
+    let mut consumer = Consumer::new(client.clone(), None);
+    consumer.assign_all(topic, StartFrom::Earliest).unwrap();
+    common::poll_during(&mut consumer, Duration::from_millis(500)).iter().any(|m| m.value == value.as_bytes())
+}
