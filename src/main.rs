@@ -55,7 +55,8 @@ enum Command {
 
 #[derive(Subcommand)]
 enum ClusterAction {
-    /// Every registered node: group, name, advertised address and lease.
+    /// Every registered node (group, name, advertised address, lease), then
+    /// every broker group (leader, epoch, in-sync set).
     Status {
         /// The cluster's etcd (etcd://host:port[,host:port]).
         #[arg(long)]
@@ -252,6 +253,7 @@ impl ServeArgs {
                 .lease_ms
                 .or(file.lease_ms)
                 .map_or(ringmq::cluster::DEFAULT_LEASE_TTL, Duration::from_millis),
+            shards: 0,
         }))
     }
 
@@ -625,7 +627,10 @@ fn serve_in_cluster(
         let _ = lost.send(Wake::RoleLost(why));
     });
     let (group, node) = (c.group.clone(), c.node.clone());
-    let control = ringmq::cluster::ControlPlane::start(c, on_lost).map_err(|e| e.to_string())?;
+    c.shards = cfg.cores.len();
+    let confirmed = ringmq::cluster::Confirmed::default();
+    let control = ringmq::cluster::ControlPlane::start(c, on_lost, confirmed.clone()).map_err(|e| e.to_string())?;
+    let isr = server::IsrLink { confirmed, report: control.in_sync_reporter() };
     let mut signals = Signals::new([SIGINT, SIGTERM]).map_err(|e| format!("installing signal handlers: {e}"))?;
     std::thread::Builder::new()
         .name("ringmq-signals".into())
@@ -638,7 +643,15 @@ fn serve_in_cluster(
     let result = loop {
         let elected = match control.elect() {
             Ok(elected) => elected,
-            Err(e) => break Err(e),
+            Err(e) => {
+                // No member of the in-sync set leads yet (or etcd is away): keep trying until a signal.
+                eprintln!("ringmq: no role yet ({e}); trying again");
+                if let Ok(Wake::Signal(signal)) = woken.recv_timeout(Duration::from_secs(1)) {
+                    eprintln!("ringmq: shutting down (signal {signal})");
+                    break Ok(());
+                }
+                continue;
+            }
         };
         let (epoch, lead) = match elected {
             ringmq::cluster::Elected::Leader { epoch } => (epoch, server::Lead::Leader),
@@ -665,6 +678,7 @@ fn serve_in_cluster(
             epoch,
             replication: replication.clone(),
             lead,
+            isr: isr.clone(),
         });
         let server = match server::start(cfg.clone()) {
             Ok(server) => server,
@@ -740,7 +754,8 @@ fn follower_cuts(
 
 fn cluster(action: ClusterAction) -> Result<(), String> {
     let ClusterAction::Status { cluster, format } = action;
-    let nodes = ringmq::cluster::list_nodes(&ringmq::cluster::parse_endpoints(&cluster)?)?;
+    let endpoints = ringmq::cluster::parse_endpoints(&cluster)?;
+    let nodes = ringmq::cluster::list_nodes(&endpoints)?;
     for n in &nodes {
         match format {
             Format::Text => println!("group={} node={} advertise={} lease={:x}", n.group, n.node, n.advertise, n.lease),
@@ -749,6 +764,16 @@ fn cluster(action: ClusterAction) -> Result<(), String> {
     }
     if nodes.is_empty() {
         eprintln!("no node is registered");
+    }
+    for g in ringmq::cluster::list_groups(&endpoints)? {
+        match format {
+            Format::Text => {
+                let (leader, epoch) = g.leader.as_ref().map_or(("-", 0), |l| (l.node.as_str(), l.epoch));
+                let isr = g.isr.as_ref().map(|i| i.members.iter().cloned().collect::<Vec<_>>().join(","));
+                println!("group={} leader={leader} epoch={epoch} isr={}", g.group, isr.unwrap_or_default());
+            }
+            Format::Json => println!("{}", serde_json::to_string(&g).expect("a group serializes")),
+        }
     }
     Ok(())
 }

@@ -9,14 +9,15 @@ use common::Broker;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-/// `ringmq cluster status` lines.
+/// `ringmq cluster status` node lines.
 fn status(url: &str) -> Vec<String> {
     let out = Command::new(env!("CARGO_BIN_EXE_ringmq"))
         .args(["cluster", "status", "--cluster", url])
         .output()
         .expect("run ringmq cluster status");
     assert!(out.status.success(), "cluster status: {}", String::from_utf8_lossy(&out.stderr));
-    String::from_utf8_lossy(&out.stdout).lines().map(str::to_string).collect()
+    // The node lines; the group lines (leader, epoch, in-sync set) follow them.
+    String::from_utf8_lossy(&out.stdout).lines().filter(|l| l.contains(" node=")).map(str::to_string).collect()
 }
 
 /// Polls `status` until `done` holds, for at most `limit`.

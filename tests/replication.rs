@@ -19,6 +19,10 @@ const QUEUES: u32 = 4;
 const MESSAGES: u32 = 200;
 
 fn node(etcd: &Etcd, dir: &std::path::Path, name: &str, ip: &str) -> Broker {
+    node_with_lease(etcd, dir, name, ip, "1000")
+}
+
+fn node_with_lease(etcd: &Etcd, dir: &std::path::Path, name: &str, ip: &str, lease_ms: &str) -> Broker {
     let listen = format!("{ip}:{}", free_port_pair(ip));
     let args = [
         "--cluster",
@@ -28,7 +32,7 @@ fn node(etcd: &Etcd, dir: &std::path::Path, name: &str, ip: &str) -> Broker {
         "--node",
         name,
         "--lease-ms",
-        "1000",
+        lease_ms,
         "--min-insync",
         "2",
         "--replica-ack-timeout-ms",
@@ -132,27 +136,30 @@ fn a_deposed_leader_that_rejoins_cuts_back_what_it_never_replicated() {
     let dir = tempfile::tempdir().unwrap();
     let etcd = Etcd::start(&dir.path().join("etcd"));
     let mut a = node(&etcd, dir.path(), "a", "127.0.0.31");
-    let mut b = node(&etcd, dir.path(), "b", "127.0.0.32");
-    let mut c = node(&etcd, dir.path(), "c", "127.0.0.33");
+    // Leases that outlast a short pause: the followers stay registered and in sync.
+    let mut b = node_with_lease(&etcd, dir.path(), "b", "127.0.0.32", "10000");
+    let mut c = node_with_lease(&etcd, dir.path(), "c", "127.0.0.33", "10000");
     let client = connect(a.addr()).expect("the first node leads");
     client.create_topic(TOPIC, 2, 0).expect("create a sync topic");
     let producer = Producer::new(client.clone(), ProducerConfig::default());
     let mut acked: Vec<_> =
         (0..20).map(|i| (format!("m{i}"), send_until_acked(&producer, &format!("m{i}"), Duration::ZERO))).collect();
 
-    // Alone, the leader stores a produce it cannot replicate: refused, but in its log.
-    b.kill9();
-    c.kill9();
+    // With its followers hung, the leader stores a produce it cannot replicate: refused, but in its log.
+    b.pause();
+    c.pause();
+    // Their parked fetches are answered (empty) before the produce, so no answer in a socket carries it.
+    std::thread::sleep(Duration::from_secs(2));
     match producer.send(TOPIC, &Message::new("unreplicated")) {
         Err(ClientError::Broker { code: ErrorCode::NotEnoughReplicas, .. }) => {}
         other => panic!("a produce with no follower answered {other:?}"),
     }
     drop((producer, client));
     a.kill9();
+    b.resume();
+    c.resume();
 
-    // The followers come back and elect a leader of their own, which takes produces.
-    b.restart();
-    c.restart();
+    // The followers, still in the in-sync set, elect one of them; it takes produces.
     let (leader, client) = leader_of(&[&b, &c], Duration::from_secs(60));
     let producer = Producer::new(client.clone(), ProducerConfig::default());
     for i in 20..30 {
@@ -173,7 +180,7 @@ fn a_deposed_leader_that_rejoins_cuts_back_what_it_never_replicated() {
         c.kill9();
     }
 
-    // Now it leads, and serves exactly what the group acknowledged.
+    // Now it leads (it is in the in-sync set), and serves exactly what the group acknowledged.
     let (_, client) = leader_of(&[&a], Duration::from_secs(60));
     let mut consumer = Consumer::new(client.clone(), None);
     consumer.assign_all(TOPIC, StartFrom::Earliest).unwrap();
@@ -261,4 +268,61 @@ fn visible_now(client: &Arc<Client>, topic: &str, value: &str) -> bool {
     let mut consumer = Consumer::new(client.clone(), None);
     consumer.assign_all(topic, StartFrom::Earliest).unwrap();
     common::poll_during(&mut consumer, Duration::from_millis(500)).iter().any(|m| m.value == value.as_bytes())
+}
+
+/// The `group=g1 ...` line of `ringmq cluster status` once its in-sync set
+/// is `isr` (or the last one seen, after a minute).
+fn group_status_with(etcd: &Etcd, isr: &str) -> String {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_ringmq"))
+            .args(["cluster", "status", "--cluster", &etcd.url])
+            .output()
+            .expect("run ringmq cluster status");
+        assert!(out.status.success(), "cluster status: {}", String::from_utf8_lossy(&out.stderr));
+        let text = String::from_utf8_lossy(&out.stdout).into_owned();
+        let line = text.lines().find(|l| l.starts_with("group=g1 leader=")).unwrap_or_default().to_string();
+        if line.ends_with(&format!(" isr={isr}")) || Instant::now() > deadline {
+            return line;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+#[test]
+fn a_crashed_follower_leaves_the_in_sync_set_through_etcd_and_rejoins_it_once_caught_up() {
+    let dir = tempfile::tempdir().unwrap();
+    let etcd = Etcd::start(&dir.path().join("etcd"));
+    let mut a = node(&etcd, dir.path(), "a", "127.0.0.51");
+    let b = node(&etcd, dir.path(), "b", "127.0.0.52");
+    let mut c = node(&etcd, dir.path(), "c", "127.0.0.53");
+    let client = connect(a.addr()).expect("the first node leads");
+    client.create_topic(TOPIC, QUEUES, 0).unwrap();
+    let line = group_status_with(&etcd, "a,b,c");
+    assert!(line.ends_with("leader=a epoch=1 isr=a,b,c"), "followers join the set once caught up: {line}");
+    let producer = Producer::new(client.clone(), ProducerConfig::default());
+    let mut acked = Vec::new();
+    let mut send = |i: u32| {
+        let value = format!("m{i}");
+        acked.push((value.clone(), send_until_acked(&producer, &value, Duration::ZERO)));
+    };
+    (0..50).for_each(&mut send);
+
+    c.kill9();
+    let line = group_status_with(&etcd, "a,b");
+    assert!(line.ends_with(" isr=a,b"), "a crashed follower leaves the set: {line}");
+    (50..100).for_each(&mut send); // min-insync 2 still holds
+    c.restart();
+    let line = group_status_with(&etcd, "a,b,c");
+    assert!(line.ends_with(" isr=a,b,c"), "it catches up and rejoins: {line}");
+    (100..110).for_each(&mut send);
+    drop((producer, client));
+
+    a.kill9();
+    let (_, client) = leader_of(&[&b, &c], Duration::from_secs(60));
+    let mut consumer = Consumer::new(client.clone(), None);
+    consumer.assign_all(TOPIC, StartFrom::Earliest).unwrap();
+    let got = consume(&mut consumer, acked.len(), Duration::from_secs(30));
+    assert_eq!(got.len(), acked.len());
+    assert_acked_present(&got, &acked);
 }

@@ -10,12 +10,13 @@
 //! lease lapsed while it led) it says so, and the node restarts in the role
 //! the next election gives it.
 
-use super::election::{self, EpochStart, Leadership};
+use super::election::{self, Campaign, EpochStart, Leadership};
+use super::isr::{self, Isr, Tracker};
 use super::registry::{self, Node, NodeKey};
 use super::{ClusterConfig, ETCD_TIMEOUT};
 use etcd_client::{LeaseKeepAliveStream, LeaseKeeper, PutOptions};
-use std::collections::BTreeMap;
-use std::sync::mpsc;
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::{mpsc, Arc, RwLock};
 use std::time::Duration;
 use tokio::sync::oneshot;
 
@@ -46,8 +47,29 @@ type Reply<T> = mpsc::Sender<Result<T, String>>;
 /// What the node asks of its control-plane thread.
 enum Command {
     Elect(Reply<Elected>),
-    RecordStart { epoch: u64, start: EpochStart, reply: Reply<()> },
+    RecordStart {
+        epoch: u64,
+        start: EpochStart,
+        reply: Reply<()>,
+    },
     EpochStarts(Reply<BTreeMap<u64, EpochStart>>),
+    /// A leader's shard says a follower came into or fell out of sync there.
+    InSync {
+        shard: usize,
+        follower: String,
+        in_sync: bool,
+    },
+}
+
+/// The followers etcd lists as in sync, as the control plane publishes them.
+pub type Confirmed = Arc<RwLock<BTreeSet<String>>>;
+
+/// What the control plane keeps while this node leads.
+struct Leading {
+    epoch: u64,
+    tracker: Tracker,
+    isr: Isr,
+    revision: i64,
 }
 
 /// This node's link to the cluster's etcd, on a thread of its own.
@@ -60,7 +82,11 @@ pub struct ControlPlane {
 impl ControlPlane {
     /// Registers this node and keeps its registration alive; returns once it
     /// is registered (or why it could not be).
-    pub fn start(config: ClusterConfig, on_lost: OnLost) -> Result<ControlPlane, ControlPlaneError> {
+    pub fn start(
+        config: ClusterConfig,
+        on_lost: OnLost,
+        confirmed: Confirmed,
+    ) -> Result<ControlPlane, ControlPlaneError> {
         let (ready_tx, ready_rx) = mpsc::channel();
         let (stop_tx, stop_rx) = oneshot::channel();
         let (commands_tx, commands_rx) = tokio::sync::mpsc::unbounded_channel();
@@ -70,7 +96,7 @@ impl ControlPlane {
             .spawn(move || {
                 let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build();
                 match runtime {
-                    Ok(runtime) => runtime.block_on(run(config, ready_tx, stop_rx, commands_rx, on_lost)),
+                    Ok(runtime) => runtime.block_on(run(config, ready_tx, stop_rx, commands_rx, on_lost, confirmed)),
                     Err(e) => {
                         let _ = ready_tx.send(Err(format!("starting its runtime: {e}")));
                     }
@@ -99,6 +125,14 @@ impl ControlPlane {
     /// Every recorded epoch start of this node's group.
     pub fn epoch_starts(&self) -> Result<BTreeMap<u64, EpochStart>, String> {
         self.ask(Command::EpochStarts, 2 * ETCD_TIMEOUT)
+    }
+
+    /// What a leader's shards call when a follower's in-sync state changes there.
+    pub fn in_sync_reporter(&self) -> crate::server::InSyncReport {
+        let commands = self.commands.clone();
+        Arc::new(move |shard, follower, in_sync| {
+            let _ = commands.send(Command::InSync { shard, follower: follower.to_string(), in_sync });
+        })
     }
 
     fn ask<T>(&self, command: impl FnOnce(Reply<T>) -> Command, limit: Duration) -> Result<T, String> {
@@ -145,6 +179,7 @@ async fn run(
     mut stop: oneshot::Receiver<()>,
     mut commands: tokio::sync::mpsc::UnboundedReceiver<Command>,
     on_lost: OnLost,
+    confirmed: Confirmed,
 ) {
     let mut registered = match register(&config).await {
         Ok(r) => r,
@@ -156,22 +191,29 @@ async fn run(
     let _ = ready.send(Ok(()));
     let renew_every = (config.lease_ttl / 3).max(Duration::from_millis(100));
     let mut role: Option<Elected> = None;
+    let mut leading: Option<Leading> = None;
+    // One ticker for the whole loop: commands arriving more often than the
+    // renewal period must not keep putting the renewal off.
+    let mut ticker = tokio::time::interval(renew_every);
+    ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    ticker.tick().await;
     loop {
         tokio::select! {
             _ = &mut stop => break,
             asked = commands.recv() => {
                 let Some(command) = asked else { break };
-                serve_command(&config, &mut registered, &mut role, renew_every, command).await;
+                let state = (&mut role, &mut leading, &confirmed, &on_lost);
+                serve_command(&config, &mut registered, renew_every, command, state).await;
                 continue;
             }
-            _ = tokio::time::sleep(renew_every) => {}
+            _ = ticker.tick() => {}
         }
         if let Err(error) = renew(&mut registered).await {
             tracing::warn!(%error, lease = registered.lease, "the etcd lease was not renewed; registering again");
             if matches!(role, Some(Elected::Leader { .. })) {
                 // Fenced: another node may be elected once the lease runs out.
-                role = None;
-                on_lost(format!("this node's etcd lease was not renewed ({error}); it no longer leads"));
+                let why = format!("this node's etcd lease was not renewed ({error}); it no longer leads");
+                depose(&mut role, &mut leading, &confirmed, &on_lost, why);
             }
             match register(&config).await {
                 Ok(r) => registered = r,
@@ -180,8 +222,13 @@ async fn run(
             continue;
         }
         if let Some(why) = role_lost(&config, &mut registered.client, role.as_ref()).await {
-            role = None;
-            on_lost(why);
+            depose(&mut role, &mut leading, &confirmed, &on_lost, why);
+        }
+        if let Some(l) = leading.as_mut() {
+            note_registered(&config, &mut registered.client, l).await;
+            if let Some(why) = update_isr(&config, &mut registered.client, l, &confirmed).await {
+                depose(&mut role, &mut leading, &confirmed, &on_lost, why);
+            }
         }
     }
     let Registered { mut client, lease, .. } = registered;
@@ -191,12 +238,15 @@ async fn run(
     }
 }
 
+/// The role and, while leading, what the control plane keeps for it.
+type RoleState<'a> = (&'a mut Option<Elected>, &'a mut Option<Leading>, &'a Confirmed, &'a OnLost);
+
 async fn serve_command(
     config: &ClusterConfig,
     registered: &mut Registered,
-    role: &mut Option<Elected>,
     pause: Duration,
     command: Command,
+    (role, leading, confirmed, on_lost): RoleState<'_>,
 ) {
     let in_time = |e: Result<Result<(), String>, tokio::time::error::Elapsed>| {
         e.unwrap_or_else(|_| Err(format!("no answer from etcd within {ETCD_TIMEOUT:?}")))
@@ -207,7 +257,21 @@ async fn serve_command(
                 tokio::time::timeout(ELECTION_TIMEOUT, find_or_become_leader(config, registered, pause)).await;
             let elected = elected.unwrap_or_else(|_| Err("the election timed out".into()));
             *role = elected.as_ref().ok().cloned();
+            *leading = match &elected {
+                Ok(Elected::Leader { epoch }) => start_leading(config, &mut registered.client, *epoch).await,
+                _ => None,
+            };
+            // The shards start once this answers: they must see the stored set from their first produce.
+            publish_confirmed(config, leading.as_ref(), confirmed);
             let _ = reply.send(elected);
+        }
+        Command::InSync { shard, follower, in_sync } => {
+            if let Some(l) = leading.as_mut() {
+                l.tracker.note(shard, &follower, in_sync);
+                if let Some(why) = update_isr(config, &mut registered.client, l, confirmed).await {
+                    depose(role, leading, confirmed, on_lost, why);
+                }
+            }
         }
         Command::RecordStart { epoch, start, reply } => {
             let put = election::record_start(&mut registered.client, &config.group, epoch, &start);
@@ -233,14 +297,109 @@ async fn find_or_become_leader(config: &ClusterConfig, r: &mut Registered, pause
                 renew(r).await?;
             }
             None => {
-                let won = election::campaign(&mut r.client, &config.group, &config.node, &config.advertise, r.lease);
-                if let Some(epoch) = won.await? {
-                    tracing::info!(group = %config.group, node = %config.node, epoch, "elected leader");
-                    return Ok(Elected::Leader { epoch });
+                let attempt =
+                    election::campaign(&mut r.client, &config.group, &config.node, &config.advertise, r.lease);
+                match attempt.await? {
+                    Campaign::Won { epoch, isr } => {
+                        let members = &isr.members;
+                        tracing::info!(group = %config.group, node = %config.node, epoch, ?members, "elected leader");
+                        return Ok(Elected::Leader { epoch });
+                    }
+                    Campaign::Lost => tokio::time::sleep(pause / 4).await,
+                    Campaign::NotInSync(members) => {
+                        tracing::info!(group = %config.group, node = %config.node, ?members, "not in sync: waiting for a member of the in-sync set to lead");
+                        tokio::time::sleep(pause).await;
+                        renew(r).await?;
+                    }
                 }
             }
         }
     }
+}
+
+/// This node no longer leads: the shards count no follower and the node restarts in a new role.
+fn depose(
+    role: &mut Option<Elected>,
+    leading: &mut Option<Leading>,
+    confirmed: &Confirmed,
+    on_lost: &OnLost,
+    why: String,
+) {
+    *role = None;
+    *leading = None;
+    *confirmed.write().expect("no thread panics holding it") = BTreeSet::new();
+    on_lost(why);
+}
+
+/// The in-sync set as this node begins to lead `epoch` (stored by its campaign).
+async fn start_leading(config: &ClusterConfig, client: &mut etcd_client::Client, epoch: u64) -> Option<Leading> {
+    match isr::read(client, &config.group).await {
+        Ok((Some(isr), revision)) => {
+            let tracker = Tracker::new(&config.node, config.shards, &isr.members);
+            Some(Leading { epoch, tracker, isr, revision })
+        }
+        Ok((None, _)) => {
+            tracing::error!(group = %config.group, "the campaign stored no in-sync set");
+            None
+        }
+        Err(error) => {
+            tracing::error!(%error, "reading the in-sync set failed");
+            None
+        }
+    }
+}
+
+/// Tells the tracker which of the group's nodes are registered now.
+async fn note_registered(config: &ClusterConfig, client: &mut etcd_client::Client, l: &mut Leading) {
+    match registry::group_nodes(client, &config.group).await {
+        Ok(alive) => l.tracker.set_registered(alive.into_iter().collect()),
+        Err(error) => tracing::warn!(%error, "listing the group's nodes failed"),
+    }
+}
+
+/// Stores the in-sync set the shards' reports call for, by compare-and-swap;
+/// the shards count a follower only once etcd lists it, and stop counting it
+/// only once etcd no longer does. Says why if a later epoch deposed this leader.
+async fn update_isr(
+    config: &ClusterConfig,
+    client: &mut etcd_client::Client,
+    l: &mut Leading,
+    confirmed: &Confirmed,
+) -> Option<String> {
+    let desired = l.tracker.desired();
+    if desired != l.isr.members {
+        let next = Isr { epoch: l.epoch, members: desired };
+        match isr::write(client, &config.group, &next, l.revision).await {
+            Ok(Some(revision)) => {
+                tracing::info!(group = %config.group, members = ?next.members, "in-sync set changed");
+                l.isr = next;
+                l.revision = revision;
+            }
+            Ok(None) => {
+                let stored = isr::read(client, &config.group).await;
+                tracing::warn!(group = %config.group, node = %config.node, epoch = l.epoch, revision = l.revision, ?stored, "the in-sync set or the epoch moved under this leader");
+                match stored {
+                    Ok((Some(stored), _)) if stored.epoch > l.epoch => {
+                        return Some(format!("epoch {} of broker group {:?} began", stored.epoch, config.group));
+                    }
+                    Ok((Some(stored), revision)) => {
+                        l.isr = stored;
+                        l.revision = revision;
+                    }
+                    _ => {}
+                }
+            }
+            Err(error) => tracing::warn!(%error, "storing the in-sync set failed; retrying"),
+        }
+    }
+    publish_confirmed(config, Some(l), confirmed);
+    None
+}
+
+/// Makes the followers etcd lists (none while not leading) the ones the shards count.
+fn publish_confirmed(config: &ClusterConfig, leading: Option<&Leading>, confirmed: &Confirmed) {
+    let members = leading.map(|l| l.isr.members.iter().filter(|m| **m != config.node).cloned().collect());
+    *confirmed.write().expect("no thread panics holding it") = members.unwrap_or_default();
 }
 
 /// Why the elected role no longer holds, if it does not.

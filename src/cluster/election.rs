@@ -4,8 +4,9 @@
 //! one compare-and-swap transaction: a node leads epoch E+1 only if no
 //! leader key exists and the epoch is still E when it commits.
 
+use super::isr::{self, Isr};
 use etcd_client::{Client, Compare, CompareOp, GetOptions, PutOptions, Txn, TxnOp};
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 /// Who leads a group, as the leader key says.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
@@ -16,12 +17,14 @@ pub struct Leadership {
     pub epoch: u64,
 }
 
+const GROUPS_PREFIX: &str = "/ringmq/groups/";
+
 fn leader_key(group: &str) -> String {
-    format!("/ringmq/groups/{group}/leader")
+    format!("{GROUPS_PREFIX}{group}/leader")
 }
 
-fn epoch_key(group: &str) -> String {
-    format!("/ringmq/groups/{group}/epoch")
+pub(super) fn epoch_key(group: &str) -> String {
+    format!("{GROUPS_PREFIX}{group}/epoch")
 }
 
 /// The group's current leader, if one holds the key.
@@ -31,15 +34,29 @@ pub async fn current(client: &mut Client, group: &str) -> Result<Option<Leadersh
     serde_json::from_slice(kv.value()).map(Some).map_err(|e| format!("{}: {e}", leader_key(group)))
 }
 
-/// One attempt to lead `group` under `lease`: Some(epoch) if this node now
-/// leads, None if another node got there first (or holds the key).
+/// How a campaign ended.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Campaign {
+    /// This node leads `epoch`, with this in-sync set (it included).
+    Won { epoch: u64, isr: Isr },
+    /// Another node got there first, or the state moved under the attempt.
+    Lost,
+    /// The stored in-sync set does not name this node: it may lack
+    /// acknowledged messages, so it must not lead.
+    NotInSync(BTreeSet<String>),
+}
+
+/// One attempt to lead `group` under `lease`, in one transaction: no leader
+/// key, the epoch and the in-sync set unchanged since read, and this node in
+/// the set (any node, while no set is stored) -> epoch + 1, the leader key,
+/// and the set stamped with the new epoch.
 pub async fn campaign(
     client: &mut Client,
     group: &str,
     node: &str,
     advertise: &str,
     lease: i64,
-) -> Result<Option<u64>, String> {
+) -> Result<Campaign, String> {
     let found = client.get(epoch_key(group), None).await.map_err(|e| e.to_string())?;
     let (epoch, revision) = match found.kvs().first() {
         Some(kv) => {
@@ -48,19 +65,30 @@ pub async fn campaign(
         }
         None => (0, 0),
     };
+    let (stored, isr_revision) = isr::read(client, group).await?;
+    let members = match stored {
+        Some(isr) if !isr.members.is_empty() && !isr.members.contains(node) => {
+            return Ok(Campaign::NotInSync(isr.members))
+        }
+        Some(isr) if !isr.members.is_empty() => isr.members,
+        _ => [node.to_string()].into(),
+    };
     let next = Leadership { node: node.to_string(), advertise: advertise.to_string(), epoch: epoch + 1 };
+    let isr = Isr { epoch: next.epoch, members };
     let json = serde_json::to_string(&next).expect("a leadership serializes");
     let txn = Txn::new()
         .when([
             Compare::create_revision(leader_key(group), CompareOp::Equal, 0),
             Compare::mod_revision(epoch_key(group), CompareOp::Equal, revision),
+            Compare::mod_revision(isr::isr_key(group), CompareOp::Equal, isr_revision),
         ])
         .and_then([
             TxnOp::put(epoch_key(group), next.epoch.to_string(), None),
             TxnOp::put(leader_key(group), json, Some(PutOptions::new().with_lease(lease))),
+            TxnOp::put(isr::isr_key(group), serde_json::to_string(&isr).expect("an ISR serializes"), None),
         ]);
     let done = client.txn(txn).await.map_err(|e| e.to_string())?;
-    Ok(done.succeeded().then_some(next.epoch))
+    Ok(if done.succeeded() { Campaign::Won { epoch: next.epoch, isr } } else { Campaign::Lost })
 }
 
 /// What a leader recorded when it began an epoch: where each of its
@@ -127,4 +155,34 @@ mod tests {
         assert_eq!(cut_for(&starts, 4, 0), None, "a node of the current epoch keeps its log");
         assert_eq!(cut_for(&starts, 0, 1), Some(0), "a node that never followed anyone keeps nothing");
     }
+}
+
+/// A broker group as etcd describes it, for `ringmq cluster status`.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct GroupState {
+    pub group: String,
+    /// None while the group has no live leader.
+    pub leader: Option<Leadership>,
+    pub isr: Option<Isr>,
+}
+
+/// Every broker group that has an epoch, by name.
+pub fn list_groups(endpoints: &[String]) -> Result<Vec<GroupState>, String> {
+    super::registry::blocking(endpoints, async |client| {
+        let found = client
+            .get(GROUPS_PREFIX, Some(GetOptions::new().with_prefix().with_keys_only()))
+            .await
+            .map_err(|e| e.to_string())?;
+        let mut groups = Vec::new();
+        for kv in found.kvs() {
+            let key = kv.key_str().map_err(|e| e.to_string())?;
+            let Some(group) = key.strip_prefix(GROUPS_PREFIX).and_then(|k| k.strip_suffix("/epoch")) else {
+                continue;
+            };
+            let leader = current(client, group).await?;
+            let (isr, _) = isr::read(client, group).await?;
+            groups.push(GroupState { group: group.to_string(), leader, isr });
+        }
+        Ok(groups)
+    })
 }

@@ -8,11 +8,13 @@
 
 mod control_plane;
 mod election;
+mod isr;
 pub mod local_epoch;
 mod registry;
 
-pub use control_plane::{ControlPlane, ControlPlaneError, Elected, OnLost};
-pub use election::{cut_for, EpochStart, Leadership};
+pub use control_plane::{Confirmed, ControlPlane, ControlPlaneError, Elected, OnLost};
+pub use election::{cut_for, list_groups, EpochStart, GroupState, Leadership};
+pub use isr::Isr;
 pub use registry::{list_nodes, Node, NodeKey};
 
 use std::time::Duration;
@@ -30,6 +32,8 @@ pub struct ClusterConfig {
     pub advertise: String,
     /// A node whose lease is not renewed for this long is gone.
     pub lease_ttl: Duration,
+    /// Shards per node (the same on every node of the group).
+    pub shards: usize,
 }
 
 /// Longest an etcd call may take before the control plane reports it.

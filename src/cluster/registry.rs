@@ -58,20 +58,41 @@ pub(super) async fn connect(endpoints: &[String]) -> Result<Client, String> {
         .map_err(|e| e.to_string())
 }
 
-/// Every registered node, by group and name (a blocking call: it runs its
-/// own small runtime, for the CLI).
-pub fn list_nodes(endpoints: &[String]) -> Result<Vec<Node>, String> {
+/// The names of the nodes of `group` registered now.
+pub(super) async fn group_nodes(client: &mut Client, group: &str) -> Result<Vec<String>, String> {
+    let prefix = format!("{NODES_PREFIX}{group}/");
+    let found = client.get(prefix.clone(), Some(GetOptions::new().with_prefix())).await.map_err(|e| e.to_string())?;
+    let mut names = Vec::new();
+    for kv in found.kvs() {
+        let key = kv.key_str().map_err(|e| e.to_string())?;
+        names.extend(NodeKey::parse(key).map(|k| k.node));
+    }
+    Ok(names)
+}
+
+/// Runs `f` with a client of the etcd at `endpoints` on a small runtime of
+/// its own (blocking: for the CLI).
+pub(super) fn blocking<T>(
+    endpoints: &[String],
+    f: impl AsyncFnOnce(&mut Client) -> Result<T, String>,
+) -> Result<T, String> {
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
         .map_err(|e| format!("starting the etcd client: {e}"))?;
     runtime.block_on(async {
-        let reach = |e: etcd_client::Error| format!("etcd at {endpoints:?}: {e}");
         let mut client = connect(endpoints).await.map_err(|e| format!("etcd at {endpoints:?}: {e}"))?;
-        let found = client.get(NODES_PREFIX, Some(GetOptions::new().with_prefix())).await.map_err(reach)?;
+        f(&mut client).await.map_err(|e| format!("etcd at {endpoints:?}: {e}"))
+    })
+}
+
+/// Every registered node, by group and name.
+pub fn list_nodes(endpoints: &[String]) -> Result<Vec<Node>, String> {
+    blocking(endpoints, async |client| {
+        let found = client.get(NODES_PREFIX, Some(GetOptions::new().with_prefix())).await.map_err(|e| e.to_string())?;
         let mut nodes = Vec::new();
         for kv in found.kvs() {
-            let key = kv.key_str().map_err(reach)?;
+            let key = kv.key_str().map_err(|e| e.to_string())?;
             if NodeKey::parse(key).is_none() {
                 continue;
             }

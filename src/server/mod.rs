@@ -22,7 +22,7 @@ mod wire;
 
 pub use self::core::config;
 pub use self::core::config::ServerConfig;
-pub use self::core::replication::{ClusterRole, Lead, ReplicationConfig, ReplicationMode};
+pub use self::core::replication::{ClusterRole, InSyncReport, IsrLink, Lead, ReplicationConfig, ReplicationMode};
 
 use self::core::clock::Clock;
 use self::core::tasks::Stop;

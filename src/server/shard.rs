@@ -95,7 +95,7 @@ async fn serve(s: Startup) -> Result<(), String> {
             metadata_log::store_newest(&storage, &cfg.data_dir).await?;
         }
     }
-    let role = shard_role(cfg, &storage);
+    let role = shard_role(cfg, s.index, &storage);
     let mut addr = cfg.listen;
     if addr.port() != 0 {
         addr.set_port(addr.port() + s.index as u16);
@@ -148,13 +148,13 @@ async fn serve(s: Startup) -> Result<(), String> {
 }
 
 /// What this shard does in its broker group (a single node: nothing more).
-fn shard_role(cfg: &ServerConfig, storage: &Shard) -> ShardRole {
+fn shard_role(cfg: &ServerConfig, index: usize, storage: &Shard) -> ShardRole {
     let Some(c) = cfg.cluster.as_ref() else { return ShardRole::Single };
     match &c.lead {
         Lead::Follower { leader, .. } => ShardRole::Follower { leader: leader.clone() },
         Lead::Leader => {
             let (_, _, durable) = storage.log_positions();
-            let replication = Replication::new(c.replication.clone(), c.group.clone(), c.epoch, durable);
+            let replication = Replication::new(c, index, durable);
             if c.replication.mode == ReplicationMode::Sync {
                 // What is in the log now was committed by an earlier epoch (or is all there is).
                 storage.commit_to(Some(durable));
@@ -174,6 +174,16 @@ fn start_tasks(s: &Rc<Services>, listener: TcpListener) {
     s.transactions.start();
     tasks.spawn("retention floor", Death::Logged, retention_floor_loop(s.clone()));
     tasks.spawn("offset snapshots", Death::Logged, offset_snapshots(core.clone()));
+    if let ShardRole::Leader(replication) = core.role() {
+        let (core, replication) = (core.clone(), replication.clone());
+        let every = (core.config().cluster.as_ref().expect("a leader's role").replication.lag_max / 4)
+            .max(Duration::from_millis(50));
+        tasks.spawn("replica expiry", Death::Logged, async move {
+            while core.tasks().sleep(every).await {
+                replication.expire(core.storage());
+            }
+        });
+    }
     start_stall_probe(core);
 }
 

@@ -150,6 +150,22 @@ impl Broker {
         }
     }
 
+    /// SIGSTOP: the process hangs (no lease renewal, no fetches) until `resume`.
+    pub fn pause(&self) {
+        self.signal(rustix::process::Signal::STOP);
+    }
+
+    /// SIGCONT after `pause`.
+    pub fn resume(&self) {
+        self.signal(rustix::process::Signal::CONT);
+    }
+
+    fn signal(&self, signal: rustix::process::Signal) {
+        let child = self.child.as_ref().expect("a running broker");
+        let pid = rustix::process::Pid::from_raw(child.id() as i32).expect("a child's pid");
+        rustix::process::kill_process(pid, signal).expect("signal the broker");
+    }
+
     /// SIGKILL: a crash.
     pub fn kill9(&mut self) {
         if let Some(mut c) = self.child.take() {

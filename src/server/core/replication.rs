@@ -7,8 +7,13 @@ use super::failure::Failure;
 use crate::protocol::ErrorCode;
 use ringmq_shards::{Shard, Signal};
 use std::cell::RefCell;
-use std::collections::HashMap;
+use std::collections::{BTreeSet, HashMap};
+use std::sync::{Arc, RwLock};
 use std::time::{Duration, Instant};
+
+/// How often a waiting produce rechecks the committed end (the in-sync set
+/// changes on another thread).
+const ISR_RECHECK: Duration = Duration::from_millis(50);
 
 /// When a produce is acknowledged.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -35,7 +40,7 @@ pub struct ReplicationConfig {
 
 /// A node's place in its broker group, decided by the control plane before
 /// the shards start.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone)]
 pub struct ClusterRole {
     pub group: String,
     pub node: String,
@@ -43,6 +48,34 @@ pub struct ClusterRole {
     pub epoch: u64,
     pub replication: ReplicationConfig,
     pub lead: Lead,
+    /// The group's in-sync set, shared with the control plane.
+    pub isr: IsrLink,
+}
+
+/// A leader's shards and its control plane share the in-sync set: the
+/// shards say when a follower comes into or falls out of sync on them, the
+/// control plane stores the set in etcd and publishes what etcd confirmed.
+#[derive(Clone)]
+pub struct IsrLink {
+    /// The followers etcd lists as in sync (the leader not included).
+    pub confirmed: Arc<RwLock<BTreeSet<String>>>,
+    pub report: InSyncReport,
+}
+
+/// (shard, follower, in sync): what a leader's shard says of a follower.
+pub type InSyncReport = Arc<dyn Fn(usize, &str, bool) + Send + Sync>;
+
+impl std::fmt::Debug for IsrLink {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("IsrLink").field("confirmed", &self.confirmed).finish_non_exhaustive()
+    }
+}
+
+impl IsrLink {
+    /// The followers etcd lists as in sync now.
+    pub fn confirmed(&self) -> BTreeSet<String> {
+        self.confirmed.read().expect("no thread panics holding it").clone()
+    }
 }
 
 /// Who leads the group in the role's epoch.
@@ -61,6 +94,9 @@ pub struct Replication {
     config: ReplicationConfig,
     group: String,
     epoch: u64,
+    shard: usize,
+    isr: IsrLink,
+    started: Instant,
     followers: RefCell<HashMap<String, Progress>>,
     committed: std::cell::Cell<u64>,
     /// The committed end moved.
@@ -79,12 +115,16 @@ pub struct Progress {
 }
 
 impl Replication {
-    /// Leads `group` in `epoch`; the log up to `committed` counts as committed.
-    pub fn new(config: ReplicationConfig, group: String, epoch: u64, committed: u64) -> Self {
+    /// Shard `shard` of the leader of `role`'s group and epoch; the log up
+    /// to `committed` counts as committed.
+    pub fn new(role: &ClusterRole, shard: usize, committed: u64) -> Self {
         Replication {
-            config,
-            group,
-            epoch,
+            config: role.replication.clone(),
+            group: role.group.clone(),
+            epoch: role.epoch,
+            shard,
+            isr: role.isr.clone(),
+            started: Instant::now(),
             followers: RefCell::default(),
             committed: std::cell::Cell::new(committed),
             advanced: Signal::default(),
@@ -113,28 +153,67 @@ impl Replication {
             let p = followers.entry(follower.to_string()).or_insert(start);
             let lapsed = now.duration_since(p.last_fetch) > self.config.lag_max;
             let in_sync = (p.in_sync && !lapsed) || durable_end >= self.committed.get();
-            if in_sync != p.in_sync {
-                tracing::info!(group = %self.group, follower, in_sync, durable_end, "follower's in-sync state changed");
-            }
+            let changed = in_sync != p.in_sync;
             *p = Progress { durable_end: durable_end.max(p.durable_end), last_fetch: now, in_sync };
+            if changed {
+                self.changed(follower, in_sync, durable_end);
+            }
         }
-        self.advance(storage, now);
+        self.advance(storage);
     }
 
-    /// The committed end: what the leader and its in-sync followers hold
-    /// durably, as long as at least `min_insync` replicas are in sync.
-    fn advance(&self, storage: &Shard, now: Instant) {
+    fn changed(&self, follower: &str, in_sync: bool, durable_end: u64) {
+        tracing::info!(group = %self.group, shard = self.shard, follower, in_sync, durable_end, "follower's in-sync state changed");
+        (self.isr.report)(self.shard, follower, in_sync);
+    }
+
+    /// Followers that stopped fetching for `lag_max` fall out of sync here,
+    /// and so do members of the stored in-sync set that never fetched in this
+    /// epoch; then every follower's state is reported again, so the control
+    /// plane's view heals after anything it missed (called periodically).
+    pub fn expire(&self, storage: &Shard) {
+        let now = Instant::now();
+        let mut fell = Vec::new();
+        {
+            let mut followers = self.followers.borrow_mut();
+            for (name, p) in followers.iter_mut() {
+                if p.in_sync && now.duration_since(p.last_fetch) > self.config.lag_max {
+                    p.in_sync = false;
+                    fell.push((name.clone(), p.durable_end));
+                }
+            }
+            if now.duration_since(self.started) > self.config.lag_max {
+                let silent: Vec<String> =
+                    self.isr.confirmed().into_iter().filter(|n| !followers.contains_key(n)).collect();
+                for name in silent {
+                    followers
+                        .insert(name.clone(), Progress { durable_end: 0, last_fetch: self.started, in_sync: false });
+                    fell.push((name, 0));
+                }
+            }
+        }
+        for (name, durable_end) in fell {
+            tracing::info!(group = %self.group, shard = self.shard, follower = %name, durable_end, "follower fell out of sync");
+        }
+        for (name, p) in self.followers.borrow().iter() {
+            (self.isr.report)(self.shard, name, p.in_sync);
+        }
+        self.advance(storage);
+    }
+
+    /// The committed end: what the leader and the followers etcd lists as in
+    /// sync hold durably, as long as they make at least `min_insync` replicas.
+    /// A listed follower counts until etcd drops it, even while it lags: so
+    /// everything committed is on every node that may be elected.
+    fn advance(&self, storage: &Shard) {
         let (_, _, leader_durable) = storage.log_positions();
-        let followers = self.followers.borrow();
-        let in_sync: Vec<u64> = followers
-            .values()
-            .filter(|p| p.in_sync && now.duration_since(p.last_fetch) <= self.config.lag_max)
-            .map(|p| p.durable_end)
-            .collect();
-        if in_sync.len() + 1 < self.config.min_insync {
+        let confirmed = self.isr.confirmed();
+        if confirmed.len() + 1 < self.config.min_insync {
             return;
         }
-        let committed = in_sync.into_iter().fold(leader_durable, u64::min);
+        let followers = self.followers.borrow();
+        let durable = |name: &String| followers.get(name).map_or(0, |p| p.durable_end);
+        let committed = confirmed.iter().map(durable).fold(leader_durable, u64::min);
         if committed > self.committed.get() {
             self.committed.set(committed);
             if self.config.mode == ReplicationMode::Sync {
@@ -153,7 +232,7 @@ impl Replication {
         }
         let deadline = Instant::now() + self.config.ack_timeout;
         loop {
-            self.advance(storage, Instant::now());
+            self.advance(storage);
             if self.committed.get() >= end {
                 return Ok(());
             }
@@ -166,8 +245,8 @@ impl Replication {
                 );
                 return Err(Failure(ErrorCode::NotEnoughReplicas, m));
             }
-            // A follower's fetch moves the committed end; recheck at least every lag_max for expiries.
-            self.advanced.wait_for(left.min(self.config.lag_max)).await;
+            // A follower's fetch moves the committed end; so may a change of the in-sync set.
+            self.advanced.wait_for(left.min(ISR_RECHECK)).await;
         }
     }
 }

@@ -1,0 +1,115 @@
+//! A broker group's in-sync replica set in etcd, `/ringmq/groups/<group>/isr`:
+//! the nodes that hold everything the group acknowledged, and so the only
+//! ones that may be elected. Only the leader of the current epoch changes
+//! it, by a compare-and-swap on its revision and on the epoch. A follower
+//! joins once it holds the committed end on every shard and leaves when it
+//! falls behind on one or its registration is gone; the leader counts a
+//! follower toward the committed end only while etcd lists it.
+
+use etcd_client::{Client, Compare, CompareOp, Txn, TxnOp};
+use std::collections::{BTreeMap, BTreeSet};
+
+/// The set as stored.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct Isr {
+    pub epoch: u64,
+    /// The leader and its in-sync followers, by node name.
+    pub members: BTreeSet<String>,
+}
+
+pub(super) fn isr_key(group: &str) -> String {
+    format!("/ringmq/groups/{group}/isr")
+}
+
+/// The stored set and its revision (0: none stored yet).
+pub async fn read(client: &mut Client, group: &str) -> Result<(Option<Isr>, i64), String> {
+    let found = client.get(isr_key(group), None).await.map_err(|e| e.to_string())?;
+    let Some(kv) = found.kvs().first() else { return Ok((None, 0)) };
+    let isr = serde_json::from_slice(kv.value()).map_err(|e| format!("{}: {e}", isr_key(group)))?;
+    Ok((Some(isr), kv.mod_revision()))
+}
+
+/// Stores `isr` if the set is still at `revision` and the group's epoch is
+/// still `isr.epoch`; the new revision, or None if either moved.
+pub async fn write(client: &mut Client, group: &str, isr: &Isr, revision: i64) -> Result<Option<i64>, String> {
+    let json = serde_json::to_string(isr).expect("an ISR serializes");
+    let txn = Txn::new()
+        .when([
+            Compare::mod_revision(isr_key(group), CompareOp::Equal, revision),
+            Compare::value(super::election::epoch_key(group), CompareOp::Equal, isr.epoch.to_string()),
+        ])
+        .and_then([TxnOp::put(isr_key(group), json, None)]);
+    let done = client.txn(txn).await.map_err(|e| e.to_string())?;
+    Ok(done.succeeded().then(|| done.header().map_or(revision + 1, |h| h.revision())))
+}
+
+/// The leader's view of which followers are in sync on which shard.
+#[derive(Debug, Clone)]
+pub struct Tracker {
+    leader: String,
+    shards: usize,
+    /// Followers' in-sync state, by shard.
+    in_sync: BTreeMap<String, Vec<bool>>,
+    /// The group's nodes registered now (a node whose lease ran out is out).
+    registered: BTreeSet<String>,
+}
+
+impl Tracker {
+    /// Starts from the stored members, taken to be in sync on every shard
+    /// until a shard says otherwise.
+    pub fn new(leader: &str, shards: usize, members: &BTreeSet<String>) -> Tracker {
+        let in_sync = members.iter().filter(|m| *m != leader).map(|m| (m.clone(), vec![true; shards])).collect();
+        Tracker { leader: leader.to_string(), shards, in_sync, registered: members.clone() }
+    }
+
+    /// A shard says whether `follower` is in sync there.
+    pub fn note(&mut self, shard: usize, follower: &str, in_sync: bool) {
+        assert!(shard < self.shards, "shard {shard} of {}", self.shards);
+        let states = self.in_sync.entry(follower.to_string()).or_insert_with(|| vec![false; self.shards]);
+        states[shard] = in_sync;
+    }
+
+    /// The group's nodes registered now: one whose registration is gone is
+    /// out, however its shards last saw it.
+    pub fn set_registered(&mut self, registered: BTreeSet<String>) {
+        self.registered = registered;
+    }
+
+    /// The set as it should be: the leader and every registered follower in sync on all shards.
+    pub fn desired(&self) -> BTreeSet<String> {
+        let mut members: BTreeSet<String> = self
+            .in_sync
+            .iter()
+            .filter(|(f, s)| self.registered.contains(*f) && s.iter().all(|in_sync| *in_sync))
+            .map(|(f, _)| f.clone())
+            .collect();
+        members.insert(self.leader.clone());
+        members
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn set(names: &[&str]) -> BTreeSet<String> {
+        names.iter().map(|s| s.to_string()).collect()
+    }
+
+    #[test]
+    fn a_follower_is_in_the_set_only_while_it_is_in_sync_on_every_shard() {
+        let mut t = Tracker::new("a", 2, &set(&["a", "b"]));
+        assert_eq!(t.desired(), set(&["a", "b"]), "stored members start in");
+        t.note(1, "b", false);
+        assert_eq!(t.desired(), set(&["a"]), "behind on one shard: out");
+        t.note(0, "c", true);
+        assert_eq!(t.desired(), set(&["a"]), "a new follower in sync on one shard of two: not yet");
+        t.note(1, "c", true);
+        t.note(1, "b", true);
+        assert_eq!(t.desired(), set(&["a", "b"]), "not registered (as far as the tracker knows): not yet");
+        t.set_registered(set(&["a", "b", "c"]));
+        assert_eq!(t.desired(), set(&["a", "b", "c"]));
+        t.set_registered(set(&["a", "b"]));
+        assert_eq!(t.desired(), set(&["a", "b"]), "a node whose registration is gone: out");
+    }
+}
