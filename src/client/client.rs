@@ -10,6 +10,9 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::Duration;
 
+/// Longest one metadata request may take before the next source is tried.
+const METADATA_TIMEOUT: Duration = Duration::from_secs(2);
+
 /// Client settings.
 #[derive(Debug, Clone)]
 pub struct ClientConfig {
@@ -61,7 +64,9 @@ impl Client {
         msg::encode_names(&[], &mut w);
         let mut failed = None;
         for addr in self.metadata_sources() {
-            match self.call_addr(&addr, ApiKey::Metadata, &w.buf) {
+            // A node that does not answer soon (one restarting in a new role) is passed over.
+            let timeout = self.config.request_timeout.min(METADATA_TIMEOUT);
+            match self.call_addr_within(&addr, ApiKey::Metadata, &w.buf, timeout) {
                 Ok(reply) => {
                     let m = Arc::new(MetadataResponse::decode(&mut Reader::new(&reply.body))?);
                     *self.metadata.write().expect("metadata lock") = m.clone();
@@ -138,7 +143,17 @@ impl Client {
 
     /// Like `call_addr` for a request the broker may park up to `parked`.
     fn call_addr_parked(&self, addr: &str, api: ApiKey, body: &[u8], parked: Duration) -> Result<Reply, ClientError> {
-        let reply = self.connection(addr)?.call(api as u16, body, self.config.request_timeout + parked)?;
+        self.call_addr_within(addr, api, body, self.config.request_timeout + parked)
+    }
+
+    /// One request to `addr`, answered within `timeout`; a connection that
+    /// timed out or closed leaves the pool, so the next call connects anew.
+    fn call_addr_within(&self, addr: &str, api: ApiKey, body: &[u8], timeout: Duration) -> Result<Reply, ClientError> {
+        let called = self.connection(addr)?.call(api as u16, body, timeout);
+        if let Err(ClientError::Timeout { .. } | ClientError::ConnectionClosed { .. }) = &called {
+            self.connections.lock().expect("pool lock").remove(addr);
+        }
+        let reply = called?;
         match reply.error {
             ErrorCode::None => Ok(reply),
             code => Err(ClientError::Broker { code, message: reply.message }),

@@ -44,7 +44,11 @@ pub async fn accept_loop(s: Rc<Services>, listener: TcpListener) {
         open.set(open.get() + 1);
         let (s, open) = (s.clone(), open.clone());
         glommio::spawn_local(async move {
-            serve(s, stream).await;
+            // At shutdown the connection is dropped here, on a live executor,
+            // so its socket closes and the client sees it (a node restarting
+            // in a new role must not leave clients waiting on a dead socket).
+            let core = s.core.clone();
+            core.tasks().unless_stopping(serve(s, stream)).await;
             open.set(open.get() - 1);
         })
         .detach();
