@@ -4,32 +4,23 @@
 
 mod common;
 
-use common::etcd::Etcd;
+use common::etcd::{cluster_status, wait_for_status, Etcd};
 use common::Broker;
 use std::process::Command;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-/// `ringmq cluster status` node lines.
-fn status(url: &str) -> Vec<String> {
-    let out = Command::new(env!("CARGO_BIN_EXE_ringmq"))
-        .args(["cluster", "status", "--cluster", url])
-        .output()
-        .expect("run ringmq cluster status");
-    assert!(out.status.success(), "cluster status: {}", String::from_utf8_lossy(&out.stderr));
-    // The node lines; the group lines (leader, epoch, in-sync set) follow them.
-    String::from_utf8_lossy(&out.stdout).lines().filter(|l| l.contains(" node=")).map(str::to_string).collect()
+/// The node lines of `ringmq cluster status` (the group lines follow them).
+fn node_lines(lines: &[String]) -> Vec<String> {
+    lines.iter().filter(|l| l.contains(" node=")).cloned().collect()
 }
 
-/// Polls `status` until `done` holds, for at most `limit`.
+fn status(url: &str) -> Vec<String> {
+    node_lines(&cluster_status(url))
+}
+
+/// Polls the node lines until `done` holds, for at most `limit`.
 fn wait_for(url: &str, limit: Duration, done: impl Fn(&[String]) -> bool) -> Vec<String> {
-    let deadline = Instant::now() + limit;
-    loop {
-        let lines = status(url);
-        if done(&lines) || Instant::now() > deadline {
-            return lines;
-        }
-        std::thread::sleep(Duration::from_millis(100));
-    }
+    node_lines(&wait_for_status(url, limit, |lines| done(&node_lines(lines))))
 }
 
 #[test]

@@ -7,7 +7,7 @@
 
 mod common;
 
-use common::etcd::Etcd;
+use common::etcd::{isr_of, wait_for_status, Etcd};
 use common::{assert_acked_present, free_port_pair, Broker};
 use ringmq::client::{
     Client, ClientConfig, ConsumedMessage, Consumer, Message, Producer, ProducerConfig, SendResult, StartFrom,
@@ -41,22 +41,11 @@ fn leader(nodes: &[Broker]) -> usize {
     }
 }
 
-/// Waits until `cluster status` lists three members in the in-sync set.
+/// Waits until the in-sync set holds all three nodes again.
 fn wait_for_full_isr(etcd: &Etcd) {
-    let deadline = Instant::now() + Duration::from_secs(60);
-    loop {
-        let out = std::process::Command::new(env!("CARGO_BIN_EXE_ringmq"))
-            .args(["cluster", "status", "--cluster", &etcd.url])
-            .output()
-            .expect("run ringmq cluster status");
-        let text = String::from_utf8_lossy(&out.stdout).into_owned();
-        let isr = text.lines().find_map(|l| l.split(" isr=").nth(1).map(str::to_string)).unwrap_or_default();
-        if isr.split(',').count() == 3 {
-            return;
-        }
-        assert!(Instant::now() < deadline, "the in-sync set stays {isr:?}");
-        std::thread::sleep(Duration::from_millis(100));
-    }
+    let full = |lines: &[String]| isr_of(lines, "g1").split(',').count() == 3;
+    let lines = wait_for_status(&etcd.url, Duration::from_secs(60), full);
+    assert!(full(&lines), "the in-sync set stays {:?}", isr_of(&lines, "g1"));
 }
 
 /// Sends "p-SEQ" until stopped; notes every acknowledged send and when.

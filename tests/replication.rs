@@ -7,7 +7,7 @@
 
 mod common;
 
-use common::etcd::Etcd;
+use common::etcd::{isr_of, wait_for_status, Etcd};
 use common::{assert_acked_present, consume, free_port_pair, Broker};
 use ringmq::client::{Client, ClientConfig, ClientError, Consumer, Message, Producer, ProducerConfig, StartFrom};
 use ringmq::protocol::ErrorCode;
@@ -270,23 +270,10 @@ fn visible_now(client: &Arc<Client>, topic: &str, value: &str) -> bool {
     common::poll_during(&mut consumer, Duration::from_millis(500)).iter().any(|m| m.value == value.as_bytes())
 }
 
-/// The `group=g1 ...` line of `ringmq cluster status` once its in-sync set
-/// is `isr` (or the last one seen, after a minute).
-fn group_status_with(etcd: &Etcd, isr: &str) -> String {
-    let deadline = Instant::now() + Duration::from_secs(60);
-    loop {
-        let out = std::process::Command::new(env!("CARGO_BIN_EXE_ringmq"))
-            .args(["cluster", "status", "--cluster", &etcd.url])
-            .output()
-            .expect("run ringmq cluster status");
-        assert!(out.status.success(), "cluster status: {}", String::from_utf8_lossy(&out.stderr));
-        let text = String::from_utf8_lossy(&out.stdout).into_owned();
-        let line = text.lines().find(|l| l.starts_with("group=g1 leader=")).unwrap_or_default().to_string();
-        if line.ends_with(&format!(" isr={isr}")) || Instant::now() > deadline {
-            return line;
-        }
-        std::thread::sleep(Duration::from_millis(100));
-    }
+/// The in-sync set of group g1 once it is `isr` (or the last one seen, after a minute).
+fn isr_becomes(etcd: &Etcd, isr: &str) -> String {
+    let lines = wait_for_status(&etcd.url, Duration::from_secs(60), |lines| isr_of(lines, "g1") == isr);
+    isr_of(&lines, "g1")
 }
 
 #[test]
@@ -298,8 +285,7 @@ fn a_crashed_follower_leaves_the_in_sync_set_through_etcd_and_rejoins_it_once_ca
     let mut c = node(&etcd, dir.path(), "c", "127.0.0.53");
     let client = connect(a.addr()).expect("the first node leads");
     client.create_topic(TOPIC, QUEUES, 0).unwrap();
-    let line = group_status_with(&etcd, "a,b,c");
-    assert!(line.ends_with("leader=a epoch=1 isr=a,b,c"), "followers join the set once caught up: {line}");
+    assert_eq!(isr_becomes(&etcd, "a,b,c"), "a,b,c", "followers join the set once caught up");
     let producer = Producer::new(client.clone(), ProducerConfig::default());
     let mut acked = Vec::new();
     let mut send = |i: u32| {
@@ -309,12 +295,10 @@ fn a_crashed_follower_leaves_the_in_sync_set_through_etcd_and_rejoins_it_once_ca
     (0..50).for_each(&mut send);
 
     c.kill9();
-    let line = group_status_with(&etcd, "a,b");
-    assert!(line.ends_with(" isr=a,b"), "a crashed follower leaves the set: {line}");
+    assert_eq!(isr_becomes(&etcd, "a,b"), "a,b", "a crashed follower leaves the set");
     (50..100).for_each(&mut send); // min-insync 2 still holds
     c.restart();
-    let line = group_status_with(&etcd, "a,b,c");
-    assert!(line.ends_with(" isr=a,b,c"), "it catches up and rejoins: {line}");
+    assert_eq!(isr_becomes(&etcd, "a,b,c"), "a,b,c", "it catches up and rejoins");
     (100..110).for_each(&mut send);
     drop((producer, client));
 

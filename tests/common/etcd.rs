@@ -49,3 +49,32 @@ impl Drop for Etcd {
         let _ = self.child.wait();
     }
 }
+
+/// The lines `ringmq cluster status` prints for the etcd at `url`: the
+/// nodes, then each group's leader, epoch and in-sync set.
+pub fn cluster_status(url: &str) -> Vec<String> {
+    let out = Command::new(env!("CARGO_BIN_EXE_ringmq"))
+        .args(["cluster", "status", "--cluster", url])
+        .output()
+        .expect("run ringmq cluster status");
+    assert!(out.status.success(), "cluster status: {}", String::from_utf8_lossy(&out.stderr));
+    String::from_utf8_lossy(&out.stdout).lines().map(str::to_string).collect()
+}
+
+/// Polls `cluster_status` until `done` holds, for at most `limit`; the lines last seen.
+pub fn wait_for_status(url: &str, limit: Duration, done: impl Fn(&[String]) -> bool) -> Vec<String> {
+    let deadline = Instant::now() + limit;
+    loop {
+        let lines = cluster_status(url);
+        if done(&lines) || Instant::now() > deadline {
+            return lines;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+/// The in-sync set the status lines give broker group `group` (empty if none).
+pub fn isr_of(lines: &[String], group: &str) -> String {
+    let prefix = format!("group={group} leader=");
+    lines.iter().find(|l| l.starts_with(&prefix)).and_then(|l| l.split(" isr=").nth(1)).unwrap_or_default().to_string()
+}
