@@ -56,7 +56,7 @@ enum Command {
 #[derive(Subcommand)]
 enum ClusterAction {
     /// Every registered node (group, name, advertised address, lease), then
-    /// every broker group (leader, epoch, in-sync set).
+    /// every broker group (leader, epoch, in-sync set) and each follower's lag (bytes, ms since its last fetch).
     Status {
         /// The cluster's etcd (etcd://host:port[,host:port]).
         #[arg(long)]
@@ -771,6 +771,10 @@ fn cluster(action: ClusterAction) -> Result<(), String> {
                 let (leader, epoch) = g.leader.as_ref().map_or(("-", 0), |l| (l.node.as_str(), l.epoch));
                 let isr = g.isr.as_ref().map(|i| i.members.iter().cloned().collect::<Vec<_>>().join(","));
                 println!("group={} leader={leader} epoch={epoch} isr={}", g.group, isr.unwrap_or_default());
+                for (follower, lag) in &g.lags {
+                    let (bytes, ms) = (lag.lag_bytes, lag.since_fetch_ms);
+                    println!("group={} follower={follower} lag_bytes={bytes} since_fetch_ms={ms}", g.group);
+                }
             }
             Format::Json => println!("{}", serde_json::to_string(&g).expect("a group serializes")),
         }

@@ -299,6 +299,16 @@ fn a_crashed_follower_leaves_the_in_sync_set_through_etcd_and_rejoins_it_once_ca
     (50..100).for_each(&mut send); // min-insync 2 still holds
     c.restart();
     assert_eq!(isr_becomes(&etcd, "a,b,c"), "a,b,c", "it catches up and rejoins");
+    // The leader reports each follower's lag in bytes and the time since its last fetch.
+    let lines = wait_for_status(&etcd.url, Duration::from_secs(60), |lines| {
+        ["b", "c"].iter().all(|f| lines.iter().any(|l| l.starts_with(&format!("group=g1 follower={f} lag_bytes="))))
+    });
+    for f in ["b", "c"] {
+        let line = lines.iter().find(|l| l.starts_with(&format!("group=g1 follower={f} "))).expect("a lag line");
+        let fields: Vec<u64> =
+            line.split(' ').skip(2).map(|kv| kv.split_once('=').unwrap().1.parse().unwrap()).collect();
+        assert_eq!(fields.len(), 2, "lag_bytes and since_fetch_ms: {line}");
+    }
     (100..110).for_each(&mut send);
     drop((producer, client));
 

@@ -11,7 +11,7 @@
 //! the next election gives it.
 
 use super::election::{self, Campaign, EpochStart, Leadership};
-use super::isr::{self, Isr, Tracker};
+use super::isr::{self, Isr, Lags, Tracker};
 use super::registry::{self, Node, NodeKey};
 use super::{ClusterConfig, ETCD_TIMEOUT};
 use etcd_client::{LeaseKeepAliveStream, LeaseKeeper, PutOptions};
@@ -53,12 +53,8 @@ enum Command {
         reply: Reply<()>,
     },
     EpochStarts(Reply<BTreeMap<u64, EpochStart>>),
-    /// A leader's shard says a follower came into or fell out of sync there.
-    InSync {
-        shard: usize,
-        follower: String,
-        in_sync: bool,
-    },
+    /// A leader's shard says how a follower does there.
+    Follower(crate::server::FollowerReport),
 }
 
 /// The followers etcd lists as in sync, as the control plane publishes them.
@@ -70,6 +66,7 @@ struct Leading {
     tracker: Tracker,
     isr: Isr,
     revision: i64,
+    lags: Lags,
 }
 
 /// This node's link to the cluster's etcd, on a thread of its own.
@@ -130,8 +127,8 @@ impl ControlPlane {
     /// What a leader's shards call when a follower's in-sync state changes there.
     pub fn in_sync_reporter(&self) -> crate::server::InSyncReport {
         let commands = self.commands.clone();
-        Arc::new(move |shard, follower, in_sync| {
-            let _ = commands.send(Command::InSync { shard, follower: follower.to_string(), in_sync });
+        Arc::new(move |report| {
+            let _ = commands.send(Command::Follower(report));
         })
     }
 
@@ -226,6 +223,7 @@ async fn run(
         }
         if let Some(l) = leading.as_mut() {
             note_registered(&config, &mut registered.client, l).await;
+            l.lags.store(&mut registered.client, &config.group, registered.lease).await;
             if let Some(why) = update_isr(&config, &mut registered.client, l, &confirmed).await {
                 depose(&mut role, &mut leading, &confirmed, &on_lost, why);
             }
@@ -265,9 +263,10 @@ async fn serve_command(
             publish_confirmed(config, leading.as_ref(), confirmed);
             let _ = reply.send(elected);
         }
-        Command::InSync { shard, follower, in_sync } => {
+        Command::Follower(report) => {
             if let Some(l) = leading.as_mut() {
-                l.tracker.note(shard, &follower, in_sync);
+                l.tracker.note(report.shard, &report.follower, report.in_sync);
+                l.lags.note(&report);
                 if let Some(why) = update_isr(config, &mut registered.client, l, confirmed).await {
                     depose(role, leading, confirmed, on_lost, why);
                 }
@@ -336,7 +335,7 @@ async fn start_leading(config: &ClusterConfig, client: &mut etcd_client::Client,
     match isr::read(client, &config.group).await {
         Ok((Some(isr), revision)) => {
             let tracker = Tracker::new(&config.node, config.shards, &isr.members);
-            Some(Leading { epoch, tracker, isr, revision })
+            Some(Leading { epoch, tracker, isr, revision, lags: Lags::default() })
         }
         Ok((None, _)) => {
             tracing::error!(group = %config.group, "the campaign stored no in-sync set");

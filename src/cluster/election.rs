@@ -164,6 +164,8 @@ pub struct GroupState {
     /// None while the group has no live leader.
     pub leader: Option<Leadership>,
     pub isr: Option<Isr>,
+    /// Each follower's lag as the leader last stored it.
+    pub lags: BTreeMap<String, isr::FollowerLag>,
 }
 
 /// Every broker group that has an epoch, by name.
@@ -181,7 +183,8 @@ pub fn list_groups(endpoints: &[String]) -> Result<Vec<GroupState>, String> {
             };
             let leader = current(client, group).await?;
             let (isr, _) = isr::read(client, group).await?;
-            groups.push(GroupState { group: group.to_string(), leader, isr });
+            let lags = isr::read_lags(client, group).await?;
+            groups.push(GroupState { group: group.to_string(), leader, isr, lags });
         }
         Ok(groups)
     })

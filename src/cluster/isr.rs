@@ -113,3 +113,64 @@ mod tests {
         assert_eq!(t.desired(), set(&["a", "b"]), "a node whose registration is gone: out");
     }
 }
+
+/// How far behind each follower is, summed over the leader's shards, as
+/// `ringmq cluster status` shows it (`/ringmq/groups/<group>/lag`, under
+/// the leader's lease, rewritten when it changes).
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct FollowerLag {
+    pub lag_bytes: u64,
+    /// Since the follower's last fetch, on its slowest shard.
+    pub since_fetch_ms: u64,
+}
+
+/// The leader's latest report of every follower, by shard.
+#[derive(Debug, Default)]
+pub struct Lags {
+    by_shard: BTreeMap<(String, usize), FollowerLag>,
+    stored: BTreeMap<String, FollowerLag>,
+}
+
+impl Lags {
+    pub fn note(&mut self, r: &crate::server::FollowerReport) {
+        let lag = FollowerLag { lag_bytes: r.lag_bytes, since_fetch_ms: r.since_fetch.as_millis() as u64 };
+        self.by_shard.insert((r.follower.clone(), r.shard), lag);
+    }
+
+    /// Each follower's lag over all shards.
+    pub fn summed(&self) -> BTreeMap<String, FollowerLag> {
+        let mut sums: BTreeMap<String, FollowerLag> = BTreeMap::new();
+        for ((follower, _), lag) in &self.by_shard {
+            let sum = sums.entry(follower.clone()).or_default();
+            sum.lag_bytes += lag.lag_bytes;
+            sum.since_fetch_ms = sum.since_fetch_ms.max(lag.since_fetch_ms);
+        }
+        sums
+    }
+
+    /// Writes the summed lags if they changed since the last write (a
+    /// status, so a failed write is only logged).
+    pub async fn store(&mut self, client: &mut Client, group: &str, lease: i64) {
+        let summed = self.summed();
+        if summed == self.stored {
+            return;
+        }
+        let json = serde_json::to_string(&summed).expect("lags serialize");
+        let put = client.put(lag_key(group), json, Some(etcd_client::PutOptions::new().with_lease(lease)));
+        match put.await {
+            Ok(_) => self.stored = summed,
+            Err(error) => tracing::warn!(%error, "storing the followers' lag failed"),
+        }
+    }
+}
+
+pub(super) fn lag_key(group: &str) -> String {
+    format!("/ringmq/groups/{group}/lag")
+}
+
+/// The stored lags of `group`'s followers (none while no leader stored any).
+pub async fn read_lags(client: &mut Client, group: &str) -> Result<BTreeMap<String, FollowerLag>, String> {
+    let found = client.get(lag_key(group), None).await.map_err(|e| e.to_string())?;
+    let Some(kv) = found.kvs().first() else { return Ok(BTreeMap::new()) };
+    serde_json::from_slice(kv.value()).map_err(|e| format!("{}: {e}", lag_key(group)))
+}

@@ -22,7 +22,9 @@ mod wire;
 
 pub use self::core::config;
 pub use self::core::config::ServerConfig;
-pub use self::core::replication::{ClusterRole, InSyncReport, IsrLink, Lead, ReplicationConfig, ReplicationMode};
+pub use self::core::replication::{
+    ClusterRole, FollowerReport, InSyncReport, IsrLink, Lead, ReplicationConfig, ReplicationMode,
+};
 
 use self::core::clock::Clock;
 use self::core::tasks::Stop;

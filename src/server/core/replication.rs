@@ -62,8 +62,19 @@ pub struct IsrLink {
     pub report: InSyncReport,
 }
 
-/// (shard, follower, in sync): what a leader's shard says of a follower.
-pub type InSyncReport = Arc<dyn Fn(usize, &str, bool) + Send + Sync>;
+/// What a leader's shard says of one of its followers.
+pub type InSyncReport = Arc<dyn Fn(FollowerReport) + Send + Sync>;
+
+/// One follower as one leader shard sees it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FollowerReport {
+    pub shard: usize,
+    pub follower: String,
+    pub in_sync: bool,
+    /// The leader's written end minus the follower's durable end.
+    pub lag_bytes: u64,
+    pub since_fetch: Duration,
+}
 
 impl std::fmt::Debug for IsrLink {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -156,15 +167,22 @@ impl Replication {
             let changed = in_sync != p.in_sync;
             *p = Progress { durable_end: durable_end.max(p.durable_end), last_fetch: now, in_sync };
             if changed {
-                self.changed(follower, in_sync, durable_end);
+                tracing::info!(group = %self.group, shard = self.shard, follower, in_sync, durable_end, "follower's in-sync state changed");
+                self.report(storage, follower, p, now);
             }
         }
         self.advance(storage);
     }
 
-    fn changed(&self, follower: &str, in_sync: bool, durable_end: u64) {
-        tracing::info!(group = %self.group, shard = self.shard, follower, in_sync, durable_end, "follower's in-sync state changed");
-        (self.isr.report)(self.shard, follower, in_sync);
+    fn report(&self, storage: &Shard, follower: &str, p: &Progress, now: Instant) {
+        let (_, written_end, _) = storage.log_positions();
+        (self.isr.report)(FollowerReport {
+            shard: self.shard,
+            follower: follower.to_string(),
+            in_sync: p.in_sync,
+            lag_bytes: written_end.saturating_sub(p.durable_end),
+            since_fetch: now.duration_since(p.last_fetch),
+        });
     }
 
     /// Followers that stopped fetching for `lag_max` fall out of sync here,
@@ -196,7 +214,7 @@ impl Replication {
             tracing::info!(group = %self.group, shard = self.shard, follower = %name, durable_end, "follower fell out of sync");
         }
         for (name, p) in self.followers.borrow().iter() {
-            (self.isr.report)(self.shard, name, p.in_sync);
+            self.report(storage, name, p, now);
         }
         self.advance(storage);
     }
