@@ -83,8 +83,13 @@ for mode in sync async; do
   done
   sleep 2 # the followers join the in-sync set once caught up
   "$bin/ringmq" cluster status --cluster "etcd://127.0.0.1:$port" | grep '^group=.* leader=' >&2 || true
-  bench "$mode" "$(IFS=,; echo "${addrs[*]}")"
-  "$bin/ringmq" cluster status --cluster "etcd://127.0.0.1:$port" | grep '^group=.* leader=' >"$out/$mode.status" || true
+  bench "$mode" "$(IFS=,; echo "${addrs[*]}")" &
+  bench_pid=$!
+  # Mid-run: the leader's view of each follower's lag (bytes behind, ms since its last fetch).
+  sleep $((duration / 2 + 2))
+  "$bin/ringmq" cluster status --cluster "etcd://127.0.0.1:$port" | grep '^group=.* \(leader\|follower\)=' \
+    >"$out/$mode.status" || true
+  wait "$bench_pid"
   stop_all
 done
 
@@ -112,7 +117,7 @@ for name in ["single", "sync", "async"]:
     print(row)
 for mode in ["sync", "async"]:
     try:
-        print(f"{mode} group after the run: {open(os.path.join(out, mode + '.status')).read().strip()}")
+        print(f"{mode}, mid-run:\n  " + open(os.path.join(out, mode + ".status")).read().strip().replace("\n", "\n  "))
     except OSError:
         pass
 print(f"runs in {out}")
