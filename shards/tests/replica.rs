@@ -47,6 +47,17 @@ async fn catch_up(leader: &Shard, follower: &Shard) -> usize {
     }
 }
 
+/// Ships the rest, checks that both shards hold the same queues, closes
+/// both and returns the log's end (for `assert_same_log`).
+async fn catch_up_and_close(leader: Shard, follower: Shard) -> u64 {
+    catch_up(&leader, &follower).await;
+    same_queues(&leader, &follower).await;
+    let end = leader.log_positions().1;
+    leader.close().await.unwrap();
+    follower.close().await.unwrap();
+    end
+}
+
 fn segment_files(dir: &Path) -> Vec<(String, Vec<u8>)> {
     let mut files: Vec<_> = std::fs::read_dir(dir)
         .unwrap()
@@ -166,12 +177,7 @@ fn a_follower_cut_back_to_a_position_fetches_again_from_there() {
             }
         }
         load(&leader, 20, 60).await;
-        catch_up(&leader, &follower).await;
-        same_queues(&leader, &follower).await;
-        let end = leader.log_positions().1;
-        leader.close().await.unwrap();
-        follower.close().await.unwrap();
-        end
+        catch_up_and_close(leader, follower).await
     });
     assert_same_log(a.path(), b.path(), end, segment_bytes);
 }
@@ -230,12 +236,7 @@ fn a_follower_with_another_round_size_mirrors_the_same_log() {
         let small_rounds = ShardConfig { round_bytes_max: 64 << 10, batch_bytes_max: 48 << 10, ..config(&pb) };
         let follower = Shard::open_mirror(small_rounds, None).await.unwrap();
         load(&leader, 40, 0).await;
-        catch_up(&leader, &follower).await;
-        same_queues(&leader, &follower).await;
-        let end = leader.log_positions().1;
-        leader.close().await.unwrap();
-        follower.close().await.unwrap();
-        end
+        catch_up_and_close(leader, follower).await
     });
     assert_same_log(a.path(), b.path(), end, segment_bytes);
 }

@@ -103,15 +103,16 @@ impl<'a> Request<'a> {
         }
     }
 
-    /// True if serving the request stores something (what a sync-replicated
-    /// leader acknowledges only once its replicas hold it).
+    /// True if serving the request stores something besides a topic
+    /// append (what a sync-replicated leader acknowledges only once its
+    /// replicas hold it). Produce and ProduceMany are not listed: their
+    /// appends wait for exactly the bytes they stored (`Core::append_here`),
+    /// not for everything other requests wrote meanwhile.
     pub fn writes(&self) -> bool {
         matches!(
             self,
             Request::CreateTopic(_)
                 | Request::DeleteTopic(_)
-                | Request::Produce(_)
-                | Request::ProduceMany(_)
                 | Request::CommitOffset(_)
                 | Request::SendBack(_)
                 | Request::ProduceDelayed(_)
