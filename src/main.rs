@@ -631,6 +631,7 @@ fn serve_in_cluster(
     let confirmed = ringmq::cluster::Confirmed::default();
     let control = ringmq::cluster::ControlPlane::start(c, on_lost, confirmed.clone()).map_err(|e| e.to_string())?;
     let isr = server::IsrLink { confirmed, report: control.in_sync_reporter() };
+    let placement = control.placement_link();
     let mut signals = Signals::new([SIGINT, SIGTERM]).map_err(|e| format!("installing signal handlers: {e}"))?;
     std::thread::Builder::new()
         .name("ringmq-signals".into())
@@ -679,6 +680,7 @@ fn serve_in_cluster(
             replication: replication.clone(),
             lead,
             isr: isr.clone(),
+            placement: placement.clone(),
         });
         let server = match server::start(cfg.clone()) {
             Ok(server) => server,

@@ -9,16 +9,23 @@
 //! lost (the leader's key is gone or has a new epoch, or this node's own
 //! lease lapsed while it led) it says so, and the node restarts in the role
 //! the next election gives it.
+//!
+//! And it keeps the cluster's view (groups, their leaders and shards, and
+//! where topics live) from etcd, watched and re-read at every renewal,
+//! published to the shards; it makes the topic changes they ask for.
 
 use super::election::{self, Campaign, EpochStart, Leadership};
 use super::isr::{self, Isr, Lags, Tracker};
+use super::placement;
 use super::registry::{self, Node, NodeKey};
 use super::{ClusterConfig, ETCD_TIMEOUT};
-use etcd_client::{LeaseKeepAliveStream, LeaseKeeper, PutOptions};
+use crate::server::placement::{ClusterView, PlacementAsk, PlacementLink};
+use crate::server::Failure;
+use etcd_client::{LeaseKeepAliveStream, LeaseKeeper, PutOptions, WatchOptions, WatchResponse, WatchStream};
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{mpsc, Arc, RwLock};
 use std::time::Duration;
-use tokio::sync::oneshot;
+use tokio::sync::{oneshot, watch};
 
 /// Why the control plane could not start.
 #[derive(Debug, thiserror::Error)]
@@ -31,6 +38,10 @@ pub enum ControlPlaneError {
 
 /// Longest an election may take before it is reported as failed.
 const ELECTION_TIMEOUT: Duration = Duration::from_secs(60);
+/// Longest a topic change may take, its groups applying it included.
+const TOPIC_CHANGE_TIMEOUT: Duration = Duration::from_secs(20);
+/// The etcd keys whose changes the control plane watches.
+const WATCHED_PREFIX: &str = "/ringmq/";
 
 /// This node's place in its group, as an election decided it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -55,6 +66,7 @@ enum Command {
     EpochStarts(Reply<BTreeMap<u64, EpochStart>>),
     /// A leader's shard says how a follower does there.
     Follower(crate::server::FollowerReport),
+    Placement(PlacementAsk),
 }
 
 /// The followers etcd lists as in sync, as the control plane publishes them.
@@ -67,12 +79,15 @@ struct Leading {
     isr: Isr,
     revision: i64,
     lags: Lags,
+    /// The newest topics revision this group's metadata is known to hold.
+    applied: i64,
 }
 
 /// This node's link to the cluster's etcd, on a thread of its own.
 pub struct ControlPlane {
     stop: Option<oneshot::Sender<()>>,
     commands: tokio::sync::mpsc::UnboundedSender<Command>,
+    view: watch::Receiver<ClusterView>,
     thread: Option<std::thread::JoinHandle<()>>,
 }
 
@@ -87,13 +102,17 @@ impl ControlPlane {
         let (ready_tx, ready_rx) = mpsc::channel();
         let (stop_tx, stop_rx) = oneshot::channel();
         let (commands_tx, commands_rx) = tokio::sync::mpsc::unbounded_channel();
+        let (view_tx, view) = watch::channel(ClusterView::default());
         let endpoints = config.endpoints.clone();
         let thread = std::thread::Builder::new()
             .name("ringmq-control".into())
             .spawn(move || {
                 let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build();
                 match runtime {
-                    Ok(runtime) => runtime.block_on(run(config, ready_tx, stop_rx, commands_rx, on_lost, confirmed)),
+                    Ok(runtime) => {
+                        let shared = Shared { confirmed, on_lost, view: view_tx };
+                        runtime.block_on(run(config, ready_tx, stop_rx, commands_rx, shared))
+                    }
                     Err(e) => {
                         let _ = ready_tx.send(Err(format!("starting its runtime: {e}")));
                     }
@@ -102,7 +121,7 @@ impl ControlPlane {
             .map_err(|e| ControlPlaneError::Thread(e.to_string()))?;
         let failed = |reason: String| ControlPlaneError::Etcd { endpoints: endpoints.clone(), reason };
         match ready_rx.recv_timeout(2 * ETCD_TIMEOUT) {
-            Ok(Ok(())) => Ok(ControlPlane { stop: Some(stop_tx), commands: commands_tx, thread: Some(thread) }),
+            Ok(Ok(())) => Ok(ControlPlane { stop: Some(stop_tx), commands: commands_tx, view, thread: Some(thread) }),
             Ok(Err(reason)) => Err(failed(reason)),
             Err(_) => Err(failed(format!("no answer within {:?}", 2 * ETCD_TIMEOUT))),
         }
@@ -132,6 +151,17 @@ impl ControlPlane {
         })
     }
 
+    /// The shards' link to the cluster's view and topic changes.
+    pub fn placement_link(&self) -> PlacementLink {
+        let commands = self.commands.clone();
+        let ask = Arc::new(move |asked| {
+            if let Err(unsent) = commands.send(Command::Placement(asked)) {
+                answer_stopped(unsent.0);
+            }
+        });
+        PlacementLink { view: self.view.clone(), ask }
+    }
+
     fn ask<T>(&self, command: impl FnOnce(Reply<T>) -> Command, limit: Duration) -> Result<T, String> {
         let (reply, answer) = mpsc::channel();
         self.commands.send(command(reply)).map_err(|_| "the control plane stopped".to_string())?;
@@ -150,12 +180,22 @@ impl ControlPlane {
 }
 
 /// A registration: the client, the lease it lives under, and that lease's
-/// keep-alive stream (opened once, renewed through for as long as it lasts).
+/// keep-alive stream (opened once, renewed through for as long as it lasts),
+/// and the watch of the cluster's keys (None once it failed: the view then
+/// follows the renewals).
 struct Registered {
     client: etcd_client::Client,
     lease: i64,
     keeper: LeaseKeeper,
     answers: LeaseKeepAliveStream,
+    events: Option<WatchStream>,
+}
+
+/// What the control-plane thread shares with the node.
+struct Shared {
+    confirmed: Confirmed,
+    on_lost: OnLost,
+    view: watch::Sender<ClusterView>,
 }
 
 async fn register(config: &ClusterConfig) -> Result<Registered, String> {
@@ -166,8 +206,10 @@ async fn register(config: &ClusterConfig) -> Result<Registered, String> {
     let key = NodeKey::of(config).etcd_key();
     client.put(key, node.to_json(), Some(PutOptions::new().with_lease(lease))).await.map_err(|e| e.to_string())?;
     let (keeper, answers) = client.lease_keep_alive(lease).await.map_err(|e| e.to_string())?;
+    let watched = client.watch(WATCHED_PREFIX, Some(WatchOptions::new().with_prefix())).await;
+    let events = watched.map_err(|e| e.to_string())?;
     tracing::info!(group = %config.group, node = %config.node, lease, "registered with etcd");
-    Ok(Registered { client, lease, keeper, answers })
+    Ok(Registered { client, lease, keeper, answers, events: Some(events) })
 }
 
 async fn run(
@@ -175,8 +217,7 @@ async fn run(
     ready: mpsc::Sender<Result<(), String>>,
     mut stop: oneshot::Receiver<()>,
     mut commands: tokio::sync::mpsc::UnboundedReceiver<Command>,
-    on_lost: OnLost,
-    confirmed: Confirmed,
+    shared: Shared,
 ) {
     let mut registered = match register(&config).await {
         Ok(r) => r,
@@ -185,6 +226,7 @@ async fn run(
             return;
         }
     };
+    refresh_view(&mut registered.client, &shared.view).await;
     let _ = ready.send(Ok(()));
     let renew_every = (config.lease_ttl / 3).max(Duration::from_millis(100));
     let mut role: Option<Elected> = None;
@@ -199,8 +241,23 @@ async fn run(
             _ = &mut stop => break,
             asked = commands.recv() => {
                 let Some(command) = asked else { break };
-                let state = (&mut role, &mut leading, &confirmed, &on_lost);
+                let state = (&mut role, &mut leading, &shared);
                 serve_command(&config, &mut registered, renew_every, command, state).await;
+                continue;
+            }
+            event = next_event(&mut registered.events) => {
+                match event {
+                    Ok(Some(event)) => {
+                        let keys = event.events().iter().filter_map(|e| e.kv().map(|kv| kv.key()));
+                        if keys.into_iter().any(placement::moves_the_view) {
+                            refresh_view(&mut registered.client, &shared.view).await;
+                        }
+                    }
+                    ended => {
+                        tracing::warn!(?ended, "the etcd watch ended; the cluster view follows the lease renewals");
+                        registered.events = None;
+                    }
+                }
                 continue;
             }
             _ = ticker.tick() => {}
@@ -210,7 +267,7 @@ async fn run(
             if matches!(role, Some(Elected::Leader { .. })) {
                 // Fenced: another node may be elected once the lease runs out.
                 let why = format!("this node's etcd lease was not renewed ({error}); it no longer leads");
-                depose(&mut role, &mut leading, &confirmed, &on_lost, why);
+                depose(&mut role, &mut leading, &shared, why);
             }
             match register(&config).await {
                 Ok(r) => registered = r,
@@ -218,14 +275,15 @@ async fn run(
             }
             continue;
         }
+        refresh_view(&mut registered.client, &shared.view).await;
         if let Some(why) = role_lost(&config, &mut registered.client, role.as_ref()).await {
-            depose(&mut role, &mut leading, &confirmed, &on_lost, why);
+            depose(&mut role, &mut leading, &shared, why);
         }
         if let Some(l) = leading.as_mut() {
             note_registered(&config, &mut registered.client, l).await;
             l.lags.store(&mut registered.client, &config.group, registered.lease).await;
-            if let Some(why) = update_isr(&config, &mut registered.client, l, &confirmed).await {
-                depose(&mut role, &mut leading, &confirmed, &on_lost, why);
+            if let Some(why) = update_isr(&config, &mut registered.client, l, &shared.confirmed).await {
+                depose(&mut role, &mut leading, &shared, why);
             }
         }
     }
@@ -236,15 +294,39 @@ async fn run(
     }
 }
 
+/// The next change of the watched keys (never, once the watch failed).
+async fn next_event(events: &mut Option<WatchStream>) -> Result<Option<WatchResponse>, etcd_client::Error> {
+    match events {
+        Some(events) => events.message().await,
+        None => std::future::pending().await,
+    }
+}
+
+/// Reads the cluster's view and publishes it if its groups or topics moved.
+async fn refresh_view(client: &mut etcd_client::Client, view: &watch::Sender<ClusterView>) {
+    let next = match tokio::time::timeout(ETCD_TIMEOUT, placement::read_view(client)).await {
+        Ok(Ok(next)) => next,
+        Ok(Err(error)) => return tracing::warn!(%error, "reading the cluster's topics and groups failed"),
+        Err(_) => return tracing::warn!("reading the cluster's topics and groups timed out"),
+    };
+    view.send_if_modified(|v| {
+        let moved = v.revision == 0 || v.groups != next.groups || v.topics != next.topics;
+        if moved {
+            *v = next;
+        }
+        moved
+    });
+}
+
 /// The role and, while leading, what the control plane keeps for it.
-type RoleState<'a> = (&'a mut Option<Elected>, &'a mut Option<Leading>, &'a Confirmed, &'a OnLost);
+type RoleState<'a> = (&'a mut Option<Elected>, &'a mut Option<Leading>, &'a Shared);
 
 async fn serve_command(
     config: &ClusterConfig,
     registered: &mut Registered,
     pause: Duration,
     command: Command,
-    (role, leading, confirmed, on_lost): RoleState<'_>,
+    (role, leading, shared): RoleState<'_>,
 ) {
     let in_time = |e: Result<Result<(), String>, tokio::time::error::Elapsed>| {
         e.unwrap_or_else(|_| Err(format!("no answer from etcd within {ETCD_TIMEOUT:?}")))
@@ -259,16 +341,18 @@ async fn serve_command(
                 Ok(Elected::Leader { epoch }) => start_leading(config, &mut registered.client, *epoch).await,
                 _ => None,
             };
-            // The shards start once this answers: they must see the stored set from their first produce.
-            publish_confirmed(config, leading.as_ref(), confirmed);
+            // The shards start once this answers: they must see the stored
+            // set from their first produce, and their group's leader in the view.
+            publish_confirmed(config, leading.as_ref(), &shared.confirmed);
+            refresh_view(&mut registered.client, &shared.view).await;
             let _ = reply.send(elected);
         }
         Command::Follower(report) => {
             if let Some(l) = leading.as_mut() {
                 l.tracker.note(report.shard, &report.follower, report.in_sync);
                 l.lags.note(&report);
-                if let Some(why) = update_isr(config, &mut registered.client, l, confirmed).await {
-                    depose(role, leading, confirmed, on_lost, why);
+                if let Some(why) = update_isr(config, &mut registered.client, l, &shared.confirmed).await {
+                    depose(role, leading, shared, why);
                 }
             }
         }
@@ -281,6 +365,58 @@ async fn serve_command(
             let got = got.await.unwrap_or_else(|_| Err(format!("no answer from etcd within {ETCD_TIMEOUT:?}")));
             let _ = reply.send(got);
         }
+        Command::Placement(PlacementAsk::Applied(revision)) => {
+            let Some(l) = leading.as_mut().filter(|l| revision > l.applied) else { return };
+            let put = placement::store_applied(&mut registered.client, &config.group, revision);
+            match in_time(tokio::time::timeout(ETCD_TIMEOUT, put).await) {
+                Ok(()) => l.applied = revision,
+                Err(error) => tracing::warn!(%error, revision, "recording the topics this group applied failed"),
+            }
+        }
+        Command::Placement(change) => {
+            // Served on a task of its own: it waits for this group's shards,
+            // which tell the control plane through this loop.
+            tokio::spawn(change_topics(registered.client.clone(), change));
+        }
+    }
+}
+
+/// Makes a topic change in etcd and waits for the groups to apply it.
+async fn change_topics(mut client: etcd_client::Client, change: PlacementAsk) {
+    let (revision, reply) = match change {
+        PlacementAsk::Create { topic, reply } => {
+            let made = async {
+                let view = placement::read_view(&mut client).await.map_err(Failure::cluster_unavailable)?;
+                placement::create(&mut client, &view, &topic).await
+            };
+            (tokio::time::timeout(ETCD_TIMEOUT, made).await, reply)
+        }
+        PlacementAsk::Delete { name, reply } => {
+            (tokio::time::timeout(ETCD_TIMEOUT, placement::delete(&mut client, &name)).await, reply)
+        }
+        PlacementAsk::Applied(_) => unreachable!("served by the control plane's loop"),
+    };
+    let revision = match revision {
+        Ok(Ok(revision)) => revision,
+        Ok(Err(failure)) => return drop(reply.send(Err(failure))),
+        Err(_) => {
+            let failed = Failure::cluster_unavailable(format!("no answer within {ETCD_TIMEOUT:?}"));
+            return drop(reply.send(Err(failed)));
+        }
+    };
+    let applied = tokio::time::timeout(TOPIC_CHANGE_TIMEOUT, placement::wait_applied(&mut client, revision)).await;
+    match applied {
+        Ok(Ok(())) => {}
+        Ok(Err(error)) => tracing::warn!(%error, "a topic change is stored in etcd but not applied everywhere yet"),
+        Err(_) => tracing::warn!(revision, "a topic change is stored in etcd; its groups did not say they applied it"),
+    }
+    let _ = reply.send(Ok(()));
+}
+
+/// Answers a topic change the stopped control plane can no longer make.
+fn answer_stopped(unsent: Command) {
+    if let Command::Placement(PlacementAsk::Create { reply, .. } | PlacementAsk::Delete { reply, .. }) = unsent {
+        let _ = reply.send(Err(Failure::cluster_unavailable("the control plane stopped")));
     }
 }
 
@@ -296,8 +432,14 @@ async fn find_or_become_leader(config: &ClusterConfig, r: &mut Registered, pause
                 renew(r).await?;
             }
             None => {
-                let attempt =
-                    election::campaign(&mut r.client, &config.group, &config.node, &config.advertise, r.lease);
+                let attempt = election::campaign(
+                    &mut r.client,
+                    &config.group,
+                    &config.node,
+                    &config.advertise,
+                    config.shards,
+                    r.lease,
+                );
                 match attempt.await? {
                     Campaign::Won { epoch, isr } => {
                         let members = &isr.members;
@@ -317,17 +459,11 @@ async fn find_or_become_leader(config: &ClusterConfig, r: &mut Registered, pause
 }
 
 /// This node no longer leads: the shards count no follower and the node restarts in a new role.
-fn depose(
-    role: &mut Option<Elected>,
-    leading: &mut Option<Leading>,
-    confirmed: &Confirmed,
-    on_lost: &OnLost,
-    why: String,
-) {
+fn depose(role: &mut Option<Elected>, leading: &mut Option<Leading>, shared: &Shared, why: String) {
     *role = None;
     *leading = None;
-    *confirmed.write().expect("no thread panics holding it") = BTreeSet::new();
-    on_lost(why);
+    *shared.confirmed.write().expect("no thread panics holding it") = BTreeSet::new();
+    (shared.on_lost)(why);
 }
 
 /// The in-sync set as this node begins to lead `epoch` (stored by its campaign).
@@ -335,7 +471,7 @@ async fn start_leading(config: &ClusterConfig, client: &mut etcd_client::Client,
     match isr::read(client, &config.group).await {
         Ok((Some(isr), revision)) => {
             let tracker = Tracker::new(&config.node, config.shards, &isr.members);
-            Some(Leading { epoch, tracker, isr, revision, lags: Lags::default() })
+            Some(Leading { epoch, tracker, isr, revision, lags: Lags::default(), applied: 0 })
         }
         Ok((None, _)) => {
             tracing::error!(group = %config.group, "the campaign stored no in-sync set");

@@ -17,7 +17,7 @@ pub struct Leadership {
     pub epoch: u64,
 }
 
-const GROUPS_PREFIX: &str = "/ringmq/groups/";
+pub(super) const GROUPS_PREFIX: &str = "/ringmq/groups/";
 
 fn leader_key(group: &str) -> String {
     format!("{GROUPS_PREFIX}{group}/leader")
@@ -49,12 +49,14 @@ pub enum Campaign {
 /// One attempt to lead `group` under `lease`, in one transaction: no leader
 /// key, the epoch and the in-sync set unchanged since read, and this node in
 /// the set (any node, while no set is stored) -> epoch + 1, the leader key,
-/// and the set stamped with the new epoch.
+/// and the set stamped with the new epoch (and the group's shard count,
+/// which numbers its shards in the cluster).
 pub async fn campaign(
     client: &mut Client,
     group: &str,
     node: &str,
     advertise: &str,
+    shards: usize,
     lease: i64,
 ) -> Result<Campaign, String> {
     let found = client.get(epoch_key(group), None).await.map_err(|e| e.to_string())?;
@@ -86,6 +88,7 @@ pub async fn campaign(
             TxnOp::put(epoch_key(group), next.epoch.to_string(), None),
             TxnOp::put(leader_key(group), json, Some(PutOptions::new().with_lease(lease))),
             TxnOp::put(isr::isr_key(group), serde_json::to_string(&isr).expect("an ISR serializes"), None),
+            TxnOp::put(super::placement::shards_key(group), shards.to_string(), None),
         ]);
     let done = client.txn(txn).await.map_err(|e| e.to_string())?;
     Ok(if done.succeeded() { Campaign::Won { epoch: next.epoch, isr } } else { Campaign::Lost })

@@ -10,6 +10,7 @@ mod control_plane;
 mod election;
 mod isr;
 pub mod local_epoch;
+mod placement;
 mod registry;
 
 pub use control_plane::{Confirmed, ControlPlane, ControlPlaneError, Elected, OnLost};

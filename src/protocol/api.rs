@@ -108,6 +108,8 @@ wire_enum! {
         LogDiverged = 25,
         /// Sync replication: too few replicas hold the batch durably (it is stored on the leader).
         NotEnoughReplicas = 26,
+        /// Cluster mode: the coordination service (etcd) did not answer a topic change; retry.
+        ClusterUnavailable = 27,
     }
 }
 
@@ -121,7 +123,11 @@ impl ErrorCode {
     pub fn is_retriable(self) -> bool {
         matches!(
             self,
-            ErrorCode::ShuttingDown | ErrorCode::UnknownTopic | ErrorCode::UnknownQueue | ErrorCode::NotLeader
+            ErrorCode::ShuttingDown
+                | ErrorCode::UnknownTopic
+                | ErrorCode::UnknownQueue
+                | ErrorCode::NotLeader
+                | ErrorCode::ClusterUnavailable
         )
     }
 

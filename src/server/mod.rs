@@ -22,9 +22,11 @@ mod wire;
 
 pub use self::core::config;
 pub use self::core::config::ServerConfig;
+pub use self::core::placement;
 pub use self::core::replication::{
     ClusterRole, FollowerReport, InSyncReport, IsrLink, Lead, ReplicationConfig, ReplicationMode,
 };
+pub use self::core::Failure;
 
 use self::core::clock::Clock;
 use self::core::tasks::Stop;

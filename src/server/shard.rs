@@ -174,6 +174,9 @@ fn start_tasks(s: &Rc<Services>, listener: TcpListener) {
     s.transactions.start();
     tasks.spawn("retention floor", Death::Logged, retention_floor_loop(s.clone()));
     tasks.spawn("offset snapshots", Death::Logged, offset_snapshots(core.clone()));
+    if core.id() == 0 && core.placement().is_some() {
+        tasks.spawn("topic placement", Death::Logged, core.clone().follow_placement());
+    }
     if let ShardRole::Leader(replication) = core.role() {
         let (core, replication) = (core.clone(), replication.clone());
         let every = (core.config().cluster.as_ref().expect("a leader's role").replication.lag_max / 4)

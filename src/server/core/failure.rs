@@ -16,6 +16,10 @@ impl Failure {
     pub fn unknown_topic(name: &str) -> Failure {
         Failure(ErrorCode::UnknownTopic, format!("unknown topic {name:?}; create it first"))
     }
+
+    pub fn cluster_unavailable(why: impl std::fmt::Display) -> Failure {
+        Failure(ErrorCode::ClusterUnavailable, format!("the cluster's etcd did not take the change: {why}; retry"))
+    }
 }
 
 impl std::fmt::Display for Failure {

@@ -1,8 +1,11 @@
 //! Topic metadata: topics, their queues, which shard owns each queue and the
 //! storage queue id behind it. Shard 0 owns changes; it stores the whole
 //! snapshot durably (new file, fsync, rename, directory fsync) and pushes it
-//! to every shard before the client hears back.
+//! to every shard before the client hears back. In a cluster of several
+//! broker groups a topic's queues may live in other groups: those are named
+//! by their place, and only this group's have storage here.
 
+use super::placement::{Place, PlacedTopic};
 use crate::protocol::codec::{DecodeError, Reader, Writer};
 use crate::protocol::messages::{MetadataResponse, ShardAddr, TopicInfo};
 use std::collections::BTreeMap;
@@ -10,13 +13,15 @@ use std::io::Write;
 use std::path::Path;
 
 const FILE: &str = "metadata";
-const MAGIC: u32 = 0x444d_4d52; // "RMMD"
+/// Files from before topics could span broker groups: every queue is here.
+const MAGIC_V1: u32 = 0x444d_4d52; // "RMMD"
+const MAGIC: u32 = 0x324d_4d52; // "RMM2"
 /// Longest topic name.
 pub const TOPIC_NAME_MAX: usize = 200;
 /// Most queues per topic.
 pub const QUEUES_MAX: u32 = 4096;
 
-/// One queue of a topic.
+/// One queue of a topic, on a shard of this broker group.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct QueueSlot {
     pub shard: u32,
@@ -24,11 +29,21 @@ pub struct QueueSlot {
     pub storage_id: u32,
 }
 
+/// Where a topic's queue lives.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Home {
+    Here(QueueSlot),
+    /// In another broker group: its leader serves it.
+    Group(Place),
+}
+
 /// One topic.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Topic {
     pub flush: u8,
-    pub queues: Vec<QueueSlot>,
+    pub queues: Vec<Home>,
+    /// The etcd revision that created it in a cluster (0 on a single node).
+    pub created: i64,
 }
 
 /// The broker's metadata.
@@ -44,9 +59,12 @@ impl Metadata {
         let mut w = Writer::default();
         w.u32(MAGIC).u32(self.next_storage_id).u32(self.topics.len() as u32);
         for (name, t) in &self.topics {
-            w.string(name).u8(t.flush).u32(t.queues.len() as u32);
+            w.string(name).u8(t.flush).u64(t.created as u64).u32(t.queues.len() as u32);
             for q in &t.queues {
-                w.u32(q.shard).u32(q.storage_id);
+                match q {
+                    Home::Here(slot) => w.u8(0).u32(slot.shard).u32(slot.storage_id),
+                    Home::Group(place) => w.u8(1).string(&place.group).u32(place.shard),
+                };
             }
         }
         let crc = crc32fast::hash(&w.buf);
@@ -63,18 +81,19 @@ impl Metadata {
             return Err(DecodeError("metadata CRC mismatch"));
         }
         let mut r = Reader::new(&bytes[..bytes.len() - 4]);
-        if r.u32()? != MAGIC {
-            return Err(DecodeError("not a metadata file"));
-        }
+        let v1 = match r.u32()? {
+            MAGIC_V1 => true,
+            MAGIC => false,
+            _ => return Err(DecodeError("not a metadata file")),
+        };
         let next_storage_id = r.u32()?;
         let mut topics = BTreeMap::new();
         for _ in 0..r.count(7)? {
             let name = r.string()?;
             let flush = r.u8()?;
-            let queues = (0..r.count(8)?)
-                .map(|_| Ok(QueueSlot { shard: r.u32()?, storage_id: r.u32()? }))
-                .collect::<Result<_, _>>()?;
-            topics.insert(name, Topic { flush, queues });
+            let created = if v1 { 0 } else { r.u64()? as i64 };
+            let queues = (0..r.count(8)?).map(|_| decode_home(&mut r, v1)).collect::<Result<_, _>>()?;
+            topics.insert(name, Topic { flush, queues, created });
         }
         r.finish()?;
         Ok(Metadata { topics, next_storage_id })
@@ -108,16 +127,44 @@ impl Metadata {
         let first = name.bytes().fold(0u32, |h, b| h.wrapping_mul(31).wrapping_add(u32::from(b))) % shards;
         let mut next = self.clone();
         let slots = (0..queues)
-            .map(|q| QueueSlot { shard: (first + q) % shards, storage_id: self.next_storage_id + q })
+            .map(|q| Home::Here(QueueSlot { shard: (first + q) % shards, storage_id: self.next_storage_id + q }))
             .collect();
-        next.topics.insert(name.to_string(), Topic { flush, queues: slots });
+        next.topics.insert(name.to_string(), Topic { flush, queues: slots, created: 0 });
         next.next_storage_id += queues;
         next
     }
 
-    /// The protocol's view: shard addresses and the named topics (all if none named).
-    pub fn describe(&self, shards: &[String], names: &[String]) -> MetadataResponse {
-        let shards = shards.iter().enumerate().map(|(i, a)| ShardAddr { shard: i as u32, addr: a.clone() }).collect();
+    /// This broker group's metadata for the cluster's `topics`: a topic
+    /// already held (the same creation) keeps its queues' storage, a new one
+    /// gets storage ids for the queues placed in `group`, and topics etcd no
+    /// longer has are gone.
+    pub fn with_placement(&self, topics: &BTreeMap<String, PlacedTopic>, group: &str) -> Metadata {
+        let mut next = Metadata { topics: BTreeMap::new(), next_storage_id: self.next_storage_id };
+        for (name, placed) in topics {
+            let kept =
+                self.topics.get(name).filter(|t| t.created == placed.created && t.queues.len() == placed.queues.len());
+            let queues = placed
+                .queues
+                .iter()
+                .enumerate()
+                .map(|(i, place)| match kept.map(|t| &t.queues[i]) {
+                    Some(Home::Here(slot)) if place.group == group && slot.shard == place.shard => Home::Here(*slot),
+                    _ if place.group == group => {
+                        next.next_storage_id += 1;
+                        Home::Here(QueueSlot { shard: place.shard, storage_id: next.next_storage_id - 1 })
+                    }
+                    _ => Home::Group(place.clone()),
+                })
+                .collect();
+            next.topics.insert(name.clone(), Topic { flush: placed.flush, queues, created: placed.created });
+        }
+        next
+    }
+
+    /// The protocol's view: shard addresses and the named topics (all if
+    /// none named), each queue by the index `shard_of` gives its home.
+    pub fn describe(&self, addrs: Vec<String>, shard_of: impl Fn(&Home) -> u32, names: &[String]) -> MetadataResponse {
+        let shards = addrs.into_iter().enumerate().map(|(i, addr)| ShardAddr { shard: i as u32, addr }).collect();
         let topics = self
             .topics
             .iter()
@@ -125,10 +172,18 @@ impl Metadata {
             .map(|(n, t)| TopicInfo {
                 name: n.clone(),
                 flush: t.flush,
-                queue_shards: t.queues.iter().map(|q| q.shard).collect(),
+                queue_shards: t.queues.iter().map(&shard_of).collect(),
             })
             .collect();
         MetadataResponse { shards, topics }
+    }
+}
+
+fn decode_home(r: &mut Reader<'_>, v1: bool) -> Result<Home, DecodeError> {
+    match if v1 { 0 } else { r.u8()? } {
+        0 => Ok(Home::Here(QueueSlot { shard: r.u32()?, storage_id: r.u32()? })),
+        1 => Ok(Home::Group(Place { group: r.string()?, shard: r.u32()? })),
+        _ => Err(DecodeError("unknown queue home")),
     }
 }
 
@@ -153,9 +208,10 @@ mod tests {
     fn metadata_round_trips_and_spreads_queues_over_shards() {
         let m = Metadata::default().with_topic("orders", 8, 0, 2).with_topic("audit", 3, 1, 2);
         assert_eq!(Metadata::decode(&m.encode()).unwrap(), m);
-        let shards: Vec<u32> = m.topics["orders"].queues.iter().map(|q| q.shard).collect();
+        let slots = |t: &Topic| t.queues.iter().map(here).collect::<Vec<_>>();
+        let shards: Vec<u32> = slots(&m.topics["orders"]).iter().map(|q| q.shard).collect();
         assert_eq!(shards.iter().filter(|s| **s == 0).count(), 4);
-        let ids: Vec<u32> = m.topics.values().flat_map(|t| t.queues.iter().map(|q| q.storage_id)).collect();
+        let ids: Vec<u32> = m.topics.values().flat_map(|t| slots(t).into_iter().map(|q| q.storage_id)).collect();
         let mut unique = ids.clone();
         unique.sort();
         unique.dedup();
@@ -163,6 +219,55 @@ mod tests {
         let mut bad = m.encode();
         bad[5] ^= 1;
         assert!(Metadata::decode(&bad).is_err());
+    }
+
+    fn here(h: &Home) -> QueueSlot {
+        match h {
+            Home::Here(slot) => *slot,
+            Home::Group(p) => panic!("{p:?} is not here"),
+        }
+    }
+
+    #[test]
+    fn a_file_from_before_groups_reads_as_every_queue_here() {
+        let mut w = Writer::default();
+        w.u32(MAGIC_V1).u32(7).u32(1).string("old").u8(1).u32(2).u32(0).u32(5).u32(1).u32(6);
+        let crc = crc32fast::hash(&w.buf);
+        w.u32(crc);
+        let m = Metadata::decode(&w.buf).unwrap();
+        let old = &m.topics["old"];
+        assert_eq!((old.flush, old.created, m.next_storage_id), (1, 0, 7));
+        assert_eq!(
+            old.queues,
+            [Home::Here(QueueSlot { shard: 0, storage_id: 5 }), Home::Here(QueueSlot { shard: 1, storage_id: 6 })]
+        );
+    }
+
+    #[test]
+    fn a_placement_keeps_the_storage_of_topics_held_and_names_other_groups_queues() {
+        let at = |group: &str, shard| Place { group: group.into(), shard };
+        let topic = |created, queues: Vec<Place>| PlacedTopic { flush: 0, queues, created };
+        let mut placed = BTreeMap::new();
+        placed.insert("t".to_string(), topic(10, vec![at("a", 0), at("b", 0), at("a", 1)]));
+        let m = Metadata::default().with_placement(&placed, "a");
+        let t = &m.topics["t"];
+        assert_eq!(t.queues[1], Home::Group(at("b", 0)));
+        assert_eq!(
+            (here(&t.queues[0]), here(&t.queues[2])),
+            (QueueSlot { shard: 0, storage_id: 0 }, QueueSlot { shard: 1, storage_id: 1 })
+        );
+        assert_eq!(Metadata::decode(&m.encode()).unwrap(), m);
+
+        placed.insert("u".to_string(), topic(11, vec![at("b", 0)]));
+        let again = m.with_placement(&placed, "a");
+        assert_eq!(again.topics["t"], m.topics["t"], "a topic held keeps its storage");
+        assert_eq!(again.topics["u"].queues, [Home::Group(at("b", 0))], "a topic with no queue here is still known");
+
+        placed.insert("t".to_string(), topic(12, vec![at("a", 0)]));
+        let recreated = again.with_placement(&placed, "a");
+        assert_eq!(here(&recreated.topics["t"].queues[0]).storage_id, 2, "a topic made again gets new storage");
+        placed.clear();
+        assert!(recreated.with_placement(&placed, "a").topics.is_empty());
     }
 
     #[test]

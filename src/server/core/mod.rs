@@ -15,6 +15,7 @@ pub mod mesh;
 pub mod metadata;
 pub mod metadata_log;
 pub mod offsets;
+pub mod placement;
 pub mod replication;
 pub mod service;
 pub mod stall;

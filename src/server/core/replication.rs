@@ -50,6 +50,8 @@ pub struct ClusterRole {
     pub lead: Lead,
     /// The group's in-sync set, shared with the control plane.
     pub isr: IsrLink,
+    /// Where the cluster's topics and groups are, from the control plane.
+    pub placement: super::placement::PlacementLink,
 }
 
 /// A leader's shards and its control plane share the in-sync set: the

@@ -6,7 +6,7 @@
 use super::context::{Core, ShardRole};
 use super::failure::Failure;
 use super::mesh::{Answer, Call};
-use super::metadata::QueueSlot;
+use super::metadata::{Home, QueueSlot};
 use crate::protocol::messages::QueueRef;
 use crate::protocol::ErrorCode;
 use ringmq_shards::{QueueId, ReadBatches, ReadWait, Record, StorageError};
@@ -17,17 +17,32 @@ use std::time::Duration;
 const RETRY_PAUSE: Duration = Duration::from_millis(200);
 
 impl Core {
-    /// Where a topic's queue lives.
+    /// Where a topic's queue lives in this broker group (NotLeader for a
+    /// queue of another group: its leader serves it).
     pub fn locate(&self, q: &QueueRef) -> Result<QueueSlot, Failure> {
+        match self.home(q)? {
+            Home::Here(slot) => Ok(slot),
+            Home::Group(place) => Err(Failure(
+                ErrorCode::NotLeader,
+                format!(
+                    "queue {} of topic {:?} lives in broker group {:?}: its leader serves it; refresh metadata",
+                    q.queue, q.topic, place.group
+                ),
+            )),
+        }
+    }
+
+    /// Where a topic's queue lives, in this broker group or another.
+    pub fn home(&self, q: &QueueRef) -> Result<Home, Failure> {
         let metadata = self.metadata();
         let topic = metadata.topics.get(&q.topic).ok_or_else(|| Failure::unknown_topic(&q.topic))?;
-        let slot = *topic.queues.get(q.queue as usize).ok_or_else(|| {
+        let home = topic.queues.get(q.queue as usize).ok_or_else(|| {
             Failure(
                 ErrorCode::UnknownQueue,
                 format!("topic {:?} has queues 0..{}, not {}", q.topic, topic.queues.len(), q.queue),
             )
         })?;
-        Ok(slot)
+        Ok(home.clone())
     }
 
     /// This shard owns the queue of `slot`.

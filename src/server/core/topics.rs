@@ -2,11 +2,14 @@
 //! metadata durably, makes it current on every other shard over the mesh
 //! and then on itself before the change is answered. Every shard creates the
 //! storage queues it owns and deletes those of deleted topics as it applies.
+//! In a cluster, topics are changed in etcd (through the control plane) and
+//! each group leader's shard 0 applies what etcd holds (`follow_placement`).
 
 use super::context::Core;
 use super::failure::Failure;
 use super::mesh::Call;
-use super::metadata::{self, Metadata, QUEUES_MAX};
+use super::metadata::{self, Home, Metadata, QUEUES_MAX};
+use super::placement::ClusterView;
 use crate::protocol::messages::CreateTopic;
 use crate::protocol::ErrorCode;
 use ringmq_shards::{FlushPolicy, QueueId, StorageError};
@@ -20,6 +23,9 @@ impl Core {
     /// Creates a topic (on shard 0, wherever it is asked).
     pub async fn create_topic(self: &Rc<Self>, req: CreateTopic) -> Result<(), Failure> {
         check_new_topic(&req)?;
+        if let Some(placement) = self.placement() {
+            return placement.create(req).await;
+        }
         if self.id() != METADATA_SHARD {
             return self.mesh().change_topics(METADATA_SHARD, Call::CreateTopic(req)).await;
         }
@@ -34,6 +40,12 @@ impl Core {
 
     /// Deletes a topic and, on every shard, its queues' storage.
     pub async fn delete_topic(self: &Rc<Self>, name: &str) -> Result<(), Failure> {
+        if let Some(placement) = self.placement() {
+            if !self.metadata().topics.contains_key(name) {
+                return Err(Failure(ErrorCode::UnknownTopic, format!("unknown topic {name:?}")));
+            }
+            return placement.delete(name).await;
+        }
         if self.id() != METADATA_SHARD {
             return self.mesh().change_topics(METADATA_SHARD, Call::DeleteTopic(name.to_string())).await;
         }
@@ -54,6 +66,44 @@ impl Core {
             Err(Failure(ErrorCode::TopicExists, _)) => Ok(()),
             other => other,
         }
+    }
+
+    /// A leader's shard 0 in a cluster: makes the group's metadata what
+    /// etcd's placement says, each time the control plane publishes a new
+    /// view, and tells it which view the group now holds.
+    pub async fn follow_placement(self: Rc<Self>) {
+        let link = self.placement().expect("cluster mode").clone();
+        let group = self.config().cluster.as_ref().expect("cluster mode").group.clone();
+        let mut views = link.view.clone();
+        loop {
+            let view: ClusterView = views.borrow_and_update().clone();
+            // Revision 0: not read from etcd yet (it would delete every topic).
+            let applied = if view.revision == 0 { Ok(()) } else { self.apply_placement(&view, &group).await };
+            match applied {
+                Ok(()) if view.revision == 0 => {}
+                Ok(()) => (link.ask)(super::placement::PlacementAsk::Applied(view.revision)),
+                Err(error) => {
+                    tracing::warn!(%error, revision = view.revision, "applying the cluster's topics failed; retrying");
+                    if !self.tasks().sleep(std::time::Duration::from_millis(500)).await {
+                        return;
+                    }
+                    continue;
+                }
+            }
+            if !matches!(self.tasks().unless_stopping(views.changed()).await, Some(Ok(()))) {
+                return;
+            }
+        }
+    }
+
+    async fn apply_placement(&self, view: &ClusterView, group: &str) -> Result<(), Failure> {
+        let _one_change_at_a_time = self.metadata_lock.acquire_permit(1).await;
+        let current = self.metadata();
+        let next = current.with_placement(&view.topics, group);
+        if next == *current {
+            return Ok(());
+        }
+        self.publish(next).await
     }
 
     /// Stores new metadata durably, then applies it on every shard.
@@ -84,7 +134,8 @@ impl Core {
         let mut wanted = HashSet::new();
         let mut create = Vec::new();
         for topic in next.topics.values() {
-            for slot in topic.queues.iter().filter(|s| s.shard as usize == self.id()) {
+            let here = topic.queues.iter().filter_map(|h| if let Home::Here(slot) = h { Some(slot) } else { None });
+            for slot in here.filter(|s| s.shard as usize == self.id()) {
                 let q = QueueId(slot.storage_id);
                 wanted.insert(q);
                 if existing.contains(&q) {

@@ -5,6 +5,7 @@
 
 use super::tag_filter;
 use crate::protocol::messages::{LookedUp, LookupQuery};
+use crate::server::core::metadata::Home;
 use crate::server::core::{Core, Failure};
 use ringmq_shards::lookup::{id_hash, key_hash};
 use ringmq_shards::{QueueId, ReadWait};
@@ -21,7 +22,12 @@ pub async fn lookup(core: &Core, query: &LookupQuery) -> Result<LookedUp, Failur
     let by_storage_id: HashMap<u32, (&String, u32)> = metadata
         .topics
         .iter()
-        .flat_map(|(name, t)| t.queues.iter().enumerate().map(move |(i, slot)| (slot.storage_id, (name, i as u32))))
+        .flat_map(|(name, t)| {
+            t.queues.iter().enumerate().filter_map(move |(i, home)| match home {
+                Home::Here(slot) => Some((slot.storage_id, (name, i as u32))),
+                Home::Group(_) => None,
+            })
+        })
         .collect();
     let mut out = LookedUp::default();
     for (q, offset) in candidates {

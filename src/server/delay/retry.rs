@@ -46,19 +46,23 @@ pub async fn send_back(core: &Rc<Core>, req: &SendBack, slot: QueueSlot) -> Resu
         level_delay(core.config(), level)?;
     }
     let (retry, dlq) = (retry_topic(&req.group), dlq_topic(&req.group));
+    // The retry copy names its queue: this broker group's of the retry topic.
+    core.ensure_topic(&retry).await?;
+    let queue = core.home_queue(&retry)?;
+    let retry_queue = QueueRef { topic: retry, queue };
     let copy = queues::with_record(core.storage(), QueueId(slot.storage_id), req.offset, |r| {
-        copy_back(core, req, level, &retry, r)
+        copy_back(core, req, level, &retry_queue, r)
     })
     .await?
     .ok_or_else(|| Failure(ErrorCode::OffsetOutOfRange, format!("no message at offset {}", req.offset)))??;
     let max = if req.max_retries == 0 { DEFAULT_MAX_RETRIES } else { req.max_retries };
     if copy.times > max || req.dead_letter {
         core.ensure_topic(&dlq).await?;
-        core.append(&QueueRef { topic: dlq, queue: 0 }, &copy.dead_letter).await?;
+        let queue = core.home_queue(&dlq)?;
+        core.append(&QueueRef { topic: dlq, queue }, &copy.dead_letter).await?;
         tracing::info!(group = %req.group, times = copy.times, "message moved to the dead-letter topic");
         return Ok(SentBack { dead_lettered: true, reconsume_times: copy.times, due_ms: 0 });
     }
-    core.ensure_topic(&retry).await?;
     core.storage().append(delay_level(copy.level), &copy.retry).await?;
     Ok(SentBack { dead_lettered: false, reconsume_times: copy.times, due_ms: copy.due_ms })
 }
@@ -74,7 +78,7 @@ struct Copy {
 
 /// Counts the send-back, keeps the origin, and stamps the retry copy with
 /// its level's due time (level `count + 2` unless the request names one).
-fn copy_back(core: &Core, req: &SendBack, level: u32, retry_topic: &str, record: &Record<'_>) -> Result<Copy, Failure> {
+fn copy_back(core: &Core, req: &SendBack, level: u32, retry: &QueueRef, record: &Record<'_>) -> Result<Copy, Failure> {
     let header = |name| record.headers.get(name);
     let times = header(RECONSUME).and_then(|v| v.try_into().ok()).map_or(0, u32::from_le_bytes) + 1;
     let (origin_queue, origin_offset) = (req.queue.queue.to_le_bytes(), req.offset.to_le_bytes());
@@ -90,6 +94,6 @@ fn copy_back(core: &Core, req: &SendBack, level: u32, retry_topic: &str, record:
     let due_ms = now + level_delay(core.config(), level)?.as_millis() as u64;
     let keep = |name: &[u8]| set.iter().all(|(n, _)| *n != name);
     let dead_letter = stamp::rebuilt(record, now as i64, &set, keep);
-    let retry = stamp::stamped(record, now, Destination { due_ms, topic: retry_topic, queue: 0 }, &set);
+    let retry = stamp::stamped(record, now, Destination { due_ms, topic: &retry.topic, queue: retry.queue }, &set);
     Ok(Copy { times, level, due_ms, retry, dead_letter })
 }

@@ -49,7 +49,7 @@ impl Groups {
     /// Durably commits a member's offset of a queue that exists.
     pub async fn commit(&self, c: &GroupOffset) -> Result<(), Failure> {
         // An offset of a queue that does not exist would be stored for nothing.
-        self.core.locate(&c.queue)?;
+        self.core.home(&c.queue)?;
         self.coordinator.borrow().may_commit(&c.member, &c.queue.topic, c.queue.queue)?;
         self.core.commit_offset(&c.member.group, &c.queue.topic, c.queue.queue, c.offset).await
     }

@@ -9,7 +9,7 @@ use super::Services;
 use crate::protocol::frame::{self, RequestHeader};
 use crate::protocol::messages as msg;
 use crate::protocol::request::Request;
-use crate::protocol::{coordinator_of, ApiKey, ErrorCode, Writer};
+use crate::protocol::{ApiKey, ErrorCode, Writer};
 use crate::server::core::context::ShardRole;
 use crate::server::core::metadata::QueueSlot;
 use crate::server::core::Failure;
@@ -128,7 +128,7 @@ async fn serve_request(s: &Services, request: Request<'_>, frame: &[u8]) -> Outc
         }
     }
     if let Some(group) = request.group() {
-        let coordinator = coordinator_of(group, core.shards());
+        let coordinator = core.coordinator(group)?;
         if coordinator != core.id() {
             return forward(s, coordinator, frame).await;
         }
@@ -148,7 +148,7 @@ async fn serve_request(s: &Services, request: Request<'_>, frame: &[u8]) -> Outc
             if let Some(unknown) = names.iter().find(|n| !metadata.topics.contains_key(*n)) {
                 return Err(Failure::unknown_topic(unknown));
             }
-            metadata.describe(core.addrs(), &names).encode(&mut w);
+            core.describe(&names).encode(&mut w);
         }
         Request::ListTopics => {
             msg::encode_names(&core.metadata().topics.keys().cloned().collect::<Vec<_>>(), &mut w);

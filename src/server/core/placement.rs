@@ -1,0 +1,266 @@
+//! Cluster mode: where every topic's queues live over the broker groups, and
+//! where each group's shards are reached. The control plane keeps both in
+//! etcd and publishes them as a `ClusterView`; each leader's shard 0 turns
+//! the view's topics into its group's metadata (queues of other groups are
+//! named, not stored), and metadata answers number the shards of the whole
+//! cluster: the groups' shards one after another, groups by name.
+
+use super::context::Core;
+use super::failure::Failure;
+use super::metadata::Home;
+use crate::protocol::messages::{CreateTopic, MetadataResponse};
+use crate::protocol::{coordinator_of, ErrorCode};
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use tokio::sync::{oneshot, watch};
+
+/// A group's retry and dead-letter topics: one queue in every broker group,
+/// so that each group's send-backs land in its own queue.
+const PER_GROUP_PREFIXES: [&str; 2] = ["%RETRY%", "%DLQ%"];
+
+/// Where one queue lives: a shard of a broker group.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, serde::Serialize, serde::Deserialize)]
+pub struct Place {
+    pub group: String,
+    pub shard: u32,
+}
+
+/// A topic as etcd stores it.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct PlacedTopic {
+    pub flush: u8,
+    pub queues: Vec<Place>,
+    /// The etcd revision that created it (0 until read back): a topic deleted
+    /// and created again under its name is a new topic, with new storage.
+    #[serde(skip)]
+    pub created: i64,
+}
+
+/// One broker group: how many shards each of its nodes runs and where its
+/// leader's shard 0 listens (None while it has no leader).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GroupShards {
+    pub group: String,
+    pub shards: u32,
+    pub leader: Option<String>,
+}
+
+/// The cluster as etcd last said: every group (by name) and every topic.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct ClusterView {
+    pub groups: Vec<GroupShards>,
+    pub topics: BTreeMap<String, PlacedTopic>,
+    /// The etcd revision this view was read at.
+    pub revision: i64,
+}
+
+impl ClusterView {
+    /// The cluster-wide index of `place`'s shard, if its group is known.
+    pub fn global(&self, place: &Place) -> Option<u32> {
+        let mut base = 0;
+        for g in &self.groups {
+            if g.group == place.group {
+                return (place.shard < g.shards).then_some(base + place.shard);
+            }
+            base += g.shards;
+        }
+        None
+    }
+
+    /// The place of the cluster-wide shard `index`.
+    pub fn place_of(&self, mut index: u32) -> Option<Place> {
+        for g in &self.groups {
+            if index < g.shards {
+                return Some(Place { group: g.group.clone(), shard: index });
+            }
+            index -= g.shards;
+        }
+        None
+    }
+
+    pub fn total_shards(&self) -> u32 {
+        self.groups.iter().map(|g| g.shards).sum()
+    }
+
+    /// Every shard's client address, by cluster-wide index: shard k of a
+    /// group at its leader's port + k; empty while the group has no leader.
+    pub fn shard_addrs(&self) -> Vec<String> {
+        let mut addrs = Vec::new();
+        for g in &self.groups {
+            let leader = g.leader.as_deref().and_then(|a| a.parse::<std::net::SocketAddr>().ok());
+            for k in 0..g.shards {
+                let addr = leader.map(|mut a| {
+                    a.set_port(a.port() + k as u16);
+                    a.to_string()
+                });
+                addrs.push(addr.unwrap_or_default());
+            }
+        }
+        addrs
+    }
+}
+
+/// Places a new topic's queues over the groups' shards, round robin from a
+/// shard picked by the name (so that small topics do not all start on the
+/// same one). A group's retry and dead-letter topics get one queue per group.
+pub fn place(name: &str, queues: u32, groups: &[GroupShards]) -> Vec<Place> {
+    let hash = name.bytes().fold(0u32, |h, b| h.wrapping_mul(31).wrapping_add(u32::from(b)));
+    if PER_GROUP_PREFIXES.iter().any(|p| name.starts_with(p)) {
+        let shard_of = |g: &GroupShards| hash % g.shards.max(1);
+        return groups.iter().map(|g| Place { group: g.group.clone(), shard: shard_of(g) }).collect();
+    }
+    let all: Vec<Place> =
+        groups.iter().flat_map(|g| (0..g.shards).map(|shard| Place { group: g.group.clone(), shard })).collect();
+    if all.is_empty() {
+        return Vec::new();
+    }
+    let first = hash as usize % all.len();
+    (0..queues as usize).map(|q| all[(first + q) % all.len()].clone()).collect()
+}
+
+/// What a leader's shard 0 asks of the control plane.
+#[derive(Debug)]
+pub enum PlacementAsk {
+    /// Store a new topic in etcd; answered once every group that leads has applied it.
+    Create {
+        topic: CreateTopic,
+        reply: oneshot::Sender<Result<(), Failure>>,
+    },
+    Delete {
+        name: String,
+        reply: oneshot::Sender<Result<(), Failure>>,
+    },
+    /// This group's metadata now holds the view of this etcd revision.
+    Applied(i64),
+}
+
+/// The shards' side of the placement: the view the control plane publishes
+/// and the way to ask it for changes.
+#[derive(Clone)]
+pub struct PlacementLink {
+    pub view: watch::Receiver<ClusterView>,
+    pub ask: Arc<dyn Fn(PlacementAsk) + Send + Sync>,
+}
+
+impl std::fmt::Debug for PlacementLink {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PlacementLink").field("view", &*self.view.borrow()).finish_non_exhaustive()
+    }
+}
+
+impl PlacementLink {
+    /// The view as the control plane last published it.
+    pub fn current(&self) -> ClusterView {
+        self.view.borrow().clone()
+    }
+
+    /// Creates a topic through etcd.
+    pub async fn create(&self, topic: CreateTopic) -> Result<(), Failure> {
+        let (reply, answer) = oneshot::channel();
+        (self.ask)(PlacementAsk::Create { topic, reply });
+        answer.await.unwrap_or_else(|_| Err(Failure::cluster_unavailable("the control plane stopped")))
+    }
+
+    /// Deletes a topic through etcd.
+    pub async fn delete(&self, name: &str) -> Result<(), Failure> {
+        let (reply, answer) = oneshot::channel();
+        (self.ask)(PlacementAsk::Delete { name: name.to_string(), reply });
+        answer.await.unwrap_or_else(|_| Err(Failure::cluster_unavailable("the control plane stopped")))
+    }
+}
+
+impl Core {
+    /// How this node reaches the cluster's placement (cluster mode only).
+    pub fn placement(&self) -> Option<&PlacementLink> {
+        self.config().cluster.as_ref().map(|c| &c.placement)
+    }
+
+    fn group(&self) -> &str {
+        self.config().cluster.as_ref().map_or("", |c| c.group.as_str())
+    }
+
+    /// The named topics (all if none named) as clients see them: in a
+    /// cluster, every queue on a shard numbered cluster-wide.
+    pub fn describe(&self, names: &[String]) -> MetadataResponse {
+        let metadata = self.metadata();
+        let Some(link) = self.placement() else {
+            let shard_of = |h: &Home| if let Home::Here(slot) = h { slot.shard } else { u32::MAX };
+            return metadata.describe(self.addrs().to_vec(), shard_of, names);
+        };
+        let view = link.view.borrow();
+        let shard_of = |h: &Home| {
+            let place = match h {
+                Home::Here(slot) => &Place { group: self.group().to_string(), shard: slot.shard },
+                Home::Group(place) => place,
+            };
+            view.global(place).unwrap_or(u32::MAX)
+        };
+        metadata.describe(view.shard_addrs(), shard_of, names)
+    }
+
+    /// This node's shard that coordinates consumer group `group`: one shard
+    /// of the whole cluster does (NotLeader when it is another broker group's).
+    pub fn coordinator(&self, group: &str) -> Result<usize, Failure> {
+        let Some(link) = self.placement() else { return Ok(coordinator_of(group, self.shards())) };
+        let view = link.view.borrow();
+        let at = coordinator_of(group, view.total_shards() as usize) as u32;
+        match view.place_of(at) {
+            Some(place) if place.group == self.group() => Ok(place.shard as usize),
+            Some(place) => Err(Failure(
+                ErrorCode::NotLeader,
+                format!("consumer group {group:?} is coordinated by broker group {:?}; refresh metadata", place.group),
+            )),
+            None => Err(Failure(ErrorCode::NotLeader, "no broker group is known yet; refresh metadata".into())),
+        }
+    }
+
+    /// The first queue of `topic` this broker group holds (a group's retry
+    /// and dead-letter topics hold one in every group).
+    pub fn home_queue(&self, topic: &str) -> Result<u32, Failure> {
+        let metadata = self.metadata();
+        let t = metadata.topics.get(topic).ok_or_else(|| Failure::unknown_topic(topic))?;
+        let here = t.queues.iter().position(|h| matches!(h, Home::Here(_)));
+        here.map(|q| q as u32).ok_or_else(|| {
+            Failure(ErrorCode::NotLeader, format!("topic {topic:?} has no queue in broker group {:?}", self.group()))
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn groups() -> Vec<GroupShards> {
+        let g = |name: &str, shards, leader: Option<&str>| GroupShards {
+            group: name.into(),
+            shards,
+            leader: leader.map(str::to_string),
+        };
+        vec![g("a", 2, Some("127.0.0.1:9000")), g("b", 1, None)]
+    }
+
+    #[test]
+    fn queues_spread_over_every_groups_shards() {
+        let placed = place("orders", 6, &groups());
+        assert_eq!(placed.len(), 6);
+        for shard in [("a", 0), ("a", 1), ("b", 0)] {
+            let n = placed.iter().filter(|p| (p.group.as_str(), p.shard) == shard).count();
+            assert_eq!(n, 2, "{shard:?} holds a third of the queues: {placed:?}");
+        }
+        let retry = place("%RETRY%billing", 1, &groups());
+        assert_eq!(retry.iter().map(|p| p.group.as_str()).collect::<Vec<_>>(), ["a", "b"], "one per group");
+        assert!(place("x", 3, &[]).is_empty());
+    }
+
+    #[test]
+    fn cluster_wide_shards_are_the_groups_shards_in_turn() {
+        let view = ClusterView { groups: groups(), ..ClusterView::default() };
+        assert_eq!(view.total_shards(), 3);
+        assert_eq!(view.global(&Place { group: "b".into(), shard: 0 }), Some(2));
+        assert_eq!(view.global(&Place { group: "b".into(), shard: 1 }), None);
+        assert_eq!(view.global(&Place { group: "c".into(), shard: 0 }), None);
+        assert_eq!(view.place_of(1), Some(Place { group: "a".into(), shard: 1 }));
+        assert_eq!(view.place_of(3), None);
+        assert_eq!(view.shard_addrs(), ["127.0.0.1:9000", "127.0.0.1:9001", ""]);
+    }
+}
