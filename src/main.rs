@@ -182,6 +182,9 @@ struct ServeArgs {
     /// How long a shard's task queue runs before its tasks are asked to yield, ms; lower it to get backtraces of shorter stalls
     #[arg(long)]
     task_quota_ms: Option<u64>,
+    /// Batches each shard remembers so that a client's retry of one (the same bytes) is answered with where it was stored, not stored twice (0: off)
+    #[arg(long)]
+    idempotence_window: Option<usize>,
     /// Delete log segments older than this many hours
     #[arg(long)]
     retention_hours: Option<u64>,
@@ -313,6 +316,7 @@ impl ServeArgs {
         cfg.max_frame_bytes = self.max_frame_bytes.or(file.max_frame_bytes).unwrap_or(cfg.max_frame_bytes);
         cfg.max_batch_bytes = self.max_batch_bytes.or(file.max_batch_bytes).unwrap_or(cfg.max_batch_bytes);
         cfg.max_connections = self.max_connections.or(file.max_connections).unwrap_or(cfg.max_connections);
+        cfg.idempotence_window = self.idempotence_window.or(file.idempotence_window).unwrap_or(cfg.idempotence_window);
         let millis = |flag: Option<u64>, file: Option<u64>, default: Duration| {
             flag.or(file).map_or(default, Duration::from_millis)
         };
@@ -518,6 +522,7 @@ fn serve_defaults() -> Vec<(&'static str, String)> {
         ("max_group_wait_ms", ms(d.max_group_wait)),
         ("stall_threshold_ms", ms(d.stall_threshold)),
         ("task_quota_ms", ms(d.task_quota)),
+        ("idempotence_window", d.idempotence_window.to_string()),
         ("retention_hours", d.retention_age.map_or("keep".into(), |a| (a.as_secs() / 3600).to_string())),
         ("retention_gib", d.retention_bytes.map_or("no limit".into(), |b| (b >> 30).to_string())),
         ("delay_levels", format!("RocketMQ's, {}", levels.join(" "))),

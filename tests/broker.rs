@@ -84,6 +84,40 @@ fn a_request_sent_to_the_wrong_shard_is_served_by_forwarding() {
     }
 }
 
+/// The offsets a produce response gives (one per batch).
+fn produced(raw: &mut Raw, to_queue: u32, batch: &[u8]) -> Vec<(u64, u32)> {
+    let (_, code, m, body) = raw.call(ApiKey::Produce as u16, 0, 1, &produce_body("t", to_queue, batch));
+    assert_eq!(code, ErrorCode::None, "{m}");
+    ringmq::protocol::messages::decode_produced(&mut ringmq::protocol::Reader::new(&body)).unwrap()
+}
+
+#[test]
+fn a_produce_sent_again_is_answered_with_where_it_was_stored_and_stored_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let broker = Broker::start(dir.path(), &[]);
+    let client = broker.client();
+    client.create_topic("t", 1, 0).unwrap();
+    let owner = client.owner("t", 0).unwrap();
+    let other = broker.addrs.iter().find(|a| **a != owner).unwrap();
+    let retried = common::client_batch(9, b"answer lost");
+    let first = produced(&mut Raw::connect(&owner), 0, &retried);
+    assert_eq!(first, [(0, 1)]);
+    // Again, on the owner and through the other shard: the same answer.
+    assert_eq!(produced(&mut Raw::connect(&owner), 0, &retried), first);
+    assert_eq!(produced(&mut Raw::connect(other), 0, &retried), first);
+    assert_eq!(client.list_offsets("t", 0).unwrap(), (0, 1), "stored once");
+    // The same id with other bytes is a new message.
+    assert_eq!(produced(&mut Raw::connect(&owner), 0, &common::client_batch(9, b"new")), [(1, 1)]);
+
+    let off = tempfile::tempdir().unwrap();
+    let broker = Broker::start(off.path(), &["--idempotence-window", "0"]);
+    let client = broker.client();
+    client.create_topic("t", 1, 0).unwrap();
+    let mut raw = Raw::connect(&client.owner("t", 0).unwrap());
+    assert_eq!(produced(&mut raw, 0, &retried), [(0, 1)]);
+    assert_eq!(produced(&mut raw, 0, &retried), [(1, 1)], "with the window off, a retry is stored again");
+}
+
 #[test]
 fn bad_requests_get_typed_errors_and_the_connection_stays_open() {
     let dir = tempfile::tempdir().unwrap();

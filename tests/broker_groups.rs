@@ -61,14 +61,14 @@ fn queues_on(client: &Client, ip: &str) -> Vec<u32> {
 fn a_topic_spread_over_two_groups_is_served_through_either_and_one_groups_fail_over_does_not_stop_the_other() {
     let dir = tempfile::tempdir().unwrap();
     let etcd = common::etcd::Etcd::start(&dir.path().join("etcd"));
-    let mut e1 = node(&etcd, dir.path(), "east", "e1", "127.0.0.61");
-    let mut e2 = node(&etcd, dir.path(), "east", "e2", "127.0.0.62");
-    let mut w1 = node(&etcd, dir.path(), "west", "w1", "127.0.0.63");
+    let mut e1 = node(&etcd, dir.path(), "east", "e1", "127.0.0.71");
+    let mut e2 = node(&etcd, dir.path(), "east", "e2", "127.0.0.72");
+    let mut w1 = node(&etcd, dir.path(), "west", "w1", "127.0.0.73");
 
     // Created through the west node; the east node's metadata has it at once.
     connect(w1.addr()).create_topic(TOPIC, QUEUES, 0).expect("create through west");
     let east = connect(e1.addr());
-    let (east_queues, west_queues) = (queues_on(&east, "127.0.0.61"), queues_on(&east, "127.0.0.63"));
+    let (east_queues, west_queues) = (queues_on(&east, "127.0.0.71"), queues_on(&east, "127.0.0.73"));
     assert_eq!(east_queues.len() + west_queues.len(), QUEUES as usize, "every queue is led by e1 or w1");
     assert_eq!((east_queues.len(), west_queues.len()), (4, 4), "half the queues in each group");
     let shards: BTreeSet<String> = (0..QUEUES).map(|q| east.owner(TOPIC, q).unwrap()).collect();
@@ -126,7 +126,7 @@ fn a_topic_spread_over_two_groups_is_served_through_either_and_one_groups_fail_o
         acked.push(send(&follower, q, format!("after-{q}")));
         assert!(Instant::now() < deadline, "east did not fail over within a minute");
     }
-    assert!(everywhere.owner(TOPIC, east_queues[0]).unwrap().starts_with("127.0.0.62:"), "e2 leads east now");
+    assert!(everywhere.owner(TOPIC, east_queues[0]).unwrap().starts_with("127.0.0.72:"), "e2 leads east now");
     for &q in &west_queues {
         acked.push(send(&west_producer, q, format!("after-{q}")));
     }

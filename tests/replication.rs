@@ -9,8 +9,10 @@ mod common;
 
 use common::etcd::{isr_of, wait_for_status, Etcd};
 use common::{assert_acked_present, consume, free_port_pair, Broker};
-use ringmq::client::{Client, ClientConfig, ClientError, Consumer, Message, Producer, ProducerConfig, StartFrom};
-use ringmq::protocol::ErrorCode;
+use ringmq::client::{
+    Client, ClientConfig, ClientError, Consumer, Message, Producer, ProducerConfig, SendResult, StartFrom,
+};
+use ringmq::protocol::{ApiKey, ErrorCode};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -88,6 +90,12 @@ fn acknowledged_messages_survive_the_leaders_death_and_the_new_leader_takes_prod
         acked.push((value, sent));
     }
     drop(producer);
+    // A produce whose answer the client never saw: it sends the same bytes again after the fail-over.
+    let retried = common::client_batch(7, b"retried across the fail-over");
+    let first = produce_raw(&client.owner(TOPIC, 0).unwrap(), &retried);
+    let stored_end = client.list_offsets(TOPIC, 0).unwrap();
+    let message_id = ringmq::client::MessageId([7; 16]);
+    acked.push(("retried across the fail-over".into(), SendResult { message_id, queue: 0, offset: first.0 }));
     drop(client);
     let mut cfg = ClientConfig::new(format!("{},{},{}", a.addr(), b.addr(), c.addr()));
     cfg.retries = 100;
@@ -100,6 +108,9 @@ fn acknowledged_messages_survive_the_leaders_death_and_the_new_leader_takes_prod
     let got = consume(&mut consumer, acked.len(), Duration::from_secs(30));
     assert_eq!(got.len(), acked.len(), "the new leader serves exactly the acknowledged messages");
     assert_acked_present(&got, &acked);
+    // The new leader recognises the retry: the first attempt's offset, stored once.
+    assert_eq!(produce_raw(&client.owner(TOPIC, 0).unwrap(), &retried), first);
+    assert_eq!(client.list_offsets(TOPIC, 0).unwrap(), stored_end);
     drop((consumer, client));
     // A producer made before the fail-over, bootstrapped with every node,
     // follows the group to its new leader; the new leader and the other
@@ -114,6 +125,17 @@ fn acknowledged_messages_survive_the_leaders_death_and_the_new_leader_takes_prod
         b.stop();
         c.stop();
     }
+}
+
+/// Produces `batch` to queue 0 at `addr`; its (offset, count).
+fn produce_raw(addr: &str, batch: &[u8]) -> (u64, u32) {
+    use ringmq::protocol::messages::{decode_produced, Produce, QueueRef, ACKS_DURABLE};
+    let mut w = ringmq::protocol::Writer::default();
+    let queue = QueueRef { topic: TOPIC.into(), queue: 0 };
+    Produce { queue, acks: ACKS_DURABLE, batches: vec![batch] }.encode(&mut w);
+    let (_, code, message, body) = common::Raw::connect(addr).call(ApiKey::Produce as u16, 0, 1, &w.buf);
+    assert_eq!(code, ErrorCode::None, "{message}");
+    decode_produced(&mut ringmq::protocol::Reader::new(&body)).unwrap()[0]
 }
 
 /// Sends `value` until an attempt is acknowledged (attempts refused with

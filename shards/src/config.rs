@@ -68,7 +68,13 @@ pub struct ShardConfig {
     /// Space held back in a ballast file, released when the disk fills so
     /// checkpoints and retention can still write (0: none).
     pub ballast_bytes: u64,
+    /// Batches remembered so that the same batch appended again (a retry)
+    /// is answered with where it was stored, not stored twice (0: none).
+    pub recent_batches: usize,
 }
+
+/// Default of `recent_batches`: about 1.5 MiB of memory per shard.
+pub const RECENT_BATCHES: usize = 16 * 1024;
 
 impl ShardConfig {
     /// Defaults for a production shard in `dir`.
@@ -96,6 +102,7 @@ impl ShardConfig {
             retention_bytes: None,
             retention_interval: Duration::from_secs(60),
             ballast_bytes: 64 << 20,
+            recent_batches: RECENT_BATCHES,
         }
     }
 

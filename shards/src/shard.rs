@@ -7,7 +7,7 @@ use crate::error::{Result, StorageError};
 use crate::format::batch;
 use crate::index::queue_index::{self as index, IndexEntry, QueueIndex};
 use crate::log::{Appended, Blocked, Log};
-use crate::lookup::Lookup;
+use crate::lookup::{Lookup, Stored};
 use crate::position::{LogPos, Offset, QueueId, PAGE_BYTES};
 use crate::probe::fault::FailureProbes;
 use crate::probe::stats::{add, Counters, ShardStats};
@@ -319,6 +319,9 @@ impl Shard {
                 if turn.may_go() {
                     let State { queues, log, index_mem_entries, lookup, .. } = &mut *st;
                     let q = queues.get_mut(&queue).ok_or(StorageError::UnknownQueue(queue.0))?;
+                    if let Some(earlier) = lookup.stored_before(queue, batch) {
+                        break Err(earlier);
+                    }
                     // Lookup entries are not counted in `index_mem_entries`:
                     // checkpoints, which write them out, are paced by the queue
                     // index alone (one to two lookup entries per index entry).
@@ -328,7 +331,7 @@ impl Shard {
                             if q.file(q.file_wanted(inner.config.index_file_entries)).is_none() {
                                 inner.index_files_needed.notify();
                             }
-                            break placed;
+                            break Ok(placed);
                         }
                         Err(Blocked::Backpressure) => add(&inner.counters.backpressure_waits, 1),
                         Err(Blocked::Segment) => {
@@ -348,6 +351,10 @@ impl Shard {
             wait.await;
         };
         drop(turn);
+        let placed = match placed {
+            Ok(placed) => placed,
+            Err(earlier) => return inner.stored_again(earlier).await,
+        };
         if inner.state.borrow().log.spare_wanted().is_some() {
             inner.spare_needed.notify();
         }
@@ -492,6 +499,13 @@ impl Shard {
             Some(reason) => Err(StorageError::Failed(reason)),
             None => inner.checkpoint().await.map(|_| ()),
         };
+        let result = match result {
+            Ok(()) => {
+                let (bytes, dir) = inner.state.borrow().lookup.recent_saved();
+                crate::lookup::RecentBatches::save(bytes, &dir).await
+            }
+            failed => failed,
+        };
         inner.tasks.borrow_mut().clear();
         result
     }
@@ -568,6 +582,32 @@ impl Drop for Turn<'_> {
 }
 
 impl Inner {
+    /// Waits until the log is durable up to `at` (or the shard failed); the synced end.
+    pub(crate) async fn synced_to(&self, at: LogPos) -> Result<LogPos> {
+        loop {
+            let wait = {
+                let st = self.state.borrow();
+                if let Some(reason) = st.failed() {
+                    return Err(StorageError::Failed(reason.to_string()));
+                }
+                if st.log.synced_end() >= at {
+                    return Ok(st.log.synced_end());
+                }
+                self.published.wait()
+            };
+            wait.await;
+        }
+    }
+
+    /// Answers the append of a batch stored before: where it was, once durable.
+    async fn stored_again(&self, earlier: Stored) -> Result<Appended> {
+        // Rounds hold whole batches: durable past its first byte is durable to its end.
+        self.synced_to(LogPos(earlier.position.0 + 1)).await?;
+        add(&self.counters.duplicates, 1);
+        let (base_offset, record_count, position) = (earlier.base_offset, earlier.records, earlier.position);
+        Ok(Appended { base_offset, record_count, position, duplicate: true })
+    }
+
     /// Creates queues, their index directories made durable by one sync of
     /// the directory that holds them (one sync per queue made a topic of
     /// 4,096 queues take seconds). None is created if one already exists.

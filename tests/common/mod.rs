@@ -22,6 +22,13 @@ pub fn batch(value: &[u8]) -> Vec<u8> {
     b.finish()
 }
 
+/// A one-record batch of `value` whose message id is `id`, as the SDK makes them.
+pub fn client_batch(id: u8, value: &[u8]) -> Vec<u8> {
+    let mut b = ringmq::shards::batch::BatchBuilder::new(0);
+    b.push(&ringmq::shards::Record { message_id: [id; 16], value, ..ringmq::shards::Record::default() });
+    b.finish()
+}
+
 /// Asserts that every acknowledged (value, result) is stored at its queue and
 /// offset with its value, and that no position was returned twice.
 pub fn assert_acked_present(got: &[ConsumedMessage], acked: &[(String, SendResult)]) {

@@ -46,7 +46,7 @@ pub(crate) async fn recover(config: &ShardConfig, cut: Option<LogPos>) -> Result
     }
     let first = segments.keys().next().copied().unwrap_or_default();
     let checkpointed = checkpoint.as_ref().map_or(first, |c| c.position.max(first));
-    let mut lookup = Lookup::open(lookup::dir_of(dir)).await?;
+    let mut lookup = Lookup::open(lookup::dir_of(dir), config.recent_batches).await?;
     let mut scan = Scan { config, segments: &segments, buf: Vec::new(), buf_pos: LogPos(0) };
     // The scan starts where every queue's index agrees with the log: the
     // checkpoint, or below it where the log lost batches it covers.
@@ -73,6 +73,7 @@ pub(crate) async fn recover(config: &ShardConfig, cut: Option<LogPos>) -> Result
     let old_end = if lost.is_some() { checkpointed.max(found_end) } else { found_end };
     let tail_page = wipe_torn_tail(config, &mut segments, end, old_end).await?;
     queues.values_mut().for_each(QueueIndex::recovered);
+    lookup.load_recent(end).await?;
     if lost.is_some() {
         // The old checkpoint names offsets the log no longer holds: replace it
         // before any append lands where its batches were.
@@ -308,6 +309,8 @@ fn index_batch(
             header.base_offset
         )));
     }
+    let stored = lookup::Stored { position: pos, base_offset: header.base_offset, records: header.record_count };
+    lookup.note_batch(q.id(), batch, stored);
     let mut count = 0;
     for record in RecordIter::new(&batch[HEADER_BYTES..]) {
         let record = record.map_err(|e| corrupt(e.to_string()))?;

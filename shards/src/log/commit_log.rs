@@ -7,7 +7,7 @@ use crate::format::record::RecordIter;
 use crate::index::{IndexEntry, QueueIndex};
 use crate::log::round::Round;
 use crate::log::segment::Segment;
-use crate::lookup::Lookup;
+use crate::lookup::{Lookup, Stored};
 use crate::position::{LogPos, PAGE_BYTES};
 use crate::signal::Completion;
 use std::collections::{BTreeMap, VecDeque};
@@ -21,6 +21,8 @@ pub struct Appended {
     pub record_count: u32,
     /// Log position of the batch.
     pub position: LogPos,
+    /// The same batch was stored before (a retry): this is where, and nothing new was stored.
+    pub duplicate: bool,
 }
 
 /// Why an append must wait before it can be placed.
@@ -160,6 +162,7 @@ impl Log {
             Origin::Producer => batch::stamp(copy, base_offset.0, queue.id().0),
             Origin::Leader => round.needs_sync = true,
         }
+        lookup.note_batch(queue.id(), bytes, Stored { position, base_offset: base_offset.0, records: record_count });
         for record in RecordIter::new(&bytes[HEADER_BYTES..]) {
             let record = record.expect("checked batch");
             lookup.note(position, queue.id(), queue.next(), &record.message_id, record.key);
@@ -173,7 +176,7 @@ impl Log {
         if queue.touched_by(round.id) {
             round.touched.push(queue.id());
         }
-        let appended = Appended { base_offset: base_offset.0, record_count, position };
+        let appended = Appended { base_offset: base_offset.0, record_count, position, duplicate: false };
         Placed { appended, done: round.done.clone(), policy: queue.policy() }
     }
 

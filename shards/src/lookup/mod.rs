@@ -14,9 +14,11 @@
 
 mod build;
 mod chunk;
+mod recent;
 mod tail;
 
 pub(crate) use chunk::dir_of;
+pub(crate) use recent::{RecentBatches, Stored};
 pub(crate) use tail::Lookup;
 
 use crate::position::QueueId;

@@ -3,6 +3,7 @@
 
 use super::build::{ChunkBuilder, WrittenChunk};
 use super::chunk::{parse_name, BlockRead, Chunk};
+use super::recent::{RecentBatches, Stored};
 use super::{id_hash, key_hash, Entry};
 use crate::error::Result;
 use crate::fs;
@@ -19,10 +20,12 @@ pub(super) const TAIL_BLOCK: usize = 64 * 1024;
 /// (log position, entry), in log order.
 pub(super) type Block = Vec<(u64, Entry)>;
 
-/// A shard's lookup entries: the in-memory tail and the written chunks.
+/// A shard's lookup entries: the in-memory tail and the written chunks,
+/// and the recent batches (idempotent appends).
 #[derive(Default)]
 pub(crate) struct Lookup {
     dir: PathBuf,
+    recent: RecentBatches,
     /// Full blocks of the tail, shared with a chunk being built.
     full: Vec<Rc<Block>>,
     /// The block being filled.
@@ -31,15 +34,17 @@ pub(crate) struct Lookup {
 }
 
 impl Lookup {
-    /// Opens the chunks in `dir` (created if missing).
-    pub async fn open(dir: PathBuf) -> Result<Lookup> {
+    /// Opens the chunks in `dir` (created if missing); remembers the last
+    /// `recent_batches` batches.
+    pub async fn open(dir: PathBuf, recent_batches: usize) -> Result<Lookup> {
         fs::create_dir(&dir).await?;
         let mut chunks = BTreeMap::new();
         for name in fs::list_dir(&dir).await? {
             let Some((from, to)) = parse_name(&name) else { continue };
             chunks.insert(from, Chunk::load(dir.join(&name), to).await?);
         }
-        Ok(Lookup { dir, full: Vec::new(), open: Block::with_capacity(TAIL_BLOCK), chunks })
+        let recent = RecentBatches::new(recent_batches);
+        Ok(Lookup { dir, recent, full: Vec::new(), open: Block::with_capacity(TAIL_BLOCK), chunks })
     }
 
     /// Adds the entries of one record at log position `pos`.
@@ -49,6 +54,27 @@ impl Lookup {
         if !key.is_empty() {
             self.push((pos.0, Entry { hash: key_hash(key), queue, offset }));
         }
+    }
+
+    /// Remembers a batch just placed or recovered.
+    pub fn note_batch(&mut self, queue: QueueId, batch: &[u8], stored: Stored) {
+        self.recent.note(queue, batch, stored);
+    }
+
+    /// The recent batches, as a clean stop saves them.
+    pub fn recent_saved(&self) -> (Vec<u8>, PathBuf) {
+        (self.recent.saved(), self.dir.clone())
+    }
+
+    /// Loads the recent batches a clean stop saved, for a log ending at `end`.
+    pub async fn load_recent(&mut self, end: LogPos) -> Result<usize> {
+        let dir = self.dir.clone();
+        self.recent.load(&dir, end).await
+    }
+
+    /// Where this batch of `queue` was stored, if it is one of the recent ones.
+    pub fn stored_before(&self, queue: QueueId, batch: &[u8]) -> Option<Stored> {
+        self.recent.find(queue, batch)
     }
 
     fn push(&mut self, entry: (u64, Entry)) {

@@ -47,6 +47,8 @@ pub struct ShardStats {
     pub kernel_yields: u64,
     /// Reads refused because a stored batch failed its check.
     pub corrupt_reads: u64,
+    /// Appends of a batch stored before (a retry), answered with where it was.
+    pub duplicates: u64,
 }
 
 /// Live counters, one Cell each (the shard is single-threaded).
@@ -73,6 +75,7 @@ pub(crate) struct Counters {
     pub checkpoints: Cell<u64>,
     pub kernel_yields: Cell<u64>,
     pub corrupt_reads: Cell<u64>,
+    pub duplicates: Cell<u64>,
 }
 
 /// Adds `n` to a counter.
@@ -105,6 +108,7 @@ impl Counters {
             checkpoints: self.checkpoints.get(),
             kernel_yields: self.kernel_yields.get(),
             corrupt_reads: self.corrupt_reads.get(),
+            duplicates: self.duplicates.get(),
         }
     }
 }

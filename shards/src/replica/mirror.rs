@@ -34,19 +34,7 @@ impl Inner {
             at += u64::from(header.length);
         }
         self.flush_needed.notify();
-        loop {
-            let wait = {
-                let st = self.state.borrow();
-                if let Some(reason) = st.failed() {
-                    return Err(StorageError::Failed(reason.to_string()));
-                }
-                if st.log.synced_end() >= at {
-                    return Ok(st.log.synced_end());
-                }
-                self.published.wait()
-            };
-            wait.await;
-        }
+        self.synced_to(at).await
     }
 
     /// Creates a queue the leader appended to that this follower does not

@@ -26,6 +26,8 @@ pub struct ServerConfig {
     pub max_batch_bytes: usize,
     /// Connections per shard.
     pub max_connections: usize,
+    /// Batches each shard remembers to recognise a client's retry (0: off).
+    pub idempotence_window: usize,
     /// Requests in flight per connection before the broker stops reading from it
     /// (produces and other requests each have this many).
     pub max_inflight_per_connection: usize,
@@ -104,6 +106,7 @@ impl ServerConfig {
             max_frame_bytes: 8 << 20,
             max_batch_bytes: storage.batch_bytes_max,
             max_connections: 1024,
+            idempotence_window: storage.recent_batches,
             max_inflight_per_connection: 256,
             max_fetch_wait: Duration::from_secs(60),
             max_group_wait: Duration::from_secs(300),
