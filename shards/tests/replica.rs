@@ -269,3 +269,29 @@ fn the_commit_gate_holds_reads_back_until_enough_replicas_have_the_data() {
         leader.close().await.unwrap();
     });
 }
+
+/// A leader's checkpoint covers the durable batches its commit gate still
+/// holds back: recovery scans only past the checkpoint, so an index that
+/// left them out would lose their offsets and hand them out again.
+#[test]
+fn a_checkpoint_keeps_the_durable_batches_behind_the_commit_gate() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path().to_path_buf();
+    run(move || async move {
+        let leader = open_with(config(&p), &QUEUES).await;
+        leader.commit_to(Some(leader.log_positions().2));
+        leader.append(QueueId(1), &batch_of(b"durable, not committed")).await.unwrap();
+        assert_eq!(leader.offsets(QueueId(1)).unwrap(), (0, 0), "held back");
+        leader.close().await.unwrap();
+    });
+    let p = dir.path().to_path_buf();
+    run(move || async move {
+        let shard = open_with(config(&p), &QUEUES).await;
+        assert_eq!(shard.offsets(QueueId(1)).unwrap(), (0, 1), "the batch keeps its offset");
+        let next = shard.append(QueueId(1), &batch_of(b"next")).await.unwrap();
+        assert_eq!(next.base_offset, 1, "its offset is not handed out again");
+        let values: Vec<_> = read_all(&shard, QueueId(1), 0).await.into_iter().map(|(_, v)| v).collect();
+        assert_eq!(values, [b"durable, not committed".to_vec(), b"next".to_vec()]);
+        shard.close().await.unwrap();
+    });
+}

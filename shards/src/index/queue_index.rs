@@ -150,9 +150,12 @@ impl QueueIndex {
         self.visible != before
     }
 
-    /// Offsets whose batches lie wholly before log position `end`, counted from `visible` down.
+    /// Offsets whose batches lie wholly before log position `end`, counted
+    /// from `next` down: a checkpoint at `end` must cover every batch before
+    /// it, also those not readable yet (past a leader's commit gate), or
+    /// recovery, which scans only from `end`, would never index them.
     pub fn next_before(&self, end: LogPos) -> Offset {
-        let mut n = self.visible;
+        let mut n = self.next;
         while n > self.mem_base {
             match self.mem_entry(n.back(1)) {
                 Some(e) if e.end() > end => n = n.back(1),
