@@ -64,6 +64,21 @@ enum ClusterAction {
         #[arg(long, value_enum, default_value_t = Format::Text)]
         format: Format,
     },
+    /// A planned switch of a broker group's leader to another in-sync member;
+    /// waits until it leads, then prints the group's leader and epoch.
+    TransferLeader {
+        /// The cluster's etcd (etcd://host:port[,host:port]).
+        #[arg(long)]
+        cluster: String,
+        #[arg(long)]
+        group: String,
+        /// The node to lead (default: another registered member of the in-sync set).
+        #[arg(long)]
+        to: Option<String>,
+        /// Longest wait for it to lead, ms.
+        #[arg(long, default_value_t = 30_000)]
+        wait_ms: u64,
+    },
 }
 
 #[derive(Subcommand)]
@@ -760,7 +775,16 @@ fn follower_cuts(
 }
 
 fn cluster(action: ClusterAction) -> Result<(), String> {
-    let ClusterAction::Status { cluster, format } = action;
+    let (cluster, format) = match action {
+        ClusterAction::Status { cluster, format } => (cluster, format),
+        ClusterAction::TransferLeader { cluster, group, to, wait_ms } => {
+            let endpoints = ringmq::cluster::parse_endpoints(&cluster)?;
+            let wait = Duration::from_millis(wait_ms);
+            let leader = ringmq::cluster::transfer_leader(&endpoints, &group, to.as_deref(), wait)?;
+            println!("group={group} leader={} epoch={}", leader.node, leader.epoch);
+            return Ok(());
+        }
+    };
     let endpoints = ringmq::cluster::parse_endpoints(&cluster)?;
     let nodes = ringmq::cluster::list_nodes(&endpoints)?;
     for n in &nodes {

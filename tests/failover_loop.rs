@@ -1,4 +1,4 @@
-//! Sync replication under kill -9, twenty times: a producer sends all the
+//! Sync replication under kill -9, twenty times, and a rolling restart: a producer sends all the
 //! while, the leader is killed at a random moment of each round and started
 //! again; every acknowledged message is then present at its queue and offset,
 //! in order per queue, no message is stored twice (the client's retries are
@@ -50,7 +50,7 @@ fn wait_for_full_isr(etcd: &Etcd) {
 }
 
 /// Sends "p-SEQ" until stopped; notes every acknowledged send and when.
-fn produce(bootstrap: String, stop: Arc<AtomicBool>, acked: Arc<Mutex<Vec<(String, SendResult, Instant)>>>) {
+fn produce(bootstrap: String, stop: Arc<AtomicBool>, acked: Acked) {
     let client = loop {
         if let Some(c) = client_of(&bootstrap) {
             break c;
@@ -107,26 +107,57 @@ fn assert_order_per_queue(got: &[ConsumedMessage]) {
     }
 }
 
-#[test]
-fn twenty_leader_kills_lose_no_acknowledged_message() {
-    let dir = tempfile::tempdir().unwrap();
-    let etcd = Etcd::start(&dir.path().join("etcd"));
-    let mut nodes: Vec<Broker> = ["a", "b", "c"]
+/// Three nodes of group g1 on 127.0.0.`first_ip`.., each of its own
+/// address; the topic made and every node in sync. Returns them and the
+/// bootstrap list.
+fn start_group(dir: &std::path::Path, etcd: &Etcd, first_ip: usize) -> (Vec<Broker>, String) {
+    let nodes: Vec<Broker> = ["a", "b", "c"]
         .iter()
         .enumerate()
         .map(|(i, name)| {
-            let ip = format!("127.0.0.{}", 61 + i);
+            let ip = format!("127.0.0.{}", first_ip + i);
             let listen = format!("{ip}:{}", free_port_pair(&ip));
             let args = ["--cluster", &etcd.url, "--group", "g1", "--node", name, "--lease-ms", "1000"];
-            Broker::start_listening(&dir.path().join(name), &listen, &args)
+            Broker::start_listening(&dir.join(name), &listen, &args)
         })
         .collect();
     let bootstrap = nodes.iter().map(|n| n.addr().to_string()).collect::<Vec<_>>().join(",");
     client_of(nodes[0].addr()).expect("the first node leads").create_topic(TOPIC, QUEUES, 0).unwrap();
-    wait_for_full_isr(&etcd);
+    wait_for_full_isr(etcd);
+    (nodes, bootstrap)
+}
 
+type Acked = Arc<Mutex<Vec<(String, SendResult, Instant)>>>;
+
+/// Reads the whole topic back: every acknowledged message at its queue and
+/// offset, each value once, in order per queue. Returns what is stored.
+fn assert_all_acked_there_once(bootstrap: &str, acked: &Acked) -> Vec<ConsumedMessage> {
+    let client = client_of(bootstrap).expect("a leader");
+    let mut all = Consumer::new(client, None);
+    all.assign_all(TOPIC, StartFrom::Earliest).unwrap();
+    let acked: Vec<(String, SendResult)> = acked.lock().unwrap().iter().map(|(v, s, _)| (v.clone(), *s)).collect();
+    let got = common::consume(&mut all, acked.len(), Duration::from_secs(60));
+    let got: Vec<ConsumedMessage> =
+        got.into_iter().chain(common::poll_during(&mut all, Duration::from_secs(1))).collect();
+    assert_acked_present(&got, &acked);
+    assert_order_per_queue(&got);
+    // Each value is sent once; the client's retries of it carry the same
+    // bytes, which the broker recognises (also on a new leader).
+    let mut values: Vec<&[u8]> = got.iter().map(|m| m.value.as_slice()).collect();
+    values.sort();
+    let sent = values.len();
+    values.dedup();
+    assert_eq!(values.len(), sent, "no message is stored twice");
+    got
+}
+
+#[test]
+fn twenty_leader_kills_lose_no_acknowledged_message() {
+    let dir = tempfile::tempdir().unwrap();
+    let etcd = Etcd::start(&dir.path().join("etcd"));
+    let (mut nodes, bootstrap) = start_group(dir.path(), &etcd, 61);
     let stop = Arc::new(AtomicBool::new(false));
-    let acked = Arc::new(Mutex::new(Vec::new()));
+    let acked: Acked = Arc::default();
     let producer = std::thread::spawn({
         let (b, s, a) = (bootstrap.clone(), stop.clone(), acked.clone());
         move || produce(b, s, a)
@@ -159,22 +190,7 @@ fn twenty_leader_kills_lose_no_acknowledged_message() {
     producer.join().unwrap();
     let received = consumer.join().unwrap();
 
-    let client = client_of(&bootstrap).expect("a leader");
-    let mut all = Consumer::new(client, None);
-    all.assign_all(TOPIC, StartFrom::Earliest).unwrap();
-    let acked: Vec<(String, SendResult)> = acked.lock().unwrap().iter().map(|(v, s, _)| (v.clone(), *s)).collect();
-    let got = common::consume(&mut all, acked.len(), Duration::from_secs(60));
-    let got: Vec<ConsumedMessage> =
-        got.into_iter().chain(common::poll_during(&mut all, Duration::from_secs(1))).collect();
-    assert_acked_present(&got, &acked);
-    assert_order_per_queue(&got);
-    // Each value is sent once; the client's retries of it carry the same
-    // bytes, which the broker recognises (also on a new leader).
-    let mut values: Vec<&[u8]> = got.iter().map(|m| m.value.as_slice()).collect();
-    values.sort();
-    let sent = values.len();
-    values.dedup();
-    assert_eq!(values.len(), sent, "no message is stored twice");
+    let got = assert_all_acked_there_once(&bootstrap, &acked);
     let stored: HashMap<(u32, u64), &[u8]> = got.iter().map(|m| ((m.queue, m.offset), m.value.as_slice())).collect();
     for ((q, o), value) in &received {
         assert_eq!(stored.get(&(*q, *o)).copied(), Some(value.as_slice()), "received {q}/{o} is gone or changed");
@@ -186,8 +202,59 @@ fn twenty_leader_kills_lose_no_acknowledged_message() {
          acknowledged {}, stored {}, received during the loop {}",
         ms(&failovers[failovers.len() / 2]),
         ms(failovers.last().unwrap()),
-        acked.len(),
+        acked.lock().unwrap().len(),
         got.len(),
         received.len()
     );
+}
+
+/// `ringmq cluster transfer-leader` to `to`; the line it prints.
+fn transfer_leader(etcd: &Etcd, to: &str) -> String {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_ringmq"))
+        .args(["cluster", "transfer-leader", "--cluster", &etcd.url, "--group", "g1", "--to", to])
+        .output()
+        .expect("run ringmq cluster transfer-leader");
+    assert!(out.status.success(), "transfer-leader: {}", String::from_utf8_lossy(&out.stderr));
+    String::from_utf8_lossy(&out.stdout).trim().to_string()
+}
+
+/// A rolling restart: each node in turn stops cleanly and starts again,
+/// the leader last and only after handing over with `cluster
+/// transfer-leader`; the group takes produces while each node is down, and
+/// loses or doubles nothing.
+#[test]
+fn a_rolling_restart_with_a_planned_leader_switch_keeps_the_group_writable() {
+    let dir = tempfile::tempdir().unwrap();
+    let etcd = Etcd::start(&dir.path().join("etcd"));
+    let (mut nodes, bootstrap) = start_group(dir.path(), &etcd, 81);
+    let names = ["a", "b", "c"];
+    let stop = Arc::new(AtomicBool::new(false));
+    let acked: Acked = Arc::default();
+    let producer = std::thread::spawn({
+        let (b, s, a) = (bootstrap.clone(), stop.clone(), acked.clone());
+        move || produce(b, s, a)
+    });
+    let first = leader(&nodes);
+    let order: Vec<usize> = (0..3).filter(|n| *n != first).chain([first]).collect();
+    for victim in order {
+        if leader(&nodes) == victim {
+            let to = (0..3).find(|n| *n != victim).unwrap();
+            let said = transfer_leader(&etcd, names[to]);
+            assert!(said.starts_with(&format!("group=g1 leader={} epoch=", names[to])), "{said}");
+            assert_eq!(leader(&nodes), to, "the named node leads");
+        }
+        nodes[victim].stop();
+        let before = acked.lock().unwrap().len();
+        let deadline = Instant::now() + Duration::from_secs(60);
+        while acked.lock().unwrap().len() < before + 20 {
+            assert!(Instant::now() < deadline, "no produce was acknowledged while {} was down", names[victim]);
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        nodes[victim].restart();
+        wait_for_full_isr(&etcd);
+    }
+    stop.store(true, Ordering::Relaxed);
+    producer.join().unwrap();
+    let got = assert_all_acked_there_once(&bootstrap, &acked);
+    eprintln!("rolling restart: acknowledged {}, stored {}", acked.lock().unwrap().len(), got.len());
 }

@@ -25,8 +25,13 @@ fn node(etcd: &Etcd, dir: &std::path::Path, name: &str, ip: &str) -> Broker {
 }
 
 fn node_with_lease(etcd: &Etcd, dir: &std::path::Path, name: &str, ip: &str, lease_ms: &str) -> Broker {
+    node_with(etcd, dir, name, ip, lease_ms, &[])
+}
+
+/// A node of g1 with two replicas for an ack (1 s ack timeout) and more flags.
+fn node_with(etcd: &Etcd, dir: &std::path::Path, name: &str, ip: &str, lease_ms: &str, extra: &[&str]) -> Broker {
     let listen = format!("{ip}:{}", free_port_pair(ip));
-    let args = [
+    let mut args = vec![
         "--cluster",
         &etcd.url,
         "--group",
@@ -40,6 +45,7 @@ fn node_with_lease(etcd: &Etcd, dir: &std::path::Path, name: &str, ip: &str, lea
         "--replica-ack-timeout-ms",
         "1000",
     ];
+    args.extend_from_slice(extra);
     Broker::start_listening(&dir.join(name), &listen, &args)
 }
 
@@ -341,4 +347,30 @@ fn a_crashed_follower_leaves_the_in_sync_set_through_etcd_and_rejoins_it_once_ca
     let got = consume(&mut consumer, acked.len(), Duration::from_secs(30));
     assert_eq!(got.len(), acked.len());
     assert_acked_present(&got, &acked);
+}
+
+#[test]
+fn a_follower_that_stops_keeping_up_leaves_the_in_sync_set_while_registered_and_returns() {
+    let dir = tempfile::tempdir().unwrap();
+    let etcd = Etcd::start(&dir.path().join("etcd"));
+    // Leases that outlast the pause, and a lag limit well inside it.
+    let lag = ["--replica-lag-ms", "1000"];
+    let a = node_with(&etcd, dir.path(), "a", "127.0.0.54", "10000", &lag);
+    let b = node_with(&etcd, dir.path(), "b", "127.0.0.55", "10000", &lag);
+    let _c = node_with(&etcd, dir.path(), "c", "127.0.0.56", "10000", &lag);
+    let client = connect(a.addr()).expect("the first node leads");
+    client.create_topic(TOPIC, QUEUES, 0).unwrap();
+    assert_eq!(isr_becomes(&etcd, "a,b,c"), "a,b,c");
+    let producer = Producer::new(client.clone(), ProducerConfig::default());
+
+    // b hangs: it stays registered, but fetches nothing.
+    b.pause();
+    let lines = wait_for_status(&etcd.url, Duration::from_secs(60), |lines| isr_of(lines, "g1") == "a,c");
+    assert_eq!(isr_of(&lines, "g1"), "a,c", "a follower past the lag limit leaves the set");
+    assert!(lines.iter().any(|l| l.starts_with("group=g1 node=b ")), "b is still registered: {lines:?}");
+    for i in 0..20 {
+        send_until_acked(&producer, &format!("while b lags {i}"), Duration::from_secs(30));
+    }
+    b.resume();
+    assert_eq!(isr_becomes(&etcd, "a,b,c"), "a,b,c", "it catches up and returns");
 }

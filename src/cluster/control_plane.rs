@@ -18,6 +18,7 @@ use super::election::{self, Campaign, EpochStart, Leadership};
 use super::isr::{self, Isr, Lags, Tracker};
 use super::placement;
 use super::registry::{self, Node, NodeKey};
+use super::transfer;
 use super::{ClusterConfig, ETCD_TIMEOUT};
 use crate::server::placement::{ClusterView, PlacementAsk, PlacementLink};
 use crate::server::Failure;
@@ -81,6 +82,8 @@ struct Leading {
     lags: Lags,
     /// The newest topics revision this group's metadata is known to hold.
     applied: i64,
+    /// When this leader first saw a request to hand over.
+    transfer_seen: Option<std::time::Instant>,
 }
 
 /// This node's link to the cluster's etcd, on a thread of its own.
@@ -284,6 +287,8 @@ async fn run(
             l.lags.store(&mut registered.client, &config.group, registered.lease).await;
             if let Some(why) = update_isr(&config, &mut registered.client, l, &shared.confirmed).await {
                 depose(&mut role, &mut leading, &shared, why);
+            } else if let Some(why) = hand_over(&config, &mut registered.client, l).await {
+                depose(&mut role, &mut leading, &shared, why);
             }
         }
     }
@@ -349,6 +354,10 @@ async fn serve_command(
         }
         Command::Follower(report) => {
             if let Some(l) = leading.as_mut() {
+                if report.in_sync && !l.tracker.is_registered(&report.follower) {
+                    // A follower that just started: let it join now, not at the next renewal.
+                    note_registered(config, &mut registered.client, l).await;
+                }
                 l.tracker.note(report.shard, &report.follower, report.in_sync);
                 l.lags.note(&report);
                 if let Some(why) = update_isr(config, &mut registered.client, l, &shared.confirmed).await {
@@ -447,6 +456,11 @@ async fn find_or_become_leader(config: &ClusterConfig, r: &mut Registered, pause
                         return Ok(Elected::Leader { epoch });
                     }
                     Campaign::Lost => tokio::time::sleep(pause / 4).await,
+                    Campaign::MakeWay(to) => {
+                        tracing::info!(group = %config.group, node = %config.node, %to, "making way for the node a transfer names");
+                        tokio::time::sleep(pause / 4).await;
+                        renew(r).await?;
+                    }
                     Campaign::NotInSync(members) => {
                         tracing::info!(group = %config.group, node = %config.node, ?members, "not in sync: waiting for a member of the in-sync set to lead");
                         tokio::time::sleep(pause).await;
@@ -471,7 +485,8 @@ async fn start_leading(config: &ClusterConfig, client: &mut etcd_client::Client,
     match isr::read(client, &config.group).await {
         Ok((Some(isr), revision)) => {
             let tracker = Tracker::new(&config.node, config.shards, &isr.members);
-            Some(Leading { epoch, tracker, isr, revision, lags: Lags::default(), applied: 0 })
+            let lags = Lags::default();
+            Some(Leading { epoch, tracker, isr, revision, lags, applied: 0, transfer_seen: None })
         }
         Ok((None, _)) => {
             tracing::error!(group = %config.group, "the campaign stored no in-sync set");
@@ -479,6 +494,36 @@ async fn start_leading(config: &ClusterConfig, client: &mut etcd_client::Client,
         }
         Err(error) => {
             tracing::error!(%error, "reading the in-sync set failed");
+            None
+        }
+    }
+}
+
+/// Hands the lead over if a transfer asks for it and its target is in
+/// sync and caught up (or has had `CATCH_UP_WAIT`): says why once this
+/// node no longer leads.
+async fn hand_over(config: &ClusterConfig, client: &mut etcd_client::Client, l: &mut Leading) -> Option<String> {
+    let to = match transfer::make_way_for(client, &config.group, &config.node).await {
+        Ok(Some(to)) if l.isr.members.contains(&to) => to,
+        Ok(_) => return None,
+        Err(error) => {
+            tracing::warn!(%error, "reading the transfer request failed");
+            return None;
+        }
+    };
+    let seen = *l.transfer_seen.get_or_insert_with(std::time::Instant::now);
+    let caught_up = l.lags.summed().get(&to).is_some_and(|lag| lag.lag_bytes == 0);
+    if !caught_up && seen.elapsed() < transfer::CATCH_UP_WAIT {
+        return None;
+    }
+    let mine = Leadership { node: config.node.clone(), advertise: config.advertise.clone(), epoch: l.epoch };
+    match transfer::resign(client, &config.group, &mine).await {
+        Ok(_) => {
+            tracing::info!(group = %config.group, %to, caught_up, "handing the lead over");
+            Some(format!("the lead of broker group {:?} goes to {to} (cluster transfer-leader)", config.group))
+        }
+        Err(error) => {
+            tracing::warn!(%error, "giving up the lead failed; retrying");
             None
         }
     }

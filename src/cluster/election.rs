@@ -19,7 +19,7 @@ pub struct Leadership {
 
 pub(super) const GROUPS_PREFIX: &str = "/ringmq/groups/";
 
-fn leader_key(group: &str) -> String {
+pub(super) fn leader_key(group: &str) -> String {
     format!("{GROUPS_PREFIX}{group}/leader")
 }
 
@@ -44,13 +44,16 @@ pub enum Campaign {
     /// The stored in-sync set does not name this node: it may lack
     /// acknowledged messages, so it must not lead.
     NotInSync(BTreeSet<String>),
+    /// A transfer asks for another node to lead (`cluster transfer-leader`).
+    MakeWay(String),
 }
 
 /// One attempt to lead `group` under `lease`, in one transaction: no leader
 /// key, the epoch and the in-sync set unchanged since read, and this node in
 /// the set (any node, while no set is stored) -> epoch + 1, the leader key,
 /// and the set stamped with the new epoch (and the group's shard count,
-/// which numbers its shards in the cluster).
+/// which numbers its shards in the cluster). While a transfer names another
+/// registered node, this one makes way.
 pub async fn campaign(
     client: &mut Client,
     group: &str,
@@ -75,6 +78,9 @@ pub async fn campaign(
         Some(isr) if !isr.members.is_empty() => isr.members,
         _ => [node.to_string()].into(),
     };
+    if let Some(to) = super::transfer::make_way_for(client, group, node).await? {
+        return Ok(Campaign::MakeWay(to));
+    }
     let next = Leadership { node: node.to_string(), advertise: advertise.to_string(), epoch: epoch + 1 };
     let isr = Isr { epoch: next.epoch, members };
     let json = serde_json::to_string(&next).expect("a leadership serializes");
@@ -89,6 +95,8 @@ pub async fn campaign(
             TxnOp::put(leader_key(group), json, Some(PutOptions::new().with_lease(lease))),
             TxnOp::put(isr::isr_key(group), serde_json::to_string(&isr).expect("an ISR serializes"), None),
             TxnOp::put(super::placement::shards_key(group), shards.to_string(), None),
+            // A transfer to this node is done once it leads.
+            TxnOp::delete(super::transfer::transfer_key(group), None),
         ]);
     let done = client.txn(txn).await.map_err(|e| e.to_string())?;
     Ok(if done.succeeded() { Campaign::Won { epoch: next.epoch, isr } } else { Campaign::Lost })

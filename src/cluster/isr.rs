@@ -75,6 +75,11 @@ impl Tracker {
         self.registered = registered;
     }
 
+    /// True if `node` was registered when the tracker last heard.
+    pub fn is_registered(&self, node: &str) -> bool {
+        self.registered.contains(node)
+    }
+
     /// The set as it should be: the leader and every registered follower in sync on all shards.
     pub fn desired(&self) -> BTreeSet<String> {
         let mut members: BTreeSet<String> = self

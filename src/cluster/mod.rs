@@ -12,11 +12,13 @@ mod isr;
 pub mod local_epoch;
 mod placement;
 mod registry;
+mod transfer;
 
 pub use control_plane::{Confirmed, ControlPlane, ControlPlaneError, Elected, OnLost};
 pub use election::{cut_for, list_groups, EpochStart, GroupState, Leadership};
 pub use isr::Isr;
 pub use registry::{list_nodes, Node, NodeKey};
+pub use transfer::request as transfer_leader;
 
 use std::time::Duration;
 

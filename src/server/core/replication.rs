@@ -122,9 +122,21 @@ pub struct Progress {
     /// Everything before this is durable on the follower.
     pub durable_end: u64,
     pub last_fetch: Instant,
+    /// The leader's written end when the follower last fetched...
+    pub fetch_end: u64,
+    /// ...and the last time a fetch showed it held everything up to the
+    /// previous one's: a follower that fetches but does not keep up (its log
+    /// diverged, its disk is slow) falls out of sync as one that stopped does.
+    pub caught_up: Instant,
     /// It reached the committed end since it last fell behind: it counts
     /// toward the committed end (a follower still catching up would hold every ack back).
     pub in_sync: bool,
+}
+
+impl Progress {
+    fn new(durable_end: u64, at: Instant) -> Progress {
+        Progress { durable_end, last_fetch: at, fetch_end: 0, caught_up: at, in_sync: false }
+    }
 }
 
 impl Replication {
@@ -160,14 +172,19 @@ impl Replication {
     /// it and moves the committed end (and the storage's commit gate) if it can.
     pub fn fetched(&self, storage: &Shard, follower: &str, durable_end: u64) {
         let now = Instant::now();
+        let (_, written_end, _) = storage.log_positions();
         {
             let mut followers = self.followers.borrow_mut();
-            let start = Progress { durable_end, last_fetch: now, in_sync: false };
-            let p = followers.entry(follower.to_string()).or_insert(start);
-            let lapsed = now.duration_since(p.last_fetch) > self.config.lag_max;
-            let in_sync = (p.in_sync && !lapsed) || durable_end >= self.committed.get();
+            let p = followers.entry(follower.to_string()).or_insert(Progress::new(durable_end, now));
+            let caught_up = if durable_end >= p.fetch_end { now } else { p.caught_up };
+            let in_sync = if p.in_sync {
+                now.duration_since(caught_up) <= self.config.lag_max
+            } else {
+                durable_end >= self.committed.get() && durable_end >= p.fetch_end
+            };
             let changed = in_sync != p.in_sync;
-            *p = Progress { durable_end: durable_end.max(p.durable_end), last_fetch: now, in_sync };
+            let durable_end = durable_end.max(p.durable_end);
+            *p = Progress { durable_end, last_fetch: now, fetch_end: written_end, caught_up, in_sync };
             if changed {
                 tracing::info!(group = %self.group, shard = self.shard, follower, in_sync, durable_end, "follower's in-sync state changed");
                 self.report(storage, follower, p, now);
@@ -187,7 +204,8 @@ impl Replication {
         });
     }
 
-    /// Followers that stopped fetching for `lag_max` fall out of sync here,
+    /// Followers that did not keep up (stopped fetching, or fetch without
+    /// catching up) for `lag_max` fall out of sync here,
     /// and so do members of the stored in-sync set that never fetched in this
     /// epoch; then every follower's state is reported again, so the control
     /// plane's view heals after anything it missed (called periodically).
@@ -197,7 +215,7 @@ impl Replication {
         {
             let mut followers = self.followers.borrow_mut();
             for (name, p) in followers.iter_mut() {
-                if p.in_sync && now.duration_since(p.last_fetch) > self.config.lag_max {
+                if p.in_sync && now.duration_since(p.caught_up) > self.config.lag_max {
                     p.in_sync = false;
                     fell.push((name.clone(), p.durable_end));
                 }
@@ -206,8 +224,7 @@ impl Replication {
                 let silent: Vec<String> =
                     self.isr.confirmed().into_iter().filter(|n| !followers.contains_key(n)).collect();
                 for name in silent {
-                    followers
-                        .insert(name.clone(), Progress { durable_end: 0, last_fetch: self.started, in_sync: false });
+                    followers.insert(name.clone(), Progress::new(0, self.started));
                     fell.push((name, 0));
                 }
             }
