@@ -650,7 +650,7 @@ fn serve_in_cluster(
     c.shards = cfg.cores.len();
     let confirmed = ringmq::cluster::Confirmed::default();
     let control = ringmq::cluster::ControlPlane::start(c, on_lost, confirmed.clone()).map_err(|e| e.to_string())?;
-    let isr = server::IsrLink { confirmed, report: control.in_sync_reporter() };
+    let isr = server::IsrLink { confirmed, report: control.in_sync_reporter(), deposed: control.deposed() };
     let placement = control.placement_link();
     let mut signals = Signals::new([SIGINT, SIGTERM]).map_err(|e| format!("installing signal handlers: {e}"))?;
     std::thread::Builder::new()

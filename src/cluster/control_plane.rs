@@ -24,6 +24,7 @@ use crate::server::placement::{ClusterView, PlacementAsk, PlacementLink};
 use crate::server::Failure;
 use etcd_client::{LeaseKeepAliveStream, LeaseKeeper, PutOptions, WatchOptions, WatchResponse, WatchStream};
 use std::collections::{BTreeMap, BTreeSet};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{mpsc, Arc, RwLock};
 use std::time::Duration;
 use tokio::sync::{oneshot, watch};
@@ -91,6 +92,7 @@ pub struct ControlPlane {
     stop: Option<oneshot::Sender<()>>,
     commands: tokio::sync::mpsc::UnboundedSender<Command>,
     view: watch::Receiver<ClusterView>,
+    deposed: Arc<AtomicBool>,
     thread: Option<std::thread::JoinHandle<()>>,
 }
 
@@ -106,16 +108,15 @@ impl ControlPlane {
         let (stop_tx, stop_rx) = oneshot::channel();
         let (commands_tx, commands_rx) = tokio::sync::mpsc::unbounded_channel();
         let (view_tx, view) = watch::channel(ClusterView::default());
+        let deposed = Arc::new(AtomicBool::new(false));
+        let shared = Shared { confirmed, on_lost, view: view_tx, deposed: deposed.clone() };
         let endpoints = config.endpoints.clone();
         let thread = std::thread::Builder::new()
             .name("ringmq-control".into())
             .spawn(move || {
                 let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build();
                 match runtime {
-                    Ok(runtime) => {
-                        let shared = Shared { confirmed, on_lost, view: view_tx };
-                        runtime.block_on(run(config, ready_tx, stop_rx, commands_rx, shared))
-                    }
+                    Ok(runtime) => runtime.block_on(run(config, ready_tx, stop_rx, commands_rx, shared)),
                     Err(e) => {
                         let _ = ready_tx.send(Err(format!("starting its runtime: {e}")));
                     }
@@ -124,7 +125,10 @@ impl ControlPlane {
             .map_err(|e| ControlPlaneError::Thread(e.to_string()))?;
         let failed = |reason: String| ControlPlaneError::Etcd { endpoints: endpoints.clone(), reason };
         match ready_rx.recv_timeout(2 * ETCD_TIMEOUT) {
-            Ok(Ok(())) => Ok(ControlPlane { stop: Some(stop_tx), commands: commands_tx, view, thread: Some(thread) }),
+            Ok(Ok(())) => {
+                let thread = Some(thread);
+                Ok(ControlPlane { stop: Some(stop_tx), commands: commands_tx, view, deposed, thread })
+            }
             Ok(Err(reason)) => Err(failed(reason)),
             Err(_) => Err(failed(format!("no answer within {:?}", 2 * ETCD_TIMEOUT))),
         }
@@ -152,6 +156,11 @@ impl ControlPlane {
         Arc::new(move |report| {
             let _ = commands.send(Command::Follower(report));
         })
+    }
+
+    /// True from the moment the elected role is lost until the next election.
+    pub fn deposed(&self) -> Arc<AtomicBool> {
+        self.deposed.clone()
     }
 
     /// The shards' link to the cluster's view and topic changes.
@@ -192,6 +201,9 @@ struct Registered {
     keeper: LeaseKeeper,
     answers: LeaseKeepAliveStream,
     events: Option<WatchStream>,
+    /// The lease runs out at etcd no sooner than this: the time to live
+    /// etcd granted, counted from before the last renewal it confirmed was sent.
+    expires: std::time::Instant,
 }
 
 /// What the control-plane thread shares with the node.
@@ -199,12 +211,17 @@ struct Shared {
     confirmed: Confirmed,
     on_lost: OnLost,
     view: watch::Sender<ClusterView>,
+    /// Set the moment the role is lost: the shards refuse clients at once,
+    /// before the node has stopped them.
+    deposed: Arc<AtomicBool>,
 }
 
 async fn register(config: &ClusterConfig) -> Result<Registered, String> {
     let mut client = registry::connect(&config.endpoints).await?;
     let ttl = config.lease_ttl.as_secs().max(1) as i64;
-    let lease = client.lease_grant(ttl, None).await.map_err(|e| e.to_string())?.id();
+    let asked = std::time::Instant::now();
+    let granted = client.lease_grant(ttl, None).await.map_err(|e| e.to_string())?;
+    let (lease, ttl) = (granted.id(), granted.ttl().max(1));
     let node = Node::of(config, lease);
     let key = NodeKey::of(config).etcd_key();
     client.put(key, node.to_json(), Some(PutOptions::new().with_lease(lease))).await.map_err(|e| e.to_string())?;
@@ -212,7 +229,8 @@ async fn register(config: &ClusterConfig) -> Result<Registered, String> {
     let watched = client.watch(WATCHED_PREFIX, Some(WatchOptions::new().with_prefix())).await;
     let events = watched.map_err(|e| e.to_string())?;
     tracing::info!(group = %config.group, node = %config.node, lease, "registered with etcd");
-    Ok(Registered { client, lease, keeper, answers, events: Some(events) })
+    let expires = asked + Duration::from_secs(ttl as u64);
+    Ok(Registered { client, lease, keeper, answers, events: Some(events), expires })
 }
 
 async fn run(
@@ -278,24 +296,38 @@ async fn run(
             }
             continue;
         }
-        refresh_view(&mut registered.client, &shared.view).await;
-        if let Some(why) = role_lost(&config, &mut registered.client, role.as_ref()).await {
-            depose(&mut role, &mut leading, &shared, why);
-        }
-        if let Some(l) = leading.as_mut() {
-            note_registered(&config, &mut registered.client, l).await;
-            l.lags.store(&mut registered.client, &config.group, registered.lease).await;
-            if let Some(why) = update_isr(&config, &mut registered.client, l, &shared.confirmed).await {
-                depose(&mut role, &mut leading, &shared, why);
-            } else if let Some(why) = hand_over(&config, &mut registered.client, l).await {
-                depose(&mut role, &mut leading, &shared, why);
-            }
+        // Whatever etcd does not answer in time waits for the next
+        // renewal: that one must come before the lease may run out.
+        let limit = registered.time_left();
+        let client = &mut registered.client;
+        let (state, lease) = ((&mut role, &mut leading, &shared), registered.lease);
+        if tokio::time::timeout(limit, watch_role(&config, client, lease, state)).await.is_err() {
+            tracing::warn!(?limit, "etcd did not answer in time; renewing the lease first");
         }
     }
     let Registered { mut client, lease, .. } = registered;
     match tokio::time::timeout(ETCD_TIMEOUT, client.lease_revoke(lease)).await {
         Ok(Ok(_)) => tracing::info!(lease, "left the cluster: lease revoked"),
         _ => tracing::warn!(lease, "could not revoke the etcd lease; it runs out by itself"),
+    }
+}
+
+/// After a renewal: the view, whether the role still holds, and while
+/// leading the in-sync set, the lags and a requested hand-over.
+async fn watch_role(config: &ClusterConfig, client: &mut etcd_client::Client, lease: i64, state: RoleState<'_>) {
+    let (role, leading, shared) = state;
+    refresh_view(client, &shared.view).await;
+    if let Some(why) = role_lost(config, client, role.as_ref()).await {
+        depose(role, leading, shared, why);
+    }
+    if let Some(l) = leading.as_mut() {
+        note_registered(config, client, l).await;
+        l.lags.store(client, &config.group, lease).await;
+        if let Some(why) = update_isr(config, client, l, &shared.confirmed).await {
+            depose(role, leading, shared, why);
+        } else if let Some(why) = hand_over(config, client, l).await {
+            depose(role, leading, shared, why);
+        }
     }
 }
 
@@ -350,17 +382,23 @@ async fn serve_command(
             // set from their first produce, and their group's leader in the view.
             publish_confirmed(config, leading.as_ref(), &shared.confirmed);
             refresh_view(&mut registered.client, &shared.view).await;
+            shared.deposed.store(false, Ordering::Release);
             let _ = reply.send(elected);
         }
         Command::Follower(report) => {
+            let limit = registered.time_left();
             if let Some(l) = leading.as_mut() {
-                if report.in_sync && !l.tracker.is_registered(&report.follower) {
-                    // A follower that just started: let it join now, not at the next renewal.
-                    note_registered(config, &mut registered.client, l).await;
-                }
-                l.tracker.note(report.shard, &report.follower, report.in_sync);
-                l.lags.note(&report);
-                if let Some(why) = update_isr(config, &mut registered.client, l, &shared.confirmed).await {
+                let changed = async {
+                    if report.in_sync && !l.tracker.is_registered(&report.follower) {
+                        // A follower that just started: let it join now, not at the next renewal.
+                        note_registered(config, &mut registered.client, l).await;
+                    }
+                    l.tracker.note(report.shard, &report.follower, report.in_sync);
+                    l.lags.note(&report);
+                    update_isr(config, &mut registered.client, l, &shared.confirmed).await
+                };
+                // Not past the time the lease must be renewed by; the next report or renewal retries.
+                if let Ok(Some(why)) = tokio::time::timeout(limit, changed).await {
                     depose(role, leading, shared, why);
                 }
             }
@@ -476,6 +514,7 @@ async fn find_or_become_leader(config: &ClusterConfig, r: &mut Registered, pause
 fn depose(role: &mut Option<Elected>, leading: &mut Option<Leading>, shared: &Shared, why: String) {
     *role = None;
     *leading = None;
+    shared.deposed.store(true, Ordering::Release);
     *shared.confirmed.write().expect("no thread panics holding it") = BTreeSet::new();
     (shared.on_lost)(why);
 }
@@ -601,13 +640,28 @@ async fn role_lost(config: &ClusterConfig, client: &mut etcd_client::Client, rol
 }
 
 /// Renews the lease once; an error if etcd did not confirm it alive.
+impl Registered {
+    /// How long etcd calls may take before the lease must be renewed.
+    fn time_left(&self) -> Duration {
+        ETCD_TIMEOUT.min(self.expires.saturating_duration_since(std::time::Instant::now()))
+    }
+}
+
+/// Renews the lease once; an error if etcd did not confirm it alive before
+/// it may have run out: a leader cut off from etcd fences itself by then,
+/// not one etcd timeout later.
 async fn renew(r: &mut Registered) -> Result<(), String> {
+    let asked = std::time::Instant::now();
+    let limit = r.time_left();
     let renewal = async {
         r.keeper.keep_alive().await.map_err(|e| e.to_string())?;
         match r.answers.message().await.map_err(|e| e.to_string())? {
-            Some(answer) if answer.ttl() > 0 => Ok(()),
+            Some(answer) if answer.ttl() > 0 => Ok(Duration::from_secs(answer.ttl() as u64)),
             _ => Err("the lease expired".to_string()),
         }
     };
-    tokio::time::timeout(ETCD_TIMEOUT, renewal).await.map_err(|_| "no answer from etcd".to_string())?
+    let ttl =
+        tokio::time::timeout(limit, renewal).await.map_err(|_| format!("no answer from etcd within {limit:?}"))??;
+    r.expires = asked + ttl;
+    Ok(())
 }

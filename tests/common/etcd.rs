@@ -1,5 +1,6 @@
-//! A real etcd (Debian's `etcd-server`) on 127.0.0.1 with its own ports and
-//! a temp data directory, stopped when dropped.
+//! A real etcd (Debian's `etcd-server`) on 127.0.0.1 (or another address of
+//! this namespace) with its own ports and a temp data directory, stopped
+//! when dropped.
 
 use std::net::TcpListener;
 use std::path::Path;
@@ -8,20 +9,25 @@ use std::time::{Duration, Instant};
 
 pub struct Etcd {
     child: Child,
-    /// `etcd://127.0.0.1:PORT`, for `--cluster`.
+    /// `etcd://IP:PORT`, for `--cluster`.
     pub url: String,
 }
 
-/// A port no one listens on now (the OS's pick, released for etcd to take).
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0").expect("bind a probe port").local_addr().expect("its address").port()
+/// A port of `ip` no one listens on now (the OS's pick, released for etcd to take).
+fn free_port(ip: &str) -> u16 {
+    TcpListener::bind((ip, 0)).expect("bind a probe port").local_addr().expect("its address").port()
 }
 
 impl Etcd {
     /// Starts etcd in `dir` and waits until it answers.
     pub fn start(dir: &Path) -> Etcd {
-        let (client, peer) = (free_port(), free_port());
-        let client_url = format!("http://127.0.0.1:{client}");
+        Etcd::start_on(dir, "127.0.0.1")
+    }
+
+    /// Starts etcd in `dir`, serving clients on `ip` (peers on 127.0.0.1).
+    pub fn start_on(dir: &Path, ip: &str) -> Etcd {
+        let (client, peer) = (free_port(ip), free_port("127.0.0.1"));
+        let client_url = format!("http://{ip}:{client}");
         let peer_url = format!("http://127.0.0.1:{peer}");
         let child = Command::new("etcd")
             .arg("--data-dir")
@@ -33,9 +39,9 @@ impl Etcd {
             .stderr(Stdio::null())
             .spawn()
             .expect("start etcd (Debian: apt-get install etcd-server; .ci/run installs it)");
-        let etcd = Etcd { child, url: format!("etcd://127.0.0.1:{client}") };
+        let etcd = Etcd { child, url: format!("etcd://{ip}:{client}") };
         let deadline = Instant::now() + Duration::from_secs(30);
-        while std::net::TcpStream::connect(("127.0.0.1", client)).is_err() {
+        while std::net::TcpStream::connect((ip, client)).is_err() {
             assert!(Instant::now() < deadline, "etcd did not listen on {client} within 30 s");
             std::thread::sleep(Duration::from_millis(50));
         }

@@ -3,6 +3,7 @@
 #![allow(dead_code)]
 
 pub mod etcd;
+pub mod netns;
 
 use ringmq::client::{Client, ClientConfig, ConsumedMessage, Consumer, SendResult};
 use ringmq::protocol::frame::{self, Response};
@@ -100,6 +101,8 @@ pub struct Broker {
     pub addrs: Vec<String>,
     listen: String,
     extra: Vec<String>,
+    /// The network namespace it runs in (None: this one).
+    netns: Option<String>,
 }
 
 impl Broker {
@@ -112,13 +115,32 @@ impl Broker {
     pub fn start_listening(dir: &Path, listen: &str, extra: &[&str]) -> Broker {
         let extra: Vec<String> = extra.iter().map(|s| s.to_string()).collect();
         let listen = listen.to_string();
-        let mut b = Broker { child: None, dir: dir.to_path_buf(), addrs: Vec::new(), listen, extra };
+        let mut b = Broker { child: None, dir: dir.to_path_buf(), addrs: Vec::new(), listen, extra, netns: None };
+        b.launch();
+        b
+    }
+
+    /// Like `start_listening`, in network namespace `netns` (`ip netns exec`
+    /// execs the broker: the child is the broker itself).
+    pub fn start_in_netns(netns: &str, dir: &Path, listen: &str, extra: &[&str]) -> Broker {
+        let extra: Vec<String> = extra.iter().map(|s| s.to_string()).collect();
+        let (listen, netns) = (listen.to_string(), Some(netns.to_string()));
+        let mut b = Broker { child: None, dir: dir.to_path_buf(), addrs: Vec::new(), listen, extra, netns };
         b.launch();
         b
     }
 
     fn launch(&mut self) {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_ringmq"))
+        let binary = env!("CARGO_BIN_EXE_ringmq");
+        let mut command = match &self.netns {
+            Some(ns) => {
+                let mut c = Command::new("ip");
+                c.args(["netns", "exec", ns, binary]);
+                c
+            }
+            None => Command::new(binary),
+        };
+        let mut child = command
             .args(["serve", "--listen", &self.listen, "--cores", "0,1", "--segment-mib", "16", "--cache-mib", "16"])
             .arg("--data-dir")
             .arg(&self.dir)

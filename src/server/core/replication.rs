@@ -62,6 +62,8 @@ pub struct IsrLink {
     /// The followers etcd lists as in sync (the leader not included).
     pub confirmed: Arc<RwLock<BTreeSet<String>>>,
     pub report: InSyncReport,
+    /// Set by the control plane the moment this node's role is lost.
+    pub deposed: Arc<std::sync::atomic::AtomicBool>,
 }
 
 /// What a leader's shard says of one of its followers.
@@ -168,6 +170,12 @@ impl Replication {
         self.committed.get()
     }
 
+    /// True once the control plane says this node no longer leads (its
+    /// lease lapsed or a later epoch began): it must not take or serve anything.
+    pub fn deposed(&self) -> bool {
+        self.isr.deposed.load(std::sync::atomic::Ordering::Acquire)
+    }
+
     /// A follower of this group and epoch fetched from `durable_end`: notes
     /// it and moves the committed end (and the storage's commit gate) if it can.
     pub fn fetched(&self, storage: &Shard, follower: &str, durable_end: u64) {
@@ -272,6 +280,11 @@ impl Replication {
             self.advance(storage);
             if self.committed.get() >= end {
                 return Ok(());
+            }
+            if self.deposed() {
+                let m = "this node stopped leading before the batch was replicated; it is stored here, its outcome \
+                         unknown (a retry on the new leader is recognised if the batch got there)";
+                return Err(Failure(ErrorCode::NotLeader, m.into()));
             }
             let left = deadline.saturating_duration_since(Instant::now());
             if left.is_zero() {

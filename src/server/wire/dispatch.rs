@@ -121,10 +121,18 @@ fn check_limits(s: &Services, request: &Request) -> Result<(), Failure> {
 async fn serve_request(s: &Services, request: Request<'_>, frame: &[u8]) -> Outcome {
     let core = &s.core;
     let mut w = Writer::new(frame::ok_response_buffer());
-    if let ShardRole::Follower { leader } = core.role() {
-        if !matches!(request, Request::ApiVersions) {
-            let m = format!("this node follows {leader}, its broker group's leader: send requests there");
-            return Err(Failure(ErrorCode::NotLeader, m));
+    if !matches!(request, Request::ApiVersions) {
+        match core.role() {
+            ShardRole::Follower { leader } => {
+                let m = format!("this node follows {leader}, its broker group's leader: send requests there");
+                return Err(Failure(ErrorCode::NotLeader, m));
+            }
+            ShardRole::Leader(replication) if replication.deposed() => {
+                let m = "this node no longer leads its broker group (its lease lapsed or a new epoch began); \
+                         refresh metadata";
+                return Err(Failure(ErrorCode::NotLeader, m.into()));
+            }
+            _ => {}
         }
     }
     if let Some(group) = request.group() {
