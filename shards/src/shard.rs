@@ -7,7 +7,7 @@ use crate::error::{Result, StorageError};
 use crate::format::batch;
 use crate::index::queue_index::{self as index, IndexEntry, QueueIndex};
 use crate::log::{Appended, Blocked, Log};
-use crate::lookup::{Lookup, Stored};
+use crate::lookup::{BatchKey, Lookup, Stored};
 use crate::position::{LogPos, Offset, QueueId, PAGE_BYTES};
 use crate::probe::fault::FailureProbes;
 use crate::probe::stats::{add, Counters, ShardStats};
@@ -303,6 +303,7 @@ impl Shard {
     pub async fn append(&self, queue: QueueId, batch: &[u8]) -> Result<Appended> {
         let inner = &self.inner;
         let checked = batch::check(batch, inner.config.batch_bytes_max)?;
+        let key = BatchKey::checked(queue, &checked);
         let turn = Turn::take(inner);
         let placed = loop {
             let wait = {
@@ -319,13 +320,13 @@ impl Shard {
                 if turn.may_go() {
                     let State { queues, log, index_mem_entries, lookup, .. } = &mut *st;
                     let q = queues.get_mut(&queue).ok_or(StorageError::UnknownQueue(queue.0))?;
-                    if let Some(earlier) = lookup.stored_before(queue, batch) {
+                    if let Some(earlier) = lookup.stored_before(key.as_ref()) {
                         break Err(earlier);
                     }
                     // Lookup entries are not counted in `index_mem_entries`:
                     // checkpoints, which write them out, are paced by the queue
                     // index alone (one to two lookup entries per index entry).
-                    match log.append(q, lookup, batch, &checked) {
+                    match log.append(q, lookup, batch, &checked, key) {
                         Ok(placed) => {
                             *index_mem_entries += placed.appended.record_count as usize;
                             if q.file(q.file_wanted(inner.config.index_file_entries)).is_none() {

@@ -77,6 +77,10 @@ impl BatchHeader {
 #[derive(Debug, Clone, Copy)]
 pub struct CheckedBatch {
     pub record_count: u32,
+    /// The producer's CRC and its first record's message id: what tells a
+    /// retry of this batch (see `lookup::recent`).
+    pub crc: u32,
+    pub first_id: [u8; 16],
 }
 
 /// Validates a producer's batch: length, CRC and record framing.
@@ -100,14 +104,18 @@ pub fn check(bytes: &[u8], batch_bytes_max: usize) -> Result<CheckedBatch> {
         return Err(StorageError::CrcMismatch { stored: header.crc, computed });
     }
     let mut count = 0u32;
+    let mut first_id = [0; 16];
     for record in RecordIter::new(&bytes[HEADER_BYTES..]) {
-        record?;
+        let record = record?;
+        if count == 0 {
+            first_id = record.message_id;
+        }
         count += 1;
     }
     if count != header.record_count || count == 0 {
         return Err(StorageError::Malformed("record count does not match the records in the batch"));
     }
-    Ok(CheckedBatch { record_count: count })
+    Ok(CheckedBatch { record_count: count, crc: header.crc, first_id })
 }
 
 /// Writes the shard's base offset and queue into a copy of a checked batch and

@@ -310,7 +310,7 @@ fn index_batch(
         )));
     }
     let stored = lookup::Stored { position: pos, base_offset: header.base_offset, records: header.record_count };
-    lookup.note_batch(q.id(), batch, stored);
+    lookup.note_batch(lookup::BatchKey::of(q.id(), batch), stored);
     let mut count = 0;
     for record in RecordIter::new(&batch[HEADER_BYTES..]) {
         let record = record.map_err(|e| corrupt(e.to_string()))?;

@@ -7,7 +7,7 @@ use crate::format::record::RecordIter;
 use crate::index::{IndexEntry, QueueIndex};
 use crate::log::round::Round;
 use crate::log::segment::Segment;
-use crate::lookup::{Lookup, Stored};
+use crate::lookup::{BatchKey, Lookup, Stored};
 use crate::position::{LogPos, PAGE_BYTES};
 use crate::signal::Completion;
 use std::collections::{BTreeMap, VecDeque};
@@ -43,8 +43,8 @@ pub(crate) struct Placed {
 
 /// Whose bytes a placed batch holds.
 enum Origin {
-    /// A producer's checked batch, stamped here.
-    Producer,
+    /// A producer's checked batch, stamped here (with its key for the recent batches).
+    Producer(Option<BatchKey>),
     /// A batch the leader stored, kept byte for byte.
     Leader,
 }
@@ -83,13 +83,15 @@ pub(crate) struct Log {
 
 impl Log {
     /// Places a checked batch for `queue`: stamps it into the open round and
-    /// records its index and lookup entries (readable once the round is written).
+    /// records its index and lookup entries (readable once the round is
+    /// written), and the batch as one of the recent ones under `key`.
     pub fn append(
         &mut self,
         queue: &mut QueueIndex,
         lookup: &mut Lookup,
         bytes: &[u8],
         checked: &CheckedBatch,
+        key: Option<BatchKey>,
     ) -> Result<Placed, Blocked> {
         assert!(!self.mirror, "a mirror log takes only the leader's stored batches");
         let len = bytes.len();
@@ -105,7 +107,7 @@ impl Log {
             let spare = self.spare.take().ok_or(Blocked::Segment)?;
             self.pad_and_roll(spare);
         }
-        Ok(self.place(queue, lookup, bytes, checked.record_count, Origin::Producer))
+        Ok(self.place(queue, lookup, bytes, checked.record_count, Origin::Producer(key)))
     }
 
     /// Places a batch the leader stored, byte for byte at the end (which must
@@ -158,11 +160,17 @@ impl Log {
         let round = self.open.as_mut().expect("opened above");
         let base_offset = queue.next();
         let copy = round.put(bytes);
-        match origin {
-            Origin::Producer => batch::stamp(copy, base_offset.0, queue.id().0),
-            Origin::Leader => round.needs_sync = true,
-        }
-        lookup.note_batch(queue.id(), bytes, Stored { position, base_offset: base_offset.0, records: record_count });
+        let key = match origin {
+            Origin::Producer(key) => {
+                batch::stamp(copy, base_offset.0, queue.id().0);
+                key
+            }
+            Origin::Leader => {
+                round.needs_sync = true;
+                BatchKey::of(queue.id(), bytes)
+            }
+        };
+        lookup.note_batch(key, Stored { position, base_offset: base_offset.0, records: record_count });
         for record in RecordIter::new(&bytes[HEADER_BYTES..]) {
             let record = record.expect("checked batch");
             lookup.note(position, queue.id(), queue.next(), &record.message_id, record.key);

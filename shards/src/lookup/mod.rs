@@ -18,7 +18,7 @@ mod recent;
 mod tail;
 
 pub(crate) use chunk::dir_of;
-pub(crate) use recent::{RecentBatches, Stored};
+pub(crate) use recent::{BatchKey, RecentBatches, Stored};
 pub(crate) use tail::Lookup;
 
 use crate::position::QueueId;

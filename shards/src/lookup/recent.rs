@@ -10,7 +10,7 @@
 //! and the next open loads it once.
 
 use crate::error::Result;
-use crate::format::batch::{BatchHeader, HEADER_BYTES};
+use crate::format::batch::{BatchHeader, CheckedBatch, HEADER_BYTES};
 use crate::format::record::RecordIter;
 use crate::fs;
 use crate::position::{LogPos, QueueId};
@@ -25,7 +25,7 @@ const ENTRY_BYTES: usize = 4 + 16 + 4 + 4 + 8 + 8;
 
 /// What identifies a producer's batch.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-struct BatchKey {
+pub(crate) struct BatchKey {
     queue: u32,
     first_id: [u8; 16],
     crc: u32,
@@ -33,18 +33,25 @@ struct BatchKey {
 }
 
 impl BatchKey {
-    /// The key of a batch with records whose first record has a message id.
-    fn of(queue: QueueId, batch: &[u8]) -> Option<BatchKey> {
+    /// The key of a batch whose first record has a message id (the broker's
+    /// own records carry none: they are never retried by a client).
+    fn new(queue: QueueId, first_id: [u8; 16], crc: u32, records: u32) -> Option<BatchKey> {
+        (first_id != [0; 16]).then_some(BatchKey { queue: queue.0, first_id, crc, records })
+    }
+
+    /// The key of a producer's batch, from what its check found (nothing decoded again).
+    pub fn checked(queue: QueueId, checked: &CheckedBatch) -> Option<BatchKey> {
+        BatchKey::new(queue, checked.first_id, checked.crc, checked.record_count)
+    }
+
+    /// The key of a stored batch (mirrored or recovered).
+    pub fn of(queue: QueueId, batch: &[u8]) -> Option<BatchKey> {
         let header = BatchHeader::decode(batch)?;
         if header.is_padding() || header.record_count == 0 || batch.len() < header.length as usize {
             return None;
         }
         let first = RecordIter::new(&batch[HEADER_BYTES..header.length as usize]).next()?.ok()?;
-        // The broker's own records carry no id: they are never retried by a client.
-        if first.message_id == [0; 16] {
-            return None;
-        }
-        Some(BatchKey { queue: queue.0, first_id: first.message_id, crc: header.crc, records: header.record_count })
+        BatchKey::new(queue, first.message_id, header.crc, header.record_count)
     }
 }
 
@@ -69,20 +76,16 @@ impl RecentBatches {
         RecentBatches { capacity, at: HashMap::with_capacity(capacity.min(1 << 16)), order: VecDeque::new() }
     }
 
-    /// Where this batch of `queue` was stored, if it is one of the recent ones.
-    pub fn find(&self, queue: QueueId, batch: &[u8]) -> Option<Stored> {
-        if self.capacity == 0 {
-            return None;
-        }
-        self.at.get(&BatchKey::of(queue, batch)?).copied()
+    /// Where the batch of `key` was stored, if it is one of the recent ones.
+    pub fn find(&self, key: &BatchKey) -> Option<Stored> {
+        self.at.get(key).copied()
     }
 
     /// Remembers a batch just placed, forgetting the oldest one past the capacity.
-    pub fn note(&mut self, queue: QueueId, batch: &[u8], stored: Stored) {
+    pub fn note(&mut self, key: BatchKey, stored: Stored) {
         if self.capacity == 0 {
             return;
         }
-        let Some(key) = BatchKey::of(queue, batch) else { return };
         if self.at.insert(key, stored).is_none() {
             self.order.push_back(key);
         }
@@ -93,8 +96,8 @@ impl RecentBatches {
         debug_assert_eq!(self.at.len(), self.order.len());
     }
 
-    /// The window, oldest first, with a count and a CRC.
-    fn encode(&self) -> Vec<u8> {
+    /// The window, oldest first, with a count and a CRC: what a clean stop saves.
+    pub fn encode(&self) -> Vec<u8> {
         let mut out = Vec::with_capacity(12 + self.order.len() * ENTRY_BYTES);
         out.extend_from_slice(&MAGIC.to_le_bytes());
         out.extend_from_slice(&(self.order.len() as u32).to_le_bytes());
@@ -132,27 +135,16 @@ impl RecentBatches {
             let stored =
                 Stored { position: LogPos(u64_at(at + 28)), base_offset: u64_at(at + 36), records: key.records };
             if stored.position < end && self.capacity > 0 {
-                if self.at.insert(key, stored).is_none() {
-                    self.order.push_back(key);
-                }
+                self.note(key, stored);
                 restored += 1;
             }
-        }
-        while self.order.len() > self.capacity {
-            let oldest = self.order.pop_front().expect("longer than the capacity");
-            self.at.remove(&oldest);
         }
         restored
     }
 
-    /// Saves the window in `dir` (a clean stop).
+    /// Saves an encoded window in `dir` (a clean stop).
     pub async fn save(bytes: Vec<u8>, dir: &Path) -> Result<()> {
         fs::write_atomic(dir, FILE, &bytes).await
-    }
-
-    /// The bytes `save` writes.
-    pub fn saved(&self) -> Vec<u8> {
-        self.encode()
     }
 
     /// Loads the window a clean stop saved in `dir`, for a log that ends at
@@ -178,24 +170,35 @@ mod tests {
         b.finish()
     }
 
+    /// The key of `batch(id, value)` in `queue`, as a producer's append sees it.
+    fn key(queue: QueueId, id: u8, value: &[u8]) -> BatchKey {
+        let bytes = batch(id, value);
+        let checked = crate::format::batch::check(&bytes, 1 << 20).unwrap();
+        let key = BatchKey::checked(queue, &checked).unwrap();
+        assert_eq!(BatchKey::of(queue, &bytes), Some(key), "a stored batch has the key its check gave");
+        key
+    }
+
     #[test]
     fn the_same_batch_is_found_until_it_is_one_of_the_oldest_past_the_capacity() {
         let mut recent = RecentBatches::new(2);
         let (q, other) = (QueueId(1), QueueId(2));
         let at = |p| Stored { position: LogPos(p), base_offset: p, records: 1 };
-        recent.note(q, &batch(1, b"a"), at(0));
-        assert_eq!(recent.find(q, &batch(1, b"a")), Some(at(0)), "sent again: found");
-        assert_eq!(recent.find(other, &batch(1, b"a")), None, "another queue's batch");
-        assert_eq!(recent.find(q, &batch(1, b"b")), None, "the same id with other bytes is another batch");
-        recent.note(q, &batch(2, b"a"), at(1));
-        recent.note(q, &batch(3, b"a"), at(2));
-        assert_eq!(recent.find(q, &batch(1, b"a")), None, "forgotten past the capacity");
-        assert_eq!(recent.find(q, &batch(3, b"a")), Some(at(2)));
+        recent.note(key(q, 1, b"a"), at(0));
+        assert_eq!(recent.find(&key(q, 1, b"a")), Some(at(0)), "sent again: found");
+        assert_eq!(recent.find(&key(other, 1, b"a")), None, "another queue's batch");
+        assert_eq!(recent.find(&key(q, 1, b"b")), None, "the same id with other bytes is another batch");
+        recent.note(key(q, 2, b"a"), at(1));
+        recent.note(key(q, 3, b"a"), at(2));
+        assert_eq!(recent.find(&key(q, 1, b"a")), None, "forgotten past the capacity");
+        assert_eq!(recent.find(&key(q, 3, b"a")), Some(at(2)));
         let mut none = RecentBatches::new(0);
-        none.note(q, &batch(1, b"a"), at(0));
-        assert_eq!(none.find(q, &batch(1, b"a")), None, "a window of 0 remembers nothing");
-        recent.note(q, &batch(0, b"internal"), at(3));
-        assert_eq!(recent.find(q, &batch(0, b"internal")), None, "records without an id are not remembered");
+        none.note(key(q, 1, b"a"), at(0));
+        assert_eq!(none.find(&key(q, 1, b"a")), None, "a window of 0 remembers nothing");
+        let internal = batch(0, b"internal");
+        let checked = crate::format::batch::check(&internal, 1 << 20).unwrap();
+        assert_eq!(BatchKey::checked(q, &checked), None, "records without an id are not remembered");
+        assert_eq!(BatchKey::of(q, &internal), None);
     }
 
     #[test]
@@ -203,14 +206,14 @@ mod tests {
         let mut recent = RecentBatches::new(8);
         let at = |p| Stored { position: LogPos(p), base_offset: p / 100, records: 1 };
         for i in 0..4u8 {
-            recent.note(QueueId(1), &batch(i + 1, b"v"), at(u64::from(i) * 100));
+            recent.note(key(QueueId(1), i + 1, b"v"), at(u64::from(i) * 100));
         }
         let mut bytes = recent.encode();
         bytes.resize(bytes.len() + 100, 0); // padded to a page on disk
         let mut back = RecentBatches::new(8);
         assert_eq!(back.restore(&bytes, LogPos(250)), 3, "the batch at 300 is past a cut at 250");
-        assert_eq!(back.find(QueueId(1), &batch(3, b"v")), Some(at(200)));
-        assert_eq!(back.find(QueueId(1), &batch(4, b"v")), None);
+        assert_eq!(back.find(&key(QueueId(1), 3, b"v")), Some(at(200)));
+        assert_eq!(back.find(&key(QueueId(1), 4, b"v")), None);
         bytes[9] ^= 1;
         assert_eq!(RecentBatches::new(8).restore(&bytes, LogPos(250)), 0, "a damaged file restores nothing");
         assert_eq!(RecentBatches::new(8).restore(&[1, 2, 3], LogPos(250)), 0);

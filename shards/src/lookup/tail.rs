@@ -3,7 +3,7 @@
 
 use super::build::{ChunkBuilder, WrittenChunk};
 use super::chunk::{parse_name, BlockRead, Chunk};
-use super::recent::{RecentBatches, Stored};
+use super::recent::{BatchKey, RecentBatches, Stored};
 use super::{id_hash, key_hash, Entry};
 use crate::error::Result;
 use crate::fs;
@@ -56,14 +56,16 @@ impl Lookup {
         }
     }
 
-    /// Remembers a batch just placed or recovered.
-    pub fn note_batch(&mut self, queue: QueueId, batch: &[u8], stored: Stored) {
-        self.recent.note(queue, batch, stored);
+    /// Remembers a batch just placed or recovered (None: one no client retries).
+    pub fn note_batch(&mut self, key: Option<BatchKey>, stored: Stored) {
+        if let Some(key) = key {
+            self.recent.note(key, stored);
+        }
     }
 
     /// The recent batches, as a clean stop saves them.
     pub fn recent_saved(&self) -> (Vec<u8>, PathBuf) {
-        (self.recent.saved(), self.dir.clone())
+        (self.recent.encode(), self.dir.clone())
     }
 
     /// Loads the recent batches a clean stop saved, for a log ending at `end`.
@@ -72,9 +74,9 @@ impl Lookup {
         self.recent.load(&dir, end).await
     }
 
-    /// Where this batch of `queue` was stored, if it is one of the recent ones.
-    pub fn stored_before(&self, queue: QueueId, batch: &[u8]) -> Option<Stored> {
-        self.recent.find(queue, batch)
+    /// Where the batch of `key` was stored, if it is one of the recent ones.
+    pub fn stored_before(&self, key: Option<&BatchKey>) -> Option<Stored> {
+        self.recent.find(key?)
     }
 
     fn push(&mut self, entry: (u64, Entry)) {
