@@ -124,7 +124,7 @@ impl Metadata {
     /// Adds a topic whose queues are spread over `shards` shards, starting at
     /// a shard picked by the name so that small topics do not all land on shard 0.
     pub fn with_topic(&self, name: &str, queues: u32, flush: u8, shards: u32) -> Metadata {
-        let first = name.bytes().fold(0u32, |h, b| h.wrapping_mul(31).wrapping_add(u32::from(b))) % shards;
+        let first = spread_hash(name) % shards;
         let mut next = self.clone();
         let slots = (0..queues)
             .map(|q| Home::Here(QueueSlot { shard: (first + q) % shards, storage_id: self.next_storage_id + q }))
@@ -185,6 +185,12 @@ fn decode_home(r: &mut Reader<'_>, v1: bool) -> Result<Home, DecodeError> {
         1 => Ok(Home::Group(Place { group: r.string()?, shard: r.u32()? })),
         _ => Err(DecodeError("unknown queue home")),
     }
+}
+
+/// The hash of a topic name that picks the shard its first queue goes to
+/// (on a single node and over a cluster's groups alike).
+pub fn spread_hash(name: &str) -> u32 {
+    name.bytes().fold(0u32, |h, b| h.wrapping_mul(31).wrapping_add(u32::from(b)))
 }
 
 /// Checks a topic name: 1-200 characters of [A-Za-z0-9._-], or a group's

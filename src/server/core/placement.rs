@@ -104,7 +104,7 @@ impl ClusterView {
 /// shard picked by the name (so that small topics do not all start on the
 /// same one). A group's retry and dead-letter topics get one queue per group.
 pub fn place(name: &str, queues: u32, groups: &[GroupShards]) -> Vec<Place> {
-    let hash = name.bytes().fold(0u32, |h, b| h.wrapping_mul(31).wrapping_add(u32::from(b)));
+    let hash = super::metadata::spread_hash(name);
     if PER_GROUP_PREFIXES.iter().any(|p| name.starts_with(p)) {
         let shard_of = |g: &GroupShards| hash % g.shards.max(1);
         return groups.iter().map(|g| Place { group: g.group.clone(), shard: shard_of(g) }).collect();
@@ -149,11 +149,6 @@ impl std::fmt::Debug for PlacementLink {
 }
 
 impl PlacementLink {
-    /// The view as the control plane last published it.
-    pub fn current(&self) -> ClusterView {
-        self.view.borrow().clone()
-    }
-
     /// Creates a topic through etcd.
     pub async fn create(&self, topic: CreateTopic) -> Result<(), Failure> {
         let (reply, answer) = oneshot::channel();
@@ -175,7 +170,8 @@ impl Core {
         self.config().cluster.as_ref().map(|c| &c.placement)
     }
 
-    fn group(&self) -> &str {
+    /// This node's broker group ("" on a single node).
+    pub(super) fn group(&self) -> &str {
         self.config().cluster.as_ref().map_or("", |c| c.group.as_str())
     }
 

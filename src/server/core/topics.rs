@@ -41,9 +41,6 @@ impl Core {
     /// Deletes a topic and, on every shard, its queues' storage.
     pub async fn delete_topic(self: &Rc<Self>, name: &str) -> Result<(), Failure> {
         if let Some(placement) = self.placement() {
-            if !self.metadata().topics.contains_key(name) {
-                return Err(Failure(ErrorCode::UnknownTopic, format!("unknown topic {name:?}")));
-            }
             return placement.delete(name).await;
         }
         if self.id() != METADATA_SHARD {
@@ -73,22 +70,19 @@ impl Core {
     /// view, and tells it which view the group now holds.
     pub async fn follow_placement(self: Rc<Self>) {
         let link = self.placement().expect("cluster mode").clone();
-        let group = self.config().cluster.as_ref().expect("cluster mode").group.clone();
         let mut views = link.view.clone();
         loop {
             let view: ClusterView = views.borrow_and_update().clone();
-            // Revision 0: not read from etcd yet (it would delete every topic).
-            let applied = if view.revision == 0 { Ok(()) } else { self.apply_placement(&view, &group).await };
-            match applied {
-                Ok(()) if view.revision == 0 => {}
-                Ok(()) => (link.ask)(super::placement::PlacementAsk::Applied(view.revision)),
-                Err(error) => {
+            // Revision 0: not read from etcd yet (applying it would delete every topic).
+            if view.revision != 0 {
+                if let Err(error) = self.apply_placement(&view).await {
                     tracing::warn!(%error, revision = view.revision, "applying the cluster's topics failed; retrying");
                     if !self.tasks().sleep(std::time::Duration::from_millis(500)).await {
                         return;
                     }
                     continue;
                 }
+                (link.ask)(super::placement::PlacementAsk::Applied(view.revision));
             }
             if !matches!(self.tasks().unless_stopping(views.changed()).await, Some(Ok(()))) {
                 return;
@@ -96,10 +90,10 @@ impl Core {
         }
     }
 
-    async fn apply_placement(&self, view: &ClusterView, group: &str) -> Result<(), Failure> {
+    async fn apply_placement(&self, view: &ClusterView) -> Result<(), Failure> {
         let _one_change_at_a_time = self.metadata_lock.acquire_permit(1).await;
         let current = self.metadata();
-        let next = current.with_placement(&view.topics, group);
+        let next = current.with_placement(&view.topics, self.group());
         if next == *current {
             return Ok(());
         }
