@@ -197,6 +197,9 @@ struct ServeArgs {
     /// How long a shard's task queue runs before its tasks are asked to yield, ms; lower it to get backtraces of shorter stalls
     #[arg(long)]
     task_quota_ms: Option<u64>,
+    /// Serve the Kafka protocol too: shard 0 on this address, shard N on its port + N (first step: ApiVersions, Metadata)
+    #[arg(long)]
+    kafka_listen: Option<std::net::SocketAddr>,
     /// Batches each shard remembers so that a client's retry of one (the same bytes) is answered with where it was stored, not stored twice (0: off)
     #[arg(long)]
     idempotence_window: Option<usize>,
@@ -331,6 +334,7 @@ impl ServeArgs {
         cfg.max_frame_bytes = self.max_frame_bytes.or(file.max_frame_bytes).unwrap_or(cfg.max_frame_bytes);
         cfg.max_batch_bytes = self.max_batch_bytes.or(file.max_batch_bytes).unwrap_or(cfg.max_batch_bytes);
         cfg.max_connections = self.max_connections.or(file.max_connections).unwrap_or(cfg.max_connections);
+        cfg.kafka_listen = self.kafka_listen.or(file.kafka_listen);
         cfg.idempotence_window = self.idempotence_window.or(file.idempotence_window).unwrap_or(cfg.idempotence_window);
         let millis = |flag: Option<u64>, file: Option<u64>, default: Duration| {
             flag.or(file).map_or(default, Duration::from_millis)

@@ -169,6 +169,15 @@ fn shard_role(cfg: &ServerConfig, index: usize, storage: &Shard) -> ShardRole {
 fn start_tasks(s: &Rc<Services>, listener: TcpListener) {
     let (core, tasks) = (&s.core, s.core.tasks());
     tasks.spawn("listener", Death::Fatal, connection::accept_loop(s.clone(), listener));
+    if let Some(mut addr) = core.config().kafka_listen {
+        addr.set_port(addr.port() + core.id() as u16);
+        match TcpListener::bind(addr) {
+            Ok(kafka) => {
+                tasks.spawn("kafka listener", Death::Fatal, super::kafka::connection::accept_loop(core.clone(), kafka))
+            }
+            Err(error) => tracing::error!(shard = core.id(), %addr, %error, "the Kafka listener could not bind"),
+        }
+    }
     tasks.spawn("group sessions", Death::Fatal, s.groups.clone().tick_loop());
     levels::start(core);
     s.timer.start();

@@ -14,6 +14,8 @@ pub struct ServerConfig {
     pub cores: Vec<usize>,
     /// Shard 0's address; shard N listens on port + N (or an ephemeral port when 0).
     pub listen: SocketAddr,
+    /// Shard 0's Kafka-protocol address (shard N on port + N); None: off.
+    pub kafka_listen: Option<SocketAddr>,
     /// Flush policy of topics created without one.
     pub default_flush: FlushPolicy,
     pub segment_bytes: u64,
@@ -99,6 +101,7 @@ impl ServerConfig {
             data_dir,
             cores: (0..cpus).collect(),
             listen: DEFAULT_LISTEN.parse().expect("valid address"),
+            kafka_listen: None,
             default_flush: storage.default_flush_policy,
             segment_bytes: storage.segment_bytes,
             cache_bytes: storage.cache_bytes,
