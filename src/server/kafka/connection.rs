@@ -45,7 +45,7 @@ async fn serve(core: Rc<Core>, mut stream: TcpStream) -> std::io::Result<()> {
         }
         let mut frame = vec![0u8; len];
         stream.read_exact(&mut frame).await?;
-        let response = dispatch::handle(&core, frame.into())
+        let response = dispatch::answer(&core, frame.into())
             .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidData, format!("bad Kafka request: {e}")))?;
         let mut out = (response.len() as u32).to_be_bytes().to_vec();
         out.extend_from_slice(&response);

@@ -20,7 +20,7 @@ const UNKNOWN_TOPIC_OR_PARTITION: i16 = 3;
 const SERVED: [(ApiKey, i16, i16); 2] = [(ApiKey::ApiVersions, 0, 3), (ApiKey::Metadata, 0, 12)];
 
 /// Serves one request frame; the response frame (without its length).
-pub fn handle(core: &Core, mut frame: Bytes) -> anyhow::Result<Bytes> {
+pub fn answer(core: &Core, mut frame: Bytes) -> anyhow::Result<Bytes> {
     let header = decode_request_header_from_buffer(&mut frame)?;
     let key = ApiKey::try_from(header.request_api_key).map_err(|_| anyhow::anyhow!("unknown API key"))?;
     let version = header.request_api_version;
