@@ -46,7 +46,9 @@ async fn serve(core: Rc<Core>, mut stream: TcpStream) -> std::io::Result<()> {
         let mut frame = vec![0u8; len];
         stream.read_exact(&mut frame).await?;
         let response = dispatch::answer(&core, frame.into())
+            .await
             .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidData, format!("bad Kafka request: {e}")))?;
+        let Some(response) = response else { continue };
         let mut out = (response.len() as u32).to_be_bytes().to_vec();
         out.extend_from_slice(&response);
         stream.write_all(&out).await?;
