@@ -79,3 +79,21 @@ fn kcat_produces_keyed_messages_that_kcat_and_the_native_sdk_read_back() {
     native.sort();
     assert_eq!(native, got);
 }
+
+/// Debian's python3-kafka (kafka-python 2.0) is in the system Python, which a pyenv shim may shadow.
+const SYSTEM_PYTHON: &str = "/usr/bin/python3";
+
+#[test]
+fn kafka_python_creates_produces_consumes_and_deletes() {
+    let dir = tempfile::tempdir().unwrap();
+    let port = common::free_port_pair("127.0.0.1");
+    let kafka = format!("127.0.0.1:{port}");
+    let broker = Broker::start(dir.path(), &["--kafka-listen", &kafka]);
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/kafka_clients/python_admin_produce_consume.py");
+    let out = Command::new(SYSTEM_PYTHON).args([script, &kafka]).output().expect("run python3 (Debian: python3-kafka)");
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{text}{}", String::from_utf8_lossy(&out.stderr));
+    assert!(text.contains("second create: TopicAlreadyExistsError"), "{text}");
+    assert!(text.contains("consumed 30") && text.contains("deleted"), "{text}");
+    assert!(!broker.client().list_topics().unwrap().contains(&"py".to_string()), "the topic is gone both ways");
+}

@@ -5,6 +5,8 @@ use crate::protocol::messages::QueueRef;
 use crate::server::core::Core;
 use bytes::{Bytes, BytesMut};
 use kafka_protocol::messages::api_versions_response::ApiVersion;
+use kafka_protocol::messages::create_topics_response::CreatableTopicResult;
+use kafka_protocol::messages::delete_topics_response::DeletableTopicResult;
 use kafka_protocol::messages::fetch_response::{FetchableTopicResponse, PartitionData};
 use kafka_protocol::messages::list_offsets_response::{ListOffsetsPartitionResponse, ListOffsetsTopicResponse};
 use kafka_protocol::messages::metadata_response::{
@@ -12,8 +14,9 @@ use kafka_protocol::messages::metadata_response::{
 };
 use kafka_protocol::messages::produce_response::{PartitionProduceResponse, TopicProduceResponse};
 use kafka_protocol::messages::{
-    ApiKey, ApiVersionsResponse, BrokerId, FetchRequest, FetchResponse, ListOffsetsRequest, ListOffsetsResponse,
-    MetadataRequest, MetadataResponse, ProduceRequest, ProduceResponse, RequestHeader, ResponseHeader, TopicName,
+    ApiKey, ApiVersionsResponse, BrokerId, CreateTopicsRequest, CreateTopicsResponse, DeleteTopicsRequest,
+    DeleteTopicsResponse, FetchRequest, FetchResponse, ListOffsetsRequest, ListOffsetsResponse, MetadataRequest,
+    MetadataResponse, ProduceRequest, ProduceResponse, RequestHeader, ResponseHeader, TopicName,
 };
 use kafka_protocol::protocol::{decode_request_header_from_buffer, Decodable, Encodable, StrBytes};
 use kafka_protocol::records::{
@@ -21,13 +24,16 @@ use kafka_protocol::records::{
 };
 use ringmq_shards::batch::BatchBuilder;
 use ringmq_shards::record::Headers;
+use std::rc::Rc;
 
 /// Kafka's error codes used here.
 const UNSUPPORTED_VERSION: i16 = 35;
 const UNKNOWN_TOPIC_OR_PARTITION: i16 = 3;
 
 /// The APIs served, with the versions implemented.
-const SERVED: [(ApiKey, i16, i16); 5] = [
+const SERVED: [(ApiKey, i16, i16); 7] = [
+    (ApiKey::CreateTopics, 2, 4),
+    (ApiKey::DeleteTopics, 1, 3),
     (ApiKey::ApiVersions, 0, 3),
     (ApiKey::Metadata, 0, 12),
     (ApiKey::Produce, 3, 9),
@@ -39,7 +45,7 @@ const OFFSET_OUT_OF_RANGE: i16 = 1;
 const CORRUPT_MESSAGE: i16 = 2;
 
 /// Serves one request frame; the response frame (without its length).
-pub async fn answer(core: &Core, mut frame: Bytes) -> anyhow::Result<Option<Bytes>> {
+pub async fn answer(core: &Rc<Core>, mut frame: Bytes) -> anyhow::Result<Option<Bytes>> {
     let header = decode_request_header_from_buffer(&mut frame)?;
     let key = ApiKey::try_from(header.request_api_key).map_err(|_| anyhow::anyhow!("unknown API key"))?;
     let version = header.request_api_version;
@@ -61,6 +67,14 @@ pub async fn answer(core: &Core, mut frame: Bytes) -> anyhow::Result<Option<Byte
                 return Ok(None);
             }
             respond(&header, key, version, &response, &mut out)?;
+        }
+        ApiKey::CreateTopics if (2..=4).contains(&version) => {
+            let request = CreateTopicsRequest::decode(&mut frame, version)?;
+            respond(&header, key, version, &create_topics(core, &request).await, &mut out)?;
+        }
+        ApiKey::DeleteTopics if (1..=3).contains(&version) => {
+            let request = DeleteTopicsRequest::decode(&mut frame, version)?;
+            respond(&header, key, version, &delete_topics(core, &request).await, &mut out)?;
         }
         ApiKey::ListOffsets if (1..=7).contains(&version) => {
             let request = ListOffsetsRequest::decode(&mut frame, version)?;
@@ -153,6 +167,46 @@ async fn fetch(core: &Core, request: &FetchRequest) -> FetchResponse {
         glommio::timer::sleep(wait).await;
     }
     FetchResponse::default().with_responses(responses)
+}
+
+/// Kafka's code for a ringmq failure a topic change met.
+fn topic_error(code: crate::protocol::ErrorCode) -> i16 {
+    use crate::protocol::ErrorCode as E;
+    match code {
+        E::TopicExists => 36, // TOPIC_ALREADY_EXISTS
+        E::UnknownTopic => UNKNOWN_TOPIC_OR_PARTITION,
+        E::InvalidTopic => 17,   // INVALID_TOPIC_EXCEPTION
+        E::InvalidRequest => 37, // INVALID_PARTITIONS
+        _ => -1,                 // UNKNOWN_SERVER_ERROR
+    }
+}
+
+/// Each topic as a ringmq topic of `num_partitions` queues (-1: one).
+async fn create_topics(core: &Rc<Core>, request: &CreateTopicsRequest) -> CreateTopicsResponse {
+    let mut topics = Vec::new();
+    for t in &request.topics {
+        let queues = if t.num_partitions < 0 { 1 } else { t.num_partitions as u32 };
+        let ask = crate::protocol::messages::CreateTopic { name: t.name.to_string(), queues, flush: 0 };
+        let result = CreatableTopicResult::default().with_name(t.name.clone()).with_num_partitions(queues as i32);
+        let created = if request.validate_only { Ok(()) } else { core.create_topic(ask).await };
+        topics.push(match created {
+            Ok(()) => result,
+            Err(f) => result.with_error_code(topic_error(f.0)).with_error_message(Some(StrBytes::from_string(f.1))),
+        });
+    }
+    CreateTopicsResponse::default().with_topics(topics)
+}
+
+async fn delete_topics(core: &Rc<Core>, request: &DeleteTopicsRequest) -> DeleteTopicsResponse {
+    let mut responses = Vec::new();
+    for name in &request.topic_names {
+        let result = DeletableTopicResult::default().with_name(Some(name.clone()));
+        responses.push(match core.delete_topic(name).await {
+            Ok(()) => result,
+            Err(f) => result.with_error_code(topic_error(f.0)).with_error_message(Some(StrBytes::from_string(f.1))),
+        });
+    }
+    DeleteTopicsResponse::default().with_responses(responses)
 }
 
 /// Earliest (-2) or latest (-1, and for now any timestamp) offset of each partition this shard owns.
