@@ -110,6 +110,8 @@ wire_enum! {
         NotEnoughReplicas = 26,
         /// Cluster mode: the coordination service (etcd) did not answer a topic change; retry.
         ClusterUnavailable = 27,
+        /// The member's client kind or assignment protocols do not match the group's members'.
+        InconsistentGroupProtocol = 28,
     }
 }
 

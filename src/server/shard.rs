@@ -173,7 +173,12 @@ fn start_tasks(s: &Rc<Services>, listener: TcpListener) {
         addr.set_port(addr.port() + core.id() as u16);
         match TcpListener::bind(addr) {
             Ok(kafka) => {
-                tasks.spawn("kafka listener", Death::Fatal, super::kafka::connection::accept_loop(core.clone(), kafka))
+                let kafka_services = super::kafka::Services::new(core.clone(), s.groups.clone());
+                tasks.spawn(
+                    "kafka listener",
+                    Death::Fatal,
+                    super::kafka::connection::accept_loop(kafka_services, kafka),
+                )
             }
             Err(error) => tracing::error!(shard = core.id(), %addr, %error, "the Kafka listener could not bind"),
         }

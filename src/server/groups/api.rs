@@ -2,9 +2,9 @@
 //! (join, sync, heartbeat, leave), offsets, and queue locks. Joins, syncs and
 //! heartbeats park until their answer is ready or their wait ends.
 
-use super::coordinator::{Coordinator, JoinRequest, Refusal};
+use super::coordinator::{Coordinator, Formed, JoinRequest, Refusal, Share};
 use super::queue_locks::QueueLocks;
-use crate::protocol::messages::{self as msg, Assignment, GroupOffset, JoinGroup, Membership, QueueLocking, QueueRef};
+use crate::protocol::messages::{self as msg, Assignment, GroupOffset, Membership, QueueLocking, QueueRef};
 use crate::protocol::ErrorCode;
 use crate::server::core::{Core, Failure};
 use ringmq_shards::Signal;
@@ -60,26 +60,25 @@ impl Groups {
     }
 
     /// Joins (or rejoins) a member; answers once the generation formed.
-    pub async fn join(&self, j: JoinGroup) -> Result<msg::Joined, Failure> {
-        // At most max_group_wait: checked with the request's other limits.
-        let limit = Duration::from_millis(u64::from(j.rebalance_timeout_ms));
-        let req = JoinRequest {
-            member: &j.member,
-            client_id: &j.client_id,
-            session_timeout_ms: j.session_timeout_ms,
-            rebalance_timeout_ms: j.rebalance_timeout_ms,
-            metadata: j.metadata,
-        };
-        let member = self.coordinator.borrow_mut().join(&j.group, req, self.core.now_ms())?;
+    pub async fn join(&self, group: &str, req: JoinRequest) -> Result<Formed, Failure> {
+        // At most max_group_wait: the edges check or clamp it with the request's other limits.
+        let limit = Duration::from_millis(u64::from(req.rebalance_timeout_ms));
+        let member = self.coordinator.borrow_mut().join(group, req, self.core.now_ms())?;
         self.changed.notify();
         // The deadline evicts missing members on the shard's tick: allow for it.
-        self.park(limit + Duration::from_secs(1), || self.coordinator.borrow().joined(&j.group, &member)).await
+        self.park(limit + Duration::from_secs(1), || self.coordinator.borrow().joined(group, &member)).await
     }
 
-    /// Takes the leader's assignment (a follower brings none); answers the
-    /// member's own queues once the leader's arrived.
-    pub async fn sync(&self, who: &Membership, assignments: &[(String, Vec<u8>)]) -> Result<Assignment, Failure> {
-        self.coordinator.borrow_mut().sync(who, assignments, self.core.now_ms())?;
+    /// Takes the leader's assignment (a follower brings none), each member's
+    /// bytes read by `parse`; answers the member's own share once the
+    /// leader's arrived.
+    pub async fn sync(
+        &self,
+        who: &Membership,
+        assignments: &[(String, Vec<u8>)],
+        parse: impl Fn(&[u8]) -> Result<Assignment, String>,
+    ) -> Result<Share, Failure> {
+        self.coordinator.borrow_mut().sync(who, assignments, parse, self.core.now_ms())?;
         self.changed.notify();
         let limit = self.core.config().max_group_wait;
         self.park(limit, || self.coordinator.borrow().synced(who)).await

@@ -9,33 +9,65 @@
 //! Pure state driven by `now_ms`, so tests drive the clock; the handler
 //! parks join and sync requests until their answer is ready.
 
-use crate::protocol::messages::{Assignment, Joined, Membership};
+use crate::protocol::messages::{Assignment, Membership};
 use crate::protocol::ErrorCode;
 use std::collections::{BTreeMap, HashMap};
 
 /// A refused group request: the code and a message a user can act on.
 pub type Refusal = (ErrorCode, String);
 
+/// The protocol type (and only assignment protocol) of ringmq's own consumers.
+pub const NATIVE: &str = "ringmq";
+
 /// A join's settings.
-pub struct JoinRequest<'a> {
-    pub member: &'a str,
-    pub client_id: &'a str,
+pub struct JoinRequest {
+    pub member: String,
+    pub client_id: String,
     pub session_timeout_ms: u32,
     pub rebalance_timeout_ms: u32,
-    pub metadata: Vec<u8>,
+    /// The kind of client (`NATIVE`, or Kafka's "consumer"): a group's members all speak one.
+    pub protocol_type: String,
+    /// The assignment protocols the member supports, best first, each with its metadata.
+    pub protocols: Vec<(String, Vec<u8>)>,
+}
+
+/// A formed generation, as a member's join learns it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Formed {
+    pub generation: u32,
+    pub member: String,
+    pub leader: String,
+    /// The assignment protocol every member supports (the leader's first such).
+    pub protocol: String,
+    /// Only for the leader: every member with its metadata for `protocol`.
+    pub members: Vec<(String, Vec<u8>)>,
+}
+
+/// A member's part of the leader's assignment: the bytes the leader gave
+/// (handed to the member as they came) and the queues they name.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Share {
+    pub bytes: Vec<u8>,
+    pub queues: Assignment,
 }
 
 struct Member {
-    metadata: Vec<u8>,
+    protocols: Vec<(String, Vec<u8>)>,
     session_timeout_ms: u64,
     rebalance_timeout_ms: u64,
     last_seen_ms: u64,
     /// Joined the generation being formed.
     joined: bool,
     /// The answer for its parked join, once the generation formed.
-    joined_answer: Option<Joined>,
-    /// Its queues in the current generation, once the leader synced.
-    assignment: Option<Assignment>,
+    joined_answer: Option<Formed>,
+    /// Its share in the current generation, once the leader synced.
+    assignment: Option<Share>,
+}
+
+impl Member {
+    fn speaks(&self, protocol: &str) -> bool {
+        self.protocols.iter().any(|(name, _)| name == protocol)
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -54,6 +86,10 @@ struct Group {
     generation: u32,
     phase: Phase,
     leader: String,
+    /// The protocol type its members speak (set by the first one).
+    protocol_type: String,
+    /// The assignment protocol of the current generation.
+    protocol: String,
     members: BTreeMap<String, Member>,
 }
 
@@ -75,18 +111,22 @@ impl Coordinator {
             generation: 0,
             phase: Phase::Empty,
             leader: String::new(),
+            protocol_type: String::new(),
+            protocol: String::new(),
             members: BTreeMap::new(),
         });
         let id = if req.member.is_empty() {
             self.next_member += 1;
             format!("{}-{}", req.client_id, self.next_member)
-        } else if g.members.contains_key(req.member) {
-            req.member.to_string()
+        } else if g.members.contains_key(&req.member) {
+            req.member.clone()
         } else {
-            return Err(unknown_member(group, req.member));
+            return Err(unknown_member(group, &req.member));
         };
+        g.check_protocols(group, &id, &req)?;
+        g.protocol_type = req.protocol_type;
         let member = Member {
-            metadata: req.metadata,
+            protocols: req.protocols,
             session_timeout_ms: u64::from(req.session_timeout_ms),
             rebalance_timeout_ms: u64::from(req.rebalance_timeout_ms),
             last_seen_ms: now_ms,
@@ -104,14 +144,21 @@ impl Coordinator {
     }
 
     /// The answer for a parked join: None while the generation is forming.
-    pub fn joined(&self, group: &str, member: &str) -> Result<Option<Joined>, Refusal> {
+    pub fn joined(&self, group: &str, member: &str) -> Result<Option<Formed>, Refusal> {
         let m = self.member(group, member)?;
         Ok(m.joined_answer.clone())
     }
 
     /// Records the leader's assignment (a follower brings none) for the
-    /// current generation. The answer comes from [`Coordinator::synced`].
-    pub fn sync(&mut self, who: &Membership, assignments: &[(String, Vec<u8>)], now_ms: u64) -> Result<(), Refusal> {
+    /// current generation, each member's bytes read by `parse` (the format of
+    /// the group's protocol type). The answer comes from [`Coordinator::synced`].
+    pub fn sync(
+        &mut self,
+        who: &Membership,
+        assignments: &[(String, Vec<u8>)],
+        parse: impl Fn(&[u8]) -> Result<Assignment, String>,
+        now_ms: u64,
+    ) -> Result<(), Refusal> {
         let g = self.current(who)?;
         g.members.get_mut(&who.member).expect("checked by current").last_seen_ms = now_ms;
         if g.leader != who.member || g.phase != Phase::Syncing {
@@ -119,9 +166,9 @@ impl Coordinator {
         }
         let mut decoded = HashMap::new();
         for (member, bytes) in assignments {
-            let a = Assignment::decode(bytes)
+            let queues = parse(bytes)
                 .map_err(|e| (ErrorCode::InvalidRequest, format!("assignment for {member:?} does not parse: {e}")))?;
-            decoded.insert(member.clone(), a);
+            decoded.insert(member.clone(), Share { bytes: bytes.clone(), queues });
         }
         for (id, m) in g.members.iter_mut() {
             m.assignment = Some(decoded.remove(id).unwrap_or_default());
@@ -131,7 +178,7 @@ impl Coordinator {
     }
 
     /// The member's assignment once the leader synced; None before.
-    pub fn synced(&self, who: &Membership) -> Result<Option<Assignment>, Refusal> {
+    pub fn synced(&self, who: &Membership) -> Result<Option<Share>, Refusal> {
         let g = self.group(&who.group, &who.member)?;
         check_generation(g, who)?;
         if matches!(g.phase, Phase::Joining { .. }) {
@@ -186,7 +233,7 @@ impl Coordinator {
         let g = self.group(&who.group, &who.member)?;
         check_generation(g, who)?;
         match &g.members[&who.member].assignment {
-            Some(a) if a.holds(topic, queue) => Ok(()),
+            Some(share) if share.queues.holds(topic, queue) => Ok(()),
             _ => Err((
                 ErrorCode::NotAssigned,
                 format!(
@@ -286,18 +333,48 @@ impl Group {
         if !self.members.contains_key(&self.leader) {
             self.leader = self.members.keys().next().expect("not empty").clone();
         }
+        // Every join checked that the members share a protocol.
+        let leader = &self.members[&self.leader];
+        let everyone_speaks = |p: &str| self.members.values().all(|m| m.speaks(p));
+        let (protocol, _) = leader.protocols.iter().find(|(p, _)| everyone_speaks(p)).expect("a shared protocol");
+        self.protocol = protocol.clone();
+        let metadata_of = |m: &Member| m.protocols.iter().find(|(p, _)| *p == self.protocol).map(|(_, b)| b.clone());
         let everyone: Vec<(String, Vec<u8>)> =
-            self.members.iter().map(|(id, m)| (id.clone(), m.metadata.clone())).collect();
+            self.members.iter().map(|(id, m)| (id.clone(), metadata_of(m).unwrap_or_default())).collect();
         for (id, m) in self.members.iter_mut() {
             m.assignment = None;
-            m.joined_answer = Some(Joined {
+            m.joined_answer = Some(Formed {
                 generation: self.generation,
                 member: id.clone(),
                 leader: self.leader.clone(),
+                protocol: self.protocol.clone(),
                 members: if *id == self.leader { everyone.clone() } else { Vec::new() },
             });
         }
         self.phase = Phase::Syncing;
+    }
+
+    /// A member may join if it speaks the group's protocol type and shares
+    /// an assignment protocol with every other member.
+    fn check_protocols(&self, group: &str, id: &str, req: &JoinRequest) -> Result<(), Refusal> {
+        let others: Vec<&Member> = self.members.iter().filter(|(m, _)| m.as_str() != id).map(|(_, m)| m).collect();
+        if req.protocols.is_empty() {
+            return Err((ErrorCode::InvalidRequest, "a join must name at least one assignment protocol".into()));
+        }
+        if !others.is_empty() && self.protocol_type != req.protocol_type {
+            let m = format!(
+                "group {group:?} is used by {:?} clients; a {:?} client cannot join it (use another group name)",
+                self.protocol_type, req.protocol_type
+            );
+            return Err((ErrorCode::InconsistentGroupProtocol, m));
+        }
+        let shared = req.protocols.iter().any(|(p, _)| others.iter().all(|m| m.speaks(p)));
+        if !shared {
+            let names: Vec<&str> = req.protocols.iter().map(|(p, _)| p.as_str()).collect();
+            let m = format!("group {group:?}'s members support none of the assignment protocols {names:?}");
+            return Err((ErrorCode::InconsistentGroupProtocol, m));
+        }
+        Ok(())
     }
 }
 
@@ -327,14 +404,22 @@ mod tests {
     use super::*;
 
     fn join(gs: &mut Coordinator, member: &str, now: u64) -> String {
-        let req = JoinRequest {
-            member,
-            client_id: "c",
+        gs.join("g", request(member, &[NATIVE]), now).unwrap()
+    }
+
+    fn request(member: &str, protocols: &[&str]) -> JoinRequest {
+        JoinRequest {
+            member: member.into(),
+            client_id: "c".into(),
             session_timeout_ms: 1000,
             rebalance_timeout_ms: 500,
-            metadata: member.as_bytes().to_vec(),
-        };
-        gs.join("g", req, now).unwrap()
+            protocol_type: NATIVE.into(),
+            protocols: protocols.iter().map(|p| (p.to_string(), member.as_bytes().to_vec())).collect(),
+        }
+    }
+
+    fn parse(bytes: &[u8]) -> Result<Assignment, String> {
+        Assignment::decode(bytes).map_err(|e| e.to_string())
     }
 
     fn who(id: &str, generation: u32) -> Membership {
@@ -351,8 +436,8 @@ mod tests {
         let a = join(&mut gs, "", 0);
         let first = gs.joined("g", &a).unwrap().expect("a lone member forms generation 1 at once");
         assert_eq!((first.generation, first.leader.as_str()), (1, a.as_str()));
-        gs.sync(&who(&a, 1), &[(a.clone(), assign(&[0, 1]))], 1).unwrap();
-        assert_eq!(gs.synced(&who(&a, 1)).unwrap().unwrap().topics[0].1, vec![0, 1]);
+        gs.sync(&who(&a, 1), &[(a.clone(), assign(&[0, 1]))], parse, 1).unwrap();
+        assert_eq!(gs.synced(&who(&a, 1)).unwrap().unwrap().queues.topics[0].1, vec![0, 1]);
         gs.may_commit(&who(&a, 1), "t", 1).unwrap();
 
         let b = join(&mut gs, "", 10);
@@ -365,9 +450,9 @@ mod tests {
         assert_eq!((ja.members.len(), jb.members.len()), (2, 0), "only the leader gets the members");
         assert_eq!(gs.may_commit(&who(&a, 1), "t", 1).unwrap_err().0, ErrorCode::IllegalGeneration);
         assert_eq!(gs.synced(&who(&b, 2)).unwrap(), None, "b waits for the leader");
-        gs.sync(&who(&b, 2), &[], 31).unwrap();
-        gs.sync(&who(&a, 2), &[(a.clone(), assign(&[0])), (b.clone(), assign(&[1]))], 32).unwrap();
-        assert_eq!(gs.synced(&who(&b, 2)).unwrap().unwrap().topics[0].1, vec![1]);
+        gs.sync(&who(&b, 2), &[], parse, 31).unwrap();
+        gs.sync(&who(&a, 2), &[(a.clone(), assign(&[0])), (b.clone(), assign(&[1]))], parse, 32).unwrap();
+        assert_eq!(gs.synced(&who(&b, 2)).unwrap().unwrap().queues.topics[0].1, vec![1]);
         assert_eq!(gs.may_commit(&who(&a, 2), "t", 1).unwrap_err().0, ErrorCode::NotAssigned);
         gs.may_commit(&who(&b, 2), "t", 1).unwrap();
         gs.heartbeat(&who(&b, 2), 40).unwrap();
@@ -377,14 +462,14 @@ mod tests {
     fn expired_sessions_and_missing_rejoins_are_evicted() {
         let mut gs = Coordinator::default();
         let a = join(&mut gs, "", 0);
-        gs.sync(&who(&a, 1), &[], 0).unwrap();
+        gs.sync(&who(&a, 1), &[], parse, 0).unwrap();
         let b = join(&mut gs, "", 100);
         // a never rejoins: the rebalance timeout (500 ms) evicts it.
         assert!(!gs.tick(599));
         assert!(gs.tick(601));
         assert_eq!(gs.joined("g", &b).unwrap().unwrap().generation, 2);
         assert_eq!(gs.heartbeat(&who(&a, 1), 602).unwrap_err().0, ErrorCode::UnknownMember);
-        gs.sync(&who(&b, 2), &[], 602).unwrap();
+        gs.sync(&who(&b, 2), &[], parse, 602).unwrap();
         // b stops heartbeating: after its session (1000 ms) the group is empty.
         assert!(!gs.tick(1500));
         assert!(gs.tick(1603));
@@ -398,7 +483,7 @@ mod tests {
         let a = join(&mut gs, "", 0);
         let b = join(&mut gs, "", 0);
         join(&mut gs, &a, 1);
-        gs.sync(&who(&a, 2), &[], 2).unwrap();
+        gs.sync(&who(&a, 2), &[], parse, 2).unwrap();
         assert_eq!(gs.may_commit(&who("", 0), "t", 0).unwrap_err().0, ErrorCode::UnknownMember);
         gs.leave(&who(&a, 2), 3).unwrap();
         assert_eq!(gs.heartbeat(&who(&b, 2), 4).unwrap_err().0, ErrorCode::RebalanceInProgress);
@@ -406,5 +491,20 @@ mod tests {
         let jb = gs.joined("g", &b).unwrap().unwrap();
         assert_eq!((jb.generation, jb.leader.as_str()), (3, b.as_str()), "b leads once a left");
         assert_eq!(gs.leave(&who(&a, 2), 6).unwrap_err().0, ErrorCode::UnknownMember);
+    }
+
+    #[test]
+    fn members_agree_on_the_leaders_first_shared_protocol_and_one_protocol_type() {
+        let mut gs = Coordinator::default();
+        let a = gs.join("g", request("", &["range", "roundrobin"]), 0).unwrap();
+        let b = gs.join("g", request("", &["roundrobin"]), 0).unwrap();
+        let refused = gs.join("g", request("", &["sticky"]), 0).unwrap_err();
+        assert_eq!(refused.0, ErrorCode::InconsistentGroupProtocol);
+        let kafka = JoinRequest { protocol_type: "consumer".into(), ..request("", &["roundrobin"]) };
+        assert_eq!(gs.join("g", kafka, 0).unwrap_err().0, ErrorCode::InconsistentGroupProtocol);
+        gs.join("g", request(&a, &["range", "roundrobin"]), 1).unwrap();
+        let formed = gs.joined("g", &a).unwrap().unwrap();
+        assert_eq!((formed.leader.as_str(), formed.protocol.as_str()), (a.as_str(), "roundrobin"));
+        assert_eq!(formed.members, vec![(a.clone(), a.as_bytes().to_vec()), (b.clone(), Vec::new())]);
     }
 }

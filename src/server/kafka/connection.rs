@@ -2,14 +2,15 @@
 //! another (no pipelining yet). A frame past `max_frame_bytes` or one that
 //! does not decode closes that connection only.
 
-use super::dispatch;
-use crate::server::core::Core;
+use super::dispatch::{self, Outcome};
+use super::Services;
 use futures_lite::io::{AsyncReadExt, AsyncWriteExt};
 use glommio::net::{TcpListener, TcpStream};
 use std::rc::Rc;
 
 /// Accepts Kafka connections until the shard stops.
-pub async fn accept_loop(core: Rc<Core>, listener: TcpListener) {
+pub async fn accept_loop(services: Rc<Services>, listener: TcpListener) {
+    let core = services.core.clone();
     loop {
         let stream = match core.tasks().unless_stopping(listener.accept()).await {
             None => return,
@@ -20,10 +21,10 @@ pub async fn accept_loop(core: Rc<Core>, listener: TcpListener) {
                 continue;
             }
         };
-        let core = core.clone();
+        let services = services.clone();
         glommio::spawn_local(async move {
-            let tasks = core.clone();
-            if let Some(Err(error)) = tasks.tasks().unless_stopping(serve(core, stream)).await {
+            let core = services.core.clone();
+            if let Some(Err(error)) = core.tasks().unless_stopping(serve(&services, stream)).await {
                 tracing::debug!(%error, "kafka connection closed");
             }
         })
@@ -31,8 +32,8 @@ pub async fn accept_loop(core: Rc<Core>, listener: TcpListener) {
     }
 }
 
-async fn serve(core: Rc<Core>, mut stream: TcpStream) -> std::io::Result<()> {
-    let max = core.config().max_frame_bytes;
+async fn serve(services: &Services, mut stream: TcpStream) -> std::io::Result<()> {
+    let max = services.core.config().max_frame_bytes;
     loop {
         let mut len = [0u8; 4];
         if stream.read_exact(&mut len).await.is_err() {
@@ -45,12 +46,20 @@ async fn serve(core: Rc<Core>, mut stream: TcpStream) -> std::io::Result<()> {
         }
         let mut frame = vec![0u8; len];
         stream.read_exact(&mut frame).await?;
-        let response = dispatch::answer(&core, frame.into())
+        let outcome = dispatch::answer(services, frame.into())
             .await
             .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidData, format!("bad Kafka request: {e}")))?;
-        let Some(response) = response else { continue };
+        let (response, close) = match outcome {
+            Outcome::Silent => continue,
+            Outcome::Respond(response) => (response, false),
+            Outcome::Refuse(response) => (response, true),
+        };
         let mut out = (response.len() as u32).to_be_bytes().to_vec();
         out.extend_from_slice(&response);
         stream.write_all(&out).await?;
+        if close {
+            let m = "an API or version that is not served (answered UNSUPPORTED_VERSION)";
+            return Err(std::io::Error::new(std::io::ErrorKind::InvalidData, m));
+        }
     }
 }

@@ -1,9 +1,48 @@
-//! The Kafka protocol edge (issue 18, first step): one listener per shard on
-//! `--kafka-listen` port + k, serving ApiVersions, Metadata, Produce (records
-//! translated into a ringmq batch), Fetch of this shard's partitions
-//! (translated back into record batches v2) and ListOffsets (earliest,
-//! latest) with the `kafka-protocol` codec. A topic is a ringmq topic, a partition a queue,
-//! each shard a Kafka broker (node id = shard index).
+//! The Kafka protocol edge: one listener per shard (shard k on the
+//! `--kafka-listen` port plus k), speaking Kafka's wire protocol through the `kafka-protocol` codec.
+//! A Kafka topic is a ringmq topic, a partition a queue, an offset a queue
+//! offset, a consumer group a ringmq group, and each shard a Kafka broker.
+//! Like `wire/`, it sits above the core and the features and calls them; it
+//! never calls the native dispatcher.
 
+mod codes;
 pub mod connection;
 mod dispatch;
+mod fetch;
+mod groups;
+mod metadata;
+mod produce;
+mod producers;
+mod records;
+mod topics;
+
+use crate::protocol::messages::QueueRef;
+use crate::server::core::metadata::QueueSlot;
+use crate::server::core::{Core, Failure};
+use crate::server::groups::Groups;
+use producers::Producers;
+use std::rc::Rc;
+
+/// What one shard's Kafka listener serves from.
+pub struct Services {
+    core: Rc<Core>,
+    groups: Rc<Groups>,
+    producers: Producers,
+}
+
+impl Services {
+    pub fn new(core: Rc<Core>, groups: Rc<Groups>) -> Rc<Services> {
+        // As many producer-partition pairs as the shard remembers batches for retries.
+        let producers = Producers::new(core.id(), core.config().idempotence_window);
+        Rc::new(Services { core, groups, producers })
+    }
+}
+
+/// The partition's slot, if this shard owns it; the Kafka code why not.
+fn owned(core: &Core, queue: &QueueRef) -> Result<QueueSlot, i16> {
+    match core.locate(queue) {
+        Ok(slot) if core.owns(slot) => Ok(slot),
+        Ok(_) => Err(codes::NOT_LEADER_OR_FOLLOWER),
+        Err(Failure(code, _)) => Err(codes::of(code)),
+    }
+}

@@ -7,7 +7,7 @@
 
 use super::Services;
 use crate::protocol::frame::{self, RequestHeader};
-use crate::protocol::messages as msg;
+use crate::protocol::messages::{self as msg, Assignment, Joined};
 use crate::protocol::request::Request;
 use crate::protocol::{ApiKey, ErrorCode, Writer};
 use crate::server::core::context::ShardRole;
@@ -15,6 +15,7 @@ use crate::server::core::metadata::QueueSlot;
 use crate::server::core::Failure;
 use crate::server::data::{fetch, lookup, produce};
 use crate::server::delay::retry;
+use crate::server::groups::coordinator::{JoinRequest, NATIVE};
 use crate::server::replica;
 use std::time::Duration;
 
@@ -253,9 +254,24 @@ async fn serve_group(s: &Services, request: Request<'_>, w: &mut Writer) -> Resu
         Request::FetchOffset { group, queue } => {
             w.u64(groups.committed(&group, &queue));
         }
-        Request::JoinGroup(join) => groups.join(join).await?.encode(w),
+        Request::JoinGroup(j) => {
+            let req = JoinRequest {
+                member: j.member,
+                client_id: j.client_id,
+                session_timeout_ms: j.session_timeout_ms,
+                rebalance_timeout_ms: j.rebalance_timeout_ms,
+                protocol_type: NATIVE.into(),
+                protocols: vec![(NATIVE.into(), j.metadata)],
+            };
+            let f = groups.join(&j.group, req).await?;
+            Joined { generation: f.generation, member: f.member, leader: f.leader, members: f.members }.encode(w)
+        }
         Request::SyncGroup(sync) => {
-            w.bytes(&groups.sync(&sync.member, &sync.assignments).await?.encode());
+            let parse = |b: &[u8]| Assignment::decode(b).map_err(|e| e.to_string());
+            let share = groups.sync(&sync.member, &sync.assignments, parse).await?;
+            // A member the leader left out gets no queues (the coordinator hands out no bytes).
+            let bytes = if share.bytes.is_empty() { Assignment::default().encode() } else { share.bytes };
+            w.bytes(&bytes);
         }
         Request::LockQueues(l) => groups.lock(&l).into_iter().for_each(|held| {
             w.u8(u8::from(held));

@@ -1,0 +1,99 @@
+//! Produce and InitProducerId. Each partition's record set is checked and
+//! translated whole (a set that does not decode, or inflates past the batch
+//! limit, is refused and nothing of it is stored), then appended through the
+//! core, which answers once it is durable (and replicated as the broker
+//! group's mode asks). An idempotent producer's batch is checked against its
+//! sequence on the partition's owner, which must be this shard.
+
+use super::codes;
+use super::producers::{Check, Sequence};
+use super::records::{to_ringmq, Refused};
+use super::{owned, Services};
+use crate::protocol::messages::QueueRef;
+use bytes::Bytes;
+use kafka_protocol::messages::produce_response::{PartitionProduceResponse, TopicProduceResponse};
+use kafka_protocol::messages::{
+    InitProducerIdRequest, InitProducerIdResponse, ProduceRequest, ProduceResponse, ProducerId,
+};
+use kafka_protocol::protocol::StrBytes;
+
+const OUT_OF_ORDER_SEQUENCE_NUMBER: i16 = 45;
+const INVALID_PRODUCER_EPOCH: i16 = 47;
+
+/// A refused partition: Kafka's code and a message.
+type Refusal = (i16, String);
+
+pub async fn produce(s: &Services, request: &ProduceRequest) -> ProduceResponse {
+    let mut responses = Vec::new();
+    for topic in &request.topic_data {
+        let mut partitions = Vec::new();
+        for p in &topic.partition_data {
+            let queue = QueueRef { topic: topic.name.to_string(), queue: p.index.max(0) as u32 };
+            let response = PartitionProduceResponse::default().with_index(p.index);
+            partitions.push(match store(s, &queue, p.records.as_ref()).await {
+                Ok(base) => response.with_base_offset(base as i64).with_log_append_time_ms(-1),
+                Err((code, message)) => {
+                    tracing::debug!(code, %message, "kafka produce refused");
+                    response
+                        .with_base_offset(-1)
+                        .with_error_code(code)
+                        .with_error_message(Some(StrBytes::from_string(message)))
+                }
+            });
+        }
+        responses
+            .push(TopicProduceResponse::default().with_name(topic.name.clone()).with_partition_responses(partitions));
+    }
+    ProduceResponse::default().with_responses(responses)
+}
+
+/// Stores one partition's records; the offset of the first.
+async fn store(s: &Services, queue: &QueueRef, records: Option<&Bytes>) -> Result<u64, Refusal> {
+    let records = records.ok_or((codes::CORRUPT_MESSAGE, "the partition's records are missing".to_string()))?;
+    let translated = to_ringmq(records, s.core.config().max_batch_bytes).map_err(|r| match r {
+        Refused::Corrupt(m) => (codes::CORRUPT_MESSAGE, m),
+        Refused::TooLarge(m) => (codes::MESSAGE_TOO_LARGE, m),
+    })?;
+    let refused = |f: crate::server::core::Failure| (codes::of(f.0), f.1);
+    let Some(sequence) = translated.sequence else {
+        return s.core.append(queue, &translated.batch).await.map(|(base, _)| base).map_err(refused);
+    };
+    let slot = owned(&s.core, queue).map_err(|code| (code, format!("{queue:?} is not led by this broker")))?;
+    match s.producers.check(&queue.topic, queue.queue, sequence) {
+        Check::Store => match s.core.append_here(slot, &translated.batch).await {
+            Ok((base, _)) => {
+                s.producers.stored(&queue.topic, queue.queue, sequence, base);
+                Ok(base)
+            }
+            Err(f) => {
+                s.producers.failed(&queue.topic, queue.queue, sequence);
+                Err(refused(f))
+            }
+        },
+        Check::Duplicate(base) => Ok(base),
+        Check::Pending => Err((codes::REQUEST_TIMED_OUT, "the same batch is being stored; retry".into())),
+        Check::OutOfOrder { expected } => Err(out_of_order(sequence, expected)),
+        Check::Fenced { current } => Err((
+            INVALID_PRODUCER_EPOCH,
+            format!("producer {} epoch {} is fenced by epoch {current}", sequence.producer_id, sequence.epoch),
+        )),
+    }
+}
+
+fn out_of_order(s: Sequence, expected: i32) -> Refusal {
+    let m = format!("producer {} sent sequence {} where {expected} comes next", s.producer_id, s.first);
+    (OUT_OF_ORDER_SEQUENCE_NUMBER, m)
+}
+
+/// A new producer id (epoch 0), or the next epoch of the one a producer
+/// names (KIP-360); transactional producers are not served.
+pub fn init_producer_id(s: &Services, r: &InitProducerIdRequest) -> InitProducerIdResponse {
+    let response = InitProducerIdResponse::default().with_producer_id(ProducerId(-1)).with_producer_epoch(-1);
+    if r.transactional_id.is_some() {
+        return response.with_error_code(codes::INVALID_REQUEST);
+    }
+    if r.producer_id.0 >= 0 && r.producer_epoch >= 0 && r.producer_epoch < i16::MAX {
+        return response.with_producer_id(r.producer_id).with_producer_epoch(r.producer_epoch + 1);
+    }
+    response.with_producer_id(ProducerId(s.producers.new_id(s.core.now_ms()))).with_producer_epoch(0)
+}

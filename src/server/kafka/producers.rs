@@ -1,0 +1,185 @@
+//! Kafka's idempotent producers: InitProducerId hands out producer ids, and
+//! each partition's owner checks every batch's sequence against the
+//! producer's last ones there. A batch seen before (a retry) is answered
+//! with the offset it was stored at and not stored again; one that skips
+//! ahead is refused as out of order; one from an older epoch is fenced.
+//!
+//! The state is in memory, per shard, for at most `capacity` (producer,
+//! partition) pairs, least recently used evicted. A producer this shard does
+//! not know (new here, evicted, or from before a restart) starts afresh at
+//! whatever sequence it sends, so retries across a restart are not caught.
+
+use std::cell::{Cell, RefCell};
+use std::collections::{HashMap, VecDeque};
+
+/// Batches remembered per producer and partition: Kafka's in-flight limit
+/// for idempotent producers.
+const REMEMBERED: usize = 5;
+
+/// A batch's producer fields.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Sequence {
+    pub producer_id: i64,
+    pub epoch: i16,
+    pub first: i32,
+    pub count: i32,
+}
+
+/// What to do with a batch.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Check {
+    /// Store it, then `stored` (or `failed`) it.
+    Store,
+    /// A retry of a stored batch: answer its base offset.
+    Duplicate(u64),
+    /// A retry of a batch still being stored: the client should retry it.
+    Pending,
+    OutOfOrder {
+        expected: i32,
+    },
+    Fenced {
+        current: i16,
+    },
+}
+
+#[derive(Default)]
+struct Partition {
+    epoch: i16,
+    /// The last batches, oldest first: (first sequence, count, base offset; None while being stored).
+    batches: VecDeque<(i32, i32, Option<u64>)>,
+    used: u64,
+}
+
+pub struct Producers {
+    shard: u8,
+    next_id: Cell<i64>,
+    capacity: usize,
+    clock: Cell<u64>,
+    partitions: RefCell<HashMap<(i64, String, u32), Partition>>,
+}
+
+impl Producers {
+    pub fn new(shard: usize, capacity: usize) -> Producers {
+        Producers {
+            shard: shard as u8,
+            next_id: Cell::new(0),
+            capacity: capacity.max(1),
+            clock: Cell::new(0),
+            partitions: RefCell::default(),
+        }
+    }
+
+    /// A producer id no other shard or earlier run handed out: the clock in
+    /// the high bits, the shard in the low 8, and increasing on this shard.
+    pub fn new_id(&self, now_ms: u64) -> i64 {
+        let from_clock = ((now_ms as i64) << 16) | i64::from(self.shard);
+        let id = from_clock.max(self.next_id.get());
+        self.next_id.set(id + 256);
+        id
+    }
+
+    pub fn check(&self, topic: &str, queue: u32, s: Sequence) -> Check {
+        let mut partitions = self.partitions.borrow_mut();
+        let key = (s.producer_id, topic.to_string(), queue);
+        let tick = self.clock.get() + 1;
+        self.clock.set(tick);
+        let known = partitions.contains_key(&key);
+        let p = partitions.entry(key).or_default();
+        p.used = tick;
+        if known && s.epoch < p.epoch {
+            return Check::Fenced { current: p.epoch };
+        }
+        if !known || s.epoch > p.epoch {
+            *p = Partition { epoch: s.epoch, batches: VecDeque::new(), used: tick };
+        }
+        if let Some(&(_, _, stored)) = p.batches.iter().find(|(first, count, _)| (*first, *count) == (s.first, s.count))
+        {
+            return stored.map_or(Check::Pending, Check::Duplicate);
+        }
+        if let Some(&(first, count, _)) = p.batches.back() {
+            let expected = first.wrapping_add(count);
+            if s.first != expected {
+                return Check::OutOfOrder { expected };
+            }
+        }
+        p.batches.push_back((s.first, s.count, None));
+        if p.batches.len() > REMEMBERED {
+            p.batches.pop_front();
+        }
+        drop(partitions);
+        self.evict();
+        Check::Store
+    }
+
+    /// The batch `check` let through was stored at `base`.
+    pub fn stored(&self, topic: &str, queue: u32, s: Sequence, base: u64) {
+        let mut partitions = self.partitions.borrow_mut();
+        let Some(p) = partitions.get_mut(&(s.producer_id, topic.to_string(), queue)) else { return };
+        if let Some(b) = p.batches.iter_mut().find(|(first, count, _)| (*first, *count) == (s.first, s.count)) {
+            b.2 = Some(base);
+        }
+    }
+
+    /// The batch `check` let through was not stored: forget it, so its retry is stored.
+    pub fn failed(&self, topic: &str, queue: u32, s: Sequence) {
+        let mut partitions = self.partitions.borrow_mut();
+        if let Some(p) = partitions.get_mut(&(s.producer_id, topic.to_string(), queue)) {
+            p.batches.retain(|(first, count, stored)| !((*first, *count) == (s.first, s.count) && stored.is_none()));
+        }
+    }
+
+    /// Past capacity, drops the least recently used eighth.
+    fn evict(&self) {
+        let mut partitions = self.partitions.borrow_mut();
+        if partitions.len() <= self.capacity {
+            return;
+        }
+        let cut = (partitions.len() - self.capacity).max(self.capacity / 8).min(partitions.len());
+        let mut used: Vec<u64> = partitions.values().map(|p| p.used).collect();
+        let (_, &mut line, _) = used.select_nth_unstable(cut - 1);
+        partitions.retain(|_, p| p.used > line);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn seq(first: i32, epoch: i16) -> Sequence {
+        Sequence { producer_id: 7, epoch, first, count: 10 }
+    }
+
+    #[test]
+    fn retries_are_answered_with_their_offset_and_gaps_and_old_epochs_refused() {
+        let p = Producers::new(0, 100);
+        assert_eq!(p.check("t", 0, seq(40, 0)), Check::Store, "an unknown producer starts anywhere");
+        assert_eq!(p.check("t", 0, seq(40, 0)), Check::Pending);
+        p.stored("t", 0, seq(40, 0), 1000);
+        assert_eq!(p.check("t", 0, seq(40, 0)), Check::Duplicate(1000));
+        assert_eq!(p.check("t", 0, seq(60, 0)), Check::OutOfOrder { expected: 50 });
+        assert_eq!(p.check("t", 0, seq(50, 0)), Check::Store);
+        p.failed("t", 0, seq(50, 0));
+        assert_eq!(p.check("t", 0, seq(50, 0)), Check::Store, "a batch that failed to store is stored on retry");
+        assert_eq!(p.check("t", 1, seq(0, 0)), Check::Store, "each partition has its own sequence");
+        assert_eq!(p.check("t", 0, seq(0, 1)), Check::Store, "a new epoch starts afresh");
+        assert_eq!(p.check("t", 0, seq(60, 0)), Check::Fenced { current: 1 });
+    }
+
+    #[test]
+    fn ids_are_unique_per_shard_and_increase() {
+        let (a, b) = (Producers::new(0, 1), Producers::new(1, 1));
+        let ids = [a.new_id(5), a.new_id(5), b.new_id(5), a.new_id(4)];
+        assert!(ids[0] < ids[1] && ids[1] < ids[3]);
+        assert_ne!(ids[0], ids[2]);
+    }
+
+    #[test]
+    fn the_least_recently_used_pairs_are_evicted_past_capacity() {
+        let p = Producers::new(0, 8);
+        for q in 0..20 {
+            p.check("t", q, seq(0, 0));
+        }
+        assert!(p.partitions.borrow().len() <= 8);
+        assert!(p.partitions.borrow().contains_key(&(7, "t".to_string(), 19)));
+    }
+}
