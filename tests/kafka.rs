@@ -28,7 +28,7 @@ fn kcat_lists_the_brokers_and_the_partitions_of_a_ringmq_topic() {
 }
 
 #[test]
-fn kcat_produces_keyed_messages_that_kcat_and_the_native_sdk_read_back() {
+fn kcat_produces_10_000_keyed_messages_that_kcat_and_the_native_sdk_read_back() {
     use std::io::Write;
     let dir = tempfile::tempdir().unwrap();
     let port = common::free_port_pair("127.0.0.1");
@@ -41,7 +41,7 @@ fn kcat_produces_keyed_messages_that_kcat_and_the_native_sdk_read_back() {
         .stdin(std::process::Stdio::piped())
         .spawn()
         .expect("run kcat");
-    let lines: String = (0..1000).map(|i| format!("k{i}:v{i}\n")).collect();
+    let lines: String = (0..10_000).map(|i| format!("k{i}:v{i}\n")).collect();
     producer.stdin.take().unwrap().write_all(lines.as_bytes()).unwrap();
     assert!(producer.wait().unwrap().success(), "kcat -P");
 
@@ -58,13 +58,13 @@ fn kcat_produces_keyed_messages_that_kcat_and_the_native_sdk_read_back() {
         })
         .collect();
     got.sort();
-    assert_eq!(got.len(), 1000, "kcat reads back every message");
+    assert_eq!(got.len(), 10_000, "kcat reads back every message");
     assert!(got.iter().all(|(_, _, k, v)| k[1..] == v[1..]), "keys and values belong together");
 
     // The native SDK sees the same messages at the same offsets.
     let mut consumer = ringmq::client::Consumer::new(client.clone(), None);
     consumer.assign_all("orders", ringmq::client::StartFrom::Earliest).unwrap();
-    let native = common::consume(&mut consumer, 1000, std::time::Duration::from_secs(20));
+    let native = common::consume(&mut consumer, 10_000, std::time::Duration::from_secs(30));
     let mut native: Vec<(u32, u64, String, String)> = native
         .iter()
         .map(|m| {
@@ -96,4 +96,111 @@ fn kafka_python_creates_produces_consumes_and_deletes() {
     assert!(text.contains("second create: TopicAlreadyExistsError"), "{text}");
     assert!(text.contains("consumed 30") && text.contains("deleted"), "{text}");
     assert!(!broker.client().list_topics().unwrap().contains(&"py".to_string()), "the topic is gone both ways");
+}
+
+/// kafka-python's consumer group on ringmq's groups: two members split the
+/// partitions and commit, one leaves, the other takes over from its commits,
+/// and the native SDK reads the same group's committed offsets.
+#[test]
+fn kafka_python_group_members_split_commit_and_take_over() {
+    let dir = tempfile::tempdir().unwrap();
+    let port = common::free_port_pair("127.0.0.1");
+    let kafka = format!("127.0.0.1:{port}");
+    let broker = Broker::start(dir.path(), &["--kafka-listen", &kafka]);
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/kafka_clients/python_group.py");
+    let out = Command::new(SYSTEM_PYTHON).args([script, &kafka]).output().expect("run python3 (Debian: python3-kafka)");
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{text}{}", String::from_utf8_lossy(&out.stderr));
+    let client = broker.client();
+    let mut total = 0;
+    for line in text.lines().filter_map(|l| l.strip_prefix("committed ")) {
+        let (queue, offset): (u32, u64) = match line.split_once(' ') {
+            Some((q, o)) => (q.parse().unwrap(), o.parse().unwrap()),
+            None => panic!("{line}"),
+        };
+        let (_, end) = client.list_offsets("pg", queue).unwrap();
+        assert_eq!(offset, end, "partition {queue}: the group committed everything it read");
+        assert_eq!(client.fetch_offset("pyg", "pg", queue).unwrap(), Some(offset), "the same group natively");
+        total += end;
+    }
+    assert_eq!(total, 1000, "{text}");
+}
+
+/// Waits (bounded) until `ready` holds, reading each file again each time.
+fn wait_for_files(files: &[&std::path::Path], what: &str, ready: impl Fn(&[String]) -> bool) -> Vec<String> {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(90);
+    loop {
+        let texts: Vec<String> = files.iter().map(|f| std::fs::read_to_string(f).unwrap_or_default()).collect();
+        if ready(&texts) {
+            return texts;
+        }
+        if std::time::Instant::now() > deadline {
+            let tails: Vec<&str> = texts.iter().map(|t| &t[t.len().saturating_sub(400)..]).collect();
+            panic!("timed out waiting for {what}; the files end with {tails:?}");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+}
+
+/// The partitions of a kcat member's latest assignment, from its stderr.
+fn kcat_assignment(stderr: &str) -> Option<Vec<u32>> {
+    let line = stderr.lines().rev().find(|l| l.contains("rebalanced") && l.contains("assigned:"))?;
+    let list = line.split("assigned:").nth(1)?;
+    Some(list.split(',').filter_map(|p| p.trim().split(['[', ']']).nth(1)?.parse().ok()).collect())
+}
+
+/// Two `kcat -G` members of one group split a topic's partitions; what the
+/// native SDK sends (keys, values, headers) reaches the member holding each
+/// partition, at the offsets the SDK was told.
+#[test]
+fn two_kcat_group_members_split_the_partitions_of_what_the_native_sdk_sends() {
+    use ringmq::client::{Message, Producer, ProducerConfig};
+    let dir = tempfile::tempdir().unwrap();
+    let port = common::free_port_pair("127.0.0.1");
+    let kafka = format!("127.0.0.1:{port}");
+    let broker = Broker::start(dir.path(), &["--kafka-listen", &kafka]);
+    let client = broker.client();
+    client.create_topic("split", 4, 0).unwrap();
+    let member = |name: &str| {
+        let (out, err) = (dir.path().join(format!("{name}.out")), dir.path().join(format!("{name}.err")));
+        let child = Command::new("kcat")
+            .args(["-b", &kafka, "-G", "kg", "split", "-u", "-X", "auto.offset.reset=earliest"])
+            .args(["-f", "%p %o %k %s %h\\n"])
+            .stdout(std::fs::File::create(&out).unwrap())
+            .stderr(std::fs::File::create(&err).unwrap())
+            .spawn()
+            .expect("run kcat");
+        (common::ChildGuard(child), out, err)
+    };
+    let (_a, a_out, a_err) = member("a");
+    wait_for_files(&[&a_err], "a's first assignment", |t| kcat_assignment(&t[0]).is_some_and(|p| p.len() == 4));
+    let (_b, b_out, b_err) = member("b");
+    wait_for_files(&[&a_err, &b_err], "a and b to split the partitions", |t| {
+        let (Some(mut a), Some(b)) = (kcat_assignment(&t[0]), kcat_assignment(&t[1])) else { return false };
+        a.extend(b);
+        a.sort();
+        a == [0, 1, 2, 3] && !t.iter().any(|e| e.lines().last().is_some_and(|l| l.contains("revoked")))
+    });
+
+    let producer = Producer::new(client, ProducerConfig::default());
+    let mut sent = Vec::new();
+    for i in 0..2000 {
+        let message = Message::new(format!("v{i}")).with_key(format!("k{i}")).with_header("n", format!("{i}"));
+        let r = producer.send("split", &message).unwrap();
+        sent.push(format!("{} {} k{i} v{i} n={i}", r.queue, r.offset));
+    }
+    let texts = wait_for_files(&[&a_out, &b_out], "both members to read 2,000 messages", |t| {
+        t.iter().map(|o| o.lines().count()).sum::<usize>() >= 2000
+    });
+    let mut got: Vec<String> = texts.iter().flat_map(|t| t.lines().map(str::to_string)).collect();
+    got.sort();
+    sent.sort();
+    let missing: Vec<&String> = sent.iter().filter(|m| got.binary_search(m).is_err()).take(5).collect();
+    assert!(missing.is_empty(), "not read (first five): {missing:?}");
+    assert_eq!(got.len(), sent.len(), "each message once, at the offset the SDK was told, with its key, value and header");
+    let partitions = |t: &str| -> std::collections::BTreeSet<String> {
+        t.lines().map(|l| l.split(' ').next().unwrap().to_string()).collect()
+    };
+    let (pa, pb) = (partitions(&texts[0]), partitions(&texts[1]));
+    assert!(!pa.is_empty() && !pb.is_empty() && pa.is_disjoint(&pb), "a read {pa:?}, b read {pb:?}");
 }

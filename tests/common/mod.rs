@@ -254,3 +254,13 @@ impl Raw {
         matches!(self.stream.read(&mut b), Ok(0))
     }
 }
+
+/// A client process (kcat, a script) killed when the test ends, pass or fail.
+pub struct ChildGuard(pub std::process::Child);
+
+impl Drop for ChildGuard {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
