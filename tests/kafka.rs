@@ -204,3 +204,43 @@ fn two_kcat_group_members_split_the_partitions_of_what_the_native_sdk_sends() {
     let (pa, pb) = (partitions(&texts[0]), partitions(&texts[1]));
     assert!(!pa.is_empty() && !pb.is_empty() && pa.is_disjoint(&pb), "a read {pa:?}, b read {pb:?}");
 }
+
+/// Runs one phase of the confluent-kafka script against a fresh broker;
+/// its output (what the phase checked).
+fn confluent_phase(phase: &str) -> String {
+    let dir = tempfile::tempdir().unwrap();
+    let port = common::free_port_pair("127.0.0.1");
+    let kafka = format!("127.0.0.1:{port}");
+    let _broker = Broker::start(dir.path(), &["--kafka-listen", &kafka]);
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/kafka_clients/python_confluent.py");
+    let out = Command::new(SYSTEM_PYTHON)
+        .args([script, &kafka, phase])
+        .output()
+        .expect("run python3 (pip: confluent-kafka; Debian: python3-kafka, python3-snappy, python3-lz4, python3-zstandard)");
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(out.status.success(), "{text}{}", String::from_utf8_lossy(&out.stderr));
+    text
+}
+
+#[test]
+fn confluent_idempotent_acks_all_producer_is_read_back_by_kafka_python_at_its_offsets() {
+    assert!(confluent_phase("idempotent").contains("3000 acked"));
+}
+
+#[test]
+fn gzip_snappy_lz4_and_zstd_batches_of_one_client_are_read_by_the_other() {
+    let text = confluent_phase("compressed");
+    for codec in ["gzip", "snappy", "lz4", "zstd"] {
+        assert!(text.contains(&format!("compressed {codec}:")), "{text}");
+    }
+}
+
+#[test]
+fn kafka_python_and_confluent_seek_to_beginning_end_and_timestamp() {
+    assert!(confluent_phase("seek").contains("timestamp -> 501"));
+}
+
+#[test]
+fn confluent_group_members_split_commit_and_take_over() {
+    assert!(confluent_phase("group").contains("1200 read once"));
+}
