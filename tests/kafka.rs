@@ -197,7 +197,11 @@ fn two_kcat_group_members_split_the_partitions_of_what_the_native_sdk_sends() {
     sent.sort();
     let missing: Vec<&String> = sent.iter().filter(|m| got.binary_search(m).is_err()).take(5).collect();
     assert!(missing.is_empty(), "not read (first five): {missing:?}");
-    assert_eq!(got.len(), sent.len(), "each message once, at the offset the SDK was told, with its key, value and header");
+    assert_eq!(
+        got.len(),
+        sent.len(),
+        "each message once, at the offset the SDK was told, with its key, value and header"
+    );
     let partitions = |t: &str| -> std::collections::BTreeSet<String> {
         t.lines().map(|l| l.split(' ').next().unwrap().to_string()).collect()
     };
@@ -213,10 +217,9 @@ fn confluent_phase(phase: &str) -> String {
     let kafka = format!("127.0.0.1:{port}");
     let _broker = Broker::start(dir.path(), &["--kafka-listen", &kafka]);
     let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/kafka_clients/python_confluent.py");
-    let out = Command::new(SYSTEM_PYTHON)
-        .args([script, &kafka, phase])
-        .output()
-        .expect("run python3 (pip: confluent-kafka; Debian: python3-kafka, python3-snappy, python3-lz4, python3-zstandard)");
+    let out = Command::new(SYSTEM_PYTHON).args([script, &kafka, phase]).output().expect(
+        "run python3 (pip: confluent-kafka; Debian: python3-kafka, python3-snappy, python3-lz4, python3-zstandard)",
+    );
     let text = String::from_utf8_lossy(&out.stdout).into_owned();
     assert!(out.status.success(), "{text}{}", String::from_utf8_lossy(&out.stderr));
     text

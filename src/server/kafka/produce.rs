@@ -89,7 +89,7 @@ fn out_of_order(s: Sequence, expected: i32) -> Refusal {
 /// names (KIP-360); transactional producers are not served.
 pub fn init_producer_id(s: &Services, r: &InitProducerIdRequest) -> InitProducerIdResponse {
     let response = InitProducerIdResponse::default().with_producer_id(ProducerId(-1)).with_producer_epoch(-1);
-    if r.transactional_id.is_some() {
+    if r.transactional_id.as_ref().is_some_and(|id| !id.is_empty()) {
         return response.with_error_code(codes::INVALID_REQUEST);
     }
     if r.producer_id.0 >= 0 && r.producer_epoch >= 0 && r.producer_epoch < i16::MAX {

@@ -13,6 +13,7 @@ use kafka_protocol::records::{
 };
 use ringmq_shards::batch::{self, BatchBuilder, BatchHeader};
 use ringmq_shards::record::{Headers, RecordIter};
+use std::cell::Cell;
 use std::io::Read;
 
 /// Why a producer's record set was refused (nothing of it is stored).
@@ -37,10 +38,24 @@ pub struct Translated {
 pub fn to_ringmq(records: &Bytes, max_bytes: usize) -> Result<Translated, Refused> {
     let mut buf = records.clone();
     let mut sets = Vec::new();
+    let too_large = Cell::new(false);
     while !buf.is_empty() {
-        let inflate = |b: &mut Bytes, c: Compression| decompress(b, c, max_bytes);
-        let set = RecordBatchDecoder::decode_with_custom_compression(&mut buf, Some(inflate))
-            .map_err(|e| Refused::Corrupt(format!("the record batch does not decode: {e}")))?;
+        let inflate = |b: &mut Bytes, c: Compression| match decompress(b, c, max_bytes) {
+            Ok(records) => Ok(records),
+            Err(Inflate::Bad(e)) => Err(e),
+            Err(Inflate::TooLarge) => {
+                too_large.set(true);
+                Err(anyhow::anyhow!("it inflates past the batch limit of {max_bytes} bytes"))
+            }
+        };
+        let set = RecordBatchDecoder::decode_with_custom_compression(&mut buf, Some(inflate)).map_err(|e| {
+            let m = format!("the record batch does not decode: {e}");
+            if too_large.get() {
+                Refused::TooLarge(m)
+            } else {
+                Refused::Corrupt(m)
+            }
+        })?;
         sets.push(set);
     }
     let records: Vec<&Record> = sets.iter().flat_map(|s| s.records.iter()).collect();
@@ -76,26 +91,39 @@ pub fn to_ringmq(records: &Bytes, max_bytes: usize) -> Result<Translated, Refuse
     Ok(Translated { batch: built.finish(), sequence })
 }
 
+/// Why a compressed batch could not be inflated.
+enum Inflate {
+    /// Its records exceed the batch limit.
+    TooLarge,
+    Bad(anyhow::Error),
+}
+
+impl From<std::io::Error> for Inflate {
+    fn from(e: std::io::Error) -> Self {
+        Inflate::Bad(e.into())
+    }
+}
+
 /// Decompresses one batch's records, at most `max_bytes` of them.
-fn decompress(compressed: &mut Bytes, compression: Compression, max_bytes: usize) -> anyhow::Result<Bytes> {
-    let input: &[u8] = compressed;
+fn decompress(compressed: &[u8], compression: Compression, max_bytes: usize) -> Result<Bytes, Inflate> {
     let limit = max_bytes as u64 + 1;
     let mut out = Vec::new();
     match compression {
-        Compression::None => out.extend_from_slice(input),
+        Compression::None => out.extend_from_slice(compressed),
         Compression::Gzip => {
-            flate2::read::MultiGzDecoder::new(input).take(limit).read_to_end(&mut out)?;
+            flate2::read::MultiGzDecoder::new(compressed).take(limit).read_to_end(&mut out)?;
         }
-        Compression::Snappy => snappy(input, limit, &mut out)?,
+        Compression::Snappy => snappy(compressed, max_bytes, &mut out)?,
         Compression::Lz4 => {
-            lz4_flex::frame::FrameDecoder::new(input).take(limit).read_to_end(&mut out)?;
+            lz4_flex::frame::FrameDecoder::new(compressed).take(limit).read_to_end(&mut out)?;
         }
         Compression::Zstd => {
-            ruzstd::decoding::StreamingDecoder::new(input)?.take(limit).read_to_end(&mut out)?;
+            let decoder = ruzstd::decoding::StreamingDecoder::new(compressed).map_err(|e| Inflate::Bad(e.into()))?;
+            decoder.take(limit).read_to_end(&mut out)?;
         }
     }
     if out.len() > max_bytes {
-        anyhow::bail!("the batch inflates past the batch limit of {max_bytes} bytes");
+        return Err(Inflate::TooLarge);
     }
     Ok(Bytes::from(out))
 }
@@ -103,24 +131,25 @@ fn decompress(compressed: &mut Bytes, compression: Compression, max_bytes: usize
 /// Kafka's snappy: xerial's framing (an 8-byte magic, a version pair, then
 /// length-prefixed raw snappy blocks) as the Java client writes it, or one
 /// raw block as librdkafka may.
-fn snappy(input: &[u8], limit: u64, out: &mut Vec<u8>) -> anyhow::Result<()> {
+fn snappy(input: &[u8], max_bytes: usize, out: &mut Vec<u8>) -> Result<(), Inflate> {
     const XERIAL: &[u8] = b"\x82SNAPPY\0";
-    let raw = |block: &[u8], out: &mut Vec<u8>| -> anyhow::Result<()> {
-        let len = snap::raw::decompress_len(block)?;
-        if (out.len() + len) as u64 > limit {
-            anyhow::bail!("the snappy batch inflates past the batch limit");
+    let bad = |m: &str| Inflate::Bad(anyhow::anyhow!("snappy: {m}"));
+    let raw = |block: &[u8], out: &mut Vec<u8>| -> Result<(), Inflate> {
+        let len = snap::raw::decompress_len(block).map_err(|e| Inflate::Bad(e.into()))?;
+        if out.len() + len > max_bytes {
+            return Err(Inflate::TooLarge);
         }
-        out.extend_from_slice(&snap::raw::Decoder::new().decompress_vec(block)?);
+        out.extend_from_slice(&snap::raw::Decoder::new().decompress_vec(block).map_err(|e| Inflate::Bad(e.into()))?);
         Ok(())
     };
     if !input.starts_with(XERIAL) {
         return raw(input, out);
     }
-    let mut rest = input.get(16..).ok_or_else(|| anyhow::anyhow!("a xerial snappy header is 16 bytes"))?;
+    let mut rest = input.get(16..).ok_or_else(|| bad("a xerial header is 16 bytes"))?;
     while !rest.is_empty() {
-        let (len, tail) = rest.split_at_checked(4).ok_or_else(|| anyhow::anyhow!("a snappy block length is cut"))?;
+        let (len, tail) = rest.split_at_checked(4).ok_or_else(|| bad("a block length is cut"))?;
         let len = u32::from_be_bytes(len.try_into().expect("4 bytes")) as usize;
-        let (block, tail) = tail.split_at_checked(len).ok_or_else(|| anyhow::anyhow!("a snappy block is cut"))?;
+        let (block, tail) = tail.split_at_checked(len).ok_or_else(|| bad("a block is cut"))?;
         raw(block, out)?;
         rest = tail;
     }

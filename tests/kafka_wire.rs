@@ -1,0 +1,256 @@
+//! The Kafka listener against hand-made requests: bad input is refused
+//! (unknown APIs and versions with UNSUPPORTED_VERSION, a frame that does
+//! not decode by closing that connection only, a wrong CRC, an oversized or
+//! inflating batch, an unknown topic), nothing of a refused request is
+//! stored, idempotent producers' retries are stored once, and a fetch at
+//! the end waits for the next record.
+
+mod common;
+
+use bytes::{Bytes, BytesMut};
+use common::Broker;
+use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
+use kafka_protocol::messages::*;
+use kafka_protocol::protocol::{Decodable, Encodable, StrBytes};
+use kafka_protocol::records::{Compression, Record, RecordBatchEncoder, RecordEncodeOptions, TimestampType};
+use std::io::{Read, Write};
+use std::net::TcpStream;
+
+const UNSUPPORTED_VERSION: i16 = 35;
+
+/// A broker with its Kafka listener, and a topic `t` of one queue.
+fn broker(dir: &std::path::Path, extra: &[&str]) -> (Broker, String) {
+    let port = common::free_port_pair("127.0.0.1");
+    let kafka = format!("127.0.0.1:{port}");
+    let mut args = vec!["--kafka-listen", &kafka];
+    args.extend_from_slice(extra);
+    let broker = Broker::start(dir, &args);
+    broker.client().create_topic("t", 1, 0).unwrap();
+    (broker, kafka)
+}
+
+fn send_frame(stream: &mut TcpStream, frame: &[u8]) {
+    let mut out = (frame.len() as u32).to_be_bytes().to_vec();
+    out.extend_from_slice(frame);
+    stream.write_all(&out).unwrap();
+}
+
+/// The next response frame; None once the broker closed the connection.
+fn read_frame(stream: &mut TcpStream) -> Option<Bytes> {
+    let mut len = [0u8; 4];
+    stream.read_exact(&mut len).ok()?;
+    let mut frame = vec![0u8; u32::from_be_bytes(len) as usize];
+    stream.read_exact(&mut frame).ok()?;
+    Some(frame.into())
+}
+
+fn request<T: Encodable>(key: ApiKey, version: i16, body: &T) -> Vec<u8> {
+    let header = RequestHeader::default()
+        .with_request_api_key(key as i16)
+        .with_request_api_version(version)
+        .with_correlation_id(7)
+        .with_client_id(Some(StrBytes::from_static_str("wire-test")));
+    let mut buf = BytesMut::new();
+    header.encode(&mut buf, key.request_header_version(version)).unwrap();
+    body.encode(&mut buf, version).unwrap();
+    buf.to_vec()
+}
+
+fn call<Q: Encodable, R: Decodable>(stream: &mut TcpStream, key: ApiKey, version: i16, body: &Q) -> R {
+    send_frame(stream, &request(key, version, body));
+    let mut frame = read_frame(stream).expect("a response");
+    let header = ResponseHeader::decode(&mut frame, key.response_header_version(version)).unwrap();
+    assert_eq!(header.correlation_id, 7);
+    R::decode(&mut frame, version).unwrap()
+}
+
+fn connect(addr: &str) -> TcpStream {
+    let stream = TcpStream::connect(addr).unwrap();
+    stream.set_read_timeout(Some(std::time::Duration::from_secs(30))).unwrap();
+    stream
+}
+
+fn records(n: usize, producer: Option<(i64, i16, i32)>) -> Vec<Record> {
+    let (producer_id, producer_epoch, first) = producer.unwrap_or((-1, -1, -1));
+    (0..n)
+        .map(|i| Record {
+            transactional: false,
+            control: false,
+            delete_horizon: false,
+            partition_leader_epoch: 0,
+            producer_id,
+            producer_epoch,
+            timestamp_type: TimestampType::Creation,
+            offset: i as i64,
+            sequence: if first < 0 { -1 } else { first + i as i32 },
+            timestamp: 1_700_000_000_000 + i as i64,
+            key: Some(Bytes::from(format!("k{i}"))),
+            value: Some(Bytes::from(format!("v{i}"))),
+            headers: Default::default(),
+        })
+        .collect()
+}
+
+fn batch(records: &[Record]) -> Bytes {
+    let mut buf = BytesMut::new();
+    let options = RecordEncodeOptions { version: 2, compression: Compression::None };
+    RecordBatchEncoder::encode(&mut buf, records.iter(), &options).unwrap();
+    buf.freeze()
+}
+
+/// Produce v9 of `records` to `topic` queue 0: the partition's error code and base offset.
+fn produce(stream: &mut TcpStream, topic: &str, records: Bytes) -> (i16, i64) {
+    let partition = PartitionProduceData::default().with_index(0).with_records(Some(records));
+    let topic = TopicProduceData::default()
+        .with_name(TopicName(StrBytes::from_string(topic.into())))
+        .with_partition_data(vec![partition]);
+    let body = ProduceRequest::default().with_acks(-1).with_timeout_ms(10_000).with_topic_data(vec![topic]);
+    let response: ProduceResponse = call(stream, ApiKey::Produce, 9, &body);
+    let p = &response.responses[0].partition_responses[0];
+    if p.error_code != 0 {
+        eprintln!("produce refused: {} {:?}", p.error_code, p.error_message);
+    }
+    (p.error_code, p.base_offset)
+}
+
+#[test]
+fn unknown_apis_and_versions_get_unsupported_version_and_the_broker_stays_up() {
+    let dir = tempfile::tempdir().unwrap();
+    let (broker, kafka) = broker(dir.path(), &[]);
+    // An API key Kafka does not have, and Produce v2 (we serve v3 and up).
+    for (key, version) in [(999i16, 0i16), (ApiKey::Produce as i16, 2)] {
+        let mut s = connect(&kafka);
+        let mut frame = key.to_be_bytes().to_vec();
+        frame.extend_from_slice(&version.to_be_bytes());
+        frame.extend_from_slice(&7i32.to_be_bytes());
+        frame.extend_from_slice(&[0, 0]);
+        send_frame(&mut s, &frame);
+        let answer = read_frame(&mut s).expect("an answer");
+        assert_eq!(&answer[..], &[0, 0, 0, 7, 0, 35], "correlation id 7, UNSUPPORTED_VERSION");
+        assert!(read_frame(&mut s).is_none(), "then the connection is closed");
+    }
+    // ApiVersions newer than ours: answered in v0 with the error and what we serve.
+    let mut s = connect(&kafka);
+    // ApiVersions v9, which the codec cannot write: header v2 (no client id, no tags), no body.
+    send_frame(&mut s, &[0, 18, 0, 9, 0, 0, 0, 7, 0xff, 0xff, 0]);
+    let mut frame = read_frame(&mut s).unwrap();
+    ResponseHeader::decode(&mut frame, 0).unwrap();
+    let versions = ApiVersionsResponse::decode(&mut frame, 0).unwrap();
+    assert_eq!(versions.error_code, UNSUPPORTED_VERSION);
+    assert!(versions.api_keys.iter().any(|k| k.api_key == ApiKey::Fetch as i16 && k.max_version == 11));
+    let metadata: MetadataResponse = call(&mut connect(&kafka), ApiKey::Metadata, 12, &MetadataRequest::default());
+    assert_eq!(metadata.topics.len(), 1, "the broker still answers");
+    drop(broker);
+}
+
+#[test]
+fn a_frame_that_does_not_decode_closes_its_connection_only_and_stores_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let (broker, kafka) = broker(dir.path(), &[]);
+    let mut bystander = connect(&kafka);
+    let good = produce(&mut connect(&kafka), "t", batch(&records(3, None)));
+    assert_eq!(good, (0, 0));
+
+    let mut truncated = request(ApiKey::Produce, 9, &{
+        let p = PartitionProduceData::default().with_index(0).with_records(Some(batch(&records(3, None))));
+        let t = TopicProduceData::default()
+            .with_name(TopicName(StrBytes::from_static_str("t")))
+            .with_partition_data(vec![p]);
+        ProduceRequest::default().with_acks(-1).with_timeout_ms(1000).with_topic_data(vec![t])
+    });
+    truncated.truncate(truncated.len() - 10);
+    // Metadata v1 whose topic array says i32::MAX entries (sized from the wire, it would abort the process).
+    let mut huge = request(ApiKey::Metadata, 1, &MetadataRequest::default().with_topics(Some(vec![])));
+    let n = huge.len();
+    huge[n - 4..].copy_from_slice(&i32::MAX.to_be_bytes());
+    for frame in [truncated, huge, vec![0, 3, 0]] {
+        let mut s = connect(&kafka);
+        send_frame(&mut s, &frame);
+        assert!(read_frame(&mut s).is_none(), "a frame that does not decode closes the connection");
+    }
+    let metadata: MetadataResponse = call(&mut bystander, ApiKey::Metadata, 12, &MetadataRequest::default());
+    assert_eq!(metadata.topics.len(), 1, "other connections go on");
+    assert_eq!(broker.client().list_offsets("t", 0).unwrap(), (0, 3), "the truncated produce stored nothing");
+}
+
+#[test]
+fn refused_batches_store_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let (broker, kafka) = broker(dir.path(), &["--max-batch-bytes", "65536"]);
+    let mut s = connect(&kafka);
+    let mut wrong_crc = batch(&records(3, None)).to_vec();
+    let last = wrong_crc.len() - 1;
+    wrong_crc[last] ^= 0xff;
+    assert_eq!(produce(&mut s, "t", wrong_crc.into()).0, 2, "CORRUPT_MESSAGE");
+    assert_eq!(produce(&mut s, "nope", batch(&records(3, None))).0, 3, "UNKNOWN_TOPIC_OR_PARTITION");
+    let big: Vec<Record> =
+        records(1, None).into_iter().map(|r| Record { value: Some(Bytes::from(vec![b'x'; 70_000])), ..r }).collect();
+    assert_eq!(produce(&mut s, "t", batch(&big)).0, 10, "MESSAGE_TOO_LARGE");
+    // 8 MiB of zeros gzips to a few KiB: refused once it inflates past the limit.
+    let bomb: Vec<Record> =
+        records(1, None).into_iter().map(|r| Record { value: Some(Bytes::from(vec![0u8; 8 << 20])), ..r }).collect();
+    let gzip = |raw: &mut BytesMut, out: &mut BytesMut, _: Compression| -> anyhow::Result<()> {
+        let mut e = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::best());
+        e.write_all(raw)?;
+        out.extend_from_slice(&e.finish()?);
+        Ok(())
+    };
+    let mut compressed = BytesMut::new();
+    let options = RecordEncodeOptions { version: 2, compression: Compression::Gzip };
+    RecordBatchEncoder::encode_with_custom_compression(&mut compressed, bomb.iter(), &options, Some(gzip)).unwrap();
+    assert!(compressed.len() < 65536, "the bomb itself is small ({} bytes)", compressed.len());
+    assert_eq!(produce(&mut s, "t", compressed.freeze()).0, 10, "MESSAGE_TOO_LARGE");
+    assert_eq!(broker.client().list_offsets("t", 0).unwrap(), (0, 0), "nothing of them is stored");
+}
+
+#[test]
+fn an_idempotent_producers_retry_is_stored_once_and_gaps_and_old_epochs_are_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let (broker, kafka) = broker(dir.path(), &[]);
+    let mut s = connect(&kafka);
+    let init: InitProducerIdResponse =
+        call(&mut s, ApiKey::InitProducerId, 4, &InitProducerIdRequest::default().with_transactional_id(None));
+    assert_eq!((init.error_code, init.producer_epoch), (0, 0));
+    let pid = init.producer_id.0;
+    assert!(pid >= 0);
+    let first = batch(&records(5, Some((pid, 0, 0))));
+    assert_eq!(produce(&mut s, "t", first.clone()), (0, 0));
+    assert_eq!(produce(&mut connect(&kafka), "t", first), (0, 0), "a retry is answered with its offset");
+    assert_eq!(produce(&mut s, "t", batch(&records(5, Some((pid, 0, 10))))).0, 45, "OUT_OF_ORDER_SEQUENCE_NUMBER");
+    assert_eq!(produce(&mut s, "t", batch(&records(5, Some((pid, 0, 5))))), (0, 5));
+    let bump = InitProducerIdRequest::default()
+        .with_transactional_id(None)
+        .with_producer_id(ProducerId(pid))
+        .with_producer_epoch(0);
+    let bumped: InitProducerIdResponse = call(&mut s, ApiKey::InitProducerId, 4, &bump);
+    assert_eq!((bumped.producer_id.0, bumped.producer_epoch), (pid, 1));
+    assert_eq!(produce(&mut s, "t", batch(&records(5, Some((pid, 1, 0))))), (0, 10), "the new epoch starts afresh");
+    assert_eq!(produce(&mut s, "t", batch(&records(5, Some((pid, 0, 10))))).0, 47, "INVALID_PRODUCER_EPOCH");
+    assert_eq!(broker.client().list_offsets("t", 0).unwrap(), (0, 15), "three batches stored, each once");
+}
+
+#[test]
+fn a_fetch_at_the_end_waits_for_the_next_record() {
+    use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
+    let dir = tempfile::tempdir().unwrap();
+    let (broker, kafka) = broker(dir.path(), &[]);
+    let partition = FetchPartition::default().with_partition(0).with_fetch_offset(0).with_partition_max_bytes(1 << 20);
+    let topic =
+        FetchTopic::default().with_topic(TopicName(StrBytes::from_static_str("t"))).with_partitions(vec![partition]);
+    let fetch = FetchRequest::default()
+        .with_max_wait_ms(20_000)
+        .with_min_bytes(1)
+        .with_max_bytes(1 << 20)
+        .with_topics(vec![topic]);
+    let waiting =
+        std::thread::spawn(move || -> FetchResponse { call(&mut connect(&kafka), ApiKey::Fetch, 11, &fetch) });
+    std::thread::sleep(std::time::Duration::from_millis(500));
+    let producer = ringmq::client::Producer::new(broker.client(), Default::default());
+    producer.send("t", &ringmq::client::Message::new("late")).unwrap();
+    let response = waiting.join().unwrap();
+    let p = &response.responses[0].partitions[0];
+    assert_eq!((p.error_code, p.high_watermark), (0, 1));
+    let mut records = p.records.clone().expect("records");
+    let sets = kafka_protocol::records::RecordBatchDecoder::decode_all(&mut records).unwrap();
+    assert_eq!(sets[0].records[0].value.as_deref(), Some(&b"late"[..]), "the fetch waited and got the new record");
+}
