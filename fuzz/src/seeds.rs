@@ -108,8 +108,85 @@ fn write(dir: &Path, name: String, bytes: &[u8]) {
     std::fs::write(dir.join(name), bytes).unwrap();
 }
 
+/// Kafka request frames (without the length prefix) as clients send them.
+fn kafka_requests() -> Vec<(String, Vec<u8>)> {
+    use kafka_protocol::messages::*;
+    use kafka_protocol::protocol::{Encodable, StrBytes};
+    use kafka_protocol::records::{Compression, Record, RecordBatchEncoder, RecordEncodeOptions, TimestampType};
+    fn frame<T: Encodable>(key: ApiKey, version: i16, body: T) -> (String, Vec<u8>) {
+        let header = RequestHeader::default()
+            .with_request_api_key(key as i16)
+            .with_request_api_version(version)
+            .with_correlation_id(1)
+            .with_client_id(Some(StrBytes::from_static_str("seeds")));
+        let mut buf = bytes::BytesMut::new();
+        header.encode(&mut buf, key.request_header_version(version)).unwrap();
+        body.encode(&mut buf, version).unwrap();
+        (format!("kafka-{key:?}-v{version}"), buf.to_vec())
+    }
+    let topic = || TopicName(StrBytes::from_static_str("orders"));
+    let records: Vec<Record> = (0..3)
+        .map(|i| Record {
+            transactional: false,
+            control: false,
+            delete_horizon: false,
+            partition_leader_epoch: 0,
+            producer_id: 7,
+            producer_epoch: 0,
+            timestamp_type: TimestampType::Creation,
+            offset: i,
+            sequence: i as i32,
+            timestamp: 1_700_000_000_000 + i,
+            key: Some(bytes::Bytes::from_static(b"key")),
+            value: Some(bytes::Bytes::from_static(b"value")),
+            headers: Default::default(),
+        })
+        .collect();
+    let mut batch = bytes::BytesMut::new();
+    let options = RecordEncodeOptions { version: 2, compression: Compression::None };
+    RecordBatchEncoder::encode(&mut batch, records.iter(), &options).unwrap();
+    let partition = produce_request::PartitionProduceData::default().with_index(0).with_records(Some(batch.freeze()));
+    let produce = ProduceRequest::default().with_acks(-1).with_timeout_ms(1000).with_topic_data(vec![
+        produce_request::TopicProduceData::default().with_name(topic()).with_partition_data(vec![partition]),
+    ]);
+    let fetch_partition = fetch_request::FetchPartition::default().with_partition(0).with_partition_max_bytes(1 << 20);
+    let fetch = FetchRequest::default().with_max_wait_ms(500).with_min_bytes(1).with_topics(vec![
+        fetch_request::FetchTopic::default().with_topic(topic()).with_partitions(vec![fetch_partition]),
+    ]);
+    let join = JoinGroupRequest::default()
+        .with_group_id(GroupId(StrBytes::from_static_str("g")))
+        .with_session_timeout_ms(10_000)
+        .with_rebalance_timeout_ms(30_000)
+        .with_protocol_type(StrBytes::from_static_str("consumer"))
+        .with_protocols(vec![join_group_request::JoinGroupRequestProtocol::default()
+            .with_name(StrBytes::from_static_str("range"))
+            .with_metadata(bytes::Bytes::from_static(&[0, 1, 0, 0, 0, 1, 0, 6, b'o', b'r', b'd', b'e', b'r', b's']))]);
+    let commit = OffsetCommitRequest::default().with_group_id(GroupId(StrBytes::from_static_str("g"))).with_topics(vec![
+        offset_commit_request::OffsetCommitRequestTopic::default().with_name(topic()).with_partitions(vec![
+            offset_commit_request::OffsetCommitRequestPartition::default().with_committed_offset(3),
+        ]),
+    ]);
+    vec![
+        frame(ApiKey::ApiVersions, 3, ApiVersionsRequest::default()),
+        frame(ApiKey::Metadata, 12, MetadataRequest::default()),
+        frame(ApiKey::Produce, 9, produce.clone()),
+        frame(ApiKey::Produce, 3, produce),
+        frame(ApiKey::Fetch, 11, fetch),
+        frame(ApiKey::JoinGroup, 5, join.clone()),
+        frame(ApiKey::JoinGroup, 7, join),
+        frame(ApiKey::SyncGroup, 3, SyncGroupRequest::default()),
+        frame(ApiKey::OffsetCommit, 8, commit),
+        frame(ApiKey::InitProducerId, 4, InitProducerIdRequest::default().with_transactional_id(None)),
+        frame(ApiKey::CreateTopics, 4, CreateTopicsRequest::default()),
+        frame(ApiKey::DescribeConfigs, 4, DescribeConfigsRequest::default()),
+    ]
+}
+
 fn main() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("corpus");
+    for (name, frame) in kafka_requests() {
+        write(&root.join("kafka_request"), name, &frame);
+    }
     for (i, (api, request)) in requests().into_iter().enumerate() {
         let framed = frame::request(api as u16, 0, 1 + i as u32, &request);
         write(&root.join("frame"), format!("{api:?}"), &framed[4..]);

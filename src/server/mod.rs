@@ -15,7 +15,7 @@ mod data;
 mod delay;
 mod groups;
 mod internal;
-mod kafka;
+pub mod kafka;
 mod replica;
 mod shard;
 mod tx;

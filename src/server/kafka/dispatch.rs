@@ -44,8 +44,43 @@ pub enum Outcome {
     Refuse(Bytes),
 }
 
-/// Serves one request frame (without its length prefix).
-pub async fn answer(s: &Services, mut frame: Bytes) -> anyhow::Result<Outcome> {
+/// A decoded request of an API and version we serve.
+pub enum Request {
+    ApiVersions,
+    Produce(ProduceRequest),
+    Fetch(FetchRequest),
+    ListOffsets(ListOffsetsRequest),
+    Metadata(MetadataRequest),
+    OffsetCommit(OffsetCommitRequest),
+    OffsetFetch(OffsetFetchRequest),
+    FindCoordinator(FindCoordinatorRequest),
+    JoinGroup(JoinGroupRequest),
+    Heartbeat(HeartbeatRequest),
+    LeaveGroup(LeaveGroupRequest),
+    SyncGroup(SyncGroupRequest),
+    CreateTopics(CreateTopicsRequest),
+    DeleteTopics(DeleteTopicsRequest),
+    DescribeConfigs(DescribeConfigsRequest),
+    InitProducerId(InitProducerIdRequest),
+}
+
+/// A request frame, decoded whole.
+pub enum Decoded {
+    Served {
+        correlation: i32,
+        version: i16,
+        client_id: String,
+        request: Box<Request>,
+    },
+    /// An API or version that is not served.
+    Unsupported {
+        correlation: i32,
+    },
+}
+
+/// Decodes a request frame (without its length prefix); an error if it
+/// does not decode.
+pub fn decode(mut frame: Bytes) -> anyhow::Result<Decoded> {
     if frame.len() < HEADER_BYTES {
         anyhow::bail!("a Kafka request header takes {HEADER_BYTES} bytes; the frame has {}", frame.len());
     }
@@ -57,54 +92,88 @@ pub async fn answer(s: &Services, mut frame: Bytes) -> anyhow::Result<Outcome> {
         // A client asks for ApiVersions first, maybe at a version newer than
         // ours: Kafka answers v0 with UNSUPPORTED_VERSION and the versions it has.
         (None, Ok(ApiKey::ApiVersions)) => ApiKey::ApiVersions,
-        _ => return Ok(Outcome::Refuse(unsupported(correlation))),
+        _ => return Ok(Decoded::Unsupported { correlation }),
     };
     let header = decode_request_header_from_buffer(&mut frame)?;
-    let header_version = key.response_header_version(version);
-    macro_rules! serve {
-        ($request:ty, |$r:ident| $answer:expr) => {{
-            let $r = <$request>::decode(&mut frame, version)?;
-            respond(correlation, header_version, &$answer, version)?
-        }};
-    }
     let client_id = header.client_id.as_deref().unwrap_or("kafka").to_string();
-    let response = match key {
-        ApiKey::ApiVersions => {
+    let frame = &mut frame;
+    let request = match key {
+        // Its body may be of a version we do not know: only the header matters.
+        ApiKey::ApiVersions => Request::ApiVersions,
+        ApiKey::Produce => Request::Produce(Decodable::decode(frame, version)?),
+        ApiKey::Fetch => Request::Fetch(Decodable::decode(frame, version)?),
+        ApiKey::ListOffsets => Request::ListOffsets(Decodable::decode(frame, version)?),
+        ApiKey::Metadata => Request::Metadata(Decodable::decode(frame, version)?),
+        ApiKey::OffsetCommit => Request::OffsetCommit(Decodable::decode(frame, version)?),
+        ApiKey::OffsetFetch => Request::OffsetFetch(Decodable::decode(frame, version)?),
+        ApiKey::FindCoordinator => Request::FindCoordinator(Decodable::decode(frame, version)?),
+        ApiKey::JoinGroup => Request::JoinGroup(Decodable::decode(frame, version)?),
+        ApiKey::Heartbeat => Request::Heartbeat(Decodable::decode(frame, version)?),
+        ApiKey::LeaveGroup => Request::LeaveGroup(Decodable::decode(frame, version)?),
+        ApiKey::SyncGroup => Request::SyncGroup(Decodable::decode(frame, version)?),
+        ApiKey::CreateTopics => Request::CreateTopics(Decodable::decode(frame, version)?),
+        ApiKey::DeleteTopics => Request::DeleteTopics(Decodable::decode(frame, version)?),
+        ApiKey::DescribeConfigs => Request::DescribeConfigs(Decodable::decode(frame, version)?),
+        ApiKey::InitProducerId => Request::InitProducerId(Decodable::decode(frame, version)?),
+        other => unreachable!("{other:?} is in SERVED but not decoded"),
+    };
+    Ok(Decoded::Served { correlation, version, client_id, request: Box::new(request) })
+}
+
+/// Serves one request frame (without its length prefix).
+pub async fn answer(s: &Services, frame: Bytes) -> anyhow::Result<Outcome> {
+    let (correlation, version, client_id, request) = match decode(frame)? {
+        Decoded::Unsupported { correlation } => return Ok(Outcome::Refuse(unsupported(correlation))),
+        Decoded::Served { correlation, version, client_id, request } => (correlation, version, client_id, request),
+    };
+    let reply =
+        |key: ApiKey, body: &dyn Encode| respond(correlation, key.response_header_version(version), body, version);
+    let response = match *request {
+        Request::ApiVersions => {
             let (body, version) = api_versions(version);
             // ApiVersions always answers with a v0 response header.
             respond(correlation, 0, &body, version)?
         }
-        ApiKey::Produce => {
-            let r = ProduceRequest::decode(&mut frame, version)?;
+        Request::Produce(r) => {
             let body = produce::produce(s, &r).await;
             if r.acks == 0 {
                 return Ok(Outcome::Silent);
             }
-            respond(correlation, header_version, &body, version)?
+            reply(ApiKey::Produce, &body)?
         }
-        ApiKey::Fetch => serve!(FetchRequest, |r| fetch::fetch(&s.core, &r).await),
-        ApiKey::ListOffsets => serve!(ListOffsetsRequest, |r| fetch::list_offsets(&s.core, &r).await),
-        ApiKey::Metadata => serve!(MetadataRequest, |r| metadata::metadata(&s.core, &r)),
-        ApiKey::OffsetCommit => serve!(OffsetCommitRequest, |r| groups::commit(s, &r).await),
-        ApiKey::OffsetFetch => serve!(OffsetFetchRequest, |r| groups::committed(s, &r)),
-        ApiKey::FindCoordinator => serve!(FindCoordinatorRequest, |r| groups::find_coordinator(s, &r)),
-        ApiKey::JoinGroup => serve!(JoinGroupRequest, |r| groups::join(s, &client_id, &r).await),
-        ApiKey::Heartbeat => serve!(HeartbeatRequest, |r| groups::heartbeat(s, &r).await),
-        ApiKey::LeaveGroup => serve!(LeaveGroupRequest, |r| groups::leave(s, &r, version)),
-        ApiKey::SyncGroup => serve!(SyncGroupRequest, |r| groups::sync(s, &r).await),
-        ApiKey::CreateTopics => serve!(CreateTopicsRequest, |r| topics::create(&s.core, &r).await),
-        ApiKey::DeleteTopics => serve!(DeleteTopicsRequest, |r| topics::delete(&s.core, &r).await),
-        ApiKey::DescribeConfigs => serve!(DescribeConfigsRequest, |r| topics::describe_configs(&s.core, &r)),
-        ApiKey::InitProducerId => serve!(InitProducerIdRequest, |r| produce::init_producer_id(s, &r)),
-        other => unreachable!("{other:?} is in SERVED but not served"),
+        Request::Fetch(r) => reply(ApiKey::Fetch, &fetch::fetch(&s.core, &r).await)?,
+        Request::ListOffsets(r) => reply(ApiKey::ListOffsets, &fetch::list_offsets(&s.core, &r).await)?,
+        Request::Metadata(r) => reply(ApiKey::Metadata, &metadata::metadata(&s.core, &r))?,
+        Request::OffsetCommit(r) => reply(ApiKey::OffsetCommit, &groups::commit(s, &r).await)?,
+        Request::OffsetFetch(r) => reply(ApiKey::OffsetFetch, &groups::committed(s, &r))?,
+        Request::FindCoordinator(r) => reply(ApiKey::FindCoordinator, &groups::find_coordinator(s, &r))?,
+        Request::JoinGroup(r) => reply(ApiKey::JoinGroup, &groups::join(s, &client_id, &r).await)?,
+        Request::Heartbeat(r) => reply(ApiKey::Heartbeat, &groups::heartbeat(s, &r).await)?,
+        Request::LeaveGroup(r) => reply(ApiKey::LeaveGroup, &groups::leave(s, &r, version))?,
+        Request::SyncGroup(r) => reply(ApiKey::SyncGroup, &groups::sync(s, &r).await)?,
+        Request::CreateTopics(r) => reply(ApiKey::CreateTopics, &topics::create(&s.core, &r).await)?,
+        Request::DeleteTopics(r) => reply(ApiKey::DeleteTopics, &topics::delete(&s.core, &r).await)?,
+        Request::DescribeConfigs(r) => reply(ApiKey::DescribeConfigs, &topics::describe_configs(&s.core, &r))?,
+        Request::InitProducerId(r) => reply(ApiKey::InitProducerId, &produce::init_producer_id(s, &r))?,
     };
     Ok(Outcome::Respond(response))
 }
 
-fn respond<T: Encodable>(correlation: i32, header_version: i16, body: &T, version: i16) -> anyhow::Result<Bytes> {
+/// A response body, encodable at a version (object-safe, unlike `Encodable`).
+trait Encode {
+    fn encode_at(&self, out: &mut BytesMut, version: i16) -> anyhow::Result<()>;
+}
+
+impl<T: Encodable> Encode for T {
+    fn encode_at(&self, out: &mut BytesMut, version: i16) -> anyhow::Result<()> {
+        self.encode(out, version)
+    }
+}
+
+fn respond(correlation: i32, header_version: i16, body: &dyn Encode, version: i16) -> anyhow::Result<Bytes> {
     let mut out = BytesMut::new();
     ResponseHeader::default().with_correlation_id(correlation).encode(&mut out, header_version)?;
-    body.encode(&mut out, version)?;
+    body.encode_at(&mut out, version)?;
     Ok(out.freeze())
 }
 

@@ -16,6 +16,9 @@ mod producers;
 mod records;
 mod topics;
 
+pub use dispatch::{decode, Decoded, Request};
+pub use records::{to_ringmq, Refused};
+
 use crate::protocol::messages::QueueRef;
 use crate::server::core::metadata::QueueSlot;
 use crate::server::core::{Core, Failure};
