@@ -5,6 +5,9 @@ pub mod chart;
 pub mod compare;
 pub mod delayed;
 pub mod histogram;
+// Without the `kafka` feature (librdkafka), --protocol kafka is refused.
+#[cfg_attr(not(feature = "kafka"), path = "kafka_off.rs")]
+mod kafka;
 pub mod rebalance;
 pub mod run;
 pub mod summary;

@@ -70,7 +70,7 @@ pub struct RunArgs {
     /// Client batching: bytes per batch.
     #[arg(long, default_value_t = 64 << 10)]
     pub batch_bytes: usize,
-    /// Client batching: longest wait to fill a batch, e.g. 1ms.
+    /// Client batching: longest wait to fill a batch behind one in flight, e.g. 1ms (native only).
     #[arg(long, default_value = "1ms", value_parser = parse_duration)]
     pub linger: Duration,
     /// Client batching: batches of one queue in flight at once (more: shorter waits, smaller batches).
@@ -103,6 +103,13 @@ pub struct RunArgs {
     /// report how late they become visible.
     #[arg(long, default_value_t = 0.0)]
     pub delayed_probe_rate: f64,
+    /// native (ringmq's SDK) or kafka (librdkafka on the broker's Kafka listener; needs the
+    /// `kafka` feature): the same workload, schedule and histograms either way.
+    #[arg(long, value_enum, default_value_t = Protocol::Native)]
+    pub protocol: Protocol,
+    /// With --protocol kafka and --broker: the broker's Kafka listener (shard 0's).
+    #[arg(long, requires = "broker")]
+    pub kafka_broker: Option<String>,
     /// Producers sleep until this long before each send time, then yield the CPU in a loop until it
     /// comes: a sleep alone wakes 50-100 us late (timer slack, VM exits), and every message's latency
     /// counts from its send time; 0: sleep only.
@@ -116,6 +123,13 @@ pub enum SendMode {
     Async,
     Sync,
     Oneway,
+}
+
+/// Which protocol the load generator speaks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Protocol {
+    Native,
+    Kafka,
 }
 
 /// Which clock stamps messages.
@@ -176,21 +190,21 @@ impl Seen {
 }
 
 /// State shared by the run's threads.
-struct Shared {
-    args: RunArgs,
-    measure_from_ns: u64,
-    end_ns: u64,
-    sent: AtomicU64,
+pub(crate) struct Shared {
+    pub(crate) args: RunArgs,
+    pub(crate) measure_from_ns: u64,
+    pub(crate) end_ns: u64,
+    pub(crate) sent: AtomicU64,
     acked: AtomicU64,
     received: AtomicU64,
     duplicates: AtomicU64,
-    errors: AtomicU64,
-    consumers_stop: AtomicBool,
+    pub(crate) errors: AtomicU64,
+    pub(crate) consumers_stop: AtomicBool,
     acked_sets: Vec<Mutex<Seen>>,
     received_sets: Vec<Mutex<Seen>>,
-    e2e: Mutex<Histogram<u64>>,
+    pub(crate) e2e: Mutex<Histogram<u64>>,
     publish: Mutex<Histogram<u64>>,
-    send_delay: Mutex<Histogram<u64>>,
+    pub(crate) send_delay: Mutex<Histogram<u64>>,
     /// Per-second latencies, when a group member restarts.
     window: Option<Window>,
 }
@@ -213,20 +227,31 @@ pub fn run(args: RunArgs) -> Result<Outcome, String> {
             others
         }
     });
-    let embedded = if args.embedded { Some(Embedded::start(&broker_cores)?) } else { None };
+    let kafka = args.protocol == Protocol::Kafka;
+    if kafka && (args.group.is_some() || args.delayed_pending > 0 || args.delayed_probe_rate > 0.0) {
+        return Err("--protocol kafka runs plain produce and consume (no --group or delayed messages)".into());
+    }
+    let embedded = if args.embedded { Some(Embedded::start(&broker_cores, kafka)?) } else { None };
     let addr = match (&embedded, &args.broker) {
         (Some(e), _) => e.addr.clone(),
         (None, Some(b)) => b.clone(),
         (None, None) => return Err("pass --embedded or --broker ADDR".into()),
     };
-    let result = drive(args, &addr, &client_cores);
+    let kafka_addr = match (&embedded, &args.kafka_broker) {
+        _ if !kafka => None,
+        (Some(e), _) => e.kafka.clone(),
+        (None, Some(k)) => Some(k.clone()),
+        (None, None) => return Err("--protocol kafka with --broker needs --kafka-broker ADDR".into()),
+    };
+    let result = drive(args, &addr, kafka_addr.as_deref(), &client_cores);
     if let Some(e) = embedded {
         e.stop();
     }
     result
 }
 
-fn drive(args: RunArgs, addr: &str, client_cores: &[usize]) -> Result<Outcome, String> {
+/// `kafka`: the Kafka listener to drive instead of the native protocol.
+fn drive(args: RunArgs, addr: &str, kafka: Option<&str>, client_cores: &[usize]) -> Result<Outcome, String> {
     // The client library's threads (connections, acks, linger) start from
     // this thread and inherit its CPUs: unconfined, they ran on the broker's
     // core (0.35 s of every 10 s at 150k msgs/s, by perf sched).
@@ -274,9 +299,11 @@ fn drive(args: RunArgs, addr: &str, client_cores: &[usize]) -> Result<Outcome, S
         window: args.restart_member_at.map(|_| Window::new(start_ns)),
         args,
     });
-    let consumers: Vec<_> = match group {
-        Some(g) => g.go(&shared),
-        None => (0..shared.args.consumers)
+    let kafka_producer = kafka.map(|bootstrap| crate::kafka::producer(&shared, bootstrap)).transpose()?;
+    let consumers: Vec<_> = match (group, kafka) {
+        (Some(g), _) => g.go(&shared),
+        (None, Some(bootstrap)) => crate::kafka::consumers(&shared, bootstrap, queues, core)?,
+        (None, None) => (0..shared.args.consumers)
             .map(|i| {
                 let (s, c) = (shared.clone(), consumer_client.clone());
                 let mine: Vec<u32> = (0..queues).filter(|q| *q as usize % s.args.consumers == i).collect();
@@ -290,7 +317,11 @@ fn drive(args: RunArgs, addr: &str, client_cores: &[usize]) -> Result<Outcome, S
     let producers: Vec<_> = (0..shared.args.producers)
         .map(|i| {
             let (s, c, cpu) = (shared.clone(), client.clone(), core(i + shared.args.consumers));
-            spawn_pinned(format!("producer-{i}"), cpu, move || produce(&s, c, i as u32, start_ns))
+            let kafka = kafka_producer.clone();
+            spawn_pinned(format!("producer-{i}"), cpu, move || match kafka {
+                Some(k) => crate::kafka::produce(&s, &k, queues, i as u32, start_ns),
+                None => produce(&s, c, i as u32, start_ns),
+            })
         })
         .collect();
     let wall = Instant::now();
@@ -360,8 +391,49 @@ fn produce(s: &Arc<Shared>, client: Arc<Client>, id: u32, start_ns: u64) {
             fault_avoidance: false,
         },
     );
-    let schedule = Schedule::new(start_ns, a.rate / a.producers as f64);
     let in_flight = Arc::new(AtomicU64::new(0));
+    on_schedule(s, id, start_ns, &in_flight, |seq, intended, payload, key| {
+        let mut m = Message::new(payload.to_vec());
+        m.key = key;
+        match s.args.mode {
+            SendMode::Async => {
+                in_flight.fetch_add(1, Ordering::Relaxed);
+                let (acks, in_flight) = (s.clone(), in_flight.clone());
+                producer.send_with_callback(&s.args.topic, m, move |result| {
+                    on_ack(&acks, id, intended, seq, result.is_ok());
+                    in_flight.fetch_sub(1, Ordering::Relaxed);
+                });
+            }
+            SendMode::Sync => {
+                let ok = producer.send(&s.args.topic, &m).is_ok();
+                on_ack(s, id, intended, seq, ok);
+            }
+            SendMode::Oneway => {
+                if producer.send_oneway(&s.args.topic, &m).is_err() {
+                    s.errors.fetch_add(1, Ordering::Relaxed);
+                }
+            }
+        }
+    });
+    drop(producer);
+    while in_flight.load(Ordering::Relaxed) > 0 {
+        std::thread::sleep(Duration::from_millis(1));
+    }
+}
+
+/// The open-loop schedule of producer `id`: at each message's intended time
+/// (held back while `in_flight` is at its bound), stamps the payload with
+/// the time, producer and sequence, counts it sent and hands it to `send`
+/// (sequence, intended time, payload, key), until the end time.
+pub(crate) fn on_schedule(
+    s: &Shared,
+    id: u32,
+    start_ns: u64,
+    in_flight: &AtomicU64,
+    mut send: impl FnMut(u64, u64, &[u8], Option<Vec<u8>>),
+) {
+    let a = &s.args;
+    let schedule = Schedule::new(start_ns, a.rate / a.producers as f64);
     let mut payload = vec![b'x'; a.message_size];
     let mut send_delay = new_histogram();
     for seq in 0u64.. {
@@ -376,42 +448,18 @@ fn produce(s: &Arc<Shared>, client: Arc<Client>, id: u32, start_ns: u64) {
         payload[0..8].copy_from_slice(&intended.to_le_bytes());
         payload[8..12].copy_from_slice(&id.to_le_bytes());
         payload[12..20].copy_from_slice(&seq.to_le_bytes());
-        let mut m = Message::new(payload.clone());
-        if a.keys > 0 {
-            m.key = Some(format!("key-{}", (seq.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 20) % a.keys).into_bytes());
-        }
+        let key = (a.keys > 0)
+            .then(|| format!("key-{}", (seq.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 20) % a.keys).into_bytes());
         s.sent.fetch_add(1, Ordering::Relaxed);
         if intended >= s.measure_from_ns {
             histogram::record(&mut send_delay, intended, now_ns(a.clock));
         }
-        match a.mode {
-            SendMode::Async => {
-                in_flight.fetch_add(1, Ordering::Relaxed);
-                let (s, in_flight) = (s.clone(), in_flight.clone());
-                producer.send_with_callback(&a.topic, m, move |result| {
-                    on_ack(&s, id, intended, seq, result.is_ok());
-                    in_flight.fetch_sub(1, Ordering::Relaxed);
-                });
-            }
-            SendMode::Sync => {
-                let ok = producer.send(&a.topic, &m).is_ok();
-                on_ack(s, id, intended, seq, ok);
-            }
-            SendMode::Oneway => {
-                if producer.send_oneway(&a.topic, &m).is_err() {
-                    s.errors.fetch_add(1, Ordering::Relaxed);
-                }
-            }
-        }
+        send(seq, intended, &payload, key);
     }
     s.send_delay.lock().expect("lock").add(&send_delay).expect("histograms of the same bounds");
-    drop(producer);
-    while in_flight.load(Ordering::Relaxed) > 0 {
-        std::thread::sleep(Duration::from_millis(1));
-    }
 }
 
-fn on_ack(s: &Shared, producer: u32, intended: u64, seq: u64, ok: bool) {
+pub(crate) fn on_ack(s: &Shared, producer: u32, intended: u64, seq: u64, ok: bool) {
     if !ok {
         s.errors.fetch_add(1, Ordering::Relaxed);
         return;
@@ -449,9 +497,7 @@ fn wait_until(clock: Clock, t_ns: u64, spin: Duration) {
 type Remake = Box<dyn Fn() -> Consumer + Send>;
 
 fn consume(s: &Shared, mut consumer: Consumer, restart: Option<Remake>) {
-    let mut local = new_histogram();
-    let mut last_merge = Instant::now();
-    let mut latencies = Vec::new();
+    let mut tally = Tally::new();
     let restart_ns = s.args.restart_member_at.map(|at| s.measure_from_ns + at.as_nanos() as u64);
     let mut restarted = false;
     while !s.consumers_stop.load(Ordering::Relaxed) {
@@ -473,38 +519,67 @@ fn consume(s: &Shared, mut consumer: Consumer, restart: Option<Remake>) {
             }
         };
         let now = now_ns(s.args.clock);
-        latencies.clear();
+        tally.latencies.clear();
         for m in &messages {
-            if m.value.len() < STAMP_BYTES {
-                continue;
-            }
-            let intended = u64::from_le_bytes(m.value[0..8].try_into().expect("8 bytes"));
-            let producer = u32::from_le_bytes(m.value[8..12].try_into().expect("4 bytes")) as usize;
-            let seq = u64::from_le_bytes(m.value[12..20].try_into().expect("8 bytes"));
-            let Some(set) = s.received_sets.get(producer) else { continue };
-            if !set.lock().expect("lock").mark(seq) {
-                s.duplicates.fetch_add(1, Ordering::Relaxed);
-                continue;
-            }
-            s.received.fetch_add(1, Ordering::Relaxed);
-            if intended >= s.measure_from_ns && intended < s.end_ns {
-                histogram::record(&mut local, intended, now);
-                latencies.push(now.saturating_sub(intended));
-            }
+            tally.note(s, &m.value, now);
         }
         if let Some(w) = &s.window {
-            w.record(now, &latencies);
+            w.record(now, &tally.latencies);
             if restarted && !messages.is_empty() {
                 w.back(now);
             }
         }
-        if last_merge.elapsed() >= Duration::from_millis(200) {
-            s.e2e.lock().expect("lock").add(&local).expect("same bounds");
-            local.reset();
-            last_merge = Instant::now();
+        tally.merge_every(s, Duration::from_millis(200));
+    }
+    tally.merge_every(s, Duration::ZERO);
+}
+
+/// A consumer's count of what it received: each message marked against its
+/// producer's sequence (a second copy is a duplicate), and the end-to-end
+/// latency of the measured ones, merged into the run's histogram now and then.
+pub(crate) struct Tally {
+    local: Histogram<u64>,
+    last_merge: Instant,
+    /// This poll's measured latencies (ns).
+    latencies: Vec<u64>,
+}
+
+impl Tally {
+    pub(crate) fn new() -> Tally {
+        Tally { local: new_histogram(), last_merge: Instant::now(), latencies: Vec::new() }
+    }
+
+    /// A received payload, at `now`.
+    pub(crate) fn note(&mut self, s: &Shared, value: &[u8], now: u64) {
+        if value.len() < STAMP_BYTES {
+            return;
+        }
+        let intended = u64::from_le_bytes(value[0..8].try_into().expect("8 bytes"));
+        let producer = u32::from_le_bytes(value[8..12].try_into().expect("4 bytes")) as usize;
+        let seq = u64::from_le_bytes(value[12..20].try_into().expect("8 bytes"));
+        let Some(set) = s.received_sets.get(producer) else { return };
+        if !set.lock().expect("lock").mark(seq) {
+            s.duplicates.fetch_add(1, Ordering::Relaxed);
+            return;
+        }
+        s.received.fetch_add(1, Ordering::Relaxed);
+        if intended >= s.measure_from_ns && intended < s.end_ns {
+            histogram::record(&mut self.local, intended, now);
+            // Only a member restart's window looks at each latency.
+            if s.window.is_some() {
+                self.latencies.push(now.saturating_sub(intended));
+            }
         }
     }
-    s.e2e.lock().expect("lock").add(&local).expect("same bounds");
+
+    /// Merges into the run's histogram if `every` passed since the last merge.
+    pub(crate) fn merge_every(&mut self, s: &Shared, every: Duration) {
+        if self.last_merge.elapsed() >= every {
+            s.e2e.lock().expect("lock").add(&self.local).expect("same bounds");
+            self.local.reset();
+            self.last_merge = Instant::now();
+        }
+    }
 }
 
 /// Group consumers that joined before the producers start: each thread
@@ -672,10 +747,12 @@ struct Embedded {
     server: server::Server,
     dir: PathBuf,
     addr: String,
+    /// Shard 0's Kafka listener, if it has one.
+    kafka: Option<String>,
 }
 
 impl Embedded {
-    fn start(cores: &[usize]) -> Result<Embedded, String> {
+    fn start(cores: &[usize], kafka: bool) -> Result<Embedded, String> {
         let dir = std::env::current_dir().map_err(|e| e.to_string())?.join(format!(
             "ringmq-bench-data-{}-{}",
             std::process::id(),
@@ -686,13 +763,18 @@ impl Embedded {
         cfg.listen = "127.0.0.1:0".parse().expect("address");
         cfg.segment_bytes = 256 << 20;
         cfg.cache_bytes = 128 << 20;
+        if kafka {
+            cfg.kafka_listen = Some(free_ports(cores.len())?);
+        }
+        let kafka = cfg.kafka_listen.map(|a| a.to_string());
         let server = server::start(cfg).map_err(|e| {
             let _ = std::fs::remove_dir_all(&dir);
             format!("embedded broker: {e}")
         })?;
         let addr = server.addrs[0].to_string();
-        eprintln!("embedded broker on CPUs {cores:?} at {addr}, data in {}", dir.display());
-        Ok(Embedded { server, dir, addr })
+        let listener = kafka.as_ref().map_or(String::new(), |k| format!(", Kafka listener at {k}"));
+        eprintln!("embedded broker on CPUs {cores:?} at {addr}{listener}, data in {}", dir.display());
+        Ok(Embedded { server, dir, addr, kafka })
     }
 
     fn stop(self) {
@@ -701,8 +783,22 @@ impl Embedded {
     }
 }
 
+/// A loopback address whose port and the `n - 1` after it are free now
+/// (shard k's Kafka listener takes port + k).
+fn free_ports(n: usize) -> Result<std::net::SocketAddr, String> {
+    for _ in 0..100 {
+        let probe = std::net::TcpListener::bind("127.0.0.1:0").map_err(|e| e.to_string())?;
+        let base = probe.local_addr().map_err(|e| e.to_string())?;
+        let rest_free = (1..n as u16).all(|k| std::net::TcpListener::bind(("127.0.0.1", base.port() + k)).is_ok());
+        if rest_free && usize::from(base.port()) + n <= usize::from(u16::MAX) {
+            return Ok(base);
+        }
+    }
+    Err(format!("found no {n} free consecutive loopback ports for the Kafka listener"))
+}
+
 /// Starts a thread named `name` (as perf and top show it) on `cpu`.
-fn spawn_pinned<T: Send + 'static>(
+pub(crate) fn spawn_pinned<T: Send + 'static>(
     name: String,
     cpu: core_affinity::CoreId,
     f: impl FnOnce() -> T + Send + 'static,

@@ -1,12 +1,21 @@
-//! Kafka connections: 4-byte big-endian length frames, served one after
-//! another (no pipelining yet). A frame past `max_frame_bytes` or one that
-//! does not decode closes that connection only.
+//! Kafka connections: 4-byte big-endian length frames, read through a
+//! buffer and decoded whole as they arrive; each request is served in its
+//! own task (pipelining, at most `max_inflight_per_connection` per
+//! connection) and the responses are written in the order the requests
+//! came, as Kafka's clients require. A frame past `max_frame_bytes`, or one
+//! that does not decode, stops the reading: the requests before it are
+//! answered, then the connection closes (that connection only).
 
-use super::dispatch::{self, Outcome};
+use super::dispatch::{self, Decoded, Outcome};
 use super::Services;
-use futures_lite::io::{AsyncReadExt, AsyncWriteExt};
+use futures_lite::io::{AsyncReadExt, AsyncWriteExt, BufReader, WriteHalf};
+use glommio::channels::local_channel;
 use glommio::net::{TcpListener, TcpStream};
+use glommio::Task;
 use std::rc::Rc;
+
+/// Read buffer per connection: bigger requests bypass it.
+const READ_BUFFER_BYTES: usize = 64 << 10;
 
 /// Accepts Kafka connections until the shard stops.
 pub async fn accept_loop(services: Rc<Services>, listener: TcpListener) {
@@ -24,42 +33,86 @@ pub async fn accept_loop(services: Rc<Services>, listener: TcpListener) {
         let services = services.clone();
         glommio::spawn_local(async move {
             let core = services.core.clone();
-            if let Some(Err(error)) = core.tasks().unless_stopping(serve(&services, stream)).await {
-                tracing::debug!(%error, "kafka connection closed");
-            }
+            core.tasks().unless_stopping(serve(services, stream)).await;
         })
         .detach();
     }
 }
 
-async fn serve(services: &Services, mut stream: TcpStream) -> std::io::Result<()> {
-    let max = services.core.config().max_frame_bytes;
+/// A request being served: its task's outcome, in request order.
+type Pending = Task<anyhow::Result<Outcome>>;
+
+async fn serve(s: Rc<Services>, stream: TcpStream) {
+    let _ = stream.set_nodelay(true);
+    let (reader, writer) = futures_lite::io::split(stream);
+    let mut reader = BufReader::with_capacity(READ_BUFFER_BYTES, reader);
+    let (pending, answers) = local_channel::new_bounded(s.core.config().max_inflight_per_connection.max(1));
+    let writing = glommio::spawn_local(write_in_order(answers, writer));
     loop {
-        let mut len = [0u8; 4];
-        if stream.read_exact(&mut len).await.is_err() {
-            return Ok(());
-        }
-        let len = u32::from_be_bytes(len) as usize;
-        if len > max {
-            let m = format!("a Kafka frame of {len} bytes exceeds max_frame_bytes {max}");
-            return Err(std::io::Error::new(std::io::ErrorKind::InvalidData, m));
-        }
-        let mut frame = vec![0u8; len];
-        stream.read_exact(&mut frame).await?;
-        let outcome = dispatch::answer(services, frame.into())
-            .await
-            .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidData, format!("bad Kafka request: {e}")))?;
-        let (response, close) = match outcome {
-            Outcome::Silent => continue,
-            Outcome::Respond(response) => (response, false),
-            Outcome::Refuse(response) => (response, true),
-        };
-        let mut out = (response.len() as u32).to_be_bytes().to_vec();
-        out.extend_from_slice(&response);
-        stream.write_all(&out).await?;
-        if close {
-            let m = "an API or version that is not served (answered UNSUPPORTED_VERSION)";
-            return Err(std::io::Error::new(std::io::ErrorKind::InvalidData, m));
+        match read_request(&s, &mut reader).await {
+            Ok((task, last)) => {
+                if pending.send(task).await.is_err() || last {
+                    break;
+                }
+            }
+            Err(error) => {
+                tracing::debug!(shard = s.core.id(), %error, "kafka connection closed");
+                break;
+            }
         }
     }
+    drop(pending);
+    writing.await;
+}
+
+/// Reads and decodes the next request and starts serving it, and whether it
+/// is the last (an API or version not served, answered and then closed); an
+/// error at the end of the stream or for a frame that does not decode.
+async fn read_request(
+    s: &Rc<Services>,
+    reader: &mut BufReader<futures_lite::io::ReadHalf<TcpStream>>,
+) -> anyhow::Result<(Pending, bool)> {
+    let mut len = [0u8; 4];
+    reader.read_exact(&mut len).await?;
+    let len = u32::from_be_bytes(len) as usize;
+    let max = s.core.config().max_frame_bytes;
+    if len > max {
+        anyhow::bail!("a Kafka frame of {len} bytes exceeds max_frame_bytes {max}");
+    }
+    // Checked against the limit above, so the allocation is bounded.
+    let mut frame = vec![0u8; len];
+    reader.read_exact(&mut frame).await?;
+    match dispatch::decode(frame.into()).map_err(|e| anyhow::anyhow!("bad Kafka request: {e}"))? {
+        Decoded::Unsupported { correlation } => {
+            Ok((glommio::spawn_local(async move { Ok(dispatch::refuse(correlation)) }), true))
+        }
+        Decoded::Served { correlation, version, client_id, request } => {
+            let s = s.clone();
+            let task = async move { dispatch::answer(&s, correlation, version, client_id, request).await };
+            Ok((glommio::spawn_local(task), false))
+        }
+    }
+}
+
+/// Writes each request's response as its turn comes; stops at a write
+/// failure, a response that would not encode, or a refusal.
+async fn write_in_order(answers: local_channel::LocalReceiver<Pending>, mut writer: WriteHalf<TcpStream>) {
+    while let Some(task) = answers.recv().await {
+        let (response, close) = match task.await {
+            Ok(Outcome::Silent) => continue,
+            Ok(Outcome::Respond(response)) => (response, false),
+            Ok(Outcome::Refuse(response)) => (response, true),
+            Err(error) => {
+                tracing::error!(%error, "a Kafka response did not encode");
+                break;
+            }
+        };
+        let mut out = Vec::with_capacity(4 + response.len());
+        out.extend_from_slice(&(response.len() as u32).to_be_bytes());
+        out.extend_from_slice(&response);
+        if writer.write_all(&out).await.is_err() || close {
+            break;
+        }
+    }
+    let _ = writer.close().await;
 }

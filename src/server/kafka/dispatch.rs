@@ -120,12 +120,19 @@ pub fn decode(mut frame: Bytes) -> anyhow::Result<Decoded> {
     Ok(Decoded::Served { correlation, version, client_id, request: Box::new(request) })
 }
 
-/// Serves one request frame (without its length prefix).
-pub async fn answer(s: &Services, frame: Bytes) -> anyhow::Result<Outcome> {
-    let (correlation, version, client_id, request) = match decode(frame)? {
-        Decoded::Unsupported { correlation } => return Ok(Outcome::Refuse(unsupported(correlation))),
-        Decoded::Served { correlation, version, client_id, request } => (correlation, version, client_id, request),
-    };
+/// The answer to a request that is not served: UNSUPPORTED_VERSION, then close.
+pub fn refuse(correlation: i32) -> Outcome {
+    Outcome::Refuse(unsupported(correlation))
+}
+
+/// Serves one decoded request; an error only if its response does not encode.
+pub async fn answer(
+    s: &Services,
+    correlation: i32,
+    version: i16,
+    client_id: String,
+    request: Box<Request>,
+) -> anyhow::Result<Outcome> {
     let reply =
         |key: ApiKey, body: &dyn Encode| respond(correlation, key.response_header_version(version), body, version);
     let response = match *request {

@@ -23,14 +23,23 @@ const INVALID_PRODUCER_EPOCH: i16 = 47;
 /// A refused partition: Kafka's code and a message.
 type Refusal = (i16, String);
 
+/// Every partition of the request is stored at once (their appends share
+/// the shards' flush rounds), and answered in the request's order.
 pub async fn produce(s: &Services, request: &ProduceRequest) -> ProduceResponse {
+    let mut stores = Vec::new();
+    for topic in &request.topic_data {
+        for p in &topic.partition_data {
+            let queue = QueueRef { topic: topic.name.to_string(), queue: p.index.max(0) as u32 };
+            stores.push(async move { store(s, &queue, p.records.as_ref()).await });
+        }
+    }
+    let mut stored = ringmq_shards::join_all(stores).await.into_iter();
     let mut responses = Vec::new();
     for topic in &request.topic_data {
         let mut partitions = Vec::new();
         for p in &topic.partition_data {
-            let queue = QueueRef { topic: topic.name.to_string(), queue: p.index.max(0) as u32 };
             let response = PartitionProduceResponse::default().with_index(p.index);
-            partitions.push(match store(s, &queue, p.records.as_ref()).await {
+            partitions.push(match stored.next().expect("one result per partition") {
                 Ok(base) => response.with_base_offset(base as i64).with_log_append_time_ms(-1),
                 Err((code, message)) => {
                     tracing::debug!(code, %message, "kafka produce refused");

@@ -1,0 +1,154 @@
+//! The Kafka-protocol load driver (`run --protocol kafka`): librdkafka
+//! producers and consumers on the broker's Kafka listener, on the same
+//! open-loop schedule, stamps and tallies as the native run, so the two
+//! histograms compare directly. Producers send with acks=all (durable, as
+//! the native async and sync modes) or acks=0 (one-way); consumers are
+//! assigned their partitions from the end, as native consumers are.
+//!
+//! librdkafka's linger.ms delays every batch, where the native batcher sends
+//! an idle queue's batch at once and lingers only behind one in flight; so
+//! the driver sets linger.ms to 0 (librdkafka still batches what accumulates
+//! while its requests are in flight) and `--linger` is the native batcher's.
+
+use crate::run::{now_ns, on_ack, on_schedule, spawn_pinned, SendMode, Shared, Tally};
+use rdkafka::config::ClientConfig;
+use rdkafka::consumer::{BaseConsumer, Consumer};
+use rdkafka::message::Message;
+use rdkafka::producer::{BaseRecord, DeliveryResult, Producer as _, ProducerContext, ThreadedProducer};
+use rdkafka::{ClientContext, Offset, TopicPartitionList};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+/// What a delivery report answers for: the message's producer, sequence and intended time.
+struct Sent {
+    producer: u32,
+    seq: u64,
+    intended: u64,
+}
+
+/// Delivery reports, on librdkafka's poll thread.
+struct Acks {
+    shared: Arc<Shared>,
+    in_flight: Arc<AtomicU64>,
+}
+
+impl ClientContext for Acks {}
+
+impl ProducerContext for Acks {
+    type DeliveryOpaque = Box<Sent>;
+
+    fn delivery(&self, result: &DeliveryResult<'_>, sent: Box<Sent>) {
+        if self.shared.args.mode != SendMode::Oneway {
+            on_ack(&self.shared, sent.producer, sent.intended, sent.seq, result.is_ok());
+        } else if result.is_err() {
+            self.shared.errors.fetch_add(1, Ordering::Relaxed);
+        }
+        self.in_flight.fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
+/// The run's producer: one librdkafka instance the producer threads share,
+/// as native producers share one client.
+pub(crate) struct Producer {
+    inner: ThreadedProducer<Acks>,
+    in_flight: Arc<AtomicU64>,
+}
+
+pub(crate) fn producer(s: &Arc<Shared>, bootstrap: &str) -> Result<Arc<Producer>, String> {
+    let a = &s.args;
+    let in_flight = Arc::new(AtomicU64::new(0));
+    let acks = if a.mode == SendMode::Oneway { "0" } else { "all" };
+    let inner = ClientConfig::new()
+        .set("bootstrap.servers", bootstrap)
+        .set("acks", acks)
+        .set("linger.ms", "0")
+        .set("batch.size", a.batch_bytes.to_string())
+        .set("enable.idempotence", "false")
+        .create_with_context(Acks { shared: s.clone(), in_flight: in_flight.clone() })
+        .map_err(|e| format!("kafka producer: {e}"))?;
+    Ok(Arc::new(Producer { inner, in_flight }))
+}
+
+/// Producer thread `id`: round-robin over the topic's `queues`, or by key
+/// hash (librdkafka's partitioner) with --keys.
+pub(crate) fn produce(s: &Arc<Shared>, p: &Producer, queues: u32, id: u32, start_ns: u64) {
+    let a = &s.args;
+    on_schedule(s, id, start_ns, &p.in_flight, |seq, intended, payload, key| {
+        p.in_flight.fetch_add(1, Ordering::Relaxed);
+        let sent = Box::new(Sent { producer: id, seq, intended });
+        let mut record = BaseRecord::with_opaque_to(&a.topic, sent).payload(payload);
+        if let Some(key) = &key {
+            record = record.key(key);
+        } else {
+            record = record.partition((seq % u64::from(queues)) as i32);
+        }
+        if let Err((error, _)) = p.inner.send(record) {
+            tracing::warn!(%error, "kafka send refused");
+            s.errors.fetch_add(1, Ordering::Relaxed);
+            p.in_flight.fetch_sub(1, Ordering::Relaxed);
+            return;
+        }
+        if a.mode == SendMode::Sync {
+            let _ = p.inner.flush(Duration::from_secs(30));
+        }
+    });
+    while p.in_flight.load(Ordering::Relaxed) > 0 {
+        std::thread::sleep(Duration::from_millis(1));
+    }
+}
+
+/// Consumers splitting the queues among themselves, each from the end.
+pub(crate) fn consumers(
+    s: &Arc<Shared>,
+    bootstrap: &str,
+    queues: u32,
+    core: impl Fn(usize) -> core_affinity::CoreId,
+) -> Result<Vec<std::thread::JoinHandle<()>>, String> {
+    (0..s.args.consumers)
+        .map(|i| {
+            let mine: Vec<u32> = (0..queues).filter(|q| *q as usize % s.args.consumers == i).collect();
+            let consumer = consumer(bootstrap, &s.args.topic, &mine)?;
+            let s = s.clone();
+            Ok(spawn_pinned(format!("consumer-{i}"), core(i), move || consume(&s, consumer)))
+        })
+        .collect()
+}
+
+/// A consumer of `partitions`, from their end, until the run stops it.
+fn consumer(bootstrap: &str, topic: &str, partitions: &[u32]) -> Result<BaseConsumer, String> {
+    let consumer: BaseConsumer = ClientConfig::new()
+        .set("bootstrap.servers", bootstrap)
+        .set("group.id", "ringmq-bench")
+        .set("enable.auto.commit", "false")
+        .set("fetch.wait.max.ms", "100")
+        .create()
+        .map_err(|e| format!("kafka consumer: {e}"))?;
+    // From each partition's end as of now (looked up here, so no message
+    // sent from the start is missed while librdkafka would look it up).
+    let mut assignment = TopicPartitionList::new();
+    for p in partitions {
+        let (_, end) = consumer
+            .fetch_watermarks(topic, *p as i32, Duration::from_secs(30))
+            .map_err(|e| format!("kafka end offset of {topic}/{p}: {e}"))?;
+        assignment.add_partition_offset(topic, *p as i32, Offset::Offset(end)).map_err(|e| e.to_string())?;
+    }
+    consumer.assign(&assignment).map_err(|e| format!("kafka assign: {e}"))?;
+    Ok(consumer)
+}
+
+fn consume(s: &Shared, consumer: BaseConsumer) {
+    let mut tally = Tally::new();
+    while !s.consumers_stop.load(Ordering::Relaxed) {
+        match consumer.poll(Duration::from_millis(100)) {
+            None => {}
+            Some(Ok(m)) => tally.note(s, m.payload().unwrap_or_default(), now_ns(s.args.clock)),
+            Some(Err(error)) => {
+                tracing::warn!(%error, "kafka fetch failed");
+                s.errors.fetch_add(1, Ordering::Relaxed);
+            }
+        }
+        tally.merge_every(s, Duration::from_millis(200));
+    }
+    tally.merge_every(s, Duration::ZERO);
+}
