@@ -8,7 +8,9 @@
 //! librdkafka's linger.ms delays every batch, where the native batcher sends
 //! an idle queue's batch at once and lingers only behind one in flight; so
 //! the driver sets linger.ms to 0 (librdkafka still batches what accumulates
-//! while its requests are in flight) and `--linger` is the native batcher's.
+//! while its requests are in flight; holding it to one request in flight per
+//! connection, as the native batcher holds one per queue, measured 0.7x the
+//! msgs/s and 4x the p99) and `--linger` is the native batcher's.
 
 use crate::run::{now_ns, on_ack, on_schedule, spawn_pinned, SendMode, Shared, Tally};
 use rdkafka::config::ClientConfig;

@@ -21,6 +21,12 @@ impl QueueRead {
     pub fn fetched(&self) -> Fetched<'_> {
         Fetched { start: self.start, end: self.end, next_offset: self.next_offset, batches: &self.bytes }
     }
+
+    /// The queue's start and end, and the batches read, owned (for an edge
+    /// that serves them in another format without copying them first).
+    pub fn into_parts(self) -> (u64, u64, Vec<u8>) {
+        (self.start, self.end, self.bytes)
+    }
 }
 
 impl From<Failure> for FetchFailed {

@@ -107,10 +107,7 @@ async fn write_in_order(answers: local_channel::LocalReceiver<Pending>, mut writ
                 break;
             }
         };
-        let mut out = Vec::with_capacity(4 + response.len());
-        out.extend_from_slice(&(response.len() as u32).to_be_bytes());
-        out.extend_from_slice(&response);
-        if writer.write_all(&out).await.is_err() || close {
+        if writer.write_all(&response).await.is_err() || close {
             break;
         }
     }

@@ -36,7 +36,7 @@ const HEADER_BYTES: usize = 8;
 
 /// What the connection does with a request.
 pub enum Outcome {
-    /// Send this response frame.
+    /// Send this response frame (its length first).
     Respond(Bytes),
     /// Send nothing (a produce with acks=0).
     Silent,
@@ -177,17 +177,21 @@ impl<T: Encodable> Encode for T {
     }
 }
 
+/// The response frame, its 4-byte length first.
 fn respond(correlation: i32, header_version: i16, body: &dyn Encode, version: i16) -> anyhow::Result<Bytes> {
-    let mut out = BytesMut::new();
+    let mut out = BytesMut::from(&[0u8; 4][..]);
     ResponseHeader::default().with_correlation_id(correlation).encode(&mut out, header_version)?;
     body.encode_at(&mut out, version)?;
+    let len = (out.len() - 4) as u32;
+    out[..4].copy_from_slice(&len.to_be_bytes());
     Ok(out.freeze())
 }
 
 /// The answer to an API or version not served: the correlation id and
-/// UNSUPPORTED_VERSION, laid out as ApiVersions v0 begins.
+/// UNSUPPORTED_VERSION, laid out as ApiVersions v0 begins (length first).
 fn unsupported(correlation: i32) -> Bytes {
-    let mut out = correlation.to_be_bytes().to_vec();
+    let mut out = 6u32.to_be_bytes().to_vec();
+    out.extend_from_slice(&correlation.to_be_bytes());
     out.extend_from_slice(&UNSUPPORTED_VERSION.to_be_bytes());
     Bytes::from(out)
 }

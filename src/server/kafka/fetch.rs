@@ -54,12 +54,11 @@ pub async fn fetch(core: &Core, request: &FetchRequest) -> FetchResponse {
         let data = PartitionData::default().with_partition_index(a.partition);
         let data = match (&a.read, a.read.as_ref().ok().map(|_| reads.next().expect("one read per entry"))) {
             (Ok(f), Some(Ok(read))) => {
-                let r = read.fetched();
-                let (start, end) = (r.start as i64, r.end as i64);
-                data.with_high_watermark(end)
-                    .with_last_stable_offset(end)
-                    .with_log_start_offset(start)
-                    .with_records(Some(to_kafka(r.batches, f.offset)))
+                let (start, end, batches) = read.into_parts();
+                data.with_high_watermark(end as i64)
+                    .with_last_stable_offset(end as i64)
+                    .with_log_start_offset(start as i64)
+                    .with_records(Some(to_kafka(batches.into(), f.offset)))
             }
             (_, Some(Err(failed))) => {
                 tracing::debug!(code = ?failed.code, message = %failed.message, "kafka fetch refused");

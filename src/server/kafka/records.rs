@@ -158,11 +158,11 @@ fn snappy(input: &[u8], max_bytes: usize, out: &mut Vec<u8>) -> Result<(), Infla
 
 /// Stored ringmq batches as Kafka record batches v2, from offset `from` on
 /// (a read's first batch may start before it).
-pub fn to_kafka(stored: &[u8], from: u64) -> Bytes {
-    let mut out = BytesMut::new();
+pub fn to_kafka(stored: Bytes, from: u64) -> Bytes {
+    let mut out = BytesMut::with_capacity(stored.len() + stored.len() / 8);
     let options = RecordEncodeOptions { version: 2, compression: Compression::None };
-    for stored in batch::split(stored) {
-        let records = records_of(stored, from);
+    for one in batch::split(&stored) {
+        let records = records_of(&stored, one, from);
         if records.is_empty() {
             continue;
         }
@@ -175,8 +175,9 @@ pub fn to_kafka(stored: &[u8], from: u64) -> Bytes {
     out.freeze()
 }
 
-/// The records of one stored batch from `from` on, as Kafka records.
-fn records_of(stored: &[u8], from: u64) -> Vec<Record> {
+/// The records of one stored batch (a slice of `read`) from `from` on, as
+/// Kafka records whose keys and values point into `read`.
+fn records_of(read: &Bytes, stored: &[u8], from: u64) -> Vec<Record> {
     let Some(header) = BatchHeader::decode(stored) else { return Vec::new() };
     let body = &stored[batch::HEADER_BYTES..];
     let mut out = Vec::with_capacity(header.record_count as usize);
@@ -204,8 +205,8 @@ fn records_of(stored: &[u8], from: u64) -> Vec<Record> {
             offset: offset as i64,
             sequence: -1,
             timestamp: header.first_timestamp_ms + i64::from(r.timestamp_delta_ms),
-            key: (!r.key.is_empty()).then(|| Bytes::copy_from_slice(r.key)),
-            value: Some(Bytes::copy_from_slice(r.value)),
+            key: (!r.key.is_empty()).then(|| read.slice_ref(r.key)),
+            value: Some(read.slice_ref(r.value)),
             headers,
         });
     }
