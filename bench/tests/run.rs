@@ -98,3 +98,23 @@ fn a_group_run_with_a_member_restart_reports_latency_during_and_outside_the_reba
     let json = std::fs::read_to_string(dir.path().join("summary.json")).unwrap();
     assert!(json.contains("\"rebalance\":{\"seconds\":") && json.contains("\"during\":{\"p50_us\""), "{json}");
 }
+
+/// Without the `kafka` feature (librdkafka), a Kafka run is refused with what to build.
+#[cfg(not(feature = "kafka"))]
+#[test]
+fn a_kafka_run_without_the_feature_says_how_to_build_it() {
+    let cli = Cli::parse_from(["run", "--embedded", "--protocol", "kafka", "--duration", "1s", "--warmup", "0s"]);
+    let error = run::run(cli.args).err().expect("refused");
+    assert!(error.contains("--features kafka"), "{error}");
+}
+
+/// With it, a short Kafka-protocol run against the embedded broker's Kafka
+/// listener loses nothing (`cargo test -p ringmq-bench --features kafka`).
+#[cfg(feature = "kafka")]
+#[test]
+fn a_kafka_protocol_run_reports_no_loss() {
+    let cli = Cli::parse_from(["run", "--embedded", "--protocol", "kafka", "--duration", "2s", "--warmup", "500ms"]);
+    let outcome = run::run(cli.args).expect("the run completes");
+    let s = &outcome.summary;
+    assert!(s.received > 0 && s.lost == 0 && s.errors == 0, "{:?}", (s.received, s.lost, s.errors));
+}
