@@ -4,21 +4,19 @@
 
 mod common;
 
-use common::Broker;
 use std::process::Command;
 
 #[test]
 fn kcat_lists_the_brokers_and_the_partitions_of_a_ringmq_topic() {
     let dir = tempfile::tempdir().unwrap();
-    let port = common::free_port_pair("127.0.0.1");
-    let kafka = format!("127.0.0.1:{port}");
-    let broker = Broker::start(dir.path(), &["--kafka-listen", &kafka]);
+    let (broker, kafka) = common::kafka_broker(dir.path(), &[]);
     let client = broker.client();
     client.create_topic("orders", 4, 0).unwrap();
     let out = Command::new("kcat").args(["-b", &kafka, "-L", "-m", "10"]).output().expect("run kcat (Debian: kcat)");
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(out.status.success(), "kcat -L: {}", String::from_utf8_lossy(&out.stderr));
     assert!(text.contains(" 2 brokers:"), "{text}");
+    let port: u16 = kafka.rsplit(':').next().unwrap().parse().unwrap();
     assert!(text.contains(&format!("broker 1 at 127.0.0.1:{}", port + 1)), "{text}");
     assert!(text.contains("topic \"orders\" with 4 partitions:"), "{text}");
     let topic = client.topic("orders").unwrap();
@@ -31,9 +29,7 @@ fn kcat_lists_the_brokers_and_the_partitions_of_a_ringmq_topic() {
 fn kcat_produces_10_000_keyed_messages_that_kcat_and_the_native_sdk_read_back() {
     use std::io::Write;
     let dir = tempfile::tempdir().unwrap();
-    let port = common::free_port_pair("127.0.0.1");
-    let kafka = format!("127.0.0.1:{port}");
-    let broker = Broker::start(dir.path(), &["--kafka-listen", &kafka]);
+    let (broker, kafka) = common::kafka_broker(dir.path(), &[]);
     let client = broker.client();
     client.create_topic("orders", 4, 0).unwrap();
     let mut producer = Command::new("kcat")
@@ -86,9 +82,7 @@ const SYSTEM_PYTHON: &str = "/usr/bin/python3";
 #[test]
 fn kafka_python_creates_produces_consumes_and_deletes() {
     let dir = tempfile::tempdir().unwrap();
-    let port = common::free_port_pair("127.0.0.1");
-    let kafka = format!("127.0.0.1:{port}");
-    let broker = Broker::start(dir.path(), &["--kafka-listen", &kafka]);
+    let (broker, kafka) = common::kafka_broker(dir.path(), &[]);
     let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/kafka_clients/python_admin_produce_consume.py");
     let out = Command::new(SYSTEM_PYTHON).args([script, &kafka]).output().expect("run python3 (Debian: python3-kafka)");
     let text = String::from_utf8_lossy(&out.stdout);
@@ -104,9 +98,7 @@ fn kafka_python_creates_produces_consumes_and_deletes() {
 #[test]
 fn kafka_python_group_members_split_commit_and_take_over() {
     let dir = tempfile::tempdir().unwrap();
-    let port = common::free_port_pair("127.0.0.1");
-    let kafka = format!("127.0.0.1:{port}");
-    let broker = Broker::start(dir.path(), &["--kafka-listen", &kafka]);
+    let (broker, kafka) = common::kafka_broker(dir.path(), &[]);
     let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/kafka_clients/python_group.py");
     let out = Command::new(SYSTEM_PYTHON).args([script, &kafka]).output().expect("run python3 (Debian: python3-kafka)");
     let text = String::from_utf8_lossy(&out.stdout);
@@ -156,9 +148,7 @@ fn kcat_assignment(stderr: &str) -> Option<Vec<u32>> {
 fn two_kcat_group_members_split_the_partitions_of_what_the_native_sdk_sends() {
     use ringmq::client::{Message, Producer, ProducerConfig};
     let dir = tempfile::tempdir().unwrap();
-    let port = common::free_port_pair("127.0.0.1");
-    let kafka = format!("127.0.0.1:{port}");
-    let broker = Broker::start(dir.path(), &["--kafka-listen", &kafka]);
+    let (broker, kafka) = common::kafka_broker(dir.path(), &[]);
     let client = broker.client();
     client.create_topic("split", 4, 0).unwrap();
     let member = |name: &str| {
@@ -213,9 +203,7 @@ fn two_kcat_group_members_split_the_partitions_of_what_the_native_sdk_sends() {
 /// its output (what the phase checked).
 fn confluent_phase(phase: &str) -> String {
     let dir = tempfile::tempdir().unwrap();
-    let port = common::free_port_pair("127.0.0.1");
-    let kafka = format!("127.0.0.1:{port}");
-    let _broker = Broker::start(dir.path(), &["--kafka-listen", &kafka]);
+    let (_broker, kafka) = common::kafka_broker(dir.path(), &[]);
     let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/kafka_clients/python_confluent.py");
     let out = Command::new(SYSTEM_PYTHON).args([script, &kafka, phase]).output().expect(
         "run python3 (pip: confluent-kafka; Debian: python3-kafka, python3-snappy, python3-lz4, python3-zstandard)",

@@ -20,11 +20,7 @@ const UNSUPPORTED_VERSION: i16 = 35;
 
 /// A broker with its Kafka listener, and a topic `t` of one queue.
 fn broker(dir: &std::path::Path, extra: &[&str]) -> (Broker, String) {
-    let port = common::free_port_pair("127.0.0.1");
-    let kafka = format!("127.0.0.1:{port}");
-    let mut args = vec!["--kafka-listen", &kafka];
-    args.extend_from_slice(extra);
-    let broker = Broker::start(dir, &args);
+    let (broker, kafka) = common::kafka_broker(dir, extra);
     broker.client().create_topic("t", 1, 0).unwrap();
     (broker, kafka)
 }

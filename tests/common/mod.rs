@@ -264,3 +264,12 @@ impl Drop for ChildGuard {
         let _ = self.0.wait();
     }
 }
+
+/// A broker whose Kafka listener is on free loopback ports; the listener's address.
+pub fn kafka_broker(dir: &Path, extra: &[&str]) -> (Broker, String) {
+    let kafka = format!("127.0.0.1:{}", free_port_pair("127.0.0.1"));
+    let mut args = vec!["--kafka-listen", &kafka];
+    args.extend_from_slice(extra);
+    let broker = Broker::start(dir, &args);
+    (broker, kafka)
+}
