@@ -66,6 +66,8 @@ pub(crate) fn producer(s: &Arc<Shared>, bootstrap: &str) -> Result<Arc<Producer>
         .set("acks", acks)
         .set("linger.ms", "0")
         .set("batch.size", a.batch_bytes.to_string())
+        // As the native client: no Nagle delay behind a request in flight.
+        .set("socket.nagle.disable", "true")
         .set("enable.idempotence", "false")
         .create_with_context(Acks { shared: s.clone(), in_flight: in_flight.clone() })
         .map_err(|e| format!("kafka producer: {e}"))?;
@@ -124,6 +126,7 @@ fn consumer(bootstrap: &str, topic: &str, partitions: &[u32]) -> Result<BaseCons
         .set("group.id", "ringmq-bench")
         .set("enable.auto.commit", "false")
         .set("fetch.wait.max.ms", "100")
+        .set("socket.nagle.disable", "true")
         .create()
         .map_err(|e| format!("kafka consumer: {e}"))?;
     // From each partition's end as of now (looked up here, so no message
