@@ -235,3 +235,8 @@ fn kafka_python_and_confluent_seek_to_beginning_end_and_timestamp() {
 fn confluent_group_members_split_commit_and_take_over() {
     assert!(confluent_phase("group").contains("1200 read once"));
 }
+
+#[test]
+fn confluent_and_kafka_python_describe_a_topics_configs_and_an_unknown_topic_is_refused() {
+    assert!(confluent_phase("configs").contains("unknown topic refused"));
+}

@@ -5,6 +5,7 @@ listener. Usage: python3 THIS HOST:PORT PHASE, where PHASE is one of
   seek        seek to the beginning, the end and a timestamp (kafka-python and confluent)
   group       two confluent members split the partitions and commit, one leaves,
               the other takes over from its commits
+  configs     DescribeConfigs of a topic (both clients), and of one that does not exist
 Each phase prints what it checked; any failed check exits non-zero."""
 import sys
 import time
@@ -177,4 +178,27 @@ def group():
     print("group: 1200 read once; partitions read by", {p: sorted(r) for p, r in sorted(readers.items())})
 
 
-{"idempotent": idempotent, "compressed": compressed, "seek": seek, "group": group}[PHASE]()
+def configs():
+    from confluent_kafka.admin import ConfigResource
+    create("cfg", 2)
+    admin = AdminClient({"bootstrap.servers": BOOT})
+    [future] = admin.describe_configs([ConfigResource("topic", "cfg")]).values()
+    entries = future.result(30)
+    limit = entries["max.message.bytes"]
+    assert limit.is_read_only and int(limit.value) > 0, limit
+    assert entries["cleanup.policy"].value == "delete", entries["cleanup.policy"]
+    [missing] = admin.describe_configs([ConfigResource("topic", "nope")]).values()
+    try:
+        missing.result(30)
+        raise SystemExit("a topic that does not exist was described")
+    except ck.KafkaException as e:
+        assert e.args[0].code() == ck.KafkaError.UNKNOWN_TOPIC_OR_PART, e
+    from kafka.admin import ConfigResource as Resource, ConfigResourceType
+    legacy = kafka.admin.KafkaAdminClient(bootstrap_servers=BOOT, api_version=V)
+    [response] = legacy.describe_configs([Resource(ConfigResourceType.TOPIC, "cfg")])
+    names = [entry[0] for entry in response.resources[0][4]]
+    assert "retention.ms" in names and "segment.bytes" in names, names
+    print("configs: max.message.bytes %s (read-only), unknown topic refused, kafka-python sees %d" % (limit.value, len(names)))
+
+
+{"idempotent": idempotent, "compressed": compressed, "seek": seek, "group": group, "configs": configs}[PHASE]()
