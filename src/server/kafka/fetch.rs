@@ -52,20 +52,21 @@ pub async fn fetch(core: &Core, request: &FetchRequest) -> FetchResponse {
         .collect();
     for a in asked {
         let data = PartitionData::default().with_partition_index(a.partition);
-        let data = match (&a.read, a.read.as_ref().ok().map(|_| reads.next().expect("one read per entry"))) {
-            (Ok(f), Some(Ok(read))) => {
-                let (start, end, batches) = read.into_parts();
-                data.with_high_watermark(end as i64)
-                    .with_last_stable_offset(end as i64)
-                    .with_log_start_offset(start as i64)
-                    .with_records(Some(to_kafka(batches.into(), f.offset)))
-            }
-            (_, Some(Err(failed))) => {
-                tracing::debug!(code = ?failed.code, message = %failed.message, "kafka fetch refused");
-                data.with_error_code(codes::of(failed.code))
-            }
-            (Err(code), _) => data.with_error_code(*code),
-            (Ok(_), None) => unreachable!("a partition to read has a read"),
+        let data = match &a.read {
+            Err(code) => data.with_error_code(*code),
+            Ok(f) => match reads.next().expect("one read per partition read") {
+                Ok(read) => {
+                    let (start, end, batches) = read.into_parts();
+                    data.with_high_watermark(end as i64)
+                        .with_last_stable_offset(end as i64)
+                        .with_log_start_offset(start as i64)
+                        .with_records(Some(to_kafka(batches.into(), f.offset)))
+                }
+                Err(failed) => {
+                    tracing::debug!(code = ?failed.code, message = %failed.message, "kafka fetch refused");
+                    data.with_error_code(codes::of(failed.code))
+                }
+            },
         };
         topics[a.topic].partitions.push(data);
     }

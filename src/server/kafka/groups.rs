@@ -6,9 +6,9 @@
 //! through as the leader sent them; the coordinator reads the partitions in
 //! them to check commits.
 
-use super::codes;
 use super::metadata::brokers;
 use super::Services;
+use super::{codes, text};
 use crate::protocol::api::coordinator_of;
 use crate::protocol::messages::{self as msg, Assignment, GroupOffset, Membership, QueueRef};
 use crate::server::core::Failure;
@@ -230,11 +230,8 @@ fn consumer_assignment(bytes: &[u8]) -> Result<Assignment, String> {
         return Ok(Assignment::default());
     }
     let mut buf = Bytes::copy_from_slice(bytes);
-    if buf.len() < 2 {
-        return Err("a consumer assignment starts with a 2-byte version".into());
-    }
-    let version = i16::from_be_bytes([buf[0], buf[1]]);
-    let _ = bytes::Buf::get_i16(&mut buf);
+    let version =
+        bytes::Buf::try_get_i16(&mut buf).map_err(|_| "a consumer assignment starts with a 2-byte version")?;
     let a = ConsumerProtocolAssignment::decode(&mut buf, version.clamp(0, 3)).map_err(|e| e.to_string())?;
     let topics = a
         .assigned_partitions
@@ -252,8 +249,4 @@ fn membership(group: &StrBytes, generation: i32, member: &StrBytes) -> Membershi
 fn refused(who: &Membership, f: Failure) -> i16 {
     tracing::debug!(group = %who.group, member = %who.member, code = ?f.0, message = %f.1, "kafka group call refused");
     codes::of(f.0)
-}
-
-fn text(s: impl Into<String>) -> StrBytes {
-    StrBytes::from_string(s.into())
 }

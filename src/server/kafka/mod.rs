@@ -41,6 +41,11 @@ impl Services {
     }
 }
 
+/// A Kafka string of ours.
+fn text(s: impl Into<String>) -> kafka_protocol::protocol::StrBytes {
+    kafka_protocol::protocol::StrBytes::from_string(s.into())
+}
+
 /// The partition's slot, if this shard owns it; the Kafka code why not.
 fn owned(core: &Core, queue: &QueueRef) -> Result<QueueSlot, i16> {
     match core.locate(queue) {

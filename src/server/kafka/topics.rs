@@ -3,7 +3,7 @@
 //! topic made either way is seen both ways. Configs are read-only: what the
 //! broker enforces, under the names Kafka's tools ask for.
 
-use super::codes;
+use super::{codes, text};
 use crate::protocol::messages::CreateTopic;
 use crate::protocol::ErrorCode;
 use crate::server::core::Core;
@@ -14,7 +14,6 @@ use kafka_protocol::messages::{
     CreateTopicsRequest, CreateTopicsResponse, DeleteTopicsRequest, DeleteTopicsResponse, DescribeConfigsRequest,
     DescribeConfigsResponse,
 };
-use kafka_protocol::protocol::StrBytes;
 use std::rc::Rc;
 
 /// DescribeConfigs' resource types.
@@ -115,8 +114,4 @@ fn configs(core: &Core) -> Vec<(&'static str, String)> {
         ("retention.ms", retention_ms.to_string()),
         ("segment.bytes", c.segment_bytes.to_string()),
     ]
-}
-
-fn text(s: impl Into<String>) -> StrBytes {
-    StrBytes::from_string(s.into())
 }
