@@ -9,6 +9,7 @@ pub mod dlq;
 pub mod doctor;
 pub mod duration;
 pub mod protocol;
+pub mod security;
 pub mod server;
 
 pub use ringmq_shards as shards;

@@ -5,8 +5,9 @@ use clap::{Args, CommandFactory, FromArgMatches, Parser, Subcommand, ValueEnum};
 use ringmq::client::{
     Client, ClientConfig, ClientError, Consumer, GroupConfig, Message, Producer, ProducerConfig, StartFrom, StartNew,
 };
+use ringmq::security::tls::{ClientFiles, ClientTls, ServerTls};
 use ringmq::server::{self, config, ServerConfig};
-use signal_hook::consts::{SIGINT, SIGTERM};
+use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
 use signal_hook::iterator::Signals;
 use std::io::{BufRead, Write};
 use std::path::PathBuf;
@@ -243,6 +244,30 @@ struct ServeArgs {
     /// With --cluster and sync replication: longest a produce waits for its replicas, ms.
     #[arg(long, requires = "cluster")]
     replica_ack_timeout_ms: Option<u64>,
+    /// Serve TLS on every listener (and use it to other nodes) with this certificate chain, PEM; SIGHUP reloads it
+    #[arg(long, requires = "tls_key")]
+    tls_cert: Option<PathBuf>,
+    /// The private key of --tls-cert, PEM
+    #[arg(long, requires = "tls_cert")]
+    tls_key: Option<PathBuf>,
+    /// The CA (PEM) that signs clients' certificates and other nodes' [default: the system's roots]
+    #[arg(long)]
+    tls_ca: Option<PathBuf>,
+    /// Whether clients must present a certificate --tls-ca signed
+    #[arg(long, value_enum)]
+    tls_client_auth: Option<TlsClientAuth>,
+}
+
+/// `--tls-client-auth`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+enum TlsClientAuth {
+    /// Clients present no certificate.
+    None,
+    /// A client may present one; it is verified when it does.
+    Optional,
+    /// A client without one is refused.
+    Required,
 }
 
 /// `--replication`.
@@ -357,8 +382,36 @@ impl ServeArgs {
             cfg.delay_levels = parse_delay_levels(&levels)?;
         }
         cfg.manual_clock = self.manual_clock || file.manual_clock;
+        cfg.tls = server_tls(
+            self.tls_cert.or(file.tls_cert),
+            self.tls_key.or(file.tls_key),
+            self.tls_ca.or(file.tls_ca),
+            self.tls_client_auth.or(file.tls_client_auth),
+        )?;
         Ok(cfg)
     }
+}
+
+/// The broker's TLS, loaded (None without a certificate).
+fn server_tls(
+    cert: Option<PathBuf>,
+    key: Option<PathBuf>,
+    ca: Option<PathBuf>,
+    auth: Option<TlsClientAuth>,
+) -> Result<Option<ServerTls>, String> {
+    use ringmq::security::tls::ClientAuth;
+    let client_auth = match auth.unwrap_or(TlsClientAuth::None) {
+        TlsClientAuth::None => ClientAuth::None,
+        TlsClientAuth::Optional => ClientAuth::Optional,
+        TlsClientAuth::Required => ClientAuth::Required,
+    };
+    let (cert, key) = match (cert, key) {
+        (Some(cert), Some(key)) => (cert, key),
+        (None, None) if client_auth == ClientAuth::None => return Ok(None),
+        _ => return Err("TLS needs both --tls-cert and --tls-key".into()),
+    };
+    let files = ringmq::security::tls::ServerFiles { cert, key, ca, client_auth };
+    ServerTls::load(files).map(Some).map_err(|e| format!("TLS: {e}"))
 }
 
 /// 18 durations separated by spaces or commas, each at least the one before.
@@ -408,6 +461,30 @@ struct BrokerArg {
     /// Any shard's address.
     #[arg(long, default_value = "127.0.0.1:9292")]
     broker: String,
+    /// Connect with TLS.
+    #[arg(long)]
+    tls: bool,
+    /// The CA (PEM) that signs the broker's certificate (implies --tls) [default: the system's roots]
+    #[arg(long)]
+    tls_ca: Option<PathBuf>,
+    /// A client certificate to present, PEM (implies --tls)
+    #[arg(long, requires = "tls_key")]
+    tls_cert: Option<PathBuf>,
+    /// The private key of --tls-cert, PEM
+    #[arg(long, requires = "tls_cert")]
+    tls_key: Option<PathBuf>,
+}
+
+impl BrokerArg {
+    /// The client's settings: the broker and its TLS.
+    fn client_config(&self) -> Result<ClientConfig, String> {
+        let mut config = ClientConfig::new(&self.broker);
+        if self.tls || self.tls_ca.is_some() || self.tls_cert.is_some() {
+            let files = ClientFiles { ca: self.tls_ca.clone(), cert: self.tls_cert.clone(), key: self.tls_key.clone() };
+            config.tls = Some(ClientTls::load(&files).map_err(|e| format!("TLS: {e}"))?);
+        }
+        Ok(config)
+    }
 }
 
 #[derive(Subcommand)]
@@ -609,17 +686,32 @@ fn serve(a: ServeArgs) -> Result<(), String> {
 
 /// A single node: serves until a signal.
 fn serve_single(cfg: ServerConfig) -> Result<(), String> {
+    let cfg_tls = cfg.tls.clone();
     let server = server::start(cfg).map_err(|e| e.to_string())?;
     // Installed once serving: until then a signal ends the process at once
     // (start-up writes nothing a crash would not also leave).
-    let mut signals = Signals::new([SIGINT, SIGTERM]).map_err(|e| format!("installing signal handlers: {e}"))?;
+    let mut signals =
+        Signals::new([SIGINT, SIGTERM, SIGHUP]).map_err(|e| format!("installing signal handlers: {e}"))?;
     let addrs: Vec<String> = server.addrs.iter().map(|a| a.to_string()).collect();
     println!("ringmq listening on {} (shards: {})", addrs[0], addrs.join(" "));
     std::io::stdout().flush().map_err(|e| e.to_string())?;
-    let signal = signals.forever().next();
+    let signal = signals.forever().find(|&signal| signal != SIGHUP || !reload_tls(&cfg_tls));
     eprintln!("ringmq: shutting down (signal {})", signal.unwrap_or_default());
     server.stop();
     Ok(())
+}
+
+/// SIGHUP: the TLS files read again (new connections use them, those up
+/// keep theirs); true, so the broker serves on either way.
+fn reload_tls(tls: &Option<ServerTls>) -> bool {
+    match tls {
+        None => eprintln!("ringmq: SIGHUP: no TLS to reload"),
+        Some(tls) => match tls.reload() {
+            Ok(()) => eprintln!("ringmq: SIGHUP: TLS certificate and key reloaded"),
+            Err(e) => eprintln!("ringmq: SIGHUP: TLS not reloaded, the files in use stay: {e}"),
+        },
+    }
+    true
 }
 
 /// Why a cluster node's server stops.
@@ -656,11 +748,13 @@ fn serve_in_cluster(
     let control = ringmq::cluster::ControlPlane::start(c, on_lost, confirmed.clone()).map_err(|e| e.to_string())?;
     let isr = server::IsrLink { confirmed, report: control.in_sync_reporter(), deposed: control.deposed() };
     let placement = control.placement_link();
-    let mut signals = Signals::new([SIGINT, SIGTERM]).map_err(|e| format!("installing signal handlers: {e}"))?;
+    let mut signals =
+        Signals::new([SIGINT, SIGTERM, SIGHUP]).map_err(|e| format!("installing signal handlers: {e}"))?;
+    let tls = cfg.tls.clone();
     std::thread::Builder::new()
         .name("ringmq-signals".into())
         .spawn(move || {
-            for signal in signals.forever() {
+            for signal in signals.forever().filter(|&signal| signal != SIGHUP || !reload_tls(&tls)) {
                 let _ = wake.send(Wake::Signal(signal));
             }
         })
@@ -838,7 +932,7 @@ fn doctor(a: DoctorArgs) -> Result<(), String> {
 }
 
 fn connect(b: &BrokerArg) -> Result<std::sync::Arc<Client>, String> {
-    Client::connect(ClientConfig::new(&b.broker)).map_err(|e| e.to_string())
+    Client::connect(b.client_config()?).map_err(|e| e.to_string())
 }
 
 fn topic(action: TopicAction) -> Result<(), String> {

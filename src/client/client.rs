@@ -6,6 +6,7 @@ use super::connection::{Connection, Reply, ReplyTo};
 use super::error::ClientError;
 use crate::protocol::messages::{self as msg, CreateTopic, Membership, MetadataResponse, QueueRef, TopicInfo};
 use crate::protocol::{coordinator_of, ApiKey, ErrorCode, Reader, Writer};
+use crate::security::tls::ClientTls;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::Duration;
@@ -26,6 +27,8 @@ pub struct ClientConfig {
     pub retries: u32,
     pub retry_backoff: Duration,
     pub max_frame_bytes: usize,
+    /// TLS to every shard (None: in the clear).
+    pub tls: Option<ClientTls>,
 }
 
 impl ClientConfig {
@@ -38,6 +41,7 @@ impl ClientConfig {
             retries: 3,
             retry_backoff: Duration::from_millis(100),
             max_frame_bytes: 8 << 20,
+            tls: None,
         }
     }
 }
@@ -131,7 +135,8 @@ impl Client {
         if let Some(c) = pool.get(addr).filter(|c| c.is_alive()) {
             return Ok(c.clone());
         }
-        let c = Connection::open(addr, self.config.connect_timeout, self.config.max_frame_bytes)?;
+        let c =
+            Connection::open(addr, self.config.tls.as_ref(), self.config.connect_timeout, self.config.max_frame_bytes)?;
         pool.insert(addr.to_string(), c.clone());
         Ok(c)
     }

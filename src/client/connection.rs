@@ -2,8 +2,10 @@
 //! a reader thread routes each response to its waiter by correlation id.
 
 use super::error::ClientError;
+use super::tls;
 use crate::protocol::frame::{self, Response};
 use crate::protocol::ErrorCode;
+use crate::security::tls::ClientTls;
 use std::collections::HashMap;
 use std::io::{Read, Write};
 use std::net::{TcpStream, ToSocketAddrs};
@@ -31,7 +33,9 @@ type Pending = Arc<Mutex<HashMap<u32, ReplyTo>>>;
 /// A connection to one shard.
 pub struct Connection {
     pub addr: String,
-    writer: Mutex<TcpStream>,
+    writer: Mutex<Box<dyn Write + Send>>,
+    /// Shut down when the connection is dropped, which ends the reader thread.
+    socket: TcpStream,
     pending: Pending,
     next_corr: AtomicU32,
     alive: Arc<AtomicBool>,
@@ -39,8 +43,13 @@ pub struct Connection {
 }
 
 impl Connection {
-    /// Connects and starts the reader thread.
-    pub fn open(addr: &str, timeout: Duration, max_frame_bytes: usize) -> Result<Arc<Connection>, ClientError> {
+    /// Connects (and runs the TLS handshake when `tls` is set) and starts the reader thread.
+    pub fn open(
+        addr: &str,
+        tls: Option<&ClientTls>,
+        timeout: Duration,
+        max_frame_bytes: usize,
+    ) -> Result<Arc<Connection>, ClientError> {
         let connect_err = |reason: String| ClientError::Connect { addr: addr.to_string(), reason };
         let sock = addr
             .to_socket_addrs()
@@ -49,10 +58,18 @@ impl Connection {
             .ok_or_else(|| connect_err("no address".into()))?;
         let stream = TcpStream::connect_timeout(&sock, timeout).map_err(|e| connect_err(e.to_string()))?;
         stream.set_nodelay(true).map_err(|e| connect_err(e.to_string()))?;
-        let reader = stream.try_clone().map_err(|e| connect_err(e.to_string()))?;
+        let socket = stream.try_clone().map_err(|e| connect_err(e.to_string()))?;
+        let (reader, writer): (Box<dyn Read + Send>, Box<dyn Write + Send>) = match tls {
+            Some(tls) => {
+                let (reader, writer) = tls::handshake(stream, addr, tls, timeout).map_err(connect_err)?;
+                (Box::new(reader), Box::new(writer))
+            }
+            None => (Box::new(stream.try_clone().map_err(|e| connect_err(e.to_string()))?), Box::new(stream)),
+        };
         let conn = Arc::new(Connection {
             addr: addr.to_string(),
-            writer: Mutex::new(stream),
+            writer: Mutex::new(writer),
+            socket,
             pending: Arc::default(),
             next_corr: AtomicU32::new(1),
             alive: Arc::new(AtomicBool::new(true)),
@@ -107,16 +124,20 @@ impl Connection {
 
 impl Drop for Connection {
     fn drop(&mut self) {
-        if let Ok(w) = self.writer.lock() {
-            let _ = w.shutdown(std::net::Shutdown::Both);
-        }
+        let _ = self.socket.shutdown(std::net::Shutdown::Both);
     }
 }
 
 /// Read buffer of the reader thread: responses that arrive together cost one recv.
 const READ_BUFFER_BYTES: usize = 64 << 10;
 
-fn read_loop(stream: TcpStream, pending: Pending, alive: Arc<AtomicBool>, addr: String, max_frame_bytes: usize) {
+fn read_loop(
+    stream: Box<dyn Read + Send>,
+    pending: Pending,
+    alive: Arc<AtomicBool>,
+    addr: String,
+    max_frame_bytes: usize,
+) {
     let mut stream = std::io::BufReader::with_capacity(READ_BUFFER_BYTES, stream);
     let reason = loop {
         let mut len = [0u8; 4];

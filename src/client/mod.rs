@@ -16,6 +16,7 @@ mod message_id;
 mod producer;
 mod promise;
 mod push_consumer;
+mod tls;
 mod transaction;
 
 pub use assignment::{AssignFn, Strategy};

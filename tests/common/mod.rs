@@ -2,6 +2,7 @@
 //! temp dirs, and speaks the raw protocol for bad-input tests.
 #![allow(dead_code)]
 
+pub mod certs;
 pub mod etcd;
 pub mod netns;
 
@@ -187,6 +188,11 @@ impl Broker {
     /// SIGCONT after `pause`.
     pub fn resume(&self) {
         self.signal(rustix::process::Signal::CONT);
+    }
+
+    /// SIGHUP: the broker reloads its TLS files.
+    pub fn sighup(&self) {
+        self.signal(rustix::process::Signal::HUP);
     }
 
     fn signal(&self, signal: rustix::process::Signal) {

@@ -1,5 +1,6 @@
 //! Broker configuration: flags of `ringmq serve` and the limits it enforces.
 
+use crate::security::tls::ServerTls;
 use ringmq_shards::{FlushPolicy, ShardConfig};
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -67,6 +68,10 @@ pub struct ServerConfig {
     pub task_quota: Duration,
     /// Cluster mode: this node's role in its broker group (None: a single node).
     pub cluster: Option<super::replication::ClusterRole>,
+    /// TLS on every listener and on connections to other nodes (None: in the clear).
+    pub tls: Option<ServerTls>,
+    /// Longest a new connection may take to complete its TLS handshake.
+    pub tls_handshake_timeout: Duration,
 }
 
 /// Space each shard holds back in its ballast (released when the disk
@@ -126,6 +131,8 @@ impl ServerConfig {
             stall_threshold: Duration::from_millis(10),
             task_quota: Duration::from_millis(100),
             cluster: None,
+            tls: None,
+            tls_handshake_timeout: Duration::from_secs(10),
         }
     }
 }

@@ -19,6 +19,7 @@ pub mod placement;
 pub mod replication;
 pub mod service;
 pub mod stall;
+pub mod stream;
 pub mod tasks;
 pub mod topics;
 

@@ -8,6 +8,7 @@
 
 use super::dispatch::{self, Decoded, Outcome};
 use super::Services;
+use crate::server::core::stream::Stream;
 use futures_lite::io::{AsyncReadExt, AsyncWriteExt, BufReader, WriteHalf};
 use glommio::channels::local_channel;
 use glommio::net::{TcpListener, TcpStream};
@@ -42,8 +43,15 @@ pub async fn accept_loop(services: Rc<Services>, listener: TcpListener) {
 /// A request being served: its task's outcome, in request order.
 type Pending = Task<anyhow::Result<Outcome>>;
 
-async fn serve(s: Rc<Services>, stream: TcpStream) {
-    let _ = stream.set_nodelay(true);
+async fn serve(s: Rc<Services>, tcp: TcpStream) {
+    let config = s.core.config();
+    let stream = match Stream::accept(tcp, config.tls.as_ref(), config.tls_handshake_timeout).await {
+        Ok(stream) => stream,
+        Err(error) => {
+            tracing::info!(shard = s.core.id(), %error, "a Kafka connection failed its TLS handshake");
+            return;
+        }
+    };
     let (reader, writer) = futures_lite::io::split(stream);
     let mut reader = BufReader::with_capacity(READ_BUFFER_BYTES, reader);
     let (pending, answers) = local_channel::new_bounded(s.core.config().max_inflight_per_connection.max(1));
@@ -70,7 +78,7 @@ async fn serve(s: Rc<Services>, stream: TcpStream) {
 /// error at the end of the stream or for a frame that does not decode.
 async fn read_request(
     s: &Rc<Services>,
-    reader: &mut BufReader<futures_lite::io::ReadHalf<TcpStream>>,
+    reader: &mut BufReader<futures_lite::io::ReadHalf<Stream>>,
 ) -> anyhow::Result<(Pending, bool)> {
     let mut len = [0u8; 4];
     reader.read_exact(&mut len).await?;
@@ -96,7 +104,7 @@ async fn read_request(
 
 /// Writes each request's response as its turn comes; stops at a write
 /// failure, a response that would not encode, or a refusal.
-async fn write_in_order(answers: local_channel::LocalReceiver<Pending>, mut writer: WriteHalf<TcpStream>) {
+async fn write_in_order(answers: local_channel::LocalReceiver<Pending>, mut writer: WriteHalf<Stream>) {
     while let Some(task) = answers.recv().await {
         let (response, close) = match task.await {
             Ok(Outcome::Silent) => continue,
@@ -107,7 +115,8 @@ async fn write_in_order(answers: local_channel::LocalReceiver<Pending>, mut writ
                 break;
             }
         };
-        if writer.write_all(&response).await.is_err() || close {
+        // Flushed: a TLS session may hold the last record until then.
+        if writer.write_all(&response).await.is_err() || writer.flush().await.is_err() || close {
             break;
         }
     }

@@ -48,7 +48,8 @@ pub async fn follow(core: Rc<Core>, leader: Leader) {
 
 /// Fetches and mirrors until something fails (Ok once the node stops).
 async fn fetch_until_failure(core: &Core, leader: &Leader) -> Result<(), String> {
-    let mut link = Link::connect(leader.addr, IO_TIMEOUT, core.config().max_frame_bytes).await?;
+    let mut link =
+        Link::connect(leader.addr, core.config().tls.as_ref(), IO_TIMEOUT, core.config().max_frame_bytes).await?;
     let storage = core.storage();
     let mut metadata_end = metadata_log::end(storage);
     loop {

@@ -4,6 +4,8 @@
 
 use crate::protocol::frame::{self, Response};
 use crate::protocol::ApiKey;
+use crate::security::tls::ServerTls;
+use crate::server::core::stream::Stream;
 use futures_lite::{AsyncReadExt, AsyncWriteExt};
 use glommio::net::TcpStream;
 use std::net::SocketAddr;
@@ -11,7 +13,7 @@ use std::time::Duration;
 
 /// A connection to one shard of another node.
 pub struct Link {
-    stream: TcpStream,
+    stream: Stream,
     next_correlation: u32,
     frame_bytes_max: usize,
 }
@@ -26,13 +28,22 @@ impl Answer {
 }
 
 impl Link {
-    pub async fn connect(addr: SocketAddr, timeout: Duration, frame_bytes_max: usize) -> Result<Link, String> {
-        let stream = glommio::timer::timeout(timeout, async {
+    /// Connects (under TLS when the broker serves TLS: the other node's
+    /// certificate is verified against `--tls-ca` and this node's presented).
+    pub async fn connect(
+        addr: SocketAddr,
+        tls: Option<&ServerTls>,
+        timeout: Duration,
+        frame_bytes_max: usize,
+    ) -> Result<Link, String> {
+        let tcp = glommio::timer::timeout(timeout, async {
             TcpStream::connect(addr).await.map_err(|e| glommio::GlommioError::IoError(e.into()))
         })
         .await
         .map_err(|e| format!("connecting to {addr}: {e}"))?;
-        stream.set_nodelay(true).map_err(|e| format!("setting TCP_NODELAY: {e}"))?;
+        let stream = Stream::connect(tcp, &addr.to_string(), tls, timeout)
+            .await
+            .map_err(|e| format!("connecting to {addr}: {e}"))?;
         Ok(Link { stream, next_correlation: 0, frame_bytes_max })
     }
 
@@ -46,6 +57,7 @@ impl Link {
         let answer = glommio::timer::timeout(timeout, async move {
             let io = |e: std::io::Error| glommio::GlommioError::IoError(e);
             stream.write_all(&request).await.map_err(io)?;
+            stream.flush().await.map_err(io)?;
             let mut len = [0u8; 4];
             stream.read_exact(&mut len).await.map_err(io)?;
             let len = u32::from_le_bytes(len) as usize;

@@ -9,6 +9,7 @@
 use super::{dispatch, Services};
 use crate::protocol::frame::{self, REQUEST_HEADER_BYTES};
 use crate::protocol::{ApiKey, ErrorCode};
+use crate::server::core::stream::Stream;
 use futures_lite::io::{AsyncReadExt, AsyncWriteExt, BufReader, WriteHalf};
 use glommio::net::{TcpListener, TcpStream};
 use std::cell::{Cell, RefCell};
@@ -59,7 +60,7 @@ pub async fn accept_loop(s: Rc<Services>, listener: TcpListener) {
 /// progress becomes the writer: it lets the other tasks made ready in the same
 /// tick queue theirs, then writes the queue until it is empty.
 struct Writer {
-    half: RefCell<Option<WriteHalf<TcpStream>>>,
+    half: RefCell<Option<WriteHalf<Stream>>>,
     queued: RefCell<Vec<Vec<u8>>>,
     writing: Cell<bool>,
 }
@@ -96,6 +97,8 @@ impl Writer {
             ok = ok && half.write_all(&r).await.is_ok();
         }
         ok = ok && (joined.is_empty() || half.write_all(&joined).await.is_ok());
+        // A TLS session may hold the last record until flushed.
+        ok = ok && half.flush().await.is_ok();
         if ok {
             *self.half.borrow_mut() = Some(half);
         }
@@ -103,8 +106,15 @@ impl Writer {
     }
 }
 
-async fn serve(s: Rc<Services>, stream: TcpStream) {
-    let _ = stream.set_nodelay(true);
+async fn serve(s: Rc<Services>, tcp: TcpStream) {
+    let config = s.core.config();
+    let stream = match Stream::accept(tcp, config.tls.as_ref(), config.tls_handshake_timeout).await {
+        Ok(stream) => stream,
+        Err(error) => {
+            tracing::info!(shard = s.core.id(), %error, "a connection failed its TLS handshake");
+            return;
+        }
+    };
     let (reader, writer) = futures_lite::io::split(stream);
     let mut reader = BufReader::with_capacity(READ_BUFFER_BYTES, reader);
     let writer =

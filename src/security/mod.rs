@@ -1,0 +1,5 @@
+//! Security shared by the broker, the SDK and the CLI: TLS configuration
+//! (certificates, keys and trust from PEM files, with a pure-Rust crypto
+//! provider).
+
+pub mod tls;
