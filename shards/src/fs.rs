@@ -16,6 +16,19 @@ pub async fn sync_dir(dir: &Path) -> Result<()> {
     d.close().await.map_err(|e| StorageError::io("closing directory", dir, e))
 }
 
+/// Replaces `dir/name` with `bytes` atomically and durably: written to a new
+/// file, synced, renamed over, the directory synced. For small control-plane
+/// files (layout, metadata, users); a blocking call.
+pub fn replace_durably(dir: &Path, name: &str, bytes: &[u8]) -> std::io::Result<()> {
+    use std::io::Write;
+    let tmp = dir.join(format!("{name}.tmp"));
+    let mut f = std::fs::File::create(&tmp)?;
+    f.write_all(bytes)?;
+    f.sync_all()?;
+    std::fs::rename(&tmp, dir.join(name))?;
+    std::fs::File::open(dir)?.sync_all()
+}
+
 /// Runs a file-system call that may hold the thread (unlinking a 1 GiB
 /// segment held a shard's thread for over a second) on glommio's blocking
 /// thread pool, so the shard keeps serving; `op` and `path` name it in the error.

@@ -23,7 +23,7 @@ mod signal;
 pub use config::{FlushPolicy, ShardConfig};
 pub use error::{Result, StorageError};
 pub use format::{batch, record};
-pub use fs::{free_space, is_no_space};
+pub use fs::{free_space, is_no_space, replace_durably};
 pub use index::IndexEntry;
 pub use join::{first_of, join_all};
 pub use log::segment::{parse_segment_name, segment_name};

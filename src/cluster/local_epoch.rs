@@ -4,7 +4,6 @@
 //! the node starts in a role, so it can only lag (a lagging value cuts more,
 //! and the leader sends the rest again; it never cuts too little).
 
-use std::io::Write;
 use std::path::Path;
 
 const FILE: &str = "cluster-epoch";
@@ -21,11 +20,6 @@ pub fn load(data_dir: &Path) -> Result<u64, String> {
 
 /// Records `epoch` durably (written new, synced, renamed over).
 pub fn store(data_dir: &Path, epoch: u64) -> Result<(), String> {
-    let tmp = data_dir.join(format!("{FILE}.tmp"));
     let failed = |e: std::io::Error| format!("storing {}: {e}", data_dir.join(FILE).display());
-    let mut f = std::fs::File::create(&tmp).map_err(failed)?;
-    f.write_all(format!("{epoch}\n").as_bytes()).map_err(failed)?;
-    f.sync_all().map_err(failed)?;
-    std::fs::rename(&tmp, data_dir.join(FILE)).map_err(failed)?;
-    std::fs::File::open(data_dir).and_then(|d| d.sync_all()).map_err(failed)
+    ringmq_shards::replace_durably(data_dir, FILE, format!("{epoch}\n").as_bytes()).map_err(failed)
 }

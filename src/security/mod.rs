@@ -2,4 +2,5 @@
 //! (certificates, keys and trust from PEM files, with a pure-Rust crypto
 //! provider).
 
+pub mod scram;
 pub mod tls;

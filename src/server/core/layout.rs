@@ -5,7 +5,6 @@
 //! half its queues missing or read segments at the wrong places, so it is
 //! refused with what to pass instead.
 
-use std::io::Write;
 use std::path::Path;
 
 const FILE: &str = "layout";
@@ -93,12 +92,7 @@ fn shard_dirs(data_dir: &Path) -> Result<usize, String> {
 
 /// Start-up, before any shard runs: a small buffered write, synced and renamed into place.
 fn store(data_dir: &Path, layout: Layout) -> std::io::Result<()> {
-    let tmp = data_dir.join(format!("{FILE}.tmp"));
-    let mut f = std::fs::File::create(&tmp)?;
-    f.write_all(layout.encode().as_bytes())?;
-    f.sync_all()?;
-    std::fs::rename(&tmp, data_dir.join(FILE))?;
-    std::fs::File::open(data_dir)?.sync_all()
+    ringmq_shards::replace_durably(data_dir, FILE, layout.encode().as_bytes())
 }
 
 #[cfg(test)]

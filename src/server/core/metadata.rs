@@ -9,7 +9,6 @@ use super::placement::{Place, PlacedTopic};
 use crate::protocol::codec::{DecodeError, Reader, Writer};
 use crate::protocol::messages::{MetadataResponse, ShardAddr, TopicInfo};
 use std::collections::BTreeMap;
-use std::io::Write;
 use std::path::Path;
 
 const FILE: &str = "metadata";
@@ -113,12 +112,7 @@ impl Metadata {
     /// Stores the metadata atomically and durably. Control plane: a small
     /// buffered write with fsync, not the Direct I/O data path.
     pub fn store(&self, data_dir: &Path) -> std::io::Result<()> {
-        let tmp = data_dir.join(format!("{FILE}.tmp"));
-        let mut f = std::fs::File::create(&tmp)?;
-        f.write_all(&self.encode())?;
-        f.sync_all()?;
-        std::fs::rename(&tmp, data_dir.join(FILE))?;
-        std::fs::File::open(data_dir)?.sync_all()
+        ringmq_shards::replace_durably(data_dir, FILE, &self.encode())
     }
 
     /// Adds a topic whose queues are spread over `shards` shards, starting at
