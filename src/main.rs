@@ -1,10 +1,14 @@
 //! The `ringmq` command: the broker (`serve`) and client commands for topics,
 //! producing and consuming.
 
+mod cli;
+
 use clap::{Args, CommandFactory, FromArgMatches, Parser, Subcommand, ValueEnum};
 use ringmq::client::{
-    Client, ClientConfig, ClientError, Consumer, GroupConfig, Message, Producer, ProducerConfig, StartFrom, StartNew,
+    Client, ClientConfig, ClientError, Consumer, GroupConfig, Message, Producer, ProducerConfig, SaslLogin, StartFrom,
+    StartNew,
 };
+use ringmq::security::sasl::SaslMechanism;
 use ringmq::security::tls::{ClientFiles, ClientTls, ServerTls};
 use ringmq::server::{self, config, ServerConfig};
 use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
@@ -46,6 +50,11 @@ enum Command {
     Dlq {
         #[command(subcommand)]
         action: DlqAction,
+    },
+    /// Create, list and delete the users the broker authenticates, or set their passwords.
+    User {
+        #[command(subcommand)]
+        action: cli::users::UserAction,
     },
     /// The cluster as its etcd sees it.
     Cluster {
@@ -256,6 +265,16 @@ struct ServeArgs {
     /// Whether clients must present a certificate --tls-ca signed
     #[arg(long, value_enum)]
     tls_client_auth: Option<TlsClientAuth>,
+    /// Clients must authenticate (SASL, or a client certificate --tls-ca signed: its CN is the user) before any request but ApiVersions
+    #[arg(long)]
+    #[serde(default)]
+    auth_required: bool,
+    /// SASL mechanisms offered (PLAIN only over TLS)
+    #[arg(long, value_delimiter = ',')]
+    sasl_mechanisms: Option<Vec<String>>,
+    /// Users every operation is allowed to
+    #[arg(long, value_delimiter = ',')]
+    super_users: Option<Vec<String>>,
 }
 
 /// `--tls-client-auth`.
@@ -388,6 +407,18 @@ impl ServeArgs {
             self.tls_ca.or(file.tls_ca),
             self.tls_client_auth.or(file.tls_client_auth),
         )?;
+        cfg.auth.required = self.auth_required || file.auth_required;
+        if let Some(names) = self.sasl_mechanisms.or(file.sasl_mechanisms) {
+            cfg.auth.mechanisms = names
+                .iter()
+                .map(|n| {
+                    SaslMechanism::from_name(n).ok_or_else(|| {
+                        format!("--sasl-mechanisms: {n:?} is not one of SCRAM-SHA-256, SCRAM-SHA-512, PLAIN")
+                    })
+                })
+                .collect::<Result<_, _>>()?;
+        }
+        cfg.auth.super_users = self.super_users.or(file.super_users).unwrap_or_default();
         Ok(cfg)
     }
 }
@@ -473,6 +504,14 @@ struct BrokerArg {
     /// The private key of --tls-cert, PEM
     #[arg(long, requires = "tls_cert")]
     tls_key: Option<PathBuf>,
+    /// Log in as this user (SASL); the password is the first line of --password-file, or $RINGMQ_PASSWORD
+    #[arg(long)]
+    user: Option<String>,
+    #[arg(long, requires = "user")]
+    password_file: Option<PathBuf>,
+    /// SCRAM-SHA-256, SCRAM-SHA-512, or PLAIN (only over TLS)
+    #[arg(long, default_value = "SCRAM-SHA-256", requires = "user")]
+    sasl_mechanism: String,
 }
 
 impl BrokerArg {
@@ -483,7 +522,25 @@ impl BrokerArg {
             let files = ClientFiles { ca: self.tls_ca.clone(), cert: self.tls_cert.clone(), key: self.tls_key.clone() };
             config.tls = Some(ClientTls::load(&files).map_err(|e| format!("TLS: {e}"))?);
         }
+        if let Some(user) = &self.user {
+            let mechanism = SaslMechanism::from_name(&self.sasl_mechanism).ok_or_else(|| {
+                format!("--sasl-mechanism {:?}: SCRAM-SHA-256, SCRAM-SHA-512 or PLAIN", self.sasl_mechanism)
+            })?;
+            config.sasl = Some(SaslLogin::new(mechanism, user, self.password()?));
+        }
         Ok(config)
+    }
+
+    /// The login password: the first line of --password-file, else $RINGMQ_PASSWORD.
+    fn password(&self) -> Result<String, String> {
+        match &self.password_file {
+            Some(path) => {
+                let text = std::fs::read_to_string(path).map_err(|e| format!("reading {}: {e}", path.display()))?;
+                Ok(text.lines().next().unwrap_or_default().to_string())
+            }
+            None => std::env::var("RINGMQ_PASSWORD")
+                .map_err(|_| "--user needs a password: --password-file FILE or RINGMQ_PASSWORD".to_string()),
+        }
     }
 }
 
@@ -655,6 +712,7 @@ fn main() -> ExitCode {
         Command::Message { action } => message(action),
         Command::Dlq { action } => dlq(action),
         Command::Cluster { action } => cluster(action),
+        Command::User { action } => cli::users::run(action),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
@@ -931,7 +989,7 @@ fn doctor(a: DoctorArgs) -> Result<(), String> {
     }
 }
 
-fn connect(b: &BrokerArg) -> Result<std::sync::Arc<Client>, String> {
+pub(crate) fn connect(b: &BrokerArg) -> Result<std::sync::Arc<Client>, String> {
     Client::connect(b.client_config()?).map_err(|e| e.to_string())
 }
 

@@ -4,6 +4,7 @@
 
 use super::connection::{Connection, Reply, ReplyTo};
 use super::error::ClientError;
+use super::sasl::SaslLogin;
 use crate::protocol::messages::{self as msg, CreateTopic, Membership, MetadataResponse, QueueRef, TopicInfo};
 use crate::protocol::{coordinator_of, ApiKey, ErrorCode, Reader, Writer};
 use crate::security::tls::ClientTls;
@@ -29,6 +30,8 @@ pub struct ClientConfig {
     pub max_frame_bytes: usize,
     /// TLS to every shard (None: in the clear).
     pub tls: Option<ClientTls>,
+    /// The SASL login of every connection (None: none).
+    pub sasl: Option<SaslLogin>,
 }
 
 impl ClientConfig {
@@ -42,6 +45,7 @@ impl ClientConfig {
             retry_backoff: Duration::from_millis(100),
             max_frame_bytes: 8 << 20,
             tls: None,
+            sasl: None,
         }
     }
 }
@@ -95,7 +99,7 @@ impl Client {
     }
 
     /// Shard 0 of the node that serves (where topic changes go).
-    fn control_addr(&self) -> String {
+    pub(super) fn control_addr(&self) -> String {
         self.metadata_sources().swap_remove(0)
     }
 
@@ -135,8 +139,13 @@ impl Client {
         if let Some(c) = pool.get(addr).filter(|c| c.is_alive()) {
             return Ok(c.clone());
         }
-        let c =
-            Connection::open(addr, self.config.tls.as_ref(), self.config.connect_timeout, self.config.max_frame_bytes)?;
+        let c = Connection::open(
+            addr,
+            self.config.tls.as_ref(),
+            self.config.sasl.as_ref(),
+            self.config.connect_timeout,
+            self.config.max_frame_bytes,
+        )?;
         pool.insert(addr.to_string(), c.clone());
         Ok(c)
     }

@@ -2,6 +2,7 @@
 //! a reader thread routes each response to its waiter by correlation id.
 
 use super::error::ClientError;
+use super::sasl::{self, LoginError, SaslLogin};
 use super::tls;
 use crate::protocol::frame::{self, Response};
 use crate::protocol::ErrorCode;
@@ -43,10 +44,12 @@ pub struct Connection {
 }
 
 impl Connection {
-    /// Connects (and runs the TLS handshake when `tls` is set) and starts the reader thread.
+    /// Connects (the TLS handshake when `tls` is set, then the SASL login
+    /// when `login` is), all within `timeout`, and starts the reader thread.
     pub fn open(
         addr: &str,
         tls: Option<&ClientTls>,
+        login: Option<&SaslLogin>,
         timeout: Duration,
         max_frame_bytes: usize,
     ) -> Result<Arc<Connection>, ClientError> {
@@ -59,13 +62,24 @@ impl Connection {
         let stream = TcpStream::connect_timeout(&sock, timeout).map_err(|e| connect_err(e.to_string()))?;
         stream.set_nodelay(true).map_err(|e| connect_err(e.to_string()))?;
         let socket = stream.try_clone().map_err(|e| connect_err(e.to_string()))?;
-        let (reader, writer): (Box<dyn Read + Send>, Box<dyn Write + Send>) = match tls {
+        let bound = |t: Option<Duration>| socket.set_read_timeout(t).and_then(|()| socket.set_write_timeout(t));
+        bound(Some(timeout)).map_err(|e| connect_err(e.to_string()))?;
+        let (mut reader, mut writer): (Box<dyn Read + Send>, Box<dyn Write + Send>) = match tls {
             Some(tls) => {
-                let (reader, writer) = tls::handshake(stream, addr, tls, timeout).map_err(connect_err)?;
+                let (reader, writer) = tls::handshake(stream, addr, tls).map_err(connect_err)?;
                 (Box::new(reader), Box::new(writer))
             }
             None => (Box::new(stream.try_clone().map_err(|e| connect_err(e.to_string()))?), Box::new(stream)),
         };
+        if let Some(login) = login {
+            sasl::login(&mut reader, &mut writer, login).map_err(|e| match e {
+                LoginError::Refused(code, reason) => {
+                    ClientError::Authentication { addr: addr.to_string(), code, reason }
+                }
+                LoginError::Io(reason) => connect_err(format!("during the SASL login: {reason}")),
+            })?;
+        }
+        bound(None).map_err(|e| connect_err(e.to_string()))?;
         let conn = Arc::new(Connection {
             addr: addr.to_string(),
             writer: Mutex::new(writer),

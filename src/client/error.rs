@@ -9,6 +9,8 @@ pub enum ClientError {
     Connect { addr: String, reason: String },
     #[error("connection to {addr} closed: {reason}")]
     ConnectionClosed { addr: String, reason: String },
+    #[error("{addr} did not let this client in ({code:?}): {reason}")]
+    Authentication { addr: String, code: ErrorCode, reason: String },
     #[error("no response from {addr} within {timeout_ms} ms")]
     Timeout { addr: String, timeout_ms: u64 },
     #[error("broker refused the request ({code:?}): {message}")]

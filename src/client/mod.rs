@@ -16,8 +16,10 @@ mod message_id;
 mod producer;
 mod promise;
 mod push_consumer;
+mod sasl;
 mod tls;
 mod transaction;
+mod users;
 
 pub use assignment::{AssignFn, Strategy};
 pub use batcher::SendCallback;
@@ -32,4 +34,5 @@ pub use producer::{
 };
 pub use promise::Promise;
 pub use push_consumer::{ConsumeStatus, Listener, PushConfig, PushConsumer};
+pub use sasl::SaslLogin;
 pub use transaction::{CheckFn, TransactionProducer, TxResult, TxState};

@@ -9,7 +9,6 @@ use rustls::ClientConnection;
 use std::io::{self, Read, Write};
 use std::net::TcpStream;
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
 
 /// Bytes read from the socket at a time.
 const READ_CHUNK_BYTES: usize = 64 << 10;
@@ -18,24 +17,15 @@ type Session = Arc<Mutex<ClientConnection>>;
 /// The socket's write side, shared so that TLS records go out whole and in order.
 type SocketWriter = Arc<Mutex<TcpStream>>;
 
-/// Runs the handshake with `addr` (its certificate must name the host) within
-/// `timeout`, then gives the reader and the writer of the session.
-pub fn handshake(
-    socket: TcpStream,
-    addr: &str,
-    tls: &ClientTls,
-    timeout: Duration,
-) -> Result<(TlsReader, TlsWriter), String> {
+/// Runs the handshake with `addr` (its certificate must name the host; the
+/// socket's timeouts bound it), then gives the reader and the writer of the session.
+pub fn handshake(socket: TcpStream, addr: &str, tls: &ClientTls) -> Result<(TlsReader, TlsWriter), String> {
     let name = tls::server_name(addr).map_err(|e| e.to_string())?;
     let mut session = ClientConnection::new(tls.config(), name).map_err(|e| format!("TLS: {e}"))?;
     let mut sock = socket;
-    sock.set_read_timeout(Some(timeout)).map_err(|e| e.to_string())?;
-    sock.set_write_timeout(Some(timeout)).map_err(|e| e.to_string())?;
     while session.is_handshaking() {
         session.complete_io(&mut sock).map_err(|e| handshake_error(&e))?;
     }
-    sock.set_read_timeout(None).map_err(|e| e.to_string())?;
-    sock.set_write_timeout(None).map_err(|e| e.to_string())?;
     let read_half = sock.try_clone().map_err(|e| e.to_string())?;
     let session = Arc::new(Mutex::new(session));
     let socket = Arc::new(Mutex::new(sock));

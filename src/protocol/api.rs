@@ -52,6 +52,10 @@ wire_enum! {
         ProduceMany = 23,
         FetchMany = 24,
         ReplicaFetch = 25,
+        SaslHandshake = 26,
+        SaslAuthenticate = 27,
+        AlterUser = 28,
+        ListUsers = 29,
     }
 }
 
@@ -112,6 +116,14 @@ wire_enum! {
         ClusterUnavailable = 27,
         /// The member's client kind or assignment protocols do not match the group's members'.
         InconsistentGroupProtocol = 28,
+        /// The broker authenticates clients: SaslHandshake and SaslAuthenticate first.
+        AuthenticationRequired = 29,
+        /// Wrong user or password (or certificate): the broker closes the connection.
+        AuthenticationFailed = 30,
+        /// The broker does not enable this SASL mechanism (the response lists those it does).
+        UnsupportedSaslMechanism = 31,
+        /// The principal may not do this to this resource (an ACL denies it or none allows it).
+        NotAuthorized = 32,
     }
 }
 

@@ -6,6 +6,7 @@ pub mod codec;
 pub mod frame;
 pub mod messages;
 pub mod request;
+pub mod security;
 
 pub use api::{coordinator_of, ApiKey, ErrorCode};
 pub use codec::{DecodeError, Reader, Writer};

@@ -9,6 +9,7 @@ use super::messages::{
     decode_names, CreateTopic, Fetch, FetchMany, GroupOffset, JoinGroup, LookupQuery, Membership, Produce,
     ProduceDelayed, ProduceMany, QueueLocking, QueueRef, ReplicaFetch, SendBack, SyncGroup, Transactional,
 };
+use super::security::AlterUser;
 
 /// A decoded request of any API.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -39,6 +40,10 @@ pub enum Request<'a> {
     ProduceMany(ProduceMany<'a>),
     FetchMany(FetchMany),
     ReplicaFetch(ReplicaFetch),
+    SaslHandshake(String),
+    SaslAuthenticate(&'a [u8]),
+    AlterUser(AlterUser),
+    ListUsers,
 }
 
 impl<'a> Request<'a> {
@@ -72,6 +77,10 @@ impl<'a> Request<'a> {
             ApiKey::ProduceMany => Request::ProduceMany(ProduceMany::decode(&mut r)?),
             ApiKey::FetchMany => Request::FetchMany(FetchMany::decode(&mut r)?),
             ApiKey::ReplicaFetch => Request::ReplicaFetch(ReplicaFetch::decode(&mut r)?),
+            ApiKey::SaslHandshake => Request::SaslHandshake(r.string()?),
+            ApiKey::SaslAuthenticate => Request::SaslAuthenticate(r.bytes()?),
+            ApiKey::AlterUser => Request::AlterUser(AlterUser::decode(&mut r)?),
+            ApiKey::ListUsers => Request::ListUsers,
         };
         r.finish()?;
         Ok(request)

@@ -201,3 +201,16 @@ fn roots(ca: &Path) -> Result<RootCertStore, TlsError> {
     }
     Ok(roots)
 }
+
+/// The common name (CN) of a certificate's subject: the user a verified
+/// client certificate stands for.
+pub fn certificate_user(der: &[u8]) -> Option<String> {
+    use x509_cert::der::{oid::ObjectIdentifier, Decode};
+    const COMMON_NAME: ObjectIdentifier = ObjectIdentifier::new_unwrap("2.5.4.3");
+    let certificate = x509_cert::Certificate::from_der(der).ok()?;
+    let subject = &certificate.tbs_certificate.subject;
+    subject.0.iter().rev().flat_map(|rdn| rdn.0.iter()).find(|atv| atv.oid == COMMON_NAME).and_then(|atv| {
+        let name = std::str::from_utf8(atv.value.value()).ok()?;
+        Some(name.to_string()).filter(|n| !n.is_empty())
+    })
+}

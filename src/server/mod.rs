@@ -10,6 +10,7 @@
 //! `internal` (the broker's own storage queues) -> the storage engine.
 //! `shard.rs` and this file assemble them.
 
+mod auth;
 mod core;
 mod data;
 mod delay;
@@ -23,12 +24,14 @@ mod wire;
 
 pub use self::core::config;
 pub use self::core::config::ServerConfig;
+pub use self::core::dir_lock::DataDirLock;
 pub use self::core::placement;
 pub use self::core::replication::{
     ClusterRole, FollowerReport, InSyncReport, IsrLink, Lead, ReplicationConfig, ReplicationMode,
 };
 pub use self::core::Failure;
 
+use self::core::accounts::Accounts;
 use self::core::clock::Clock;
 use self::core::tasks::Stop;
 use self::core::{layout, stall};
@@ -51,6 +54,8 @@ pub enum ServerError {
     Executor(usize, String),
     #[error("{0}")]
     Layout(String),
+    #[error("loading the users: {0}")]
+    Users(String),
     #[error("shard {0} failed to start: {1}")]
     Shard(usize, String),
 }
@@ -63,6 +68,8 @@ pub struct Server {
     pub log_ends: Vec<u64>,
     stop: Stop,
     shards: Vec<glommio::ExecutorJoinHandle<()>>,
+    /// Released once every shard has stopped.
+    _lock: DataDirLock,
 }
 
 /// Longest a shard may take to open its storage and bind.
@@ -79,12 +86,15 @@ pub fn start(config: ServerConfig) -> Result<Server, ServerError> {
     }
     std::fs::create_dir_all(&config.data_dir)
         .map_err(|e| ServerError::DataDir(config.data_dir.display().to_string(), e))?;
+    let lock = DataDirLock::acquire(&config.data_dir).map_err(ServerError::Layout)?;
     let n = config.cores.len();
     layout::check_or_record(&config.data_dir, layout::Layout { shards: n, segment_bytes: config.segment_bytes })
         .map_err(ServerError::Layout)?;
     let mesh = MeshBuilder::full(n, 1024);
     let stop = Stop::default();
     let clock = Arc::new(if config.manual_clock { Clock::manual() } else { Clock::system() });
+    let users = crate::security::users::Users::load(&config.data_dir).map_err(ServerError::Users)?;
+    let accounts = Arc::new(Accounts::new(users));
     let (report_tx, report_rx) = mpsc::channel();
     let log_ends = Arc::new(std::sync::Mutex::new(vec![0; n]));
     let mut addr_txs = Vec::new();
@@ -100,6 +110,7 @@ pub fn start(config: ServerConfig) -> Result<Server, ServerError> {
             addrs: addr_rx,
             stop: stop.clone(),
             clock: clock.clone(),
+            accounts: accounts.clone(),
             log_ends: log_ends.clone(),
         };
         let mut builder = LocalExecutorBuilder::new(Placement::Fixed(cpu))
@@ -115,7 +126,8 @@ pub fn start(config: ServerConfig) -> Result<Server, ServerError> {
             builder.spawn(move || shard::run(startup)).map_err(|e| ServerError::Executor(index, e.to_string()))?;
         shards.push(handle);
     }
-    let mut server = Server { addrs: vec![SocketAddr::from(([0, 0, 0, 0], 0)); n], log_ends: Vec::new(), stop, shards };
+    let addrs = vec![SocketAddr::from(([0, 0, 0, 0], 0)); n];
+    let mut server = Server { addrs, log_ends: Vec::new(), stop, shards, _lock: lock };
     match wait_until_serving(&report_rx, &addr_txs, &mut server.addrs) {
         Ok(()) => {
             server.log_ends = log_ends.lock().expect("no shard panics holding it").clone();

@@ -3,6 +3,7 @@
 //! and on stop shuts them down and closes its storage. Everything here runs
 //! on that core's executor; this file is the only one that knows every part.
 
+use super::core::accounts::Accounts;
 use super::core::clock::Clock;
 use super::core::config::ServerConfig;
 use super::core::context::{Core, Parts, ShardRole};
@@ -47,6 +48,7 @@ pub struct Startup {
     pub addrs: mpsc::Receiver<Vec<SocketAddr>>,
     pub stop: Stop,
     pub clock: Arc<Clock>,
+    pub accounts: Arc<Accounts>,
     /// Where each shard's log ended when it opened, by shard index.
     pub log_ends: Arc<std::sync::Mutex<Vec<u64>>>,
 }
@@ -114,6 +116,7 @@ async fn serve(s: Startup) -> Result<(), String> {
         addrs: addrs.iter().map(|a| a.to_string()).collect(),
         mesh: Rc::new(Mesh::new(senders)),
         clock: s.clock.clone(),
+        accounts: s.accounts.clone(),
         offsets,
         role,
     });

@@ -1,5 +1,6 @@
 //! Broker configuration: flags of `ringmq serve` and the limits it enforces.
 
+use crate::security::sasl::SaslMechanism;
 use crate::security::tls::ServerTls;
 use ringmq_shards::{FlushPolicy, ShardConfig};
 use std::net::SocketAddr;
@@ -72,6 +73,26 @@ pub struct ServerConfig {
     pub tls: Option<ServerTls>,
     /// Longest a new connection may take to complete its TLS handshake.
     pub tls_handshake_timeout: Duration,
+    /// Who may connect, and how they prove it.
+    pub auth: AuthConfig,
+}
+
+/// Authentication settings.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AuthConfig {
+    /// Every connection must authenticate (SASL, or a verified client
+    /// certificate) before any request but ApiVersions and SASL's.
+    pub required: bool,
+    /// The SASL mechanisms offered (PLAIN only over TLS).
+    pub mechanisms: Vec<SaslMechanism>,
+    /// Principals every operation is allowed to.
+    pub super_users: Vec<String>,
+}
+
+impl Default for AuthConfig {
+    fn default() -> Self {
+        AuthConfig { required: false, mechanisms: SaslMechanism::ALL.to_vec(), super_users: Vec::new() }
+    }
 }
 
 /// Space each shard holds back in its ballast (released when the disk
@@ -133,6 +154,7 @@ impl ServerConfig {
             cluster: None,
             tls: None,
             tls_handshake_timeout: Duration::from_secs(10),
+            auth: AuthConfig::default(),
         }
     }
 }

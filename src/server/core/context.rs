@@ -2,6 +2,7 @@
 //! core. Feature state lives with its feature (groups, delay, tx); this is
 //! only what all of them stand on.
 
+use super::accounts::Accounts;
 use super::clock::Clock;
 use super::config::ServerConfig;
 use super::mesh::Mesh;
@@ -26,6 +27,8 @@ pub struct Core {
     mesh: Rc<Mesh>,
     /// Wall clock of due times (manual in tests).
     clock: Arc<Clock>,
+    /// The node's users, shared by its shards.
+    accounts: Arc<Accounts>,
     started: Instant,
     /// The current snapshot; replaced whole by `apply_metadata`.
     pub(super) metadata: RefCell<Rc<Metadata>>,
@@ -57,6 +60,7 @@ pub struct Parts {
     pub addrs: Vec<String>,
     pub mesh: Rc<Mesh>,
     pub clock: Arc<Clock>,
+    pub accounts: Arc<Accounts>,
     pub offsets: Offsets,
     pub role: ShardRole,
 }
@@ -73,6 +77,7 @@ impl Core {
             addrs: p.addrs,
             mesh: p.mesh,
             clock: p.clock,
+            accounts: p.accounts,
             started: Instant::now(),
             metadata: RefCell::new(Rc::new(Metadata::default())),
             metadata_lock: glommio::sync::Semaphore::new(1),
@@ -90,6 +95,11 @@ impl Core {
 
     pub fn config(&self) -> &ServerConfig {
         &self.config
+    }
+
+    /// The node's users.
+    pub fn accounts(&self) -> &Accounts {
+        &self.accounts
     }
 
     /// This shard's storage engine.

@@ -6,9 +6,11 @@
 //! Core imports nothing from the features or the wire (checked by
 //! `.ci/layers`).
 
+pub mod accounts;
 pub mod clock;
 pub mod config;
 pub mod context;
+pub mod dir_lock;
 pub mod failure;
 pub mod layout;
 pub mod mesh;

@@ -39,6 +39,20 @@ impl Stream {
     }
 }
 
+impl Stream {
+    /// The user a verified client certificate names (its subject's CN), if
+    /// the client presented one.
+    pub fn certificate_user(&self) -> Option<String> {
+        let Stream::Tls(session) = self else { return None };
+        let der = session.get_ref().1.peer_certificates()?.first()?;
+        tls::certificate_user(der.as_ref())
+    }
+
+    pub fn is_tls(&self) -> bool {
+        matches!(self, Stream::Tls(_))
+    }
+}
+
 async fn bounded<T>(timeout: Duration, handshake: impl std::future::Future<Output = io::Result<T>>) -> io::Result<T> {
     let over = || io::Error::new(io::ErrorKind::TimedOut, format!("no TLS handshake within {timeout:?}"));
     futures_lite::future::or(handshake, async {

@@ -18,11 +18,15 @@ pub const ILLEGAL_GENERATION: i16 = 22;
 pub const INCONSISTENT_GROUP_PROTOCOL: i16 = 23;
 pub const UNKNOWN_MEMBER_ID: i16 = 25;
 pub const REBALANCE_IN_PROGRESS: i16 = 27;
+pub const TOPIC_AUTHORIZATION_FAILED: i16 = 29;
+pub const UNSUPPORTED_SASL_MECHANISM: i16 = 33;
+pub const ILLEGAL_SASL_STATE: i16 = 34;
 pub const UNSUPPORTED_VERSION: i16 = 35;
 pub const TOPIC_ALREADY_EXISTS: i16 = 36;
 pub const INVALID_PARTITIONS: i16 = 37;
 pub const INVALID_REQUEST: i16 = 42;
 pub const KAFKA_STORAGE_ERROR: i16 = 56;
+pub const SASL_AUTHENTICATION_FAILED: i16 = 58;
 pub const UNKNOWN_SERVER_ERROR: i16 = -1;
 
 /// The Kafka code for a ringmq failure.
@@ -48,6 +52,11 @@ pub fn of(code: ErrorCode) -> i16 {
         E::InconsistentGroupProtocol => INCONSISTENT_GROUP_PROTOCOL,
         E::UnknownApi | E::UnsupportedVersion => UNSUPPORTED_VERSION,
         E::InvalidRequest => INVALID_REQUEST,
+        E::AuthenticationRequired => ILLEGAL_SASL_STATE,
+        E::AuthenticationFailed => SASL_AUTHENTICATION_FAILED,
+        E::UnsupportedSaslMechanism => UNSUPPORTED_SASL_MECHANISM,
+        // Where the resource is a group or the cluster the handler names its own code.
+        E::NotAuthorized => TOPIC_AUTHORIZATION_FAILED,
         E::TooManyConnections | E::LogDiverged | E::Internal => UNKNOWN_SERVER_ERROR,
     }
 }

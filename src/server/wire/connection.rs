@@ -6,9 +6,10 @@
 //! flush round acknowledges, every fetch it wakes) go out in one send. A
 //! framing error closes that connection only.
 
-use super::{dispatch, Services};
+use super::{dispatch, sasl, Services};
 use crate::protocol::frame::{self, REQUEST_HEADER_BYTES};
 use crate::protocol::{ApiKey, ErrorCode};
+use crate::server::auth::session::Session;
 use crate::server::core::stream::Stream;
 use futures_lite::io::{AsyncReadExt, AsyncWriteExt, BufReader, WriteHalf};
 use glommio::net::{TcpListener, TcpStream};
@@ -115,6 +116,7 @@ async fn serve(s: Rc<Services>, tcp: TcpStream) {
             return;
         }
     };
+    let mut session = Session::new(stream.is_tls(), stream.certificate_user());
     let (reader, writer) = futures_lite::io::split(stream);
     let mut reader = BufReader::with_capacity(READ_BUFFER_BYTES, reader);
     let writer =
@@ -160,12 +162,28 @@ async fn serve(s: Rc<Services>, tcp: TcpStream) {
             return;
         }
         let api = ApiKey::from_wire(u16::from_le_bytes([request[4], request[5]]));
+        if sasl::is_sasl(api) {
+            let (response, close) = sasl::serve(&s, &mut session, &request).await;
+            writer.send(response).await;
+            if close {
+                return;
+            }
+            continue;
+        }
+        if api != Some(ApiKey::ApiVersions) && !session.admitted(&s.core) {
+            let corr = u32::from_le_bytes([request[8], request[9], request[10], request[11]]);
+            let m = "this broker authenticates clients: SaslHandshake and SaslAuthenticate first \
+                     (ClientConfig::sasl; the CLI's --user)";
+            writer.send(frame::response(corr, ErrorCode::AuthenticationRequired, m, &[])).await;
+            continue;
+        }
+        let caller = dispatch::Caller::Client(session.principal());
         let is_produce = matches!(api, Some(ApiKey::Produce | ApiKey::ProduceMany));
         let slots = if is_produce { &produce_slots } else { &other_slots };
         let Ok(permit) = slots.clone().acquire_static_permit(1).await else { return };
         let (s, writer) = (s.clone(), writer.clone());
         glommio::spawn_local(async move {
-            if let Some(response) = dispatch::handle(&s, request).await {
+            if let Some(response) = dispatch::handle(&s, request, &caller).await {
                 writer.send(response).await;
             }
             drop(permit);

@@ -10,6 +10,7 @@ use crate::protocol::frame::{self, RequestHeader};
 use crate::protocol::messages::{self as msg, Assignment, Joined};
 use crate::protocol::request::Request;
 use crate::protocol::{ApiKey, ErrorCode, Writer};
+use crate::server::auth;
 use crate::server::core::context::ShardRole;
 use crate::server::core::metadata::QueueSlot;
 use crate::server::core::Failure;
@@ -17,6 +18,7 @@ use crate::server::data::{fetch, lookup, produce};
 use crate::server::delay::retry;
 use crate::server::groups::coordinator::{JoinRequest, NATIVE};
 use crate::server::replica;
+use std::rc::Rc;
 use std::time::Duration;
 
 /// What a served request sends back.
@@ -32,8 +34,17 @@ enum Reply {
 
 type Outcome = Result<Reply, Failure>;
 
+/// Who sent a request.
+#[derive(Debug, Clone)]
+pub enum Caller {
+    /// A client connection of this shard, and who it authenticated as.
+    Client(Option<Rc<str>>),
+    /// Another shard, forwarding a client's request it already checked.
+    Shard,
+}
+
 /// Serves a request frame (length prefix included). None: no response (acks none).
-pub async fn handle(s: &Services, frame: Vec<u8>) -> Option<Vec<u8>> {
+pub async fn handle(s: &Services, frame: Vec<u8>, caller: &Caller) -> Option<Vec<u8>> {
     let (header, body) = match RequestHeader::parse(&frame[4..]) {
         Ok(parsed) => parsed,
         Err(e) => return Some(frame::response(0, ErrorCode::Malformed, &e.to_string(), &[])),
@@ -47,7 +58,7 @@ pub async fn handle(s: &Services, frame: Vec<u8>) -> Option<Vec<u8>> {
         let m = format!("{api:?} version {} is not supported; this broker speaks {min}..={max}", header.api_version);
         return Some(frame::response(corr, ErrorCode::UnsupportedVersion, &m, &[]));
     }
-    match serve(s, api, body, &frame).await {
+    match serve(s, api, body, &frame, caller).await {
         Ok(Reply::Body(buf)) => Some(frame::finish_ok_response(corr, buf)),
         Ok(Reply::Frame(frame)) => Some(frame),
         Ok(Reply::Nothing) => None,
@@ -66,10 +77,11 @@ macro_rules! on_owner {
     };
 }
 
-async fn serve(s: &Services, api: ApiKey, body: &[u8], frame: &[u8]) -> Outcome {
+async fn serve(s: &Services, api: ApiKey, body: &[u8], frame: &[u8], caller: &Caller) -> Outcome {
     // Decoded and checked whole before anything is stored or parked.
     let request = Request::decode(api, body)?;
     check_limits(s, &request)?;
+    authorize(s, &request, caller)?;
     if request.acks() == Some(msg::ACKS_NONE) {
         // Acks none: no response at all, not even for an error (the client reads none).
         if let Err(failure) = serve_request(s, request, frame).await {
@@ -86,6 +98,26 @@ async fn serve(s: &Services, api: ApiKey, body: &[u8], frame: &[u8]) -> Outcome 
         s.core.replicated(written_end).await?;
     }
     Ok(reply)
+}
+
+/// Refuses what the caller may not do. Until ACLs: with authentication on,
+/// only super users manage users.
+fn authorize(s: &Services, request: &Request, caller: &Caller) -> Result<(), Failure> {
+    let Caller::Client(principal) = caller else { return Ok(()) };
+    let auth = &s.core.config().auth;
+    if !auth.required || !matches!(request, Request::AlterUser(_)) {
+        return Ok(());
+    }
+    match principal {
+        Some(p) if auth.super_users.iter().any(|u| **u == **p) => Ok(()),
+        _ => Err(Failure(
+            ErrorCode::NotAuthorized,
+            format!(
+                "{} may not alter users (Alter on the cluster): only super users may",
+                principal.as_deref().unwrap_or("ANONYMOUS")
+            ),
+        )),
+    }
 }
 
 /// Refuses a request that asks for more than the broker allows: a wait past
@@ -228,6 +260,19 @@ async fn serve_request(s: &Services, request: Request<'_>, frame: &[u8]) -> Outc
                 return forward(s, shard, frame).await;
             }
             replica::leader::serve_fetch(core, &f, &mut w).await?;
+        }
+        Request::AlterUser(change) => {
+            if core.config().cluster.is_some() {
+                return Err(Failure::invalid("in cluster mode, manage users with `ringmq user ... --cluster URL`"));
+            }
+            if core.id() != 0 {
+                return forward(s, 0, frame).await;
+            }
+            auth::users::alter(core, change).await?;
+        }
+        Request::ListUsers => auth::users::list(core).encode(&mut w),
+        Request::SaslHandshake(_) | Request::SaslAuthenticate(_) => {
+            return Err(Failure::invalid("SASL requests are served by the connection, not forwarded"));
         }
         Request::AdvanceClock(ms) => {
             if !core.clock().advance(ms) {

@@ -5,6 +5,7 @@
 
 pub mod connection;
 pub mod dispatch;
+mod sasl;
 
 use crate::server::core::mesh::{Answer, Call, Serve};
 use crate::server::core::Core;
@@ -29,7 +30,9 @@ pub fn serve_calls(services: &Rc<Services>) -> Serve {
         let services = services.clone();
         Box::pin(async move {
             match call {
-                Call::Frame(frame) => Answer::Frame(dispatch::handle(&services, frame).await.unwrap_or_default()),
+                Call::Frame(frame) => Answer::Frame(
+                    dispatch::handle(&services, frame, &dispatch::Caller::Shard).await.unwrap_or_default(),
+                ),
                 other => services.core.serve_call(other).await,
             }
         })

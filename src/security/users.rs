@@ -1,0 +1,107 @@
+//! The users a broker authenticates: per user, one SCRAM credential per
+//! mechanism (salt, iterations, derived keys; never the password). Stored
+//! as JSON in `DATA_DIR/users`, replaced whole and durably on each change.
+
+use super::scram::{Credential, Mechanism};
+use std::collections::BTreeMap;
+use std::path::Path;
+
+/// The file under the data directory.
+pub const FILE: &str = "users";
+/// Longest user name.
+pub const NAME_BYTES_MAX: usize = 255;
+
+/// Every user and their credentials.
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct Users {
+    users: BTreeMap<String, BTreeMap<Mechanism, Credential>>,
+}
+
+impl Users {
+    /// Loads `DATA_DIR/users`, or no users if there is none.
+    pub fn load(data_dir: &Path) -> Result<Users, String> {
+        let path = data_dir.join(FILE);
+        match std::fs::read(&path) {
+            Ok(bytes) => serde_json::from_slice(&bytes).map_err(|e| format!("{}: {e}", path.display())),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(Users::default()),
+            Err(e) => Err(format!("reading {}: {e}", path.display())),
+        }
+    }
+
+    /// Stores them durably (a blocking call).
+    pub fn store(&self, data_dir: &Path) -> std::io::Result<()> {
+        let json = serde_json::to_vec_pretty(self).expect("users serialize");
+        ringmq_shards::replace_durably(data_dir, FILE, &json)
+    }
+
+    pub fn credential(&self, user: &str, mechanism: Mechanism) -> Option<&Credential> {
+        self.users.get(user)?.get(&mechanism)
+    }
+
+    pub fn contains(&self, user: &str) -> bool {
+        self.users.contains_key(user)
+    }
+
+    pub fn names(&self) -> impl Iterator<Item = &str> {
+        self.users.keys().map(String::as_str)
+    }
+
+    /// The user's mechanisms.
+    pub fn mechanisms(&self, user: &str) -> Vec<Mechanism> {
+        self.users.get(user).map(|c| c.keys().copied().collect()).unwrap_or_default()
+    }
+
+    /// With `user`'s credentials set to these (a new user, or new passwords);
+    /// every credential is checked first.
+    pub fn with_user(&self, user: &str, credentials: Vec<(Mechanism, Credential)>) -> Result<Users, String> {
+        check_name(user)?;
+        if credentials.is_empty() {
+            return Err(format!("user {user:?}: no credential given"));
+        }
+        for (mechanism, credential) in &credentials {
+            credential.check(*mechanism).map_err(|e| format!("user {user:?}, {}: {e}", mechanism.name()))?;
+        }
+        let mut next = self.clone();
+        next.users.insert(user.to_string(), credentials.into_iter().collect());
+        Ok(next)
+    }
+
+    /// Without `user`; an error if there is no such user.
+    pub fn without_user(&self, user: &str) -> Result<Users, String> {
+        let mut next = self.clone();
+        next.users.remove(user).ok_or_else(|| format!("there is no user {user:?}"))?;
+        Ok(next)
+    }
+}
+
+/// A user name: 1..=255 bytes of printable characters.
+pub fn check_name(user: &str) -> Result<(), String> {
+    if user.is_empty() || user.len() > NAME_BYTES_MAX || user.chars().any(|c| c.is_control()) {
+        return Err(format!("user name {user:?}: 1 to {NAME_BYTES_MAX} bytes, no control characters"));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::security::scram::ITERATIONS_MIN;
+
+    #[test]
+    fn users_round_trip_through_their_file_and_keep_no_password() {
+        let dir = tempfile::tempdir().unwrap();
+        let m = Mechanism::ScramSha256;
+        let users = Users::default()
+            .with_user("alice", vec![(m, Credential::new(m, "hunter2", ITERATIONS_MIN).unwrap())])
+            .unwrap();
+        users.store(dir.path()).unwrap();
+        let text = std::fs::read_to_string(dir.path().join(FILE)).unwrap();
+        assert!(!text.contains("hunter2"), "{text}");
+        let loaded = Users::load(dir.path()).unwrap();
+        assert_eq!(loaded, users);
+        assert!(loaded.credential("alice", m).unwrap().matches(m, "hunter2"));
+        assert!(loaded.without_user("bob").is_err());
+        assert!(!loaded.without_user("alice").unwrap().contains("alice"));
+        assert!(users.with_user("", vec![]).is_err());
+    }
+}

@@ -1,0 +1,143 @@
+//! One connection's authentication: a SASL handshake names the mechanism,
+//! then tokens go back and forth until it is done (SCRAM: two rounds;
+//! PLAIN: one, only over TLS). A verified client certificate authenticates
+//! the connection as its subject's common name from the start. A failed
+//! exchange ends the session: the edge answers and closes the connection.
+
+use crate::protocol::ErrorCode;
+use crate::security::sasl::{self, SaslMechanism};
+use crate::security::scram::{Mechanism, ScramServer};
+use crate::server::core::{Core, Failure};
+use std::rc::Rc;
+
+/// Where a connection's authentication stands.
+enum State {
+    /// No handshake yet (or one refused).
+    Start,
+    /// A handshake chose this mechanism; its first token is next.
+    Chosen(SaslMechanism),
+    /// SCRAM's first round is done; the client's final message is next.
+    Scram(Box<ScramServer>),
+    /// Authenticated, or failed: nothing more to exchange.
+    Done,
+}
+
+/// A step of an exchange.
+pub enum Step {
+    /// Send this token; the client answers with the next.
+    Continue(Vec<u8>),
+    /// Send this (last) token: the connection is authenticated.
+    Authenticated(Vec<u8>),
+}
+
+/// One connection's authentication.
+pub struct Session {
+    tls: bool,
+    principal: Option<Rc<str>>,
+    state: State,
+}
+
+impl Session {
+    /// A new connection's session; `certificate_user` is the user a verified
+    /// client certificate names.
+    pub fn new(tls: bool, certificate_user: Option<String>) -> Session {
+        Session { tls, principal: certificate_user.map(Rc::from), state: State::Start }
+    }
+
+    /// Who the connection authenticated as.
+    pub fn principal(&self) -> Option<Rc<str>> {
+        self.principal.clone()
+    }
+
+    /// Whether the connection may send requests other than ApiVersions and SASL's.
+    pub fn admitted(&self, core: &Core) -> bool {
+        !core.config().auth.required || self.principal.is_some()
+    }
+
+    /// The names of the mechanisms this connection may use.
+    pub fn offered(&self, core: &Core) -> Vec<&'static str> {
+        let offered = core.config().auth.mechanisms.iter();
+        offered.filter(|m| self.tls || **m != SaslMechanism::Plain).map(|m| m.name()).collect()
+    }
+
+    /// A handshake: the client names its mechanism.
+    pub fn handshake(&mut self, core: &Core, name: &str) -> Result<SaslMechanism, Failure> {
+        if matches!(self.state, State::Scram(_) | State::Done) || self.principal.is_some() {
+            return Err(Failure(ErrorCode::InvalidRequest, "this connection is already authenticated".into()));
+        }
+        let unsupported = |why: String| Failure(ErrorCode::UnsupportedSaslMechanism, why);
+        let Some(mechanism) = SaslMechanism::from_name(name).filter(|m| core.config().auth.mechanisms.contains(m))
+        else {
+            return Err(unsupported(format!(
+                "SASL mechanism {name:?} is not enabled; this broker offers {:?}",
+                self.offered(core)
+            )));
+        };
+        if mechanism == SaslMechanism::Plain && !self.tls {
+            let m = "PLAIN sends the password itself: this broker takes it only over TLS; connect with TLS or use SCRAM-SHA-256/512";
+            return Err(unsupported(m.into()));
+        }
+        self.state = State::Chosen(mechanism);
+        Ok(mechanism)
+    }
+
+    /// The client's next token. A failure ends the session; the edge answers
+    /// it and closes the connection.
+    pub async fn authenticate(&mut self, core: &Core, token: &[u8]) -> Result<Step, Failure> {
+        let result = match std::mem::replace(&mut self.state, State::Done) {
+            State::Start | State::Done => {
+                return Err(Failure(ErrorCode::InvalidRequest, "SaslAuthenticate without a SaslHandshake first".into()))
+            }
+            State::Chosen(SaslMechanism::Scram(m)) => self.scram_first(core, m, token),
+            State::Chosen(SaslMechanism::Plain) => self.plain(core, token).await,
+            State::Scram(server) => {
+                let user = server.user().to_string();
+                server
+                    .finish(token)
+                    .map(|(user, last)| (Step::Authenticated(last), Some(user)))
+                    .map_err(|e| (user, e.0))
+            }
+        };
+        match result {
+            Ok((step, user)) => {
+                if let Some(user) = user {
+                    self.principal = Some(Rc::from(user.as_str()));
+                }
+                Ok(step)
+            }
+            Err((user, why)) => {
+                tracing::warn!(shard = core.id(), %user, %why, "a client failed to authenticate");
+                Err(Failure(ErrorCode::AuthenticationFailed, "authentication failed: invalid user or password".into()))
+            }
+        }
+    }
+
+    fn scram_first(&mut self, core: &Core, m: Mechanism, token: &[u8]) -> Exchanged {
+        let users = core.accounts().users();
+        let lookup = |user: &str| users.credential(user, m).cloned();
+        match ScramServer::start(m, token, lookup, core.accounts().decoy_key()) {
+            Ok((server, first)) => {
+                self.state = State::Scram(Box::new(server));
+                Ok((Step::Continue(first), None))
+            }
+            Err(e) => Err((String::new(), e.0)),
+        }
+    }
+
+    /// PLAIN against the user's SCRAM credential: the derivation runs on the
+    /// blocking pool (thousands of HMACs would hold the shard).
+    async fn plain(&mut self, core: &Core, token: &[u8]) -> Exchanged {
+        let (user, password) = sasl::parse_plain(token).map_err(|why| (String::new(), why))?;
+        let users = core.accounts().users();
+        let credential = Mechanism::ALL.into_iter().find_map(|m| Some((m, users.credential(&user, m)?.clone())));
+        let Some((m, credential)) = credential else { return Err((user, "unknown user".into())) };
+        let matches = glommio::executor().spawn_blocking(move || credential.matches(m, &password)).await;
+        if !matches {
+            return Err((user, "wrong password".into()));
+        }
+        Ok((Step::Authenticated(Vec::new()), Some(user)))
+    }
+}
+
+/// A step and the user it authenticated, or the user and why it failed.
+type Exchanged = Result<(Step, Option<String>), (String, String)>;

@@ -1,0 +1,31 @@
+//! User management, served on shard 0 (the edges forward it there): a new
+//! user or new credentials (SCRAM credentials the client derived; the
+//! password never reaches the broker), a deletion, the list. Each change is
+//! stored durably in `DATA_DIR/users` before the shared snapshot changes.
+
+use crate::protocol::security::{AlterUser, UserList};
+use crate::server::core::{Core, Failure};
+
+/// Applies a change; stored before it is answered.
+pub async fn alter(core: &Core, change: AlterUser) -> Result<(), Failure> {
+    assert_eq!(core.id(), 0, "users are changed on shard 0");
+    let users = core.accounts().users();
+    let next = match change {
+        AlterUser::Upsert { user, credentials } => users.with_user(&user, credentials),
+        AlterUser::Delete { user } => users.without_user(&user),
+    }
+    .map_err(Failure::invalid)?;
+    let (dir, stored) = (core.config().data_dir.clone(), next.clone());
+    glommio::executor()
+        .spawn_blocking(move || stored.store(&dir))
+        .await
+        .map_err(|e| Failure(crate::protocol::ErrorCode::StorageFailed, format!("storing the users: {e}")))?;
+    core.accounts().replace_users(next);
+    Ok(())
+}
+
+/// Every user and the mechanisms it has credentials for.
+pub fn list(core: &Core) -> UserList {
+    let users = core.accounts().users();
+    UserList(users.names().map(|name| (name.to_string(), users.mechanisms(name))).collect())
+}
