@@ -324,7 +324,10 @@ impl ScramServer {
         if attribute(without_proof, 'c') != Some(B64.encode(&self.gs2_header).as_str()) {
             return fail("the channel binding does not repeat the GS2 header");
         }
-        if attribute(without_proof, 'r') != Some(self.nonce.as_str()) {
+        // RFC 5802 has the client repeat the whole nonce; librdkafka before
+        // 2.x puts its own part in front once more, and Kafka accepts any nonce
+        // that ends with the server's (which is fresh, so a replay still fails).
+        if !attribute(without_proof, 'r').is_some_and(|r| r.ends_with(&self.nonce)) {
             return fail("the nonce is not this exchange's (a replay?)");
         }
         let Some(credential) = &self.credential else { return fail(format!("unknown user {:?}", self.user)) };

@@ -170,6 +170,15 @@ impl Broker {
         Client::connect(cfg).expect("connect client")
     }
 
+    /// A client bootstrapped from shard 0 that logs in as `user` (SCRAM-SHA-256).
+    pub fn client_as(&self, user: &str, password: &str) -> Arc<Client> {
+        let mut cfg = ClientConfig::new(self.addr());
+        cfg.request_timeout = Duration::from_secs(20);
+        let mechanism = ringmq::security::sasl::SaslMechanism::Scram(ringmq::security::scram::Mechanism::ScramSha256);
+        cfg.sasl = Some(ringmq::client::SaslLogin::new(mechanism, user, password));
+        Client::connect(cfg).expect("connect and log in")
+    }
+
     /// SIGTERM and wait: a clean shutdown.
     pub fn stop(&mut self) {
         if let Some(mut c) = self.child.take() {

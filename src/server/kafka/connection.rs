@@ -6,9 +6,11 @@
 //! that does not decode, stops the reading: the requests before it are
 //! answered, then the connection closes (that connection only).
 
-use super::dispatch::{self, Decoded, Outcome};
-use super::Services;
+use super::dispatch::{self, Decoded, Outcome, Request};
+use super::{sasl, Services};
+use crate::server::auth::session::Session;
 use crate::server::core::stream::Stream;
+use bytes::Bytes;
 use futures_lite::io::{AsyncReadExt, AsyncWriteExt, BufReader, WriteHalf};
 use glommio::channels::local_channel;
 use glommio::net::{TcpListener, TcpStream};
@@ -43,6 +45,8 @@ pub async fn accept_loop(services: Rc<Services>, listener: TcpListener) {
 /// A request being served: its task's outcome, in request order.
 type Pending = Task<anyhow::Result<Outcome>>;
 
+type Reader = BufReader<futures_lite::io::ReadHalf<Stream>>;
+
 async fn serve(s: Rc<Services>, tcp: TcpStream) {
     let config = s.core.config();
     let stream = match Stream::accept(tcp, config.tls.as_ref(), config.tls_handshake_timeout).await {
@@ -52,12 +56,23 @@ async fn serve(s: Rc<Services>, tcp: TcpStream) {
             return;
         }
     };
+    let mut session = Session::new(stream.is_tls(), stream.certificate_user());
     let (reader, writer) = futures_lite::io::split(stream);
     let mut reader = BufReader::with_capacity(READ_BUFFER_BYTES, reader);
     let (pending, answers) = local_channel::new_bounded(s.core.config().max_inflight_per_connection.max(1));
     let writing = glommio::spawn_local(write_in_order(answers, writer));
+    let mut bare_tokens = false;
     loop {
-        match read_request(&s, &mut reader).await {
+        let next = match read_frame(&s, &mut reader).await {
+            Ok(frame) if bare_tokens => {
+                let served = sasl::bare_token(&s, &mut session, &frame).await;
+                bare_tokens = served.bare_tokens;
+                Ok(ready(served.outcome))
+            }
+            Ok(frame) => next_request(&s, &mut session, &mut bare_tokens, frame).await,
+            Err(error) => Err(error),
+        };
+        match next {
             Ok((task, last)) => {
                 if pending.send(task).await.is_err() || last {
                     break;
@@ -73,13 +88,8 @@ async fn serve(s: Rc<Services>, tcp: TcpStream) {
     writing.await;
 }
 
-/// Reads and decodes the next request and starts serving it, and whether it
-/// is the last (an API or version not served, answered and then closed); an
-/// error at the end of the stream or for a frame that does not decode.
-async fn read_request(
-    s: &Rc<Services>,
-    reader: &mut BufReader<futures_lite::io::ReadHalf<Stream>>,
-) -> anyhow::Result<(Pending, bool)> {
+/// Reads the next frame whole (its length checked first).
+async fn read_frame(s: &Services, reader: &mut Reader) -> anyhow::Result<Bytes> {
     let mut len = [0u8; 4];
     reader.read_exact(&mut len).await?;
     let len = u32::from_be_bytes(len) as usize;
@@ -90,16 +100,44 @@ async fn read_request(
     // Checked against the limit above, so the allocation is bounded.
     let mut frame = vec![0u8; len];
     reader.read_exact(&mut frame).await?;
-    match dispatch::decode(frame.into()).map_err(|e| anyhow::anyhow!("bad Kafka request: {e}"))? {
-        Decoded::Unsupported { correlation } => {
-            Ok((glommio::spawn_local(async move { Ok(dispatch::refuse(correlation)) }), true))
-        }
-        Decoded::Served { correlation, version, client_id, request } => {
+    Ok(frame.into())
+}
+
+/// Decodes a request and starts serving it (SASL's served here, in order,
+/// on the session), and whether it is the last on the connection; an error
+/// for a frame that does not decode, or a request before a required login.
+async fn next_request(
+    s: &Rc<Services>,
+    session: &mut Session,
+    bare_tokens: &mut bool,
+    frame: Bytes,
+) -> anyhow::Result<(Pending, bool)> {
+    let (correlation, version, client_id, request) =
+        match dispatch::decode(frame).map_err(|e| anyhow::anyhow!("bad Kafka request: {e}"))? {
+            Decoded::Unsupported { correlation } => return Ok(ready(dispatch::refuse(correlation))),
+            Decoded::Served { correlation, version, client_id, request } => (correlation, version, client_id, request),
+        };
+    let served = match *request {
+        Request::SaslHandshake(r) => sasl::handshake(s, session, correlation, version, &r.mechanism),
+        Request::SaslAuthenticate(r) => sasl::authenticate(s, session, correlation, version, &r.auth_bytes).await,
+        request => {
+            if !matches!(request, Request::ApiVersions) && !session.admitted(&s.core) {
+                // As Kafka: a request other than ApiVersions before the login ends the connection.
+                anyhow::bail!("client {client_id:?} sent a request before authenticating (SASL_SSL or SASL_PLAINTEXT, or a client certificate)");
+            }
             let s = s.clone();
-            let task = async move { dispatch::answer(&s, correlation, version, client_id, request).await };
-            Ok((glommio::spawn_local(task), false))
+            let task = async move { dispatch::answer(&s, correlation, version, client_id, Box::new(request)).await };
+            return Ok((glommio::spawn_local(task), false));
         }
-    }
+    };
+    *bare_tokens = served.bare_tokens;
+    Ok(ready(served.outcome))
+}
+
+/// A request answered at once, and whether it is the last.
+fn ready(outcome: Outcome) -> (Pending, bool) {
+    let last = matches!(outcome, Outcome::Last(_));
+    (glommio::spawn_local(async move { Ok(outcome) }), last)
 }
 
 /// Writes each request's response as its turn comes; stops at a write
@@ -109,7 +147,7 @@ async fn write_in_order(answers: local_channel::LocalReceiver<Pending>, mut writ
         let (response, close) = match task.await {
             Ok(Outcome::Silent) => continue,
             Ok(Outcome::Respond(response)) => (response, false),
-            Ok(Outcome::Refuse(response)) => (response, true),
+            Ok(Outcome::Last(response)) => (response, true),
             Err(error) => {
                 tracing::error!(%error, "a Kafka response did not encode");
                 break;

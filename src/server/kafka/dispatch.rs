@@ -12,7 +12,7 @@ use kafka_protocol::messages::*;
 use kafka_protocol::protocol::{decode_request_header_from_buffer, Decodable, Encodable};
 
 /// The APIs served, with the versions implemented.
-const SERVED: [(ApiKey, i16, i16); 16] = [
+const SERVED: [(ApiKey, i16, i16); 18] = [
     (ApiKey::Produce, 3, 9),
     (ApiKey::Fetch, 4, 11),
     (ApiKey::ListOffsets, 1, 7),
@@ -29,6 +29,8 @@ const SERVED: [(ApiKey, i16, i16); 16] = [
     (ApiKey::DeleteTopics, 1, 3),
     (ApiKey::DescribeConfigs, 1, 4),
     (ApiKey::InitProducerId, 0, 4),
+    (ApiKey::SaslHandshake, 0, 1),
+    (ApiKey::SaslAuthenticate, 0, 2),
 ];
 
 /// Request header fields every version has: api key, api version, correlation id.
@@ -40,8 +42,9 @@ pub enum Outcome {
     Respond(Bytes),
     /// Send nothing (a produce with acks=0).
     Silent,
-    /// An API or version not served: send this UNSUPPORTED_VERSION answer, then close.
-    Refuse(Bytes),
+    /// Send this response, then close the connection (an API or version not
+    /// served, answered UNSUPPORTED_VERSION; a failed authentication).
+    Last(Bytes),
 }
 
 /// A decoded request of an API and version we serve.
@@ -62,6 +65,9 @@ pub enum Request {
     DeleteTopics(DeleteTopicsRequest),
     DescribeConfigs(DescribeConfigsRequest),
     InitProducerId(InitProducerIdRequest),
+    /// Served by the connection on its session (`sasl.rs`).
+    SaslHandshake(SaslHandshakeRequest),
+    SaslAuthenticate(SaslAuthenticateRequest),
 }
 
 /// A request frame, decoded whole.
@@ -115,6 +121,8 @@ pub fn decode(mut frame: Bytes) -> anyhow::Result<Decoded> {
         ApiKey::DeleteTopics => Request::DeleteTopics(Decodable::decode(frame, version)?),
         ApiKey::DescribeConfigs => Request::DescribeConfigs(Decodable::decode(frame, version)?),
         ApiKey::InitProducerId => Request::InitProducerId(Decodable::decode(frame, version)?),
+        ApiKey::SaslHandshake => Request::SaslHandshake(Decodable::decode(frame, version)?),
+        ApiKey::SaslAuthenticate => Request::SaslAuthenticate(Decodable::decode(frame, version)?),
         other => unreachable!("{other:?} is in SERVED but not decoded"),
     };
     Ok(Decoded::Served { correlation, version, client_id, request: Box::new(request) })
@@ -122,7 +130,7 @@ pub fn decode(mut frame: Bytes) -> anyhow::Result<Decoded> {
 
 /// The answer to a request that is not served: UNSUPPORTED_VERSION, then close.
 pub fn refuse(correlation: i32) -> Outcome {
-    Outcome::Refuse(unsupported(correlation))
+    Outcome::Last(unsupported(correlation))
 }
 
 /// Serves one decoded request; an error only if its response does not encode.
@@ -162,12 +170,15 @@ pub async fn answer(
         Request::DeleteTopics(r) => reply(ApiKey::DeleteTopics, &topics::delete(&s.core, &r).await)?,
         Request::DescribeConfigs(r) => reply(ApiKey::DescribeConfigs, &topics::describe_configs(&s.core, &r))?,
         Request::InitProducerId(r) => reply(ApiKey::InitProducerId, &produce::init_producer_id(s, &r))?,
+        Request::SaslHandshake(_) | Request::SaslAuthenticate(_) => {
+            anyhow::bail!("SASL requests are served by the connection")
+        }
     };
     Ok(Outcome::Respond(response))
 }
 
 /// A response body, encodable at a version (object-safe, unlike `Encodable`).
-trait Encode {
+pub trait Encode {
     fn encode_at(&self, out: &mut BytesMut, version: i16) -> anyhow::Result<()>;
 }
 
@@ -178,7 +189,7 @@ impl<T: Encodable> Encode for T {
 }
 
 /// The response frame, its 4-byte length first.
-fn respond(correlation: i32, header_version: i16, body: &dyn Encode, version: i16) -> anyhow::Result<Bytes> {
+pub fn respond(correlation: i32, header_version: i16, body: &dyn Encode, version: i16) -> anyhow::Result<Bytes> {
     let mut out = BytesMut::from(&[0u8; 4][..]);
     ResponseHeader::default().with_correlation_id(correlation).encode(&mut out, header_version)?;
     body.encode_at(&mut out, version)?;

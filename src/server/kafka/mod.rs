@@ -14,6 +14,7 @@ mod metadata;
 mod produce;
 mod producers;
 mod records;
+mod sasl;
 mod topics;
 
 pub use dispatch::{decode, Decoded, Request};
