@@ -56,6 +56,11 @@ enum Command {
         #[command(subcommand)]
         action: cli::users::UserAction,
     },
+    /// Add, remove and list the rules that allow or deny principals operations on resources.
+    Acl {
+        #[command(subcommand)]
+        action: cli::acls::AclAction,
+    },
     /// The cluster as its etcd sees it.
     Cluster {
         #[command(subcommand)]
@@ -713,6 +718,7 @@ fn main() -> ExitCode {
         Command::Dlq { action } => dlq(action),
         Command::Cluster { action } => cluster(action),
         Command::User { action } => cli::users::run(action),
+        Command::Acl { action } => cli::acls::run(action),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -62,7 +62,8 @@ fn refused_login(err: ClientError) -> bool {
 fn scram_logins_succeed_and_wrong_passwords_unknown_users_and_anonymous_clients_are_refused() {
     let dir = tempfile::tempdir().unwrap();
     let data = with_users(dir.path());
-    let broker = Broker::start(Path::new(&data), &["--auth-required", "--super-users", "admin"]);
+    // alice is a super user here: authorization is tests/acl.rs's.
+    let broker = Broker::start(Path::new(&data), &["--auth-required", "--super-users", "admin,alice"]);
 
     for mechanism in [SHA256, SHA512] {
         let alice = login(broker.addr(), Some(SaslLogin::new(mechanism, "alice", "alice-secret")), None)
@@ -161,6 +162,7 @@ fn plain_is_refused_in_the_clear_and_logs_in_over_tls_and_a_client_certificate_s
     let ca_arg = path(&ca.pem);
     let mut args = cert.serve_args();
     args.extend(["--auth-required", "--tls-ca", &ca_arg, "--tls-client-auth", "optional"].map(String::from));
+    args.extend(["--super-users", "alice"].map(String::from));
     let args: Vec<&str> = args.iter().map(String::as_str).collect();
     let tls_broker = Broker::start(Path::new(&data), &args);
     let plain_broker = Broker::start(&dir.path().join("plain"), &["--auth-required"]);

@@ -27,7 +27,9 @@ fn with_alice(dir: &Path) -> std::path::PathBuf {
 /// A broker that requires a login, with its Kafka listener; the listener's address.
 fn broker(data: &Path, extra: &[String]) -> (Broker, String) {
     let kafka = format!("127.0.0.1:{}", free_port_pair("127.0.0.1"));
-    let mut args = vec!["--auth-required".to_string(), "--kafka-listen".into(), kafka.clone()];
+    // alice is a super user here: authorization is tests/kafka_acl.rs's.
+    let mut args = vec!["--auth-required".to_string(), "--super-users".into(), "alice".into()];
+    args.extend(["--kafka-listen".into(), kafka.clone()]);
     args.extend_from_slice(extra);
     let args: Vec<&str> = args.iter().map(String::as_str).collect();
     (Broker::start(data, &args), kafka)

@@ -1,3 +1,4 @@
 //! Subcommands of the `ringmq` binary that live in files of their own.
 
+pub mod acls;
 pub mod users;

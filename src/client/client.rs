@@ -114,7 +114,19 @@ impl Client {
         if let Some(t) = find(&self.metadata()) {
             return Ok(t);
         }
-        find(&*self.refresh_metadata()?).ok_or_else(|| ClientError::UnknownTopic(name.to_string()))
+        if let Some(t) = find(&*self.refresh_metadata()?) {
+            return Ok(t);
+        }
+        // Listings leave out topics this principal may not describe: asking
+        // for the one topic tells which it is (NotAuthorized or unknown).
+        let mut w = Writer::default();
+        msg::encode_names(&[name.to_string()], &mut w);
+        match self.call_addr(&self.control_addr(), ApiKey::Metadata, &w.buf) {
+            Err(ClientError::Broker { code: ErrorCode::NotAuthorized, message }) => {
+                Err(ClientError::Broker { code: ErrorCode::NotAuthorized, message })
+            }
+            _ => Err(ClientError::UnknownTopic(name.to_string())),
+        }
     }
 
     /// Address of the shard that owns `queue` of `topic`.

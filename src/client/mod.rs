@@ -2,6 +2,7 @@
 //! connection per shard, a producer and a consumer.
 
 #[allow(clippy::module_inception)] // the Client lives in client.rs, as the style asks
+mod acls;
 mod assignment;
 mod batcher;
 #[allow(clippy::module_inception)] // the Client lives in client.rs, as the style asks

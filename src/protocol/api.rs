@@ -56,6 +56,9 @@ wire_enum! {
         SaslAuthenticate = 27,
         AlterUser = 28,
         ListUsers = 29,
+        CreateAcls = 30,
+        DeleteAcls = 31,
+        ListAcls = 32,
     }
 }
 

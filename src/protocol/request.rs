@@ -9,7 +9,8 @@ use super::messages::{
     decode_names, CreateTopic, Fetch, FetchMany, GroupOffset, JoinGroup, LookupQuery, Membership, Produce,
     ProduceDelayed, ProduceMany, QueueLocking, QueueRef, ReplicaFetch, SendBack, SyncGroup, Transactional,
 };
-use super::security::AlterUser;
+use super::security::{decode_acls, decode_filter, AlterUser};
+use crate::security::acl::{Acl, AclFilter};
 
 /// A decoded request of any API.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -44,6 +45,9 @@ pub enum Request<'a> {
     SaslAuthenticate(&'a [u8]),
     AlterUser(AlterUser),
     ListUsers,
+    CreateAcls(Vec<Acl>),
+    DeleteAcls(AclFilter),
+    ListAcls(AclFilter),
 }
 
 impl<'a> Request<'a> {
@@ -81,6 +85,9 @@ impl<'a> Request<'a> {
             ApiKey::SaslAuthenticate => Request::SaslAuthenticate(r.bytes()?),
             ApiKey::AlterUser => Request::AlterUser(AlterUser::decode(&mut r)?),
             ApiKey::ListUsers => Request::ListUsers,
+            ApiKey::CreateAcls => Request::CreateAcls(decode_acls(&mut r)?),
+            ApiKey::DeleteAcls => Request::DeleteAcls(decode_filter(&mut r)?),
+            ApiKey::ListAcls => Request::ListAcls(decode_filter(&mut r)?),
         };
         r.finish()?;
         Ok(request)

@@ -4,6 +4,7 @@
 //! credentials derived by the client, so the broker never sees a password).
 
 use super::codec::{DecodeError, Reader, Writer};
+use crate::security::acl::{Acl, AclFilter, Operation, PatternType, Permission, ResourceType};
 use crate::security::scram::{Credential, Mechanism};
 
 /// AlterUser: set a user's credentials (a new user, or new passwords), or delete the user.
@@ -89,6 +90,94 @@ impl UserList {
     }
 }
 
+/// A wire code of an ACL field: its place in the type's `ALL`.
+fn code<T: PartialEq + Copy>(all: &[T], value: T) -> u8 {
+    all.iter().position(|v| *v == value).expect("every value is in ALL") as u8
+}
+
+fn of_code<T: Copy>(all: &[T], code: u8, what: &'static str) -> Result<T, DecodeError> {
+    all.get(usize::from(code)).copied().ok_or(DecodeError(what))
+}
+
+/// An ACL rule on the wire: principal, resource type, pattern, name, operation, permission.
+pub fn encode_acl(acl: &Acl, w: &mut Writer) {
+    w.string(&acl.principal).u8(code(ResourceType::ALL, acl.resource)).u8(code(PatternType::ALL, acl.pattern));
+    w.string(&acl.name).u8(code(Operation::ALL, acl.operation)).u8(code(Permission::ALL, acl.permission));
+}
+
+pub fn decode_acl(r: &mut Reader) -> Result<Acl, DecodeError> {
+    Ok(Acl {
+        principal: r.string()?,
+        resource: of_code(ResourceType::ALL, r.u8()?, "unknown ACL resource type")?,
+        pattern: of_code(PatternType::ALL, r.u8()?, "unknown ACL pattern type")?,
+        name: r.string()?,
+        operation: of_code(Operation::ALL, r.u8()?, "unknown ACL operation")?,
+        permission: of_code(Permission::ALL, r.u8()?, "unknown ACL permission")?,
+    })
+}
+
+/// A list of rules (CreateAcls request, ListAcls response).
+pub fn encode_acls(acls: &[Acl], w: &mut Writer) {
+    w.u32(acls.len() as u32);
+    acls.iter().for_each(|a| encode_acl(a, w));
+}
+
+pub fn decode_acls(r: &mut Reader) -> Result<Vec<Acl>, DecodeError> {
+    (0..r.count(2 + 1 + 1 + 2 + 1 + 1)?).map(|_| decode_acl(r)).collect()
+}
+
+/// A filter (ListAcls, DeleteAcls): each field a presence byte, then the value if present.
+pub fn encode_filter(f: &AclFilter, w: &mut Writer) {
+    let opt_string = |v: &Option<String>, w: &mut Writer| match v {
+        Some(v) => {
+            w.u8(1).string(v);
+        }
+        None => {
+            w.u8(0);
+        }
+    };
+    opt_string(&f.principal, w);
+    opt_code(f.resource.map(|v| code(ResourceType::ALL, v)), w);
+    opt_code(f.pattern.map(|v| code(PatternType::ALL, v)), w);
+    opt_string(&f.name, w);
+    opt_code(f.operation.map(|v| code(Operation::ALL, v)), w);
+    opt_code(f.permission.map(|v| code(Permission::ALL, v)), w);
+}
+
+fn opt_code(v: Option<u8>, w: &mut Writer) {
+    match v {
+        Some(v) => w.u8(1).u8(v),
+        None => w.u8(0),
+    };
+}
+
+pub fn decode_filter(r: &mut Reader) -> Result<AclFilter, DecodeError> {
+    fn present(r: &mut Reader) -> Result<bool, DecodeError> {
+        match r.u8()? {
+            0 => Ok(false),
+            1 => Ok(true),
+            _ => Err(DecodeError("a presence byte other than 0 or 1")),
+        }
+    }
+    let string =
+        |r: &mut Reader| -> Result<Option<String>, DecodeError> { present(r)?.then(|| r.string()).transpose() };
+    fn coded<T: Copy>(r: &mut Reader, all: &[T], what: &'static str) -> Result<Option<T>, DecodeError> {
+        if present(r)? {
+            Ok(Some(of_code(all, r.u8()?, what)?))
+        } else {
+            Ok(None)
+        }
+    }
+    Ok(AclFilter {
+        principal: string(r)?,
+        resource: coded(r, ResourceType::ALL, "unknown ACL resource type")?,
+        pattern: coded(r, PatternType::ALL, "unknown ACL pattern type")?,
+        name: string(r)?,
+        operation: coded(r, Operation::ALL, "unknown ACL operation")?,
+        permission: coded(r, Permission::ALL, "unknown ACL permission")?,
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -106,6 +195,21 @@ mod tests {
             change.encode(&mut w);
             assert_eq!(AlterUser::decode(&mut Reader::new(&w.buf)).unwrap(), change);
         }
+        let acl = Acl {
+            principal: "User:alice".into(),
+            resource: ResourceType::Group,
+            pattern: PatternType::Prefixed,
+            name: "g-".into(),
+            operation: Operation::Read,
+            permission: Permission::Deny,
+        };
+        let mut w = Writer::default();
+        encode_acls(std::slice::from_ref(&acl), &mut w);
+        assert_eq!(decode_acls(&mut Reader::new(&w.buf)).unwrap(), vec![acl]);
+        let filter = AclFilter { name: Some("t".into()), operation: Some(Operation::Write), ..AclFilter::default() };
+        let mut w = Writer::default();
+        encode_filter(&filter, &mut w);
+        assert_eq!(decode_filter(&mut Reader::new(&w.buf)).unwrap(), filter);
         let list = UserList(vec![("alice".into(), vec![Mechanism::ScramSha256, m])]);
         let mut w = Writer::default();
         list.encode(&mut w);

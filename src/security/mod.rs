@@ -2,6 +2,7 @@
 //! (certificates, keys and trust from PEM files, with a pure-Rust crypto
 //! provider).
 
+pub mod acl;
 pub mod sasl;
 pub mod scram;
 pub mod tls;

@@ -54,7 +54,7 @@ pub enum ServerError {
     Executor(usize, String),
     #[error("{0}")]
     Layout(String),
-    #[error("loading the users: {0}")]
+    #[error("loading the users and ACLs: {0}")]
     Users(String),
     #[error("shard {0} failed to start: {1}")]
     Shard(usize, String),
@@ -94,7 +94,8 @@ pub fn start(config: ServerConfig) -> Result<Server, ServerError> {
     let stop = Stop::default();
     let clock = Arc::new(if config.manual_clock { Clock::manual() } else { Clock::system() });
     let users = crate::security::users::Users::load(&config.data_dir).map_err(ServerError::Users)?;
-    let accounts = Arc::new(Accounts::new(users));
+    let acls = crate::security::acl::Acls::load(&config.data_dir).map_err(ServerError::Users)?;
+    let accounts = Arc::new(Accounts::new(users, acls));
     let (report_tx, report_rx) = mpsc::channel();
     let log_ends = Arc::new(std::sync::Mutex::new(vec![0; n]));
     let mut addr_txs = Vec::new();

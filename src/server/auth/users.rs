@@ -8,18 +8,14 @@ use crate::server::core::{Core, Failure};
 
 /// Applies a change; stored before it is answered.
 pub async fn alter(core: &Core, change: AlterUser) -> Result<(), Failure> {
-    assert_eq!(core.id(), 0, "users are changed on shard 0");
     let users = core.accounts().users();
     let next = match change {
         AlterUser::Upsert { user, credentials } => users.with_user(&user, credentials),
         AlterUser::Delete { user } => users.without_user(&user),
     }
     .map_err(Failure::invalid)?;
-    let (dir, stored) = (core.config().data_dir.clone(), next.clone());
-    glommio::executor()
-        .spawn_blocking(move || stored.store(&dir))
-        .await
-        .map_err(|e| Failure(crate::protocol::ErrorCode::StorageFailed, format!("storing the users: {e}")))?;
+    let stored = next.clone();
+    super::store_in_data_dir(core, "users", move |dir| stored.store(dir)).await?;
     core.accounts().replace_users(next);
     Ok(())
 }

@@ -2,7 +2,7 @@
 //! core. Feature state lives with its feature (groups, delay, tx); this is
 //! only what all of them stand on.
 
-use super::accounts::Accounts;
+use super::accounts::{Accounts, AclCache};
 use super::clock::Clock;
 use super::config::ServerConfig;
 use super::mesh::Mesh;
@@ -11,6 +11,7 @@ use super::offsets::Offsets;
 use super::replication::Replication;
 use super::stall::StallStats;
 use super::tasks::Tasks;
+use crate::security::acl::Acls;
 use ringmq_shards::Shard;
 use std::cell::RefCell;
 use std::rc::Rc;
@@ -27,8 +28,9 @@ pub struct Core {
     mesh: Rc<Mesh>,
     /// Wall clock of due times (manual in tests).
     clock: Arc<Clock>,
-    /// The node's users, shared by its shards.
+    /// The node's users and ACLs, shared by its shards.
     accounts: Arc<Accounts>,
+    acls: AclCache,
     started: Instant,
     /// The current snapshot; replaced whole by `apply_metadata`.
     pub(super) metadata: RefCell<Rc<Metadata>>,
@@ -77,6 +79,7 @@ impl Core {
             addrs: p.addrs,
             mesh: p.mesh,
             clock: p.clock,
+            acls: AclCache::new(&p.accounts),
             accounts: p.accounts,
             started: Instant::now(),
             metadata: RefCell::new(Rc::new(Metadata::default())),
@@ -97,9 +100,14 @@ impl Core {
         &self.config
     }
 
-    /// The node's users.
+    /// The node's users and ACLs.
     pub fn accounts(&self) -> &Accounts {
         &self.accounts
+    }
+
+    /// The ACLs as of now (this shard's handle, one atomic load when unchanged).
+    pub fn acls(&self) -> Arc<Acls> {
+        self.acls.get(&self.accounts)
     }
 
     /// This shard's storage engine.

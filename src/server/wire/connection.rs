@@ -9,6 +9,7 @@
 use super::{dispatch, sasl, Services};
 use crate::protocol::frame::{self, REQUEST_HEADER_BYTES};
 use crate::protocol::{ApiKey, ErrorCode};
+use crate::server::auth::authorizer::Principal;
 use crate::server::auth::session::Session;
 use crate::server::core::stream::Stream;
 use futures_lite::io::{AsyncReadExt, AsyncWriteExt, BufReader, WriteHalf};
@@ -117,6 +118,7 @@ async fn serve(s: Rc<Services>, tcp: TcpStream) {
         }
     };
     let mut session = Session::new(stream.is_tls(), stream.certificate_user());
+    let mut principal = Rc::new(Principal::new(session.principal()));
     let (reader, writer) = futures_lite::io::split(stream);
     let mut reader = BufReader::with_capacity(READ_BUFFER_BYTES, reader);
     let writer =
@@ -177,7 +179,10 @@ async fn serve(s: Rc<Services>, tcp: TcpStream) {
             writer.send(frame::response(corr, ErrorCode::AuthenticationRequired, m, &[])).await;
             continue;
         }
-        let caller = dispatch::Caller::Client(session.principal());
+        if principal.user() != session.principal().as_deref() {
+            principal = Rc::new(Principal::new(session.principal()));
+        }
+        let caller = dispatch::Caller::Client(principal.clone());
         let is_produce = matches!(api, Some(ApiKey::Produce | ApiKey::ProduceMany));
         let slots = if is_produce { &produce_slots } else { &other_slots };
         let Ok(permit) = slots.clone().acquire_static_permit(1).await else { return };

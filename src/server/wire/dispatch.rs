@@ -5,14 +5,20 @@
 //! the mesh) and served by the core service or its feature; the answer is
 //! encoded here. A refused request stores nothing.
 
-use super::Services;
+use super::{authorize, Services};
 use crate::protocol::frame::{self, RequestHeader};
 use crate::protocol::messages::{self as msg, Assignment, Joined};
 use crate::protocol::request::Request;
+use crate::protocol::security::encode_acls;
 use crate::protocol::{ApiKey, ErrorCode, Writer};
-use crate::server::auth;
+use crate::security::acl::Operation;
+use crate::server::auth::{
+    self,
+    authorizer::{self, Principal},
+};
 use crate::server::core::context::ShardRole;
 use crate::server::core::metadata::QueueSlot;
+use crate::server::core::Core;
 use crate::server::core::Failure;
 use crate::server::data::{fetch, lookup, produce};
 use crate::server::delay::retry;
@@ -37,10 +43,28 @@ type Outcome = Result<Reply, Failure>;
 /// Who sent a request.
 #[derive(Debug, Clone)]
 pub enum Caller {
-    /// A client connection of this shard, and who it authenticated as.
-    Client(Option<Rc<str>>),
+    /// A client connection of this shard: who it authenticated as.
+    Client(Rc<Principal>),
     /// Another shard, forwarding a client's request it already checked.
     Shard,
+}
+
+impl Caller {
+    /// Whether the caller sees `topic` in a listing.
+    fn sees(&self, core: &Core, topic: &str) -> bool {
+        match self {
+            Caller::Client(principal) => authorize::visible(core, principal, topic),
+            Caller::Shard => true,
+        }
+    }
+
+    /// Whether the caller may read messages of `topic` (a lookup by id).
+    fn reads(&self, core: &Core, topic: &str) -> bool {
+        match self {
+            Caller::Client(principal) => principal.allows(core, Operation::Read, authorizer::topic(topic)),
+            Caller::Shard => true,
+        }
+    }
 }
 
 /// Serves a request frame (length prefix included). None: no response (acks none).
@@ -81,16 +105,18 @@ async fn serve(s: &Services, api: ApiKey, body: &[u8], frame: &[u8], caller: &Ca
     // Decoded and checked whole before anything is stored or parked.
     let request = Request::decode(api, body)?;
     check_limits(s, &request)?;
-    authorize(s, &request, caller)?;
+    if let Caller::Client(principal) = caller {
+        authorize::authorize(&s.core, &request, principal)?;
+    }
     if request.acks() == Some(msg::ACKS_NONE) {
         // Acks none: no response at all, not even for an error (the client reads none).
-        if let Err(failure) = serve_request(s, request, frame).await {
+        if let Err(failure) = serve_request(s, request, frame, caller).await {
             tracing::debug!(shard = s.core.id(), %failure, "an acks-0 produce failed");
         }
         return Ok(Reply::Nothing);
     }
     let writes = request.writes();
-    let reply = serve_request(s, request, frame).await?;
+    let reply = serve_request(s, request, frame, caller).await?;
     if writes && matches!(reply, Reply::Body(_)) {
         // Whatever it stored on this shard (a feature's internal queues
         // too) is acknowledged once replicated as the group's mode asks.
@@ -98,26 +124,6 @@ async fn serve(s: &Services, api: ApiKey, body: &[u8], frame: &[u8], caller: &Ca
         s.core.replicated(written_end).await?;
     }
     Ok(reply)
-}
-
-/// Refuses what the caller may not do. Until ACLs: with authentication on,
-/// only super users manage users.
-fn authorize(s: &Services, request: &Request, caller: &Caller) -> Result<(), Failure> {
-    let Caller::Client(principal) = caller else { return Ok(()) };
-    let auth = &s.core.config().auth;
-    if !auth.required || !matches!(request, Request::AlterUser(_)) {
-        return Ok(());
-    }
-    match principal {
-        Some(p) if auth.super_users.iter().any(|u| **u == **p) => Ok(()),
-        _ => Err(Failure(
-            ErrorCode::NotAuthorized,
-            format!(
-                "{} may not alter users (Alter on the cluster): only super users may",
-                principal.as_deref().unwrap_or("ANONYMOUS")
-            ),
-        )),
-    }
 }
 
 /// Refuses a request that asks for more than the broker allows: a wait past
@@ -151,7 +157,7 @@ fn check_limits(s: &Services, request: &Request) -> Result<(), Failure> {
     Ok(())
 }
 
-async fn serve_request(s: &Services, request: Request<'_>, frame: &[u8]) -> Outcome {
+async fn serve_request(s: &Services, request: Request<'_>, frame: &[u8], caller: &Caller) -> Outcome {
     let core = &s.core;
     let mut w = Writer::new(frame::ok_response_buffer());
     if !matches!(request, Request::ApiVersions) {
@@ -189,10 +195,13 @@ async fn serve_request(s: &Services, request: Request<'_>, frame: &[u8]) -> Outc
             if let Some(unknown) = names.iter().find(|n| !metadata.topics.contains_key(*n)) {
                 return Err(Failure::unknown_topic(unknown));
             }
-            core.describe(&names).encode(&mut w);
+            let mut described = core.describe(&names);
+            described.topics.retain(|t| caller.sees(core, &t.name));
+            described.encode(&mut w);
         }
         Request::ListTopics => {
-            msg::encode_names(&core.metadata().topics.keys().cloned().collect::<Vec<_>>(), &mut w);
+            let names: Vec<String> = core.metadata().topics.keys().filter(|t| caller.sees(core, t)).cloned().collect();
+            msg::encode_names(&names, &mut w);
         }
         Request::CreateTopic(req) => core.create_topic(req).await?,
         Request::DeleteTopic(name) => core.delete_topic(&name).await?,
@@ -227,7 +236,11 @@ async fn serve_request(s: &Services, request: Request<'_>, frame: &[u8]) -> Outc
             let (due_ms, count) = s.timer.produce_delayed(&p).await?;
             w.u64(due_ms).u32(count);
         }
-        Request::LookupMessages(query) => lookup::lookup(core, &query).await?.encode(&mut w),
+        Request::LookupMessages(query) => {
+            let mut looked_up = lookup::lookup(core, &query).await?;
+            looked_up.found.retain(|(topic, ..)| caller.reads(core, topic));
+            looked_up.encode(&mut w);
+        }
         Request::ProduceHalf(t) => {
             on_owner!(s, &t.queue, frame);
             w.u64(s.transactions.produce_half(&t).await?);
@@ -271,6 +284,25 @@ async fn serve_request(s: &Services, request: Request<'_>, frame: &[u8]) -> Outc
             auth::users::alter(core, change).await?;
         }
         Request::ListUsers => auth::users::list(core).encode(&mut w),
+        Request::CreateAcls(rules) => {
+            if core.config().cluster.is_some() {
+                return Err(Failure::invalid("in cluster mode, manage ACLs with `ringmq acl ... --cluster URL`"));
+            }
+            if core.id() != 0 {
+                return forward(s, 0, frame).await;
+            }
+            auth::acls::create(core, rules).await?;
+        }
+        Request::DeleteAcls(filter) => {
+            if core.config().cluster.is_some() {
+                return Err(Failure::invalid("in cluster mode, manage ACLs with `ringmq acl ... --cluster URL`"));
+            }
+            if core.id() != 0 {
+                return forward(s, 0, frame).await;
+            }
+            w.u32(auth::acls::delete(core, &filter).await? as u32);
+        }
+        Request::ListAcls(filter) => encode_acls(&auth::acls::list(core, &filter), &mut w),
         Request::SaslHandshake(_) | Request::SaslAuthenticate(_) => {
             return Err(Failure::invalid("SASL requests are served by the connection, not forwarded"));
         }

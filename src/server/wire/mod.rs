@@ -3,6 +3,7 @@
 //! coordinator), calls the core service or the feature that serves it, and
 //! encodes the answer. Nothing below the wire sees a frame.
 
+mod authorize;
 pub mod connection;
 pub mod dispatch;
 mod sasl;
