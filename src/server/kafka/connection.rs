@@ -8,6 +8,7 @@
 
 use super::dispatch::{self, Decoded, Outcome, Request};
 use super::{sasl, Services};
+use crate::server::auth::authorizer::Principal;
 use crate::server::auth::session::Session;
 use crate::server::core::stream::Stream;
 use bytes::Bytes;
@@ -57,6 +58,7 @@ async fn serve(s: Rc<Services>, tcp: TcpStream) {
         }
     };
     let mut session = Session::new(stream.is_tls(), stream.certificate_user());
+    let mut principal = Rc::new(Principal::new(session.principal()));
     let (reader, writer) = futures_lite::io::split(stream);
     let mut reader = BufReader::with_capacity(READ_BUFFER_BYTES, reader);
     let (pending, answers) = local_channel::new_bounded(s.core.config().max_inflight_per_connection.max(1));
@@ -69,7 +71,12 @@ async fn serve(s: Rc<Services>, tcp: TcpStream) {
                 bare_tokens = served.bare_tokens;
                 Ok(ready(served.outcome))
             }
-            Ok(frame) => next_request(&s, &mut session, &mut bare_tokens, frame).await,
+            Ok(frame) => {
+                if principal.user() != session.principal().as_deref() {
+                    principal = Rc::new(Principal::new(session.principal()));
+                }
+                next_request(&s, &mut session, &principal, &mut bare_tokens, frame).await
+            }
             Err(error) => Err(error),
         };
         match next {
@@ -109,6 +116,7 @@ async fn read_frame(s: &Services, reader: &mut Reader) -> anyhow::Result<Bytes> 
 async fn next_request(
     s: &Rc<Services>,
     session: &mut Session,
+    principal: &Rc<Principal>,
     bare_tokens: &mut bool,
     frame: Bytes,
 ) -> anyhow::Result<(Pending, bool)> {
@@ -125,8 +133,8 @@ async fn next_request(
                 // As Kafka: a request other than ApiVersions before the login ends the connection.
                 anyhow::bail!("client {client_id:?} sent a request before authenticating (SASL_SSL or SASL_PLAINTEXT, or a client certificate)");
             }
-            let s = s.clone();
-            let task = async move { dispatch::answer(&s, correlation, version, client_id, Box::new(request)).await };
+            let (s, p) = (s.clone(), principal.clone());
+            let task = async move { dispatch::answer(&s, correlation, version, client_id, Box::new(request), p).await };
             return Ok((glommio::spawn_local(task), false));
         }
     };

@@ -6,10 +6,12 @@
 
 use super::codes::UNSUPPORTED_VERSION;
 use super::{fetch, groups, metadata, produce, topics, Services};
+use crate::server::auth::authorizer::Principal;
 use bytes::{Bytes, BytesMut};
 use kafka_protocol::messages::api_versions_response::ApiVersion;
 use kafka_protocol::messages::*;
 use kafka_protocol::protocol::{decode_request_header_from_buffer, Decodable, Encodable};
+use std::rc::Rc;
 
 /// The APIs served, with the versions implemented.
 const SERVED: [(ApiKey, i16, i16); 18] = [
@@ -140,6 +142,7 @@ pub async fn answer(
     version: i16,
     client_id: String,
     request: Box<Request>,
+    p: Rc<Principal>,
 ) -> anyhow::Result<Outcome> {
     let reply =
         |key: ApiKey, body: &dyn Encode| respond(correlation, key.response_header_version(version), body, version);
@@ -150,26 +153,26 @@ pub async fn answer(
             respond(correlation, 0, &body, version)?
         }
         Request::Produce(r) => {
-            let body = produce::produce(s, &r).await;
+            let body = produce::produce(s, &p, &r).await;
             if r.acks == 0 {
                 return Ok(Outcome::Silent);
             }
             reply(ApiKey::Produce, &body)?
         }
-        Request::Fetch(r) => reply(ApiKey::Fetch, &fetch::fetch(&s.core, &r).await)?,
-        Request::ListOffsets(r) => reply(ApiKey::ListOffsets, &fetch::list_offsets(&s.core, &r).await)?,
-        Request::Metadata(r) => reply(ApiKey::Metadata, &metadata::metadata(&s.core, &r))?,
-        Request::OffsetCommit(r) => reply(ApiKey::OffsetCommit, &groups::commit(s, &r).await)?,
-        Request::OffsetFetch(r) => reply(ApiKey::OffsetFetch, &groups::committed(s, &r))?,
-        Request::FindCoordinator(r) => reply(ApiKey::FindCoordinator, &groups::find_coordinator(s, &r))?,
-        Request::JoinGroup(r) => reply(ApiKey::JoinGroup, &groups::join(s, &client_id, &r).await)?,
-        Request::Heartbeat(r) => reply(ApiKey::Heartbeat, &groups::heartbeat(s, &r).await)?,
-        Request::LeaveGroup(r) => reply(ApiKey::LeaveGroup, &groups::leave(s, &r, version))?,
-        Request::SyncGroup(r) => reply(ApiKey::SyncGroup, &groups::sync(s, &r).await)?,
-        Request::CreateTopics(r) => reply(ApiKey::CreateTopics, &topics::create(&s.core, &r).await)?,
-        Request::DeleteTopics(r) => reply(ApiKey::DeleteTopics, &topics::delete(&s.core, &r).await)?,
-        Request::DescribeConfigs(r) => reply(ApiKey::DescribeConfigs, &topics::describe_configs(&s.core, &r))?,
-        Request::InitProducerId(r) => reply(ApiKey::InitProducerId, &produce::init_producer_id(s, &r))?,
+        Request::Fetch(r) => reply(ApiKey::Fetch, &fetch::fetch(&s.core, &p, &r).await)?,
+        Request::ListOffsets(r) => reply(ApiKey::ListOffsets, &fetch::list_offsets(&s.core, &p, &r).await)?,
+        Request::Metadata(r) => reply(ApiKey::Metadata, &metadata::metadata(&s.core, &p, &r))?,
+        Request::OffsetCommit(r) => reply(ApiKey::OffsetCommit, &groups::commit(s, &p, &r).await)?,
+        Request::OffsetFetch(r) => reply(ApiKey::OffsetFetch, &groups::committed(s, &p, &r))?,
+        Request::FindCoordinator(r) => reply(ApiKey::FindCoordinator, &groups::find_coordinator(s, &p, &r))?,
+        Request::JoinGroup(r) => reply(ApiKey::JoinGroup, &groups::join(s, &p, &client_id, &r).await)?,
+        Request::Heartbeat(r) => reply(ApiKey::Heartbeat, &groups::heartbeat(s, &p, &r).await)?,
+        Request::LeaveGroup(r) => reply(ApiKey::LeaveGroup, &groups::leave(s, &p, &r, version))?,
+        Request::SyncGroup(r) => reply(ApiKey::SyncGroup, &groups::sync(s, &p, &r).await)?,
+        Request::CreateTopics(r) => reply(ApiKey::CreateTopics, &topics::create(&s.core, &p, &r).await)?,
+        Request::DeleteTopics(r) => reply(ApiKey::DeleteTopics, &topics::delete(&s.core, &p, &r).await)?,
+        Request::DescribeConfigs(r) => reply(ApiKey::DescribeConfigs, &topics::describe_configs(&s.core, &p, &r))?,
+        Request::InitProducerId(r) => reply(ApiKey::InitProducerId, &produce::init_producer_id(s, &p, &r))?,
         Request::SaslHandshake(_) | Request::SaslAuthenticate(_) => {
             anyhow::bail!("SASL requests are served by the connection")
         }

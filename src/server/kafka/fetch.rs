@@ -4,8 +4,10 @@
 //! `max_fetch_wait`) passes, as native FetchMany does.
 
 use super::records::{timestamp_at, to_kafka};
-use super::{codes, owned};
+use super::{codes, owned, permitted};
 use crate::protocol::messages::{Fetch, QueueRef};
+use crate::security::acl::Operation;
+use crate::server::auth::authorizer::{self, Principal};
 use crate::server::core::metadata::QueueSlot;
 use crate::server::core::{Core, Failure};
 use crate::server::data::fetch::fetch_many;
@@ -14,6 +16,8 @@ use kafka_protocol::messages::list_offsets_response::{ListOffsetsPartitionRespon
 use kafka_protocol::messages::{FetchRequest, FetchResponse, ListOffsetsRequest, ListOffsetsResponse};
 use ringmq_shards::QueueId;
 use std::time::Duration;
+
+const TOPIC_REFUSED: i16 = codes::TOPIC_AUTHORIZATION_FAILED;
 
 /// ListOffsets' special timestamps.
 const LATEST: i64 = -1;
@@ -27,12 +31,13 @@ struct Asked {
     read: Result<Fetch, i16>,
 }
 
-pub async fn fetch(core: &Core, request: &FetchRequest) -> FetchResponse {
+pub async fn fetch(core: &Core, principal: &Principal, request: &FetchRequest) -> FetchResponse {
     let mut asked = Vec::new();
     for (topic, t) in request.topics.iter().enumerate() {
+        let allowed = permitted(core, principal, Operation::Read, authorizer::topic(&t.topic), TOPIC_REFUSED);
         for p in &t.partitions {
             let queue = QueueRef { topic: t.topic.to_string(), queue: p.partition.max(0) as u32 };
-            let read = owned(core, &queue).map(|_| Fetch {
+            let read = allowed.and_then(|()| owned(core, &queue)).map(|_| Fetch {
                 queue,
                 offset: p.fetch_offset.max(0) as u64,
                 max_bytes: p.partition_max_bytes.max(1) as u32,
@@ -73,14 +78,15 @@ pub async fn fetch(core: &Core, request: &FetchRequest) -> FetchResponse {
     FetchResponse::default().with_responses(topics)
 }
 
-pub async fn list_offsets(core: &Core, request: &ListOffsetsRequest) -> ListOffsetsResponse {
+pub async fn list_offsets(core: &Core, principal: &Principal, request: &ListOffsetsRequest) -> ListOffsetsResponse {
     let mut topics = Vec::new();
     for t in &request.topics {
+        let allowed = permitted(core, principal, Operation::Describe, authorizer::topic(&t.name), TOPIC_REFUSED);
         let mut partitions = Vec::new();
         for p in &t.partitions {
             let queue = QueueRef { topic: t.name.to_string(), queue: p.partition_index.max(0) as u32 };
             let response = ListOffsetsPartitionResponse::default().with_partition_index(p.partition_index);
-            partitions.push(match owned(core, &queue) {
+            partitions.push(match allowed.and_then(|()| owned(core, &queue)) {
                 Ok(slot) => match offset_for(core, slot, p.timestamp).await {
                     Ok((offset, timestamp)) => response.with_offset(offset).with_timestamp(timestamp),
                     Err(f) => response.with_error_code(codes::of(f.0)),

@@ -8,9 +8,11 @@
 
 use super::metadata::brokers;
 use super::Services;
-use super::{codes, text};
+use super::{codes, permitted, text};
 use crate::protocol::api::coordinator_of;
 use crate::protocol::messages::{self as msg, Assignment, GroupOffset, Membership, QueueRef};
+use crate::security::acl::Operation;
+use crate::server::auth::authorizer::{self, Principal};
 use crate::server::core::Failure;
 use crate::server::groups::coordinator::JoinRequest;
 use bytes::Bytes;
@@ -26,12 +28,20 @@ use kafka_protocol::messages::{
 use kafka_protocol::protocol::{Decodable, StrBytes};
 use std::time::Duration;
 
+const GROUP_REFUSED: i16 = codes::GROUP_AUTHORIZATION_FAILED;
+const TOPIC_REFUSED: i16 = codes::TOPIC_AUTHORIZATION_FAILED;
+
 /// The protocol type of Kafka's consumers, whose assignments this reads.
 const CONSUMER: &str = "consumer";
 
 /// FindCoordinator for a group (transactions are not served).
-pub fn find_coordinator(s: &Services, r: &FindCoordinatorRequest) -> FindCoordinatorResponse {
+pub fn find_coordinator(s: &Services, p: &Principal, r: &FindCoordinatorRequest) -> FindCoordinatorResponse {
     let response = FindCoordinatorResponse::default().with_node_id(BrokerId(-1));
+    if r.key_type == 0 {
+        if let Err(code) = permitted(&s.core, p, Operation::Describe, authorizer::group(&r.key), GROUP_REFUSED) {
+            return response.with_error_code(code);
+        }
+    }
     if r.key_type != 0 {
         let m = "only consumer groups have a coordinator here (transactions are not served)";
         return response.with_error_code(codes::COORDINATOR_NOT_AVAILABLE).with_error_message(Some(text(m)));
@@ -46,18 +56,20 @@ pub fn find_coordinator(s: &Services, r: &FindCoordinatorRequest) -> FindCoordin
     }
 }
 
-/// Serves a group request only on the group's coordinator shard; elsewhere
-/// the client is told to find the coordinator again.
-fn coordinated(s: &Services, group: &str) -> Result<(), i16> {
+/// Serves a group request only if the principal may do `operation` to the
+/// group, and only on the group's coordinator shard; elsewhere the client is
+/// told to find the coordinator again.
+fn coordinated(s: &Services, p: &Principal, operation: Operation, group: &str) -> Result<(), i16> {
+    permitted(&s.core, p, operation, authorizer::group(group), GROUP_REFUSED)?;
     match s.core.coordinator(group) {
         Ok(shard) if shard == s.core.id() => Ok(()),
         _ => Err(codes::NOT_COORDINATOR),
     }
 }
 
-pub async fn join(s: &Services, client_id: &str, r: &JoinGroupRequest) -> JoinGroupResponse {
+pub async fn join(s: &Services, p: &Principal, client_id: &str, r: &JoinGroupRequest) -> JoinGroupResponse {
     let failed = |code: i16| JoinGroupResponse::default().with_error_code(code).with_generation_id(-1);
-    if let Err(code) = coordinated(s, &r.group_id) {
+    if let Err(code) = coordinated(s, p, Operation::Read, &r.group_id) {
         return failed(code);
     }
     // v0 has no rebalance timeout: Kafka uses the session's. A client's
@@ -96,8 +108,8 @@ pub async fn join(s: &Services, client_id: &str, r: &JoinGroupRequest) -> JoinGr
     }
 }
 
-pub async fn sync(s: &Services, r: &SyncGroupRequest) -> SyncGroupResponse {
-    if let Err(code) = coordinated(s, &r.group_id) {
+pub async fn sync(s: &Services, p: &Principal, r: &SyncGroupRequest) -> SyncGroupResponse {
+    if let Err(code) = coordinated(s, p, Operation::Read, &r.group_id) {
         return SyncGroupResponse::default().with_error_code(code);
     }
     let who = membership(&r.group_id, r.generation_id, &r.member_id);
@@ -115,8 +127,8 @@ pub async fn sync(s: &Services, r: &SyncGroupRequest) -> SyncGroupResponse {
 }
 
 /// Answers at once: Kafka's members poll their heartbeat for a rebalance.
-pub async fn heartbeat(s: &Services, r: &HeartbeatRequest) -> HeartbeatResponse {
-    if let Err(code) = coordinated(s, &r.group_id) {
+pub async fn heartbeat(s: &Services, p: &Principal, r: &HeartbeatRequest) -> HeartbeatResponse {
+    if let Err(code) = coordinated(s, p, Operation::Read, &r.group_id) {
         return HeartbeatResponse::default().with_error_code(code);
     }
     let who = membership(&r.group_id, r.generation_id, &r.member_id);
@@ -127,8 +139,8 @@ pub async fn heartbeat(s: &Services, r: &HeartbeatRequest) -> HeartbeatResponse 
 }
 
 /// v0-v2 name one member; v3+ a list of them, each answered.
-pub fn leave(s: &Services, r: &LeaveGroupRequest, version: i16) -> LeaveGroupResponse {
-    if let Err(code) = coordinated(s, &r.group_id) {
+pub fn leave(s: &Services, p: &Principal, r: &LeaveGroupRequest, version: i16) -> LeaveGroupResponse {
+    if let Err(code) = coordinated(s, p, Operation::Read, &r.group_id) {
         return LeaveGroupResponse::default().with_error_code(code);
     }
     let leave_one = |member: &StrBytes| {
@@ -154,14 +166,15 @@ pub fn leave(s: &Services, r: &LeaveGroupRequest, version: i16) -> LeaveGroupRes
 
 /// Each partition's offset through `Groups::commit`: durable, and checked
 /// against the member's generation and assignment as native commits are.
-pub async fn commit(s: &Services, r: &OffsetCommitRequest) -> OffsetCommitResponse {
-    let coordinated = coordinated(s, &r.group_id);
+pub async fn commit(s: &Services, principal: &Principal, r: &OffsetCommitRequest) -> OffsetCommitResponse {
+    let coordinated = coordinated(s, principal, Operation::Read, &r.group_id);
     let member = membership(&r.group_id, r.generation_id_or_member_epoch, &r.member_id);
     let mut topics = Vec::new();
     for t in &r.topics {
+        let topic = permitted(&s.core, principal, Operation::Read, authorizer::topic(&t.name), TOPIC_REFUSED);
         let mut partitions = Vec::new();
         for p in &t.partitions {
-            let code = match coordinated {
+            let code = match coordinated.and(topic) {
                 Err(code) => code,
                 Ok(()) if p.committed_offset < 0 => codes::OFFSET_OUT_OF_RANGE,
                 Ok(()) => {
@@ -181,8 +194,8 @@ pub async fn commit(s: &Services, r: &OffsetCommitRequest) -> OffsetCommitRespon
 
 /// The group's committed offsets (-1: none) of the partitions asked for, or
 /// (no topics named) of every partition it has committed.
-pub fn committed(s: &Services, r: &OffsetFetchRequest) -> OffsetFetchResponse {
-    if let Err(code) = coordinated(s, &r.group_id) {
+pub fn committed(s: &Services, principal: &Principal, r: &OffsetFetchRequest) -> OffsetFetchResponse {
+    if let Err(code) = coordinated(s, principal, Operation::Describe, &r.group_id) {
         return OffsetFetchResponse::default().with_error_code(code);
     }
     let asked: Vec<(String, Vec<i32>)> = match &r.topics {
@@ -199,10 +212,13 @@ pub fn committed(s: &Services, r: &OffsetFetchRequest) -> OffsetFetchResponse {
             .collect(),
     };
     let listed = r.topics.is_some();
+    let describable = |topic: &str| principal.allows(&s.core, Operation::Describe, authorizer::topic(topic));
+    // Of every committed partition, only the topics the principal may describe.
+    let asked: Vec<(String, Vec<i32>)> = asked.into_iter().filter(|(t, _)| listed || describable(t)).collect();
     let topics = asked
         .into_iter()
         .map(|(topic, queues)| {
-            let partitions = queues
+            let partitions: Vec<OffsetFetchResponsePartition> = queues
                 .into_iter()
                 .filter_map(|q| {
                     let queue = QueueRef { topic: topic.clone(), queue: q.max(0) as u32 };
@@ -216,7 +232,13 @@ pub fn committed(s: &Services, r: &OffsetFetchRequest) -> OffsetFetchResponse {
                     })
                 })
                 .collect();
-            OffsetFetchResponseTopic::default().with_name(TopicName(text(topic))).with_partitions(partitions)
+            let response = OffsetFetchResponseTopic::default().with_name(TopicName(text(topic.clone())));
+            if listed && !describable(&topic) {
+                let refused =
+                    |p: OffsetFetchResponsePartition| p.with_error_code(TOPIC_REFUSED).with_committed_offset(-1);
+                return response.with_partitions(partitions.into_iter().map(refused).collect());
+            }
+            response.with_partitions(partitions)
         })
         .collect();
     OffsetFetchResponse::default().with_topics(topics)

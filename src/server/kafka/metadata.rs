@@ -6,6 +6,8 @@
 //! keeps the same distance).
 
 use super::codes;
+use crate::security::acl::Operation;
+use crate::server::auth::authorizer::{self, Principal};
 use crate::server::core::Core;
 use kafka_protocol::messages::metadata_response::{
     MetadataResponseBroker, MetadataResponsePartition, MetadataResponseTopic,
@@ -39,10 +41,18 @@ pub fn brokers(core: &Core) -> Vec<Option<MetadataResponseBroker>> {
         .collect()
 }
 
-pub fn metadata(core: &Core, request: &MetadataRequest) -> MetadataResponse {
+pub fn metadata(core: &Core, principal: &Principal, request: &MetadataRequest) -> MetadataResponse {
     let names: Vec<String> =
         request.topics.iter().flatten().filter_map(|t| t.name.as_ref().map(|n| n.to_string())).collect();
-    let described = core.describe(&names);
+    let mut described = core.describe(&names);
+    // A topic the principal may not describe is left out of a listing, and
+    // refused when named, whether or not it exists (existence is not told).
+    let visible = |name: &str| principal.allows(core, Operation::Describe, authorizer::topic(name));
+    let mut refused: Vec<String> = names.iter().filter(|n| !visible(n)).cloned().collect();
+    for name in &refused {
+        let _ = principal.check(core, Operation::Describe, authorizer::topic(name));
+    }
+    described.topics.retain(|t| !refused.contains(&t.name) && visible(&t.name));
     let brokers = brokers(core);
     let known = |shard: u32| brokers.get(shard as usize).is_some_and(Option::is_some);
     let mut topics: Vec<MetadataResponseTopic> = described
@@ -65,7 +75,15 @@ pub fn metadata(core: &Core, request: &MetadataRequest) -> MetadataResponse {
             MetadataResponseTopic::default().with_name(Some(topic_name(&t.name))).with_partitions(partitions)
         })
         .collect();
-    for missing in names.iter().filter(|n| !described.topics.iter().any(|t| &t.name == *n)) {
+    for name in refused.drain(..) {
+        topics.push(
+            MetadataResponseTopic::default()
+                .with_name(Some(topic_name(&name)))
+                .with_error_code(codes::TOPIC_AUTHORIZATION_FAILED),
+        );
+    }
+    let answered: Vec<String> = topics.iter().filter_map(|t| t.name.as_ref().map(|n| n.to_string())).collect();
+    for missing in names.iter().filter(|n| !answered.contains(n)) {
         topics.push(
             MetadataResponseTopic::default()
                 .with_name(Some(topic_name(missing)))

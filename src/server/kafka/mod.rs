@@ -21,6 +21,8 @@ pub use dispatch::{decode, Decoded, Request};
 pub use records::{to_ringmq, Refused};
 
 use crate::protocol::messages::QueueRef;
+use crate::security::acl::Operation;
+use crate::server::auth::authorizer::{Principal, Resource};
 use crate::server::core::metadata::QueueSlot;
 use crate::server::core::{Core, Failure};
 use crate::server::groups::Groups;
@@ -40,6 +42,12 @@ impl Services {
         let producers = Producers::new(core.id(), core.config().idempotence_window);
         Rc::new(Services { core, groups, producers })
     }
+}
+
+/// Whether the connection's principal may do `operation` to `resource`;
+/// Kafka's `code` if not (the refusal is logged once per connection).
+fn permitted(core: &Core, p: &Principal, operation: Operation, resource: Resource, code: i16) -> Result<(), i16> {
+    p.check(core, operation, resource).map_err(|_| code)
 }
 
 /// A Kafka string of ours.

@@ -8,8 +8,10 @@
 use super::codes;
 use super::producers::{Check, Sequence};
 use super::records::{to_ringmq, Refused};
-use super::{owned, Services};
+use super::{owned, permitted, Services};
 use crate::protocol::messages::QueueRef;
+use crate::security::acl::Operation;
+use crate::server::auth::authorizer::{self, Principal};
 use bytes::Bytes;
 use kafka_protocol::messages::produce_response::{PartitionProduceResponse, TopicProduceResponse};
 use kafka_protocol::messages::{
@@ -18,6 +20,7 @@ use kafka_protocol::messages::{
 use kafka_protocol::protocol::StrBytes;
 
 const OUT_OF_ORDER_SEQUENCE_NUMBER: i16 = 45;
+const TRANSACTIONAL_REFUSED: i16 = codes::TRANSACTIONAL_ID_AUTHORIZATION_FAILED;
 const INVALID_PRODUCER_EPOCH: i16 = 47;
 
 /// A refused partition: Kafka's code and a message.
@@ -25,12 +28,18 @@ type Refusal = (i16, String);
 
 /// Every partition of the request is stored at once (their appends share
 /// the shards' flush rounds), and answered in the request's order.
-pub async fn produce(s: &Services, request: &ProduceRequest) -> ProduceResponse {
+pub async fn produce(s: &Services, p: &Principal, request: &ProduceRequest) -> ProduceResponse {
     let mut stores = Vec::new();
     for topic in &request.topic_data {
-        for p in &topic.partition_data {
-            let queue = QueueRef { topic: topic.name.to_string(), queue: p.index.max(0) as u32 };
-            stores.push(async move { store(s, &queue, p.records.as_ref()).await });
+        let allowed = p.check(&s.core, Operation::Write, authorizer::topic(&topic.name));
+        let allowed = allowed.map_err(|f| (codes::TOPIC_AUTHORIZATION_FAILED, f.1));
+        for partition in &topic.partition_data {
+            let queue = QueueRef { topic: topic.name.to_string(), queue: partition.index.max(0) as u32 };
+            let allowed = allowed.clone();
+            stores.push(async move {
+                allowed?;
+                store(s, &queue, partition.records.as_ref()).await
+            });
         }
     }
     let mut stored = ringmq_shards::join_all(stores).await.into_iter();
@@ -96,10 +105,11 @@ fn out_of_order(s: Sequence, expected: i32) -> Refusal {
 
 /// A new producer id (epoch 0), or the next epoch of the one a producer
 /// names (KIP-360); transactional producers are not served.
-pub fn init_producer_id(s: &Services, r: &InitProducerIdRequest) -> InitProducerIdResponse {
+pub fn init_producer_id(s: &Services, p: &Principal, r: &InitProducerIdRequest) -> InitProducerIdResponse {
     let response = InitProducerIdResponse::default().with_producer_id(ProducerId(-1)).with_producer_epoch(-1);
-    if r.transactional_id.as_ref().is_some_and(|id| !id.is_empty()) {
-        return response.with_error_code(codes::INVALID_REQUEST);
+    if let Some(id) = r.transactional_id.as_ref().filter(|id| !id.is_empty()) {
+        let code = permitted(&s.core, p, Operation::Write, authorizer::transactional(id), TRANSACTIONAL_REFUSED);
+        return response.with_error_code(code.err().unwrap_or(codes::INVALID_REQUEST));
     }
     if r.producer_id.0 >= 0 && r.producer_epoch >= 0 && r.producer_epoch < i16::MAX {
         return response.with_producer_id(r.producer_id).with_producer_epoch(r.producer_epoch + 1);

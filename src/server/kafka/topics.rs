@@ -6,6 +6,8 @@
 use super::{codes, text};
 use crate::protocol::messages::CreateTopic;
 use crate::protocol::ErrorCode;
+use crate::security::acl::Operation;
+use crate::server::auth::authorizer::{self, Principal};
 use crate::server::core::Core;
 use kafka_protocol::messages::create_topics_response::CreatableTopicResult;
 use kafka_protocol::messages::delete_topics_response::DeletableTopicResult;
@@ -25,6 +27,9 @@ const STATIC_BROKER_CONFIG: i8 = 4;
 /// Kafka's code for a failed topic change (an invalid count of partitions
 /// has its own).
 fn topic_error(code: ErrorCode) -> i16 {
+    if code == ErrorCode::NotAuthorized {
+        return codes::TOPIC_AUTHORIZATION_FAILED;
+    }
     if code == ErrorCode::InvalidRequest {
         return codes::INVALID_PARTITIONS;
     }
@@ -32,7 +37,7 @@ fn topic_error(code: ErrorCode) -> i16 {
 }
 
 /// Each topic as a ringmq topic of `num_partitions` queues (-1: one).
-pub async fn create(core: &Rc<Core>, request: &CreateTopicsRequest) -> CreateTopicsResponse {
+pub async fn create(core: &Rc<Core>, p: &Principal, request: &CreateTopicsRequest) -> CreateTopicsResponse {
     let mut topics = Vec::new();
     for t in &request.topics {
         let queues = if t.num_partitions < 0 { 1 } else { t.num_partitions as u32 };
@@ -41,7 +46,13 @@ pub async fn create(core: &Rc<Core>, request: &CreateTopicsRequest) -> CreateTop
             .with_name(t.name.clone())
             .with_num_partitions(queues as i32)
             .with_replication_factor(1);
-        let created = if request.validate_only { Ok(()) } else { core.create_topic(ask).await };
+        let allowed = p.check(core, Operation::Create, authorizer::topic(&t.name));
+        let allowed = allowed.or_else(|_| p.check(core, Operation::Create, authorizer::cluster()));
+        let created = match allowed {
+            Err(f) => Err(f),
+            Ok(()) if request.validate_only => Ok(()),
+            Ok(()) => core.create_topic(ask).await,
+        };
         topics.push(match created {
             Ok(()) => result,
             Err(f) => result.with_error_code(topic_error(f.0)).with_error_message(Some(text(f.1))),
@@ -50,11 +61,15 @@ pub async fn create(core: &Rc<Core>, request: &CreateTopicsRequest) -> CreateTop
     CreateTopicsResponse::default().with_topics(topics)
 }
 
-pub async fn delete(core: &Rc<Core>, request: &DeleteTopicsRequest) -> DeleteTopicsResponse {
+pub async fn delete(core: &Rc<Core>, p: &Principal, request: &DeleteTopicsRequest) -> DeleteTopicsResponse {
     let mut responses = Vec::new();
     for name in &request.topic_names {
         let result = DeletableTopicResult::default().with_name(Some(name.clone()));
-        responses.push(match core.delete_topic(name).await {
+        let deleted = match p.check(core, Operation::Delete, authorizer::topic(name)) {
+            Ok(()) => core.delete_topic(name).await,
+            Err(f) => Err(f),
+        };
+        responses.push(match deleted {
             Ok(()) => result,
             Err(f) => result.with_error_code(topic_error(f.0)).with_error_message(Some(text(f.1))),
         });
@@ -62,7 +77,7 @@ pub async fn delete(core: &Rc<Core>, request: &DeleteTopicsRequest) -> DeleteTop
     DeleteTopicsResponse::default().with_responses(responses)
 }
 
-pub fn describe_configs(core: &Core, request: &DescribeConfigsRequest) -> DescribeConfigsResponse {
+pub fn describe_configs(core: &Core, p: &Principal, request: &DescribeConfigsRequest) -> DescribeConfigsResponse {
     let results = request
         .resources
         .iter()
@@ -70,6 +85,18 @@ pub fn describe_configs(core: &Core, request: &DescribeConfigsRequest) -> Descri
             let result = DescribeConfigsResult::default()
                 .with_resource_type(r.resource_type)
                 .with_resource_name(r.resource_name.clone());
+            let resource = match r.resource_type {
+                TOPIC => authorizer::topic(&r.resource_name),
+                _ => authorizer::cluster(),
+            };
+            if let Err(f) = p.check(core, Operation::Describe, resource) {
+                let code = if r.resource_type == TOPIC {
+                    codes::TOPIC_AUTHORIZATION_FAILED
+                } else {
+                    codes::CLUSTER_AUTHORIZATION_FAILED
+                };
+                return result.with_error_code(code).with_error_message(Some(text(f.1)));
+            }
             let all = match r.resource_type {
                 TOPIC if core.describe(&[r.resource_name.to_string()]).topics.is_empty() => {
                     let m = format!("topic {:?} does not exist", r.resource_name.as_str());
