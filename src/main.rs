@@ -61,6 +61,11 @@ enum Command {
         #[command(subcommand)]
         action: cli::acls::AclAction,
     },
+    /// Set and list client quotas: bytes per second produced and fetched, requests per second.
+    Quota {
+        #[command(subcommand)]
+        action: cli::quotas::QuotaAction,
+    },
     /// The cluster as its etcd sees it.
     Cluster {
         #[command(subcommand)]
@@ -197,6 +202,9 @@ struct ServeArgs {
     /// Connections per shard
     #[arg(long)]
     max_connections: Option<usize>,
+    /// Connections from one client address to the node, over both listeners (0: no limit)
+    #[arg(long)]
+    max_connections_per_ip: Option<usize>,
     /// Requests in flight per connection, for produces and for the rest each, before the broker stops reading it
     #[arg(long)]
     max_inflight_per_connection: Option<usize>,
@@ -383,6 +391,8 @@ impl ServeArgs {
         cfg.max_frame_bytes = self.max_frame_bytes.or(file.max_frame_bytes).unwrap_or(cfg.max_frame_bytes);
         cfg.max_batch_bytes = self.max_batch_bytes.or(file.max_batch_bytes).unwrap_or(cfg.max_batch_bytes);
         cfg.max_connections = self.max_connections.or(file.max_connections).unwrap_or(cfg.max_connections);
+        cfg.max_connections_per_ip =
+            self.max_connections_per_ip.or(file.max_connections_per_ip).unwrap_or(cfg.max_connections_per_ip);
         cfg.kafka_listen = self.kafka_listen.or(file.kafka_listen);
         cfg.idempotence_window = self.idempotence_window.or(file.idempotence_window).unwrap_or(cfg.idempotence_window);
         let millis = |flag: Option<u64>, file: Option<u64>, default: Duration| {
@@ -675,6 +685,7 @@ fn serve_defaults() -> Vec<(&'static str, String)> {
         ("max_frame_bytes", d.max_frame_bytes.to_string()),
         ("max_batch_bytes", d.max_batch_bytes.to_string()),
         ("max_connections", d.max_connections.to_string()),
+        ("max_connections_per_ip", d.max_connections_per_ip.to_string()),
         ("max_inflight_per_connection", d.max_inflight_per_connection.to_string()),
         ("max_fetch_wait_ms", ms(d.max_fetch_wait)),
         ("max_group_wait_ms", ms(d.max_group_wait)),
@@ -719,6 +730,7 @@ fn main() -> ExitCode {
         Command::Cluster { action } => cluster(action),
         Command::User { action } => cli::users::run(action),
         Command::Acl { action } => cli::acls::run(action),
+        Command::Quota { action } => cli::quotas::run(action),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

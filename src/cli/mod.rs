@@ -1,4 +1,5 @@
 //! Subcommands of the `ringmq` binary that live in files of their own.
 
 pub mod acls;
+pub mod quotas;
 pub mod users;

@@ -21,6 +21,8 @@ pub struct Reply {
     pub error: ErrorCode,
     pub message: String,
     pub body: Vec<u8>,
+    /// How long the broker held this request back for the client's quota.
+    pub throttle_ms: u32,
 }
 
 /// A reply with the tag its receiver knows it by.
@@ -159,7 +161,7 @@ fn read_loop(
             break e.to_string();
         }
         let len = u32::from_le_bytes(len) as usize;
-        if len < 6 || len > max_frame_bytes.max(1 << 20) {
+        if len < 10 || len > max_frame_bytes.max(1 << 20) {
             break format!("broker sent a frame of {len} bytes");
         }
         let mut payload = vec![0u8; len];
@@ -172,7 +174,10 @@ fn read_loop(
             break format!("{:?}: {}", r.error, r.message);
         }
         if let Some((tx, tag)) = pending.lock().expect("pending lock").remove(&r.correlation_id) {
-            let _ = tx.send((tag, Ok(Reply { error: r.error, message: r.message, body: r.body.to_vec() })));
+            let _ = tx.send((
+                tag,
+                Ok(Reply { error: r.error, message: r.message, body: r.body.to_vec(), throttle_ms: r.throttle_ms }),
+            ));
         }
     };
     alive.store(false, Ordering::Relaxed);

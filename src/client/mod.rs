@@ -17,6 +17,7 @@ mod message_id;
 mod producer;
 mod promise;
 mod push_consumer;
+mod quotas;
 mod sasl;
 mod tls;
 mod transaction;

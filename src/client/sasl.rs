@@ -80,7 +80,7 @@ fn call(
     let mut len = [0u8; 4];
     reader.read_exact(&mut len).map_err(io)?;
     let len = u32::from_le_bytes(len) as usize;
-    if !(6..=1 << 20).contains(&len) {
+    if !(10..=1 << 20).contains(&len) {
         return Err(LoginError::Io(format!("the broker sent a frame of {len} bytes")));
     }
     let mut payload = vec![0u8; len];

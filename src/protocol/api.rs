@@ -59,6 +59,8 @@ wire_enum! {
         CreateAcls = 30,
         DeleteAcls = 31,
         ListAcls = 32,
+        AlterQuotas = 33,
+        ListQuotas = 34,
     }
 }
 

@@ -1,7 +1,8 @@
 //! Frames: `u32 length` (bytes after it), then for a request
 //! `u16 api_key, u16 api_version, u32 correlation_id, body`, and for a
-//! response `u32 correlation_id, u16 error_code, [u16 len + message if the
-//! code is not 0], body`.
+//! response `u32 correlation_id, u16 error_code, u32 throttle_ms,
+//! [u16 len, message if the code is not 0], body` (`throttle_ms`: how long
+//! the broker held the request or its response back for the client's quota).
 
 use super::api::ErrorCode;
 use super::codec::{DecodeError, Reader, Writer};
@@ -37,7 +38,7 @@ pub fn request(api_key: u16, api_version: u16, correlation_id: u32, body: &[u8])
 /// Builds a complete response frame.
 pub fn response(correlation_id: u32, error: ErrorCode, message: &str, body: &[u8]) -> Vec<u8> {
     let mut w = Writer::new(Vec::with_capacity(16 + message.len() + body.len()));
-    w.u32(0).u32(correlation_id).u16(error as u16);
+    w.u32(0).u32(correlation_id).u16(error as u16).u32(0);
     if error != ErrorCode::None {
         w.string(message);
     }
@@ -47,8 +48,16 @@ pub fn response(correlation_id: u32, error: ErrorCode, message: &str, body: &[u8
     w.buf
 }
 
-/// Bytes of a successful response frame's header: length, correlation id, error code.
-const OK_RESPONSE_HEADER_BYTES: usize = 10;
+/// Bytes of a successful response frame's header: length, correlation id, error code, throttle.
+const OK_RESPONSE_HEADER_BYTES: usize = 14;
+
+/// Where a response frame holds its `throttle_ms`.
+const THROTTLE_AT: std::ops::Range<usize> = 10..14;
+
+/// Sets a response frame's `throttle_ms`.
+pub fn set_throttle(frame: &mut [u8], throttle_ms: u32) {
+    frame[THROTTLE_AT].copy_from_slice(&throttle_ms.to_le_bytes());
+}
 
 /// A buffer to write a successful response's body into, with room for the
 /// frame header in front, so `finish_ok_response` need not copy the body
@@ -65,6 +74,7 @@ pub fn finish_ok_response(correlation_id: u32, mut buf: Vec<u8>) -> Vec<u8> {
     buf[0..4].copy_from_slice(&len.to_le_bytes());
     buf[4..8].copy_from_slice(&correlation_id.to_le_bytes());
     buf[8..10].copy_from_slice(&(ErrorCode::None as u16).to_le_bytes());
+    buf[THROTTLE_AT].fill(0);
     buf
 }
 
@@ -73,6 +83,8 @@ pub fn finish_ok_response(correlation_id: u32, mut buf: Vec<u8>) -> Vec<u8> {
 pub struct Response<'a> {
     pub correlation_id: u32,
     pub error: ErrorCode,
+    /// How long the broker held the request or response back for a quota.
+    pub throttle_ms: u32,
     pub message: String,
     pub body: &'a [u8],
 }
@@ -83,13 +95,14 @@ impl<'a> Response<'a> {
         let mut r = Reader::new(payload);
         let correlation_id = r.u32()?;
         let error = ErrorCode::from_u16(r.u16()?);
-        let mut at = 6;
+        let throttle_ms = r.u32()?;
+        let mut at = 10;
         let mut message = String::new();
         if error != ErrorCode::None {
             message = r.string()?;
             at += 2 + message.len();
         }
-        Ok(Response { correlation_id, error, message, body: &payload[at..] })
+        Ok(Response { correlation_id, error, throttle_ms, message, body: &payload[at..] })
     }
 }
 

@@ -9,8 +9,9 @@ use super::messages::{
     decode_names, CreateTopic, Fetch, FetchMany, GroupOffset, JoinGroup, LookupQuery, Membership, Produce,
     ProduceDelayed, ProduceMany, QueueLocking, QueueRef, ReplicaFetch, SendBack, SyncGroup, Transactional,
 };
-use super::security::{decode_acls, decode_filter, AlterUser};
+use super::security::{decode_acls, decode_filter, decode_quota, AlterUser};
 use crate::security::acl::{Acl, AclFilter};
+use crate::security::quota::Entry;
 
 /// A decoded request of any API.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -48,6 +49,8 @@ pub enum Request<'a> {
     CreateAcls(Vec<Acl>),
     DeleteAcls(AclFilter),
     ListAcls(AclFilter),
+    AlterQuotas(Entry),
+    ListQuotas,
 }
 
 impl<'a> Request<'a> {
@@ -88,6 +91,8 @@ impl<'a> Request<'a> {
             ApiKey::CreateAcls => Request::CreateAcls(decode_acls(&mut r)?),
             ApiKey::DeleteAcls => Request::DeleteAcls(decode_filter(&mut r)?),
             ApiKey::ListAcls => Request::ListAcls(decode_filter(&mut r)?),
+            ApiKey::AlterQuotas => Request::AlterQuotas(decode_quota(&mut r)?),
+            ApiKey::ListQuotas => Request::ListQuotas,
         };
         r.finish()?;
         Ok(request)
@@ -135,6 +140,23 @@ impl<'a> Request<'a> {
                 | Request::ProduceHalf(_)
                 | Request::EndTransaction(_)
         )
+    }
+
+    /// The record bytes the request asks to store (what a produce quota meters).
+    pub fn produced_bytes(&self) -> u64 {
+        let bytes = match self {
+            Request::Produce(p) => p.batches.iter().map(|b| b.len()).sum(),
+            Request::ProduceMany(p) => p.entries.iter().map(|(_, b)| b.len()).sum(),
+            Request::ProduceDelayed(p) => p.batch.len(),
+            Request::ProduceHalf(t) => t.batch.len(),
+            _ => 0,
+        };
+        bytes as u64
+    }
+
+    /// True for the fetches whose returned bytes a fetch quota meters.
+    pub fn fetches(&self) -> bool {
+        matches!(self, Request::Fetch(_) | Request::FetchMany(_))
     }
 
     /// The acks a produce asks for.

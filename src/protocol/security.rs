@@ -5,6 +5,7 @@
 
 use super::codec::{DecodeError, Reader, Writer};
 use crate::security::acl::{Acl, AclFilter, Operation, PatternType, Permission, ResourceType};
+use crate::security::quota::{Entity, Entry, Limits};
 use crate::security::scram::{Credential, Mechanism};
 
 /// AlterUser: set a user's credentials (a new user, or new passwords), or delete the user.
@@ -128,14 +129,6 @@ pub fn decode_acls(r: &mut Reader) -> Result<Vec<Acl>, DecodeError> {
 
 /// A filter (ListAcls, DeleteAcls): each field a presence byte, then the value if present.
 pub fn encode_filter(f: &AclFilter, w: &mut Writer) {
-    let opt_string = |v: &Option<String>, w: &mut Writer| match v {
-        Some(v) => {
-            w.u8(1).string(v);
-        }
-        None => {
-            w.u8(0);
-        }
-    };
     opt_string(&f.principal, w);
     opt_code(f.resource.map(|v| code(ResourceType::ALL, v)), w);
     opt_code(f.pattern.map(|v| code(PatternType::ALL, v)), w);
@@ -152,13 +145,6 @@ fn opt_code(v: Option<u8>, w: &mut Writer) {
 }
 
 pub fn decode_filter(r: &mut Reader) -> Result<AclFilter, DecodeError> {
-    fn present(r: &mut Reader) -> Result<bool, DecodeError> {
-        match r.u8()? {
-            0 => Ok(false),
-            1 => Ok(true),
-            _ => Err(DecodeError("a presence byte other than 0 or 1")),
-        }
-    }
     let string =
         |r: &mut Reader| -> Result<Option<String>, DecodeError> { present(r)?.then(|| r.string()).transpose() };
     fn coded<T: Copy>(r: &mut Reader, all: &[T], what: &'static str) -> Result<Option<T>, DecodeError> {
@@ -176,6 +162,56 @@ pub fn decode_filter(r: &mut Reader) -> Result<AclFilter, DecodeError> {
         operation: coded(r, Operation::ALL, "unknown ACL operation")?,
         permission: coded(r, Permission::ALL, "unknown ACL permission")?,
     })
+}
+
+fn opt_string(v: &Option<String>, w: &mut Writer) {
+    match v {
+        Some(v) => w.u8(1).string(v),
+        None => w.u8(0),
+    };
+}
+
+fn opt_u64(v: Option<u64>, w: &mut Writer) {
+    match v {
+        Some(v) => w.u8(1).u64(v),
+        None => w.u8(0),
+    };
+}
+
+fn present(r: &mut Reader) -> Result<bool, DecodeError> {
+    match r.u8()? {
+        0 => Ok(false),
+        1 => Ok(true),
+        _ => Err(DecodeError("a presence byte other than 0 or 1")),
+    }
+}
+
+/// A quota entry (AlterQuotas request: all limits absent removes it; ListQuotas response).
+pub fn encode_quota(e: &Entry, w: &mut Writer) {
+    opt_string(&e.entity.user, w);
+    opt_string(&e.entity.client_id, w);
+    opt_u64(e.limits.produce_bytes_per_sec, w);
+    opt_u64(e.limits.fetch_bytes_per_sec, w);
+    opt_u64(e.limits.requests_per_sec, w);
+}
+
+pub fn decode_quota(r: &mut Reader) -> Result<Entry, DecodeError> {
+    let string =
+        |r: &mut Reader| -> Result<Option<String>, DecodeError> { present(r)?.then(|| r.string()).transpose() };
+    let number = |r: &mut Reader| -> Result<Option<u64>, DecodeError> { present(r)?.then(|| r.u64()).transpose() };
+    let entity = Entity { user: string(r)?, client_id: string(r)? };
+    let limits =
+        Limits { produce_bytes_per_sec: number(r)?, fetch_bytes_per_sec: number(r)?, requests_per_sec: number(r)? };
+    Ok(Entry { entity, limits })
+}
+
+pub fn encode_quotas(entries: &[Entry], w: &mut Writer) {
+    w.u32(entries.len() as u32);
+    entries.iter().for_each(|e| encode_quota(e, w));
+}
+
+pub fn decode_quotas(r: &mut Reader) -> Result<Vec<Entry>, DecodeError> {
+    (0..r.count(5)?).map(|_| decode_quota(r)).collect()
 }
 
 #[cfg(test)]
@@ -210,6 +246,17 @@ mod tests {
         let mut w = Writer::default();
         encode_filter(&filter, &mut w);
         assert_eq!(decode_filter(&mut Reader::new(&w.buf)).unwrap(), filter);
+        let quota = Entry {
+            entity: Entity { user: Some("alice".into()), client_id: None },
+            limits: Limits {
+                produce_bytes_per_sec: Some(1 << 20),
+                fetch_bytes_per_sec: None,
+                requests_per_sec: Some(5),
+            },
+        };
+        let mut w = Writer::default();
+        encode_quotas(std::slice::from_ref(&quota), &mut w);
+        assert_eq!(decode_quotas(&mut Reader::new(&w.buf)).unwrap(), vec![quota]);
         let list = UserList(vec![("alice".into(), vec![Mechanism::ScramSha256, m])]);
         let mut w = Writer::default();
         list.encode(&mut w);

@@ -3,6 +3,7 @@
 //! provider).
 
 pub mod acl;
+pub mod quota;
 pub mod sasl;
 pub mod scram;
 pub mod tls;

@@ -33,6 +33,7 @@ pub use self::core::Failure;
 
 use self::core::accounts::Accounts;
 use self::core::clock::Clock;
+use self::core::connection_limit::PerAddress;
 use self::core::tasks::Stop;
 use self::core::{layout, stall};
 use glommio::channels::channel_mesh::MeshBuilder;
@@ -54,7 +55,7 @@ pub enum ServerError {
     Executor(usize, String),
     #[error("{0}")]
     Layout(String),
-    #[error("loading the users and ACLs: {0}")]
+    #[error("loading the users, ACLs and quotas: {0}")]
     Users(String),
     #[error("shard {0} failed to start: {1}")]
     Shard(usize, String),
@@ -95,7 +96,9 @@ pub fn start(config: ServerConfig) -> Result<Server, ServerError> {
     let clock = Arc::new(if config.manual_clock { Clock::manual() } else { Clock::system() });
     let users = crate::security::users::Users::load(&config.data_dir).map_err(ServerError::Users)?;
     let acls = crate::security::acl::Acls::load(&config.data_dir).map_err(ServerError::Users)?;
-    let accounts = Arc::new(Accounts::new(users, acls));
+    let quotas = crate::security::quota::Quotas::load(&config.data_dir).map_err(ServerError::Users)?;
+    let accounts = Arc::new(Accounts::new(users, acls, quotas));
+    let per_address = Arc::new(PerAddress::new(config.max_connections_per_ip));
     let (report_tx, report_rx) = mpsc::channel();
     let log_ends = Arc::new(std::sync::Mutex::new(vec![0; n]));
     let mut addr_txs = Vec::new();
@@ -112,6 +115,7 @@ pub fn start(config: ServerConfig) -> Result<Server, ServerError> {
             stop: stop.clone(),
             clock: clock.clone(),
             accounts: accounts.clone(),
+            per_address: per_address.clone(),
             log_ends: log_ends.clone(),
         };
         let mut builder = LocalExecutorBuilder::new(Placement::Fixed(cpu))

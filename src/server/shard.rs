@@ -6,6 +6,7 @@
 use super::core::accounts::Accounts;
 use super::core::clock::Clock;
 use super::core::config::ServerConfig;
+use super::core::connection_limit::PerAddress;
 use super::core::context::{Core, Parts, ShardRole};
 use super::core::mesh::{Mesh, MeshMsg};
 use super::core::metadata::Metadata;
@@ -49,6 +50,7 @@ pub struct Startup {
     pub stop: Stop,
     pub clock: Arc<Clock>,
     pub accounts: Arc<Accounts>,
+    pub per_address: Arc<PerAddress>,
     /// Where each shard's log ended when it opened, by shard index.
     pub log_ends: Arc<std::sync::Mutex<Vec<u64>>>,
 }
@@ -117,6 +119,7 @@ async fn serve(s: Startup) -> Result<(), String> {
         mesh: Rc::new(Mesh::new(senders)),
         clock: s.clock.clone(),
         accounts: s.accounts.clone(),
+        per_address: s.per_address.clone(),
         offsets,
         role,
     });

@@ -7,13 +7,13 @@ use crate::server::core::{Core, Failure};
 
 /// Adds rules; stored before it is answered.
 pub async fn create(core: &Core, rules: Vec<Acl>) -> Result<(), Failure> {
-    let next = core.accounts().acls().with(rules).map_err(Failure::invalid)?;
+    let next = core.accounts().acls.get().with(rules).map_err(Failure::invalid)?;
     store(core, next).await
 }
 
 /// Removes the rules the filter matches; how many.
 pub async fn delete(core: &Core, filter: &AclFilter) -> Result<usize, Failure> {
-    let (next, removed) = core.accounts().acls().without(filter);
+    let (next, removed) = core.accounts().acls.get().without(filter);
     if removed > 0 {
         store(core, next).await?;
     }
@@ -28,6 +28,6 @@ pub fn list(core: &Core, filter: &AclFilter) -> Vec<Acl> {
 async fn store(core: &Core, acls: Acls) -> Result<(), Failure> {
     let stored = acls.clone();
     super::store_in_data_dir(core, "ACLs", move |dir| stored.store(dir)).await?;
-    core.accounts().replace_acls(acls);
+    core.accounts().acls.replace(acls);
     Ok(())
 }

@@ -2,11 +2,14 @@
 //! TLS) or a verified client certificate, per connection (`session.rs`),
 //! and the users it is checked against (`users.rs`: changed on shard 0,
 //! stored in `DATA_DIR/users`, shared by every shard); what it may do
-//! (`authorizer.rs`, over the ACLs `acls.rs` manages). Both protocol edges
+//! (`authorizer.rs`, over the ACLs `acls.rs` manages); how fast it may go
+//! (`quotas.rs`: token buckets per user and client id). Both protocol edges
 //! use it.
 
 pub mod acls;
 pub mod authorizer;
+pub mod quota_admin;
+pub mod quotas;
 pub mod session;
 pub mod users;
 

@@ -113,7 +113,7 @@ impl Session {
     }
 
     fn scram_first(&mut self, core: &Core, m: Mechanism, token: &[u8]) -> Exchanged {
-        let users = core.accounts().users();
+        let users = core.accounts().users.get();
         let lookup = |user: &str| users.credential(user, m).cloned();
         match ScramServer::start(m, token, lookup, core.accounts().decoy_key()) {
             Ok((server, first)) => {
@@ -128,7 +128,7 @@ impl Session {
     /// blocking pool (thousands of HMACs would hold the shard).
     async fn plain(&mut self, core: &Core, token: &[u8]) -> Exchanged {
         let (user, password) = sasl::parse_plain(token).map_err(|why| (String::new(), why))?;
-        let users = core.accounts().users();
+        let users = core.accounts().users.get();
         let credential = Mechanism::ALL.into_iter().find_map(|m| Some((m, users.credential(&user, m)?.clone())));
         let Some((m, credential)) = credential else { return Err((user, "unknown user".into())) };
         let matches = glommio::executor().spawn_blocking(move || credential.matches(m, &password)).await;

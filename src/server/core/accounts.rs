@@ -1,79 +1,85 @@
-//! The users (and their credentials) every shard authenticates against and
-//! the ACLs it authorizes with: one snapshot of each shared by the node's
-//! shards, replaced whole on a change (by shard 0, which stores
-//! `DATA_DIR/users` and `DATA_DIR/acls`). Users are read at each login; each
-//! shard keeps its own handle on the ACLs and looks at the shared version
-//! (one atomic load) per request to know when to take the new ones.
+//! The users (and their credentials) every shard authenticates against, the
+//! ACLs it authorizes with and the client quotas it enforces: one snapshot
+//! of each shared by the node's shards, replaced whole on a change (by
+//! shard 0, which stores `DATA_DIR/users`, `acls` and `quotas`). Users are
+//! read at each login; each shard keeps its own handle on the ACLs and the
+//! quotas and looks at their shared version (one atomic load) per request
+//! to know when to take the new ones. The quotas' token buckets are the
+//! node's, so a user's rate holds across its connections to every shard.
 
 use crate::security::acl::Acls;
+use crate::security::quota::{Buckets, Quotas};
 use crate::security::scram::random_bytes;
 use crate::security::users::Users;
 use std::cell::RefCell;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, RwLock};
 
-/// The node's users and ACLs.
+/// A value the node's shards share, replaced whole, with a version that grows with each change.
+pub struct Shared<T> {
+    value: RwLock<Arc<T>>,
+    version: AtomicU64,
+}
+
+impl<T> Shared<T> {
+    fn new(value: T) -> Shared<T> {
+        Shared { value: RwLock::new(Arc::new(value)), version: AtomicU64::new(0) }
+    }
+
+    pub fn get(&self) -> Arc<T> {
+        self.value.read().expect("accounts lock").clone()
+    }
+
+    /// Replaces the value (once stored by whoever owns it).
+    pub fn replace(&self, value: T) {
+        *self.value.write().expect("accounts lock") = Arc::new(value);
+        self.version.fetch_add(1, Ordering::Release);
+    }
+}
+
+/// A shard's handle on a shared value: taken again only after it changed.
+pub struct Local<T>(RefCell<(u64, Arc<T>)>);
+
+impl<T> Local<T> {
+    pub fn new(shared: &Shared<T>) -> Local<T> {
+        Local(RefCell::new((shared.version.load(Ordering::Acquire), shared.get())))
+    }
+
+    /// The value as of now.
+    pub fn get(&self, shared: &Shared<T>) -> Arc<T> {
+        let version = shared.version.load(Ordering::Acquire);
+        let mut cached = self.0.borrow_mut();
+        if cached.0 != version {
+            *cached = (version, shared.get());
+        }
+        cached.1.clone()
+    }
+}
+
+/// The node's users, ACLs and quotas.
 pub struct Accounts {
-    users: RwLock<Arc<Users>>,
-    acls: RwLock<Arc<Acls>>,
-    /// Bumped after every change of the ACLs.
-    acls_version: AtomicU64,
+    pub users: Shared<Users>,
+    pub acls: Shared<Acls>,
+    pub quotas: Shared<Quotas>,
+    /// The quotas' token buckets.
+    pub buckets: Buckets,
     /// Gives an unknown user a stable decoy salt, so a SCRAM exchange does
     /// not tell which users exist.
     decoy_key: [u8; 32],
 }
 
 impl Accounts {
-    pub fn new(users: Users, acls: Acls) -> Accounts {
+    pub fn new(users: Users, acls: Acls, quotas: Quotas) -> Accounts {
         Accounts {
-            users: RwLock::new(Arc::new(users)),
-            acls: RwLock::new(Arc::new(acls)),
-            acls_version: AtomicU64::new(0),
+            users: Shared::new(users),
+            acls: Shared::new(acls),
+            quotas: Shared::new(quotas),
+            buckets: Buckets::default(),
             decoy_key: random_bytes(),
         }
     }
 
-    /// The current users.
-    pub fn users(&self) -> Arc<Users> {
-        self.users.read().expect("accounts lock").clone()
-    }
-
-    /// Replaces the users (once stored by whoever owns them).
-    pub fn replace_users(&self, users: Users) {
-        *self.users.write().expect("accounts lock") = Arc::new(users);
-    }
-
-    /// The current ACLs (a shard reads them through its `AclCache`).
-    pub fn acls(&self) -> Arc<Acls> {
-        self.acls.read().expect("accounts lock").clone()
-    }
-
-    /// Replaces the ACLs (once stored by whoever owns them).
-    pub fn replace_acls(&self, acls: Acls) {
-        *self.acls.write().expect("accounts lock") = Arc::new(acls);
-        self.acls_version.fetch_add(1, Ordering::Release);
-    }
-
     pub fn decoy_key(&self) -> &[u8] {
         &self.decoy_key
-    }
-}
-
-/// A shard's handle on the ACLs: taken again only after they changed.
-pub struct AclCache(RefCell<(u64, Arc<Acls>)>);
-
-impl AclCache {
-    pub fn new(accounts: &Accounts) -> AclCache {
-        AclCache(RefCell::new((accounts.acls_version.load(Ordering::Acquire), accounts.acls())))
-    }
-
-    /// The ACLs as of now.
-    pub fn get(&self, accounts: &Accounts) -> Arc<Acls> {
-        let version = accounts.acls_version.load(Ordering::Acquire);
-        let mut cached = self.0.borrow_mut();
-        if cached.0 != version {
-            *cached = (version, accounts.acls());
-        }
-        cached.1.clone()
     }
 }

@@ -30,6 +30,8 @@ pub struct ServerConfig {
     pub max_batch_bytes: usize,
     /// Connections per shard.
     pub max_connections: usize,
+    /// Connections from one client address to the node, both listeners (0: no limit).
+    pub max_connections_per_ip: usize,
     /// Batches each shard remembers to recognise a client's retry (0: off).
     pub idempotence_window: usize,
     /// Requests in flight per connection before the broker stops reading from it
@@ -135,6 +137,7 @@ impl ServerConfig {
             max_frame_bytes: 8 << 20,
             max_batch_bytes: storage.batch_bytes_max,
             max_connections: 1024,
+            max_connections_per_ip: 0,
             idempotence_window: storage.recent_batches,
             max_inflight_per_connection: 256,
             max_fetch_wait: Duration::from_secs(60),

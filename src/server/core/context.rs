@@ -2,9 +2,10 @@
 //! core. Feature state lives with its feature (groups, delay, tx); this is
 //! only what all of them stand on.
 
-use super::accounts::{Accounts, AclCache};
+use super::accounts::{Accounts, Local};
 use super::clock::Clock;
 use super::config::ServerConfig;
+use super::connection_limit::{Admitted, PerAddress};
 use super::mesh::Mesh;
 use super::metadata::Metadata;
 use super::offsets::Offsets;
@@ -12,6 +13,7 @@ use super::replication::Replication;
 use super::stall::StallStats;
 use super::tasks::Tasks;
 use crate::security::acl::Acls;
+use crate::security::quota::Quotas;
 use ringmq_shards::Shard;
 use std::cell::RefCell;
 use std::rc::Rc;
@@ -30,7 +32,10 @@ pub struct Core {
     clock: Arc<Clock>,
     /// The node's users and ACLs, shared by its shards.
     accounts: Arc<Accounts>,
-    acls: AclCache,
+    /// The node's connections by client address.
+    per_address: Arc<PerAddress>,
+    acls: Local<Acls>,
+    quotas: Local<Quotas>,
     started: Instant,
     /// The current snapshot; replaced whole by `apply_metadata`.
     pub(super) metadata: RefCell<Rc<Metadata>>,
@@ -63,6 +68,7 @@ pub struct Parts {
     pub mesh: Rc<Mesh>,
     pub clock: Arc<Clock>,
     pub accounts: Arc<Accounts>,
+    pub per_address: Arc<PerAddress>,
     pub offsets: Offsets,
     pub role: ShardRole,
 }
@@ -79,8 +85,10 @@ impl Core {
             addrs: p.addrs,
             mesh: p.mesh,
             clock: p.clock,
-            acls: AclCache::new(&p.accounts),
+            acls: Local::new(&p.accounts.acls),
+            quotas: Local::new(&p.accounts.quotas),
             accounts: p.accounts,
+            per_address: p.per_address,
             started: Instant::now(),
             metadata: RefCell::new(Rc::new(Metadata::default())),
             metadata_lock: glommio::sync::Semaphore::new(1),
@@ -100,6 +108,11 @@ impl Core {
         &self.config
     }
 
+    /// Counts a new connection from `ip` against the node's per-address limit.
+    pub fn admit_connection(&self, ip: std::net::IpAddr) -> Result<Admitted, String> {
+        self.per_address.admit(ip)
+    }
+
     /// The node's users and ACLs.
     pub fn accounts(&self) -> &Accounts {
         &self.accounts
@@ -107,7 +120,12 @@ impl Core {
 
     /// The ACLs as of now (this shard's handle, one atomic load when unchanged).
     pub fn acls(&self) -> Arc<Acls> {
-        self.acls.get(&self.accounts)
+        self.acls.get(&self.accounts.acls)
+    }
+
+    /// The client quotas as of now (as the ACLs).
+    pub fn quotas(&self) -> Arc<Quotas> {
+        self.quotas.get(&self.accounts.quotas)
     }
 
     /// This shard's storage engine.

@@ -9,6 +9,7 @@
 pub mod accounts;
 pub mod clock;
 pub mod config;
+pub mod connection_limit;
 pub mod context;
 pub mod dir_lock;
 pub mod failure;

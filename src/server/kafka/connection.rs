@@ -34,10 +34,19 @@ pub async fn accept_loop(services: Rc<Services>, listener: TcpListener) {
                 continue;
             }
         };
+        let admitted = match stream.peer_addr().map(|peer| core.admit_connection(peer.ip())) {
+            Ok(Ok(admitted)) => admitted,
+            Ok(Err(why)) => {
+                tracing::info!(shard = core.id(), %why, "a Kafka connection refused");
+                continue;
+            }
+            Err(_) => continue,
+        };
         let services = services.clone();
         glommio::spawn_local(async move {
             let core = services.core.clone();
             core.tasks().unless_stopping(serve(services, stream)).await;
+            drop(admitted);
         })
         .detach();
     }

@@ -7,11 +7,13 @@
 use super::codes::UNSUPPORTED_VERSION;
 use super::{fetch, groups, metadata, produce, topics, Services};
 use crate::server::auth::authorizer::Principal;
+use crate::server::auth::quotas;
 use bytes::{Bytes, BytesMut};
 use kafka_protocol::messages::api_versions_response::ApiVersion;
 use kafka_protocol::messages::*;
 use kafka_protocol::protocol::{decode_request_header_from_buffer, Decodable, Encodable};
 use std::rc::Rc;
+use std::time::Duration;
 
 /// The APIs served, with the versions implemented.
 const SERVED: [(ApiKey, i16, i16); 18] = [
@@ -146,6 +148,18 @@ pub async fn answer(
 ) -> anyhow::Result<Outcome> {
     let reply =
         |key: ApiKey, body: &dyn Encode| respond(correlation, key.response_header_version(version), body, version);
+    // Every request but ApiVersions counts against the client's quota (a
+    // produce's records too); the wait is each response's throttle time.
+    let produced = match &*request {
+        Request::ApiVersions => None,
+        Request::Produce(r) => Some(produce::record_bytes(r)),
+        _ => Some(0),
+    };
+    let waited = match produced {
+        Some(bytes) => quotas::before(&s.core, p.user(), &client_id, bytes).await,
+        None => Duration::ZERO,
+    };
+    let t = waited.as_millis().min(i32::MAX as u128) as i32;
     let response = match *request {
         Request::ApiVersions => {
             let (body, version) = api_versions(version);
@@ -157,22 +171,48 @@ pub async fn answer(
             if r.acks == 0 {
                 return Ok(Outcome::Silent);
             }
-            reply(ApiKey::Produce, &body)?
+            reply(ApiKey::Produce, &body.with_throttle_time_ms(t))?
         }
-        Request::Fetch(r) => reply(ApiKey::Fetch, &fetch::fetch(&s.core, &p, &r).await)?,
-        Request::ListOffsets(r) => reply(ApiKey::ListOffsets, &fetch::list_offsets(&s.core, &p, &r).await)?,
-        Request::Metadata(r) => reply(ApiKey::Metadata, &metadata::metadata(&s.core, &p, &r))?,
-        Request::OffsetCommit(r) => reply(ApiKey::OffsetCommit, &groups::commit(s, &p, &r).await)?,
-        Request::OffsetFetch(r) => reply(ApiKey::OffsetFetch, &groups::committed(s, &p, &r))?,
-        Request::FindCoordinator(r) => reply(ApiKey::FindCoordinator, &groups::find_coordinator(s, &p, &r))?,
-        Request::JoinGroup(r) => reply(ApiKey::JoinGroup, &groups::join(s, &p, &client_id, &r).await)?,
-        Request::Heartbeat(r) => reply(ApiKey::Heartbeat, &groups::heartbeat(s, &p, &r).await)?,
-        Request::LeaveGroup(r) => reply(ApiKey::LeaveGroup, &groups::leave(s, &p, &r, version))?,
-        Request::SyncGroup(r) => reply(ApiKey::SyncGroup, &groups::sync(s, &p, &r).await)?,
-        Request::CreateTopics(r) => reply(ApiKey::CreateTopics, &topics::create(&s.core, &p, &r).await)?,
-        Request::DeleteTopics(r) => reply(ApiKey::DeleteTopics, &topics::delete(&s.core, &p, &r).await)?,
-        Request::DescribeConfigs(r) => reply(ApiKey::DescribeConfigs, &topics::describe_configs(&s.core, &p, &r))?,
-        Request::InitProducerId(r) => reply(ApiKey::InitProducerId, &produce::init_producer_id(s, &p, &r))?,
+        Request::Fetch(r) => {
+            let body = fetch::fetch(&s.core, &p, &r).await;
+            let fetched = fetch::record_bytes(&body);
+            let more = quotas::after_fetch(&s.core, p.user(), &client_id, fetched).await;
+            let t = (waited + more).as_millis().min(i32::MAX as u128) as i32;
+            reply(ApiKey::Fetch, &body.with_throttle_time_ms(t))?
+        }
+        Request::ListOffsets(r) => {
+            reply(ApiKey::ListOffsets, &fetch::list_offsets(&s.core, &p, &r).await.with_throttle_time_ms(t))?
+        }
+        Request::Metadata(r) => reply(ApiKey::Metadata, &metadata::metadata(&s.core, &p, &r).with_throttle_time_ms(t))?,
+        Request::OffsetCommit(r) => {
+            reply(ApiKey::OffsetCommit, &groups::commit(s, &p, &r).await.with_throttle_time_ms(t))?
+        }
+        Request::OffsetFetch(r) => reply(ApiKey::OffsetFetch, &groups::committed(s, &p, &r).with_throttle_time_ms(t))?,
+        Request::FindCoordinator(r) => {
+            reply(ApiKey::FindCoordinator, &groups::find_coordinator(s, &p, &r).with_throttle_time_ms(t))?
+        }
+        Request::JoinGroup(r) => {
+            reply(ApiKey::JoinGroup, &groups::join(s, &p, &client_id, &r).await.with_throttle_time_ms(t))?
+        }
+        Request::Heartbeat(r) => {
+            reply(ApiKey::Heartbeat, &groups::heartbeat(s, &p, &r).await.with_throttle_time_ms(t))?
+        }
+        Request::LeaveGroup(r) => {
+            reply(ApiKey::LeaveGroup, &groups::leave(s, &p, &r, version).with_throttle_time_ms(t))?
+        }
+        Request::SyncGroup(r) => reply(ApiKey::SyncGroup, &groups::sync(s, &p, &r).await.with_throttle_time_ms(t))?,
+        Request::CreateTopics(r) => {
+            reply(ApiKey::CreateTopics, &topics::create(&s.core, &p, &r).await.with_throttle_time_ms(t))?
+        }
+        Request::DeleteTopics(r) => {
+            reply(ApiKey::DeleteTopics, &topics::delete(&s.core, &p, &r).await.with_throttle_time_ms(t))?
+        }
+        Request::DescribeConfigs(r) => {
+            reply(ApiKey::DescribeConfigs, &topics::describe_configs(&s.core, &p, &r).with_throttle_time_ms(t))?
+        }
+        Request::InitProducerId(r) => {
+            reply(ApiKey::InitProducerId, &produce::init_producer_id(s, &p, &r).with_throttle_time_ms(t))?
+        }
         Request::SaslHandshake(_) | Request::SaslAuthenticate(_) => {
             anyhow::bail!("SASL requests are served by the connection")
         }

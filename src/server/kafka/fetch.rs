@@ -78,6 +78,12 @@ pub async fn fetch(core: &Core, principal: &Principal, request: &FetchRequest) -
     FetchResponse::default().with_responses(topics)
 }
 
+/// The record bytes a fetch response carries (what a fetch quota meters).
+pub fn record_bytes(response: &FetchResponse) -> u64 {
+    let partitions = response.responses.iter().flat_map(|t| &t.partitions);
+    partitions.map(|p| p.records.as_ref().map_or(0, |r| r.len() as u64)).sum()
+}
+
 pub async fn list_offsets(core: &Core, principal: &Principal, request: &ListOffsetsRequest) -> ListOffsetsResponse {
     let mut topics = Vec::new();
     for t in &request.topics {

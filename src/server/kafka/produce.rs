@@ -65,6 +65,12 @@ pub async fn produce(s: &Services, p: &Principal, request: &ProduceRequest) -> P
     ProduceResponse::default().with_responses(responses)
 }
 
+/// The record-set bytes of a produce (what a produce quota meters).
+pub fn record_bytes(request: &ProduceRequest) -> u64 {
+    let sets = request.topic_data.iter().flat_map(|t| &t.partition_data);
+    sets.map(|p| p.records.as_ref().map_or(0, |r| r.len() as u64)).sum()
+}
+
 /// Stores one partition's records; the offset of the first.
 async fn store(s: &Services, queue: &QueueRef, records: Option<&Bytes>) -> Result<u64, Refusal> {
     let records = records.ok_or((codes::CORRUPT_MESSAGE, "the partition's records are missing".to_string()))?;

@@ -54,7 +54,9 @@ fn needs(request: &Request, need: &mut dyn FnMut(Operation, Resource) -> Result<
         }
         Request::PollChecks { group: g, .. } => need(Write, transactional(g)),
         Request::ReplicaFetch(_) | Request::AdvanceClock(_) => need(ClusterAction, cluster()),
-        Request::AlterUser(_) | Request::CreateAcls(_) | Request::DeleteAcls(_) => need(Alter, cluster()),
-        Request::ListUsers | Request::ListAcls(_) => need(Describe, cluster()),
+        Request::AlterUser(_) | Request::CreateAcls(_) | Request::DeleteAcls(_) | Request::AlterQuotas(_) => {
+            need(Alter, cluster())
+        }
+        Request::ListUsers | Request::ListAcls(_) | Request::ListQuotas => need(Describe, cluster()),
     }
 }

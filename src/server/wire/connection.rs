@@ -37,13 +37,23 @@ pub async fn accept_loop(s: Rc<Services>, listener: TcpListener) {
                 continue;
             }
         };
-        if open.get() >= max {
-            let m = format!("shard {shard} already serves {max} connections (max_connections)");
-            let mut stream = stream;
-            let _ = stream.write_all(&frame::response(0, ErrorCode::TooManyConnections, &m, &[])).await;
-            let _ = stream.close().await;
-            continue;
-        }
+        let admitted = match stream.peer_addr() {
+            Ok(peer) => s.core.admit_connection(peer.ip()),
+            Err(e) => Err(format!("the client's address: {e}")),
+        };
+        let admitted = match admitted {
+            Ok(admitted) if open.get() < max => admitted,
+            refused => {
+                let m = match refused {
+                    Err(m) => m,
+                    Ok(_) => format!("shard {shard} already serves {max} connections (max_connections)"),
+                };
+                let mut stream = stream;
+                let _ = stream.write_all(&frame::response(0, ErrorCode::TooManyConnections, &m, &[])).await;
+                let _ = stream.close().await;
+                continue;
+            }
+        };
         open.set(open.get() + 1);
         let (s, open) = (s.clone(), open.clone());
         glommio::spawn_local(async move {
@@ -53,6 +63,7 @@ pub async fn accept_loop(s: Rc<Services>, listener: TcpListener) {
             let core = s.core.clone();
             core.tasks().unless_stopping(serve(s, stream)).await;
             open.set(open.get() - 1);
+            drop(admitted);
         })
         .detach();
     }

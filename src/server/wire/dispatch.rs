@@ -9,7 +9,7 @@ use super::{authorize, Services};
 use crate::protocol::frame::{self, RequestHeader};
 use crate::protocol::messages::{self as msg, Assignment, Joined};
 use crate::protocol::request::Request;
-use crate::protocol::security::encode_acls;
+use crate::protocol::security::{encode_acls, encode_quotas};
 use crate::protocol::{ApiKey, ErrorCode, Writer};
 use crate::security::acl::Operation;
 use crate::server::auth::{
@@ -82,12 +82,17 @@ pub async fn handle(s: &Services, frame: Vec<u8>, caller: &Caller) -> Option<Vec
         let m = format!("{api:?} version {} is not supported; this broker speaks {min}..={max}", header.api_version);
         return Some(frame::response(corr, ErrorCode::UnsupportedVersion, &m, &[]));
     }
-    match serve(s, api, body, &frame, caller).await {
-        Ok(Reply::Body(buf)) => Some(frame::finish_ok_response(corr, buf)),
-        Ok(Reply::Frame(frame)) => Some(frame),
-        Ok(Reply::Nothing) => None,
-        Err(Failure(code, m)) => Some(frame::response(corr, code, &m, &[])),
+    let mut throttle = Duration::ZERO;
+    let mut response = match serve(s, api, body, &frame, caller, &mut throttle).await {
+        Ok(Reply::Body(buf)) => frame::finish_ok_response(corr, buf),
+        Ok(Reply::Frame(frame)) => frame,
+        Ok(Reply::Nothing) => return None,
+        Err(Failure(code, m)) => frame::response(corr, code, &m, &[]),
+    };
+    if !throttle.is_zero() {
+        frame::set_throttle(&mut response, throttle.as_millis().min(u128::from(u32::MAX)) as u32);
     }
+    Some(response)
 }
 
 /// The slot of a queue this shard owns; for a queue another shard owns,
@@ -101,13 +106,32 @@ macro_rules! on_owner {
     };
 }
 
-async fn serve(s: &Services, api: ApiKey, body: &[u8], frame: &[u8], caller: &Caller) -> Outcome {
+/// Serves a request; `throttle` is how long its client's quota held it back.
+async fn serve(
+    s: &Services,
+    api: ApiKey,
+    body: &[u8],
+    frame: &[u8],
+    caller: &Caller,
+    throttle: &mut Duration,
+) -> Outcome {
     // Decoded and checked whole before anything is stored or parked.
     let request = Request::decode(api, body)?;
     check_limits(s, &request)?;
-    if let Caller::Client(principal) = caller {
-        authorize::authorize(&s.core, &request, principal)?;
+    let Caller::Client(principal) = caller else { return serve_checked(s, request, frame, caller).await };
+    authorize::authorize(&s.core, &request, principal)?;
+    // The native protocol names no client: quotas apply per user.
+    *throttle = auth::quotas::before(&s.core, principal.user(), "", request.produced_bytes()).await;
+    let fetches = request.fetches();
+    let reply = serve_checked(s, request, frame, caller).await?;
+    if let (true, Reply::Body(body)) = (fetches, &reply) {
+        *throttle += auth::quotas::after_fetch(&s.core, principal.user(), "", body.len() as u64).await;
     }
+    Ok(reply)
+}
+
+/// Serves a request that passed its checks.
+async fn serve_checked(s: &Services, request: Request<'_>, frame: &[u8], caller: &Caller) -> Outcome {
     if request.acks() == Some(msg::ACKS_NONE) {
         // Acks none: no response at all, not even for an error (the client reads none).
         if let Err(failure) = serve_request(s, request, frame, caller).await {
@@ -172,6 +196,16 @@ async fn serve_request(s: &Services, request: Request<'_>, frame: &[u8], caller:
                 return Err(Failure(ErrorCode::NotLeader, m.into()));
             }
             _ => {}
+        }
+    }
+    if alters_accounts(&request) {
+        // Users, ACLs and quotas are changed on shard 0, which stores them.
+        if core.config().cluster.is_some() {
+            let m = "in cluster mode, users, ACLs and quotas are managed through etcd: pass --cluster URL";
+            return Err(Failure::invalid(m));
+        }
+        if core.id() != 0 {
+            return forward(s, 0, frame).await;
         }
     }
     if let Some(group) = request.group() {
@@ -274,35 +308,15 @@ async fn serve_request(s: &Services, request: Request<'_>, frame: &[u8], caller:
             }
             replica::leader::serve_fetch(core, &f, &mut w).await?;
         }
-        Request::AlterUser(change) => {
-            if core.config().cluster.is_some() {
-                return Err(Failure::invalid("in cluster mode, manage users with `ringmq user ... --cluster URL`"));
-            }
-            if core.id() != 0 {
-                return forward(s, 0, frame).await;
-            }
-            auth::users::alter(core, change).await?;
-        }
+        Request::AlterUser(change) => auth::users::alter(core, change).await?,
         Request::ListUsers => auth::users::list(core).encode(&mut w),
-        Request::CreateAcls(rules) => {
-            if core.config().cluster.is_some() {
-                return Err(Failure::invalid("in cluster mode, manage ACLs with `ringmq acl ... --cluster URL`"));
-            }
-            if core.id() != 0 {
-                return forward(s, 0, frame).await;
-            }
-            auth::acls::create(core, rules).await?;
-        }
+        Request::CreateAcls(rules) => auth::acls::create(core, rules).await?,
         Request::DeleteAcls(filter) => {
-            if core.config().cluster.is_some() {
-                return Err(Failure::invalid("in cluster mode, manage ACLs with `ringmq acl ... --cluster URL`"));
-            }
-            if core.id() != 0 {
-                return forward(s, 0, frame).await;
-            }
             w.u32(auth::acls::delete(core, &filter).await? as u32);
         }
         Request::ListAcls(filter) => encode_acls(&auth::acls::list(core, &filter), &mut w),
+        Request::AlterQuotas(entry) => auth::quota_admin::alter(core, entry).await?,
+        Request::ListQuotas => encode_quotas(&auth::quota_admin::list(core), &mut w),
         Request::SaslHandshake(_) | Request::SaslAuthenticate(_) => {
             return Err(Failure::invalid("SASL requests are served by the connection, not forwarded"));
         }
@@ -321,6 +335,10 @@ async fn serve_request(s: &Services, request: Request<'_>, frame: &[u8], caller:
         | Request::UnlockQueues(_) => unreachable!("group requests are served above"),
     }
     Ok(Reply::Body(w.buf))
+}
+
+fn alters_accounts(request: &Request) -> bool {
+    matches!(request, Request::AlterUser(_) | Request::CreateAcls(_) | Request::DeleteAcls(_) | Request::AlterQuotas(_))
 }
 
 /// Serves a group request on its coordinator.
