@@ -201,7 +201,8 @@ async fn serve_request(s: &Services, request: Request<'_>, frame: &[u8], caller:
     if alters_accounts(&request) {
         // Users, ACLs and quotas are changed on shard 0, which stores them.
         if core.config().cluster.is_some() {
-            let m = "in cluster mode, users, ACLs and quotas are managed through etcd: pass --cluster URL";
+            let m = "cluster mode does not share users, ACLs and quotas between nodes yet: \
+                     add users to each node's data directory with `ringmq user create --data-dir` while it is stopped";
             return Err(Failure::invalid(m));
         }
         if core.id() != 0 {
