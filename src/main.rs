@@ -11,6 +11,7 @@ use ringmq::client::{
 use ringmq::security::sasl::SaslMechanism;
 use ringmq::security::tls::{ClientFiles, ClientTls, ServerTls};
 use ringmq::server::{self, config, ServerConfig};
+use ringmq::shards::crypt::keyring::Keyring;
 use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
 use signal_hook::iterator::Signals;
 use std::io::{BufRead, Write};
@@ -288,6 +289,9 @@ struct ServeArgs {
     /// Users every operation is allowed to
     #[arg(long, value_delimiter = ',')]
     super_users: Option<Vec<String>>,
+    /// Seal every stored batch with AES-256-GCM under the newest of these data keys (a file of `ID HEX` lines; or $RINGMQ_ENCRYPTION_KEYS holds them)
+    #[arg(long)]
+    encryption_keys: Option<PathBuf>,
 }
 
 /// `--tls-client-auth`.
@@ -434,8 +438,21 @@ impl ServeArgs {
                 .collect::<Result<_, _>>()?;
         }
         cfg.auth.super_users = self.super_users.or(file.super_users).unwrap_or_default();
+        cfg.encryption = data_keys(self.encryption_keys.or(file.encryption_keys))?;
         Ok(cfg)
     }
+}
+
+/// The data keys from --encryption-keys, else from $RINGMQ_ENCRYPTION_KEYS (None: neither).
+fn data_keys(file: Option<PathBuf>) -> Result<Option<std::sync::Arc<Keyring>>, String> {
+    let text = match file {
+        Some(path) => std::fs::read_to_string(&path).map_err(|e| format!("reading {}: {e}", path.display()))?,
+        None => match std::env::var("RINGMQ_ENCRYPTION_KEYS") {
+            Ok(text) => text,
+            Err(_) => return Ok(None),
+        },
+    };
+    Keyring::parse(&text).map(|k| Some(std::sync::Arc::new(k))).map_err(|e| format!("the data keys: {e}"))
 }
 
 /// The broker's TLS, loaded (None without a certificate).

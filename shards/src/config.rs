@@ -71,6 +71,9 @@ pub struct ShardConfig {
     /// Batches remembered so that the same batch appended again (a retry)
     /// is answered with where it was stored, not stored twice (0: none).
     pub recent_batches: usize,
+    /// Data keys: with them every batch appended is sealed (encrypted at
+    /// rest) and sealed batches are opened when read (None: in clear).
+    pub keyring: Option<std::sync::Arc<crate::crypt::keyring::Keyring>>,
 }
 
 /// Default of `recent_batches`: about 1.5 MiB of memory per shard.
@@ -103,6 +106,7 @@ impl ShardConfig {
             retention_interval: Duration::from_secs(60),
             ballast_bytes: 64 << 20,
             recent_batches: RECENT_BATCHES,
+            keyring: None,
         }
     }
 

@@ -23,6 +23,11 @@ pub enum StorageError {
     QueueExists(u32),
     #[error("offset {offset} of queue {queue} is out of range: the queue holds offsets [{start}, {end})")]
     OffsetOutOfRange { queue: u32, offset: u64, start: u64, end: u64 },
+    #[error(
+        "the sealed batch at log position {position} does not open: {detail}; start with the data keys it was \
+         sealed with (--encryption-keys)"
+    )]
+    Sealed { position: u64, detail: String },
     #[error("corrupt {what} at log position {position}: {detail}")]
     Corruption { what: &'static str, position: u64, detail: String },
     #[error(

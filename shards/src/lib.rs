@@ -5,6 +5,7 @@
 //! truncating at the first damaged batch. No networking here.
 
 pub mod config;
+pub mod crypt;
 pub mod error;
 mod format;
 mod fs;

@@ -5,6 +5,7 @@
 //! Kafka. A nonce is 24 random bytes per exchange, so a recorded exchange
 //! replayed on another connection fails its proof.
 
+use super::random_bytes;
 use base64::engine::general_purpose::STANDARD as B64;
 use base64::Engine;
 use hmac::{Hmac, Mac};
@@ -140,13 +141,6 @@ impl Credential {
         }
         Ok(())
     }
-}
-
-/// `n` bytes from the operating system's random source.
-pub fn random_bytes<const N: usize>() -> [u8; N] {
-    let mut bytes = [0u8; N];
-    getrandom::getrandom(&mut bytes).expect("the operating system's random source");
-    bytes
 }
 
 fn nonce() -> String {

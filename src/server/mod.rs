@@ -35,7 +35,7 @@ use self::core::accounts::Accounts;
 use self::core::clock::Clock;
 use self::core::connection_limit::PerAddress;
 use self::core::tasks::Stop;
-use self::core::{layout, stall};
+use self::core::{data_keys, layout, stall};
 use glommio::channels::channel_mesh::MeshBuilder;
 use glommio::{LocalExecutorBuilder, Placement, PoolPlacement};
 use std::net::SocketAddr;
@@ -88,6 +88,7 @@ pub fn start(config: ServerConfig) -> Result<Server, ServerError> {
     std::fs::create_dir_all(&config.data_dir)
         .map_err(|e| ServerError::DataDir(config.data_dir.display().to_string(), e))?;
     let lock = DataDirLock::acquire(&config.data_dir).map_err(ServerError::Layout)?;
+    data_keys::check_and_record(&config.data_dir, config.encryption.as_deref()).map_err(ServerError::Layout)?;
     let n = config.cores.len();
     layout::check_or_record(&config.data_dir, layout::Layout { shards: n, segment_bytes: config.segment_bytes })
         .map_err(ServerError::Layout)?;

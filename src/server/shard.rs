@@ -77,6 +77,7 @@ fn storage_config(cfg: &ServerConfig, index: usize) -> ShardConfig {
         retention_age: cfg.retention_age,
         retention_bytes: cfg.retention_bytes,
         ballast_bytes: super::core::config::ballast_bytes(cfg.segment_bytes),
+        keyring: cfg.encryption.clone(),
         ..ShardConfig::new(cfg.data_dir.join(format!("shard-{index}")))
     }
 }

@@ -62,6 +62,15 @@ struct Args {
     /// Print one JSON object instead of the table.
     #[arg(long)]
     json: bool,
+    /// Seal every batch (encryption at rest) with a random AES-256-GCM data key.
+    #[arg(long)]
+    encrypt: bool,
+}
+
+/// A keyring of one random data key (the bench's data is thrown away).
+fn random_keyring() -> std::sync::Arc<ringmq_shards::crypt::keyring::Keyring> {
+    let hex: String = ringmq::security::random_bytes::<32>().iter().map(|b| format!("{b:02x}")).collect();
+    std::sync::Arc::new(ringmq_shards::crypt::keyring::Keyring::parse(&format!("1 {hex}")).expect("a key"))
 }
 
 struct Outcome {
@@ -105,6 +114,7 @@ async fn run(args: Args) -> Result<Outcome, ringmq_shards::StorageError> {
         flush_delay: Duration::from_micros(args.flush_delay_us),
         flush_depth: args.flush_depth,
         default_flush_policy: if args.flush == "async" { FlushPolicy::Async } else { FlushPolicy::Sync },
+        keyring: args.encrypt.then(random_keyring),
         ..ShardConfig::new(&args.dir)
     };
     let shard = Shard::open(config).await?;

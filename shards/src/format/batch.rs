@@ -7,7 +7,8 @@
 //! 16 u32 queue         queue id, stamped by the shard
 //! 20 u32 header_crc    CRC32 of bytes [0, 20), set by the shard when it stamps
 //! 24 u16 magic         BATCH_MAGIC
-//! 26 u16 attributes    bit 0: padding batch (fills a segment's end or a round's last page)
+//! 26 u16 attributes    bit 0: padding batch (fills a segment's end or a round's last page);
+//!                      bit 1: sealed (encrypted at rest, see crypt/sealed.rs)
 //! 28 u32 record_count
 //! 32 i64 first_timestamp_ms
 //! 40 records           see record.rs
@@ -26,6 +27,8 @@ pub const HEADER_BYTES: usize = 40;
 pub const BATCH_MAGIC: u16 = 0x5242;
 /// Attribute bit of the batch that pads the end of a segment or of a round's last page.
 pub const ATTR_PADDING: u16 = 1;
+/// Attribute bit of a sealed (encrypted) batch, see `crypt::sealed`.
+pub const ATTR_SEALED: u16 = 2;
 /// Bytes covered by the producer's CRC start here.
 const BODY_START: usize = 24;
 /// The header CRC covers the header's first bytes: length, crc, base offset, queue.
@@ -96,8 +99,8 @@ pub fn check(bytes: &[u8], batch_bytes_max: usize) -> Result<CheckedBatch> {
         return Err(StorageError::BatchTooLarge { len: bytes.len(), max: batch_bytes_max });
     }
     let header = BatchHeader::decode(bytes).ok_or(StorageError::Malformed("bad magic number"))?;
-    if header.is_padding() {
-        return Err(StorageError::Malformed("producers cannot send padding batches"));
+    if header.is_padding() || header.attributes & ATTR_SEALED != 0 {
+        return Err(StorageError::Malformed("producers cannot send padding or sealed batches"));
     }
     let computed = crc32fast::hash(&bytes[BODY_START..]);
     if computed != header.crc {

@@ -153,6 +153,7 @@ impl Scan<'_> {
         mut index: Option<(&mut HashMap<QueueId, QueueIndex>, &mut Lookup)>,
     ) -> Result<LogPos> {
         let segment_bytes = self.config.segment_bytes;
+        let keyring = self.config.keyring.clone();
         while let Some(seg) = segment::at_or_before(self.segments, pos).filter(|_| pos < until) {
             let segment_end = seg.base + segment_bytes;
             if pos >= segment_end || segment_end - pos < HEADER_BYTES as u64 {
@@ -175,7 +176,9 @@ impl Scan<'_> {
             let batch = self.bytes(&seg, pos, len as usize).await?;
             let Ok(header) = verify_stored(batch) else { break };
             if let Some((queues, lookup)) = index.as_mut() {
-                index_batch(queues, lookup, &header, batch, pos)?;
+                // Entries come from the records in clear (a sealed batch is opened).
+                let plain = crate::crypt::in_clear(keyring.as_deref(), batch, pos.0)?;
+                index_batch(queues, lookup, &header, &plain, pos)?;
             }
             pos += len;
         }
@@ -312,6 +315,7 @@ fn index_batch(
     let stored = lookup::Stored { position: pos, base_offset: header.base_offset, records: header.record_count };
     lookup.note_batch(lookup::BatchKey::of(q.id(), batch), stored);
     let mut count = 0;
+    // `header` is the stored batch's (its length the index's size); `batch` in clear.
     for record in RecordIter::new(&batch[HEADER_BYTES..]) {
         let record = record.map_err(|e| corrupt(e.to_string()))?;
         lookup.note(pos, q.id(), q.next(), &record.message_id, record.key);

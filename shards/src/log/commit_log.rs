@@ -2,6 +2,8 @@
 //! group-commit rounds between the frontier and the durable end.
 
 use crate::config::FlushPolicy;
+use crate::crypt::keyring::Keyring;
+use crate::crypt::sealed;
 use crate::format::batch::{self, CheckedBatch, HEADER_BYTES};
 use crate::format::record::RecordIter;
 use crate::index::{IndexEntry, QueueIndex};
@@ -12,6 +14,7 @@ use crate::position::{LogPos, PAGE_BYTES};
 use crate::signal::Completion;
 use std::collections::{BTreeMap, VecDeque};
 use std::rc::Rc;
+use std::sync::Arc;
 
 /// Where an appended batch landed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -79,6 +82,8 @@ pub(crate) struct Log {
     /// A follower's log: it takes only the leader's stored batches, at the
     /// leader's positions, and never pads on its own.
     mirror: bool,
+    /// Seals producers' batches when set.
+    keyring: Option<Arc<Keyring>>,
 }
 
 impl Log {
@@ -94,7 +99,7 @@ impl Log {
         key: Option<BatchKey>,
     ) -> Result<Placed, Blocked> {
         assert!(!self.mirror, "a mirror log takes only the leader's stored batches");
-        let len = bytes.len();
+        let len = if self.keyring.is_some() { sealed::sealed_len(bytes.len()) } else { bytes.len() };
         if self.pending_bytes > 0 && self.pending_bytes + len > self.pending_bytes_max {
             return Err(Blocked::Backpressure);
         }
@@ -107,12 +112,19 @@ impl Log {
             let spare = self.spare.take().ok_or(Blocked::Segment)?;
             self.pad_and_roll(spare);
         }
-        Ok(self.place(queue, lookup, bytes, checked.record_count, Origin::Producer(key)))
+        Ok(self.place(queue, lookup, bytes, bytes, checked.record_count, Origin::Producer(key)))
     }
 
     /// Places a batch the leader stored, byte for byte at the end (which must
-    /// be the batch's position in the leader's log). Its round is synced.
-    pub fn mirror(&mut self, queue: &mut QueueIndex, lookup: &mut Lookup, bytes: &[u8]) -> Result<Placed, Blocked> {
+    /// be the batch's position in the leader's log); `plain` is the batch in
+    /// clear (opened, if the leader sealed it). Its round is synced.
+    pub fn mirror(
+        &mut self,
+        queue: &mut QueueIndex,
+        lookup: &mut Lookup,
+        bytes: &[u8],
+        plain: &[u8],
+    ) -> Result<Placed, Blocked> {
         assert!(self.mirror, "only a mirror log takes stored batches");
         let len = bytes.len();
         if self.open.as_ref().is_some_and(|r| !r.fits(len)) {
@@ -122,7 +134,7 @@ impl Log {
         }
         assert!(self.end + len as u64 <= self.active.end(self.segment_bytes), "checked by the caller");
         let record_count = u32::from_le_bytes(bytes[28..32].try_into().expect("a whole header"));
-        Ok(self.place(queue, lookup, bytes, record_count, Origin::Leader))
+        Ok(self.place(queue, lookup, bytes, plain, record_count, Origin::Leader))
     }
 
     /// Places the leader's padding batch of `length` bytes at the end: up to
@@ -142,36 +154,47 @@ impl Log {
         Ok(())
     }
 
-    /// Copies a batch into the open round at the end (stamping a producer's)
-    /// and records its index and lookup entries.
+    /// Copies a batch into the open round at the end (sealing a producer's
+    /// when the log has data keys, and stamping it) and records its index and
+    /// lookup entries from `plain`, the batch in clear.
     fn place(
         &mut self,
         queue: &mut QueueIndex,
         lookup: &mut Lookup,
         bytes: &[u8],
+        plain: &[u8],
         record_count: u32,
         origin: Origin,
     ) -> Placed {
-        let len = bytes.len();
         if self.open.is_none() {
             self.open = Some(self.new_round());
         }
         let position = self.end;
         let round = self.open.as_mut().expect("opened above");
         let base_offset = queue.next();
-        let copy = round.put(bytes);
+        let sealing = matches!(origin, Origin::Producer(_)) && self.keyring.is_some();
+        let len = if sealing { sealed::sealed_len(bytes.len()) } else { bytes.len() };
         let key = match origin {
             Origin::Producer(key) => {
+                let copy = match &self.keyring {
+                    Some(keyring) => {
+                        let slot = round.reserve(len);
+                        sealed::seal_into(keyring, bytes, position.0, slot);
+                        slot
+                    }
+                    None => round.put(bytes),
+                };
                 batch::stamp(copy, base_offset.0, queue.id().0);
                 key
             }
             Origin::Leader => {
+                round.put(bytes);
                 round.needs_sync = true;
-                BatchKey::of(queue.id(), bytes)
+                BatchKey::of(queue.id(), plain)
             }
         };
         lookup.note_batch(key, Stored { position, base_offset: base_offset.0, records: record_count });
-        for record in RecordIter::new(&bytes[HEADER_BYTES..]) {
+        for record in RecordIter::new(&plain[HEADER_BYTES..]) {
             let record = record.expect("checked batch");
             lookup.note(position, queue.id(), queue.next(), &record.message_id, record.key);
             queue.push(IndexEntry { position, size: len as u32, tag_hash: record.tag_hash() });
@@ -275,6 +298,7 @@ impl Log {
             tail_page,
             next_round_id: 0,
             mirror: false,
+            keyring: config.keyring.clone(),
         }
     }
 

@@ -69,13 +69,18 @@ impl Round {
 
     /// Copies `bytes` to the end of the round and returns the copy.
     pub fn put(&mut self, bytes: &[u8]) -> &mut [u8] {
-        let at = (self.data_end - self.aligned_start) as usize;
-        self.data_end += bytes.len() as u64;
-        self.end = self.data_end;
-        let buf = Rc::get_mut(&mut self.buf).expect("an open round owns its buffer");
-        let copy = &mut buf.as_bytes_mut()[at..at + bytes.len()];
+        let copy = self.reserve(bytes.len());
         copy.copy_from_slice(bytes);
         copy
+    }
+
+    /// The next `len` bytes of the round, for the caller to fill (a sealed batch).
+    pub fn reserve(&mut self, len: usize) -> &mut [u8] {
+        let at = (self.data_end - self.aligned_start) as usize;
+        self.data_end += len as u64;
+        self.end = self.data_end;
+        let buf = Rc::get_mut(&mut self.buf).expect("an open round owns its buffer");
+        &mut buf.as_bytes_mut()[at..at + len]
     }
 
     /// Closes the round for appends: zeroes the rest of its last page (the

@@ -4,7 +4,7 @@
 //! re-checked (CRC, queue, offset), so corrupt data is never returned.
 
 use crate::error::{Result, StorageError};
-use crate::format::batch::verify_stored;
+use crate::format::batch::{verify_stored, ATTR_SEALED};
 use crate::index::queue_index::{IndexEntry, ENTRIES_PER_PAGE};
 use crate::join::join_all;
 use crate::position::{LogPos, Offset, QueueId, PAGE_BYTES};
@@ -63,7 +63,16 @@ impl Inner {
                 holds.then_some(header).ok_or("the batch does not hold the offset its index entry points at")
             });
             match checked {
-                Ok(header) => out.next_offset = header.next_offset(),
+                Ok(header) => {
+                    out.next_offset = header.next_offset();
+                    if header.attributes & ATTR_SEALED != 0 {
+                        let plain =
+                            crate::crypt::in_clear(self.config.keyring.as_deref(), &out.bytes[at..], entry.position.0)?;
+                        let plain = plain.into_owned();
+                        out.bytes.truncate(at);
+                        out.bytes.extend_from_slice(&plain);
+                    }
+                }
                 // The good batches before a damaged one are returned; a read
                 // that starts at it is told which offsets it covers.
                 Err(_) if at > 0 => {

@@ -30,7 +30,9 @@ impl Inner {
         let mut at = from;
         for (header, batch) in batches {
             self.ensure_queue(QueueId(header.queue), header.is_padding()).await?;
-            self.place_mirrored(at, &header, batch).await?;
+            // Its index and lookup entries come from its records, in clear.
+            let plain = crate::crypt::in_clear(self.config.keyring.as_deref(), batch, at.0)?;
+            self.place_mirrored(at, &header, batch, &plain).await?;
             at += u64::from(header.length);
         }
         self.flush_needed.notify();
@@ -48,7 +50,7 @@ impl Inner {
 
     /// Places one shipped batch at `at`, the log's end, waiting while its
     /// round is full or the next segment is not ready.
-    async fn place_mirrored(&self, at: LogPos, header: &BatchHeader, batch: &[u8]) -> Result<()> {
+    async fn place_mirrored(&self, at: LogPos, header: &BatchHeader, batch: &[u8], plain: &[u8]) -> Result<()> {
         loop {
             let wait = {
                 let mut st = self.state.borrow_mut();
@@ -59,7 +61,7 @@ impl Inner {
                     return Err(StorageError::Failed(reason.to_string()));
                 }
                 debug_assert_eq!(st.log.end(), at, "batches are placed in order");
-                match self.try_place(&mut st, at, header, batch)? {
+                match self.try_place(&mut st, at, header, batch, plain)? {
                     Ok(()) => return Ok(()),
                     Err(Blocked::Backpressure) => add(&self.counters.backpressure_waits, 1),
                     Err(Blocked::Segment) => {
@@ -80,6 +82,7 @@ impl Inner {
         at: LogPos,
         header: &BatchHeader,
         batch: &[u8],
+        plain: &[u8],
     ) -> Result<std::result::Result<(), Blocked>> {
         let segment_end = st.log.active_end();
         let end = at + u64::from(header.length);
@@ -100,7 +103,7 @@ impl Inner {
                 format!("queue {} is at offset {}, the batch starts at {}", header.queue, q.next(), header.base_offset);
             return Err(self.diverged(at, detail));
         }
-        let placed = match log.mirror(q, lookup, batch) {
+        let placed = match log.mirror(q, lookup, batch, plain) {
             Ok(placed) => placed,
             Err(blocked) => return Ok(Err(blocked)),
         };

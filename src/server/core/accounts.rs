@@ -9,7 +9,7 @@
 
 use crate::security::acl::Acls;
 use crate::security::quota::{Buckets, Quotas};
-use crate::security::scram::random_bytes;
+use crate::security::random_bytes;
 use crate::security::users::Users;
 use std::cell::RefCell;
 use std::sync::atomic::{AtomicU64, Ordering};

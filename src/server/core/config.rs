@@ -2,9 +2,11 @@
 
 use crate::security::sasl::SaslMechanism;
 use crate::security::tls::ServerTls;
+use ringmq_shards::crypt::keyring::Keyring;
 use ringmq_shards::{FlushPolicy, ShardConfig};
 use std::net::SocketAddr;
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::time::Duration;
 
 /// Everything `ringmq serve` needs to start.
@@ -77,6 +79,8 @@ pub struct ServerConfig {
     pub tls_handshake_timeout: Duration,
     /// Who may connect, and how they prove it.
     pub auth: AuthConfig,
+    /// Data keys: every batch is sealed (encrypted at rest) with the newest (None: in clear).
+    pub encryption: Option<Arc<Keyring>>,
 }
 
 /// Authentication settings.
@@ -158,6 +162,7 @@ impl ServerConfig {
             tls: None,
             tls_handshake_timeout: Duration::from_secs(10),
             auth: AuthConfig::default(),
+            encryption: None,
         }
     }
 }

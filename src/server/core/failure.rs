@@ -48,9 +48,10 @@ impl From<StorageError> for Failure {
             StorageError::CorruptBatch { .. } => ErrorCode::CorruptData,
             StorageError::Full { .. } => ErrorCode::StorageFull,
             e if e.is_no_space() => ErrorCode::StorageFull,
-            StorageError::Failed(_) | StorageError::Io { .. } | StorageError::Corruption { .. } => {
-                ErrorCode::StorageFailed
-            }
+            StorageError::Failed(_)
+            | StorageError::Io { .. }
+            | StorageError::Corruption { .. }
+            | StorageError::Sealed { .. } => ErrorCode::StorageFailed,
             StorageError::PositionOutOfRange { .. } | StorageError::Diverged { .. } => ErrorCode::LogDiverged,
             StorageError::WrongRole(_) => ErrorCode::NotLeader,
             StorageError::QueueExists(_) | StorageError::Config(_) => ErrorCode::Internal,

@@ -11,6 +11,7 @@ pub mod clock;
 pub mod config;
 pub mod connection_limit;
 pub mod context;
+pub mod data_keys;
 pub mod dir_lock;
 pub mod failure;
 pub mod layout;

@@ -1,0 +1,125 @@
+//! Data keys by id. A keyring is read from text, one key per line:
+//! `ID HEX` (a u32 id and 64 hex digits, 32 bytes), `#` comments. The key
+//! with the highest id seals new batches; every key opens what it sealed.
+
+use aes_gcm::aead::{AeadInPlace, KeyInit};
+use aes_gcm::{Aes256Gcm, Nonce};
+use std::collections::BTreeMap;
+
+/// Bytes of a data key.
+pub const KEY_BYTES: usize = 32;
+/// Most keys a keyring holds.
+pub const KEYS_MAX: usize = 1024;
+
+/// The data keys of a shard (the broker's, shared by its shards).
+pub struct Keyring {
+    keys: BTreeMap<u32, Aes256Gcm>,
+    /// Every nonce this process seals with starts with these bytes (drawn at
+    /// start), then the batch's log position: a position is never written
+    /// twice in a shard's life, and a shard made again gets other bytes.
+    nonce_prefix: [u8; 4],
+}
+
+impl std::fmt::Debug for Keyring {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Keyring").field("ids", &self.ids()).finish()
+    }
+}
+
+/// The one nonce no batch uses (its prefix is never drawn): the key check's.
+const CHECK_NONCE: [u8; 12] = [0xff; 12];
+const CHECK_PLAINTEXT: &[u8; 16] = b"ringmq key check";
+
+impl Keyring {
+    /// Parses a keyring's text; an error names the line and what is wrong.
+    pub fn parse(text: &str) -> Result<Keyring, String> {
+        let mut keys = BTreeMap::new();
+        for (n, line) in text.lines().enumerate().map(|(n, l)| (n + 1, l.trim())) {
+            if line.is_empty() || line.starts_with('#') {
+                continue;
+            }
+            let (id, hex) = line.split_once(char::is_whitespace).ok_or(format!("line {n}: expected `ID HEX`"))?;
+            let id: u32 = id.parse().map_err(|_| format!("line {n}: key id {id:?} is not a number"))?;
+            let bytes = decode_hex(hex.trim()).ok_or(format!("line {n}: a key is {} hex digits", 2 * KEY_BYTES))?;
+            let cipher = Aes256Gcm::new_from_slice(&bytes).expect("32 bytes");
+            if keys.insert(id, cipher).is_some() {
+                return Err(format!("line {n}: key {id} is given twice"));
+            }
+        }
+        if keys.is_empty() {
+            return Err("no key: give one line `ID HEX` (64 hex digits, e.g. from `openssl rand -hex 32`)".into());
+        }
+        if keys.len() > KEYS_MAX {
+            return Err(format!("{} keys; at most {KEYS_MAX}", keys.len()));
+        }
+        Ok(Keyring { keys, nonce_prefix: nonce_prefix() })
+    }
+
+    /// Every key id, oldest first.
+    pub fn ids(&self) -> Vec<u32> {
+        self.keys.keys().copied().collect()
+    }
+
+    /// The key new batches are sealed with: the highest id.
+    pub(crate) fn active(&self) -> (u32, &Aes256Gcm) {
+        let (id, key) = self.keys.last_key_value().expect("a keyring has a key");
+        (*id, key)
+    }
+
+    pub(crate) fn key(&self, id: u32) -> Option<&Aes256Gcm> {
+        self.keys.get(&id)
+    }
+
+    pub(crate) fn nonce_prefix(&self) -> [u8; 4] {
+        self.nonce_prefix
+    }
+
+    /// A value that tells whether key `id` is the one a data directory's
+    /// batches were sealed with, without telling the key: a sealing of a
+    /// fixed text under the one nonce no batch uses.
+    pub fn check_value(&self, id: u32) -> Option<String> {
+        let mut buf = *CHECK_PLAINTEXT;
+        let tag = self.key(id)?.encrypt_in_place_detached(Nonce::from_slice(&CHECK_NONCE), b"", &mut buf).ok()?;
+        Some(buf.iter().chain(tag.iter()).map(|b| format!("{b:02x}")).collect())
+    }
+}
+
+fn nonce_prefix() -> [u8; 4] {
+    loop {
+        let mut prefix = [0u8; 4];
+        getrandom::getrandom(&mut prefix).expect("the operating system's random source");
+        if prefix != [0xff; 4] {
+            return prefix;
+        }
+    }
+}
+
+fn decode_hex(hex: &str) -> Option<[u8; KEY_BYTES]> {
+    if hex.len() != 2 * KEY_BYTES || !hex.is_ascii() {
+        return None;
+    }
+    let mut key = [0u8; KEY_BYTES];
+    for (i, byte) in key.iter_mut().enumerate() {
+        *byte = u8::from_str_radix(&hex[2 * i..2 * i + 2], 16).ok()?;
+    }
+    Some(key)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const KEY_A: &str = "00112233445566778899aabbccddeeff00112233445566778899aabbccddeeff";
+
+    #[test]
+    fn keys_parse_the_newest_seals_and_bad_lines_are_named() {
+        let ring = Keyring::parse(&format!("# rotated monthly\n1 {KEY_A}\n7 {}\n", "ab".repeat(32))).unwrap();
+        assert_eq!((ring.ids(), ring.active().0), (vec![1, 7], 7));
+        assert_ne!(ring.check_value(1), ring.check_value(7));
+        assert_eq!(Keyring::parse(&format!("1 {KEY_A}")).unwrap().check_value(1), ring.check_value(1));
+        assert!(Keyring::parse("").unwrap_err().contains("no key"));
+        assert!(Keyring::parse("1 abc").unwrap_err().contains("line 1"));
+        assert!(Keyring::parse(&format!("x {KEY_A}")).unwrap_err().contains("not a number"));
+        assert!(Keyring::parse(&format!("1 {KEY_A}\n1 {KEY_A}")).unwrap_err().contains("twice"));
+    }
+}
