@@ -841,6 +841,7 @@ fn serve_in_cluster(
     let control = ringmq::cluster::ControlPlane::start(c, on_lost, confirmed.clone()).map_err(|e| e.to_string())?;
     let isr = server::IsrLink { confirmed, report: control.in_sync_reporter(), deposed: control.deposed() };
     let placement = control.placement_link();
+    let accounts = control.accounts_link();
     let mut signals =
         Signals::new([SIGINT, SIGTERM, SIGHUP]).map_err(|e| format!("installing signal handlers: {e}"))?;
     let tls = cfg.tls.clone();
@@ -892,6 +893,7 @@ fn serve_in_cluster(
             lead,
             isr: isr.clone(),
             placement: placement.clone(),
+            accounts: accounts.clone(),
         });
         let server = match server::start(cfg.clone()) {
             Ok(server) => server,

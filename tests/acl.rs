@@ -11,30 +11,22 @@ use ringmq::client::{Client, ClientError, Consumer, Message, Producer, ProducerC
 use ringmq::protocol::ErrorCode;
 use ringmq::security::acl::{Acl, AclFilter, Operation, PatternType, Permission, ResourceType};
 use std::path::Path;
-use std::process::{Command, Stdio};
+use std::process::Command;
 use std::sync::Arc;
 use std::time::Duration;
 
 fn ringmq(args: &[&str], stdin: &str, password: &str) -> std::process::Output {
-    use std::io::Write;
-    let mut child = Command::new(env!("CARGO_BIN_EXE_ringmq"))
-        .args(args)
-        .env("RINGMQ_PASSWORD", password)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("run ringmq");
-    child.stdin.take().unwrap().write_all(stdin.as_bytes()).unwrap();
-    child.wait_with_output().unwrap()
+    common::output_with_stdin(
+        Command::new(env!("CARGO_BIN_EXE_ringmq")).args(args).env("RINGMQ_PASSWORD", password),
+        stdin,
+    )
 }
 
 /// A broker with authentication on, super user admin, users alice and bob.
 fn broker(dir: &Path) -> Broker {
     let data = dir.join("data");
     for user in ["admin", "alice", "bob"] {
-        let out = ringmq(&["user", "create", user, "--data-dir", data.to_str().unwrap()], &format!("{user}-pw\n"), "");
-        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        common::create_user(&data, user, &format!("{user}-pw"));
     }
     Broker::start(&data, &["--auth-required", "--super-users", "admin"])
 }

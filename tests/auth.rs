@@ -14,23 +14,20 @@ use ringmq::security::sasl::SaslMechanism;
 use ringmq::security::scram::{Mechanism, ScramClient};
 use ringmq::security::tls::{ClientFiles, ClientTls};
 use std::path::Path;
-use std::process::{Command, Stdio};
+use std::process::Command;
 use std::time::Duration;
 
 const SHA256: SaslMechanism = SaslMechanism::Scram(Mechanism::ScramSha256);
 const SHA512: SaslMechanism = SaslMechanism::Scram(Mechanism::ScramSha512);
 
-/// Runs `ringmq ARGS` with `stdin`; its exit status and output.
+/// Runs `ringmq ARGS` with `stdin` (and `RINGMQ_PASSWORD` when given); its exit status and output.
 fn ringmq(args: &[&str], stdin: &str, password: Option<&str>) -> std::process::Output {
-    use std::io::Write;
     let mut command = Command::new(env!("CARGO_BIN_EXE_ringmq"));
-    command.args(args).stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::piped());
+    command.args(args);
     if let Some(p) = password {
         command.env("RINGMQ_PASSWORD", p);
     }
-    let mut child = command.spawn().expect("run ringmq");
-    child.stdin.take().unwrap().write_all(stdin.as_bytes()).unwrap();
-    child.wait_with_output().unwrap()
+    common::output_with_stdin(&mut command, stdin)
 }
 
 fn ok(out: std::process::Output) -> String {
@@ -40,10 +37,9 @@ fn ok(out: std::process::Output) -> String {
 
 /// A data directory with users admin and alice, made offline.
 fn with_users(dir: &Path) -> String {
-    let data = path(&dir.join("data"));
-    ok(ringmq(&["user", "create", "admin", "--data-dir", &data], "admin-secret\n", None));
-    ok(ringmq(&["user", "create", "alice", "--data-dir", &data], "alice-secret\n", None));
-    data
+    common::create_user(&dir.join("data"), "admin", "admin-secret");
+    common::create_user(&dir.join("data"), "alice", "alice-secret");
+    path(&dir.join("data"))
 }
 
 fn login(addr: &str, login: Option<SaslLogin>, tls: Option<ClientTls>) -> Result<std::sync::Arc<Client>, ClientError> {

@@ -6,19 +6,7 @@ mod common;
 
 use common::{free_port_pair, Broker};
 use ringmq::security::acl::{Acl, Operation, PatternType, Permission, ResourceType};
-use std::path::Path;
-use std::process::{Command, Stdio};
-
-fn user(data: &Path, name: &str) {
-    use std::io::Write;
-    let mut child = Command::new(env!("CARGO_BIN_EXE_ringmq"))
-        .args(["user", "create", name, "--data-dir", data.to_str().unwrap()])
-        .stdin(Stdio::piped())
-        .spawn()
-        .unwrap();
-    child.stdin.take().unwrap().write_all(format!("{name}-pw\n").as_bytes()).unwrap();
-    assert!(child.wait().unwrap().success(), "ringmq user create {name}");
-}
+use std::process::Command;
 
 fn rule(resource: ResourceType, pattern: PatternType, name: &str, operation: Operation, permission: Permission) -> Acl {
     Acl { principal: "User:alice".into(), resource, pattern, name: name.into(), operation, permission }
@@ -39,8 +27,8 @@ fn kafka_clients_get_only_what_the_acls_allow_and_a_deny_beats_an_allow() {
     use ResourceType::*;
     let dir = tempfile::tempdir().unwrap();
     let data = dir.path().join("data");
-    user(&data, "admin");
-    user(&data, "alice");
+    common::create_user(&data, "admin", "admin-pw");
+    common::create_user(&data, "alice", "alice-pw");
     let kafka = format!("127.0.0.1:{}", free_port_pair("127.0.0.1"));
     let broker = Broker::start(&data, &["--auth-required", "--super-users", "admin", "--kafka-listen", &kafka]);
     let admin = broker.client_as("admin", "admin-pw");

@@ -8,19 +8,12 @@ mod common;
 use common::certs::{path, Ca};
 use common::{free_port_pair, Broker};
 use std::path::Path;
-use std::process::{Command, Stdio};
+use std::process::Command;
 
 /// A data directory with alice (password alice-secret), made offline.
 fn with_alice(dir: &Path) -> std::path::PathBuf {
-    use std::io::Write;
     let data = dir.join("data");
-    let mut child = Command::new(env!("CARGO_BIN_EXE_ringmq"))
-        .args(["user", "create", "alice", "--data-dir", &path(&data)])
-        .stdin(Stdio::piped())
-        .spawn()
-        .unwrap();
-    child.stdin.take().unwrap().write_all(b"alice-secret\n").unwrap();
-    assert!(child.wait().unwrap().success(), "ringmq user create");
+    common::create_user(&data, "alice", "alice-secret");
     data
 }
 
@@ -36,18 +29,9 @@ fn broker(data: &Path, extra: &[String]) -> (Broker, String) {
 }
 
 fn kcat(kafka: &str, sasl: &[&str], action: &[&str], stdin: &str) -> std::process::Output {
-    use std::io::Write;
-    let mut child = Command::new("kcat")
-        .args(["-b", kafka, "-m", "5"])
-        .args(sasl.iter().flat_map(|x| ["-X", x]))
-        .args(action)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("run kcat");
-    child.stdin.take().unwrap().write_all(stdin.as_bytes()).unwrap();
-    child.wait_with_output().unwrap()
+    let mut command = Command::new("kcat");
+    command.args(["-b", kafka, "-m", "5"]).args(sasl.iter().flat_map(|x| ["-X", x])).args(action);
+    common::output_with_stdin(&mut command, stdin)
 }
 
 fn python(script_args: &[&str]) {

@@ -13,21 +13,9 @@ use ringmq::protocol::{ApiKey, ErrorCode, Writer};
 use ringmq::security::quota::{Entity, Entry, Limits};
 use std::io::{Read, Write};
 use std::net::{Ipv4Addr, SocketAddrV4, TcpStream};
-use std::path::Path;
-use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 const MIB: u64 = 1 << 20;
-
-fn user(data: &Path, name: &str) {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_ringmq"))
-        .args(["user", "create", name, "--data-dir", data.to_str().unwrap()])
-        .stdin(Stdio::piped())
-        .spawn()
-        .unwrap();
-    child.stdin.take().unwrap().write_all(format!("{name}-pw\n").as_bytes()).unwrap();
-    assert!(child.wait().unwrap().success(), "ringmq user create {name}");
-}
 
 /// Sends 64 KiB messages for `run`; the bytes acknowledged per second.
 fn produce_for(client: std::sync::Arc<ringmq::client::Client>, run: Duration) -> f64 {
@@ -46,7 +34,7 @@ fn a_user_held_to_a_produce_rate_stays_within_10_percent_of_it_while_another_kee
     let dir = tempfile::tempdir().unwrap();
     let data = dir.path().join("data");
     for name in ["alice", "bob"] {
-        user(&data, name);
+        common::create_user(&data, name, &format!("{name}-pw"));
     }
     // Both super users: authorization is not what this measures.
     let broker = Broker::start(&data, &["--auth-required", "--super-users", "alice,bob"]);

@@ -48,16 +48,7 @@ fn send(client: &Arc<Client>, topic: &str, value: &str) {
 }
 
 fn ringmq(args: &[&str], stdin: &str) -> std::process::Output {
-    use std::io::Write;
-    let mut child = Command::new(env!("CARGO_BIN_EXE_ringmq"))
-        .args(args)
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .expect("run ringmq");
-    child.stdin.take().unwrap().write_all(stdin.as_bytes()).unwrap();
-    child.wait_with_output().unwrap()
+    common::output_with_stdin(Command::new(env!("CARGO_BIN_EXE_ringmq")).args(args), stdin)
 }
 
 #[test]
@@ -74,17 +65,9 @@ fn the_sdk_the_cli_and_kcat_speak_tls_to_every_listener() {
     send(&client, "orders", "from the sdk");
     let out = ringmq(&["produce", "orders", "--broker", broker.addr(), "--tls-ca", &ca_pem], "from the cli\n");
     assert!(out.status.success(), "ringmq produce --tls-ca: {}", String::from_utf8_lossy(&out.stderr));
-    let out = Command::new("kcat")
-        .args(["-b", &kafka, "-X", "security.protocol=ssl", "-X", &format!("ssl.ca.location={ca_pem}")])
-        .args(["-P", "-t", "orders", "-p", "0"])
-        .stdin(std::process::Stdio::piped())
-        .spawn()
-        .and_then(|mut kcat| {
-            use std::io::Write;
-            kcat.stdin.take().unwrap().write_all(b"from kcat\n")?;
-            kcat.wait_with_output()
-        })
-        .expect("run kcat");
+    let mut kcat = Command::new("kcat");
+    kcat.args(["-b", &kafka, "-X", "security.protocol=ssl", "-X", &format!("ssl.ca.location={ca_pem}")]);
+    let out = common::output_with_stdin(kcat.args(["-P", "-t", "orders", "-p", "0"]), "from kcat\n");
     assert!(out.status.success(), "kcat -P over TLS");
 
     let out = ringmq(&["consume", "orders", "--count", "3", "--broker", broker.addr(), "--tls-ca", &ca_pem], "");

@@ -110,6 +110,9 @@ pub struct RunArgs {
     /// With --protocol kafka and --broker: the broker's Kafka listener (shard 0's).
     #[arg(long, requires = "broker")]
     pub kafka_broker: Option<String>,
+    /// With --broker: connect with TLS, trusting this CA (PEM) for the broker's certificate.
+    #[arg(long, requires = "broker")]
+    pub tls_ca: Option<PathBuf>,
     /// Producers sleep until this long before each send time, then yield the CPU in a loop until it
     /// comes: a sleep alone wakes 50-100 us late (timer slack, VM exits), and every message's latency
     /// counts from its send time; 0: sleep only.
@@ -231,6 +234,9 @@ pub fn run(args: RunArgs) -> Result<Outcome, String> {
     if kafka && (args.group.is_some() || args.delayed_pending > 0 || args.delayed_probe_rate > 0.0) {
         return Err("--protocol kafka runs plain produce and consume (no --group or delayed messages)".into());
     }
+    if kafka && args.tls_ca.is_some() {
+        return Err("--tls-ca drives the native protocol over TLS; the Kafka driver speaks in the clear".into());
+    }
     let embedded = if args.embedded { Some(Embedded::start(&broker_cores, kafka)?) } else { None };
     let addr = match (&embedded, &args.broker) {
         (Some(e), _) => e.addr.clone(),
@@ -250,13 +256,24 @@ pub fn run(args: RunArgs) -> Result<Outcome, String> {
     result
 }
 
+/// The SDK's settings for `addr`: TLS when --tls-ca is given.
+fn client_config(args: &RunArgs, addr: &str) -> Result<ClientConfig, String> {
+    let mut config = ClientConfig::new(addr);
+    if let Some(ca) = &args.tls_ca {
+        let files = ringmq::security::tls::ClientFiles { ca: Some(ca.clone()), cert: None, key: None };
+        config.tls = Some(ringmq::security::tls::ClientTls::load(&files).map_err(|e| format!("--tls-ca: {e}"))?);
+    }
+    Ok(config)
+}
+
 /// `kafka`: the Kafka listener to drive instead of the native protocol.
 fn drive(args: RunArgs, addr: &str, kafka: Option<&str>, client_cores: &[usize]) -> Result<Outcome, String> {
     // The client library's threads (connections, acks, linger) start from
     // this thread and inherit its CPUs: unconfined, they ran on the broker's
     // core (0.35 s of every 10 s at 150k msgs/s, by perf sched).
     confine_to(client_cores);
-    let client = Client::connect(ClientConfig::new(addr)).map_err(|e| e.to_string())?;
+    let config = client_config(&args, addr)?;
+    let client = Client::connect(config.clone()).map_err(|e| e.to_string())?;
     if client.topic(&args.topic).is_err() {
         client.create_topic(&args.topic, args.queues, 0).map_err(|e| e.to_string())?;
     }
@@ -274,7 +291,7 @@ fn drive(args: RunArgs, addr: &str, kafka: Option<&str>, client_cores: &[usize])
     // at moderate rates. (Consumers once starved on the producers' connection
     // at overload; the broker now gives produces and fetches separate
     // in-flight budgets per connection.)
-    let consumer_client = Client::connect(ClientConfig::new(addr)).map_err(|e| e.to_string())?;
+    let consumer_client = Client::connect(config).map_err(|e| e.to_string())?;
     let core = |i: usize| core_affinity::CoreId { id: client_cores[i % client_cores.len()] };
     let group = match &args.group {
         Some(name) => Some(GroupConsumers::join(&args, name, &consumer_client, queues, core)?),

@@ -1,11 +1,16 @@
 //! `ringmq user create|passwd|delete|list`: through a running broker
-//! (logged in as a super user when it authenticates), or offline on a
-//! stopped broker's data directory (`--data-dir`: how the first user is made).
-//! A new password is read from stdin (its first line); the credentials are
-//! derived here, so neither the broker nor its files ever hold it.
+//! (logged in as a super user when it authenticates), straight in a
+//! cluster's etcd (`--cluster`), or offline on a stopped broker's data
+//! directory (`--data-dir`): how the first user is made. A new password is
+//! read from stdin (its first line); the credentials are derived here, so
+//! neither the broker nor its files ever hold it.
 
 use crate::BrokerArg;
 use clap::{Args, Subcommand};
+use ringmq::protocol::security::AlterUser;
+use ringmq::security::acl::Acls;
+use ringmq::security::change::{AccountsChange, Changed};
+use ringmq::security::quota::Quotas;
 use ringmq::security::scram::{Credential, Mechanism, ITERATIONS_MIN};
 use ringmq::security::users::Users;
 use ringmq::server::DataDirLock;
@@ -53,12 +58,15 @@ pub struct CredentialArgs {
     iterations: u32,
 }
 
-/// Where the users are: a running broker, or a stopped one's data directory.
+/// Where the users are: a running broker, a cluster's etcd, or a stopped broker's data directory.
 #[derive(Args)]
 pub struct Target {
     /// Edit the users file of a stopped broker's data directory instead of asking a running broker.
-    #[arg(long)]
+    #[arg(long, conflicts_with = "cluster")]
     data_dir: Option<PathBuf>,
+    /// Edit a cluster's users in its etcd (etcd://host:port[,host:port]) instead of asking a broker.
+    #[arg(long)]
+    cluster: Option<String>,
     #[command(flatten)]
     broker: BrokerArg,
 }
@@ -81,19 +89,9 @@ pub fn run(action: UserAction) -> Result<(), String> {
     match action {
         UserAction::Create { name, credential, target } => set(&name, &credential, &target, false),
         UserAction::Passwd { name, credential, target } => set(&name, &credential, &target, true),
-        UserAction::Delete { name, target } => match &target.data_dir {
-            Some(dir) => offline(dir, |users| users.without_user(&name)),
-            None => crate::connect(&target.broker)?.delete_user(&name).map_err(|e| e.to_string()),
-        },
+        UserAction::Delete { name, target } => alter(&target, AlterUser::Delete { user: name }),
         UserAction::List { target } => {
-            let users: Vec<(String, Vec<Mechanism>)> = match &target.data_dir {
-                Some(dir) => {
-                    let users = Users::load(dir)?;
-                    users.names().map(|n| (n.to_string(), users.mechanisms(n))).collect()
-                }
-                None => crate::connect(&target.broker)?.list_users().map_err(|e| e.to_string())?.0,
-            };
-            for (name, mechanisms) in users {
+            for (name, mechanisms) in list(&target)? {
                 let names: Vec<&str> = mechanisms.iter().map(|m| m.name()).collect();
                 println!("{name} {}", names.join(","));
             }
@@ -104,33 +102,40 @@ pub fn run(action: UserAction) -> Result<(), String> {
 
 fn set(name: &str, args: &CredentialArgs, target: &Target, existing: bool) -> Result<(), String> {
     let password = new_password()?;
-    match &target.data_dir {
-        Some(dir) => offline(dir, |users| {
-            if existing && !users.contains(name) {
-                return Err(format!("there is no user {name:?}; create it first"));
-            }
-            let credentials = args
-                .mechanisms
-                .iter()
-                .map(|&m| Credential::new(m, &password, args.iterations).map(|c| (m, c)))
-                .collect::<Result<Vec<_>, _>>()
-                .map_err(|e| e.0)?;
-            users.with_user(name, credentials)
-        }),
-        None => {
-            let client = crate::connect(&target.broker)?;
-            if existing && !client.list_users().map_err(|e| e.to_string())?.0.iter().any(|(u, _)| u == name) {
-                return Err(format!("there is no user {name:?}; create it first"));
-            }
-            client.set_user(name, &password, &args.mechanisms, args.iterations).map_err(|e| e.to_string())
-        }
+    if existing && !list(target)?.iter().any(|(user, _)| user == name) {
+        return Err(format!("there is no user {name:?}; create it first"));
     }
+    let credentials = args
+        .mechanisms
+        .iter()
+        .map(|&m| Credential::new(m, &password, args.iterations).map(|c| (m, c)))
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|e| e.0)?;
+    alter(target, AlterUser::Upsert { user: name.to_string(), credentials })
 }
 
-/// Changes the users file of a data directory no broker runs on.
-fn offline(dir: &std::path::Path, change: impl FnOnce(&Users) -> Result<Users, String>) -> Result<(), String> {
-    std::fs::create_dir_all(dir).map_err(|e| format!("creating {}: {e}", dir.display()))?;
-    let _lock = DataDirLock::acquire(dir)?;
-    let next = change(&Users::load(dir)?)?;
-    next.store(dir).map_err(|e| format!("storing the users in {}: {e}", dir.display()))
+/// Makes the change where the target says.
+fn alter(target: &Target, change: AlterUser) -> Result<(), String> {
+    if let Some(dir) = &target.data_dir {
+        std::fs::create_dir_all(dir).map_err(|e| format!("creating {}: {e}", dir.display()))?;
+        let _lock = DataDirLock::acquire(dir)?;
+        let changed = AccountsChange::User(change).apply(&Users::load(dir)?, &Acls::default(), &Quotas::default())?;
+        let Changed::Users(next) = changed else { unreachable!("a user change changes the users") };
+        return next.store(dir).map_err(|e| format!("storing the users in {}: {e}", dir.display()));
+    }
+    if let Some(url) = &target.cluster {
+        let endpoints = ringmq::cluster::parse_endpoints(url)?;
+        return ringmq::cluster::change_accounts(&endpoints, &AccountsChange::User(change)).map(|_| ());
+    }
+    crate::connect(&target.broker)?.alter_user(&change).map_err(|e| e.to_string())
+}
+
+/// Every user and its mechanisms, where the target says.
+fn list(target: &Target) -> Result<Vec<(String, Vec<Mechanism>)>, String> {
+    let users = match (&target.data_dir, &target.cluster) {
+        (Some(dir), _) => Users::load(dir)?,
+        (None, Some(url)) => ringmq::cluster::cluster_users(&ringmq::cluster::parse_endpoints(url)?)?,
+        (None, None) => return Ok(crate::connect(&target.broker)?.list_users().map_err(|e| e.to_string())?.0),
+    };
+    Ok(users.names().map(|n| (n.to_string(), users.mechanisms(n))).collect())
 }

@@ -36,7 +36,8 @@ impl Client {
         Ok(UserList::decode(&mut Reader::new(&reply.body))?)
     }
 
-    fn alter_user(&self, change: &AlterUser) -> Result<(), ClientError> {
+    /// Sets (credentials the caller derived) or deletes a user.
+    pub fn alter_user(&self, change: &AlterUser) -> Result<(), ClientError> {
         let mut w = Writer::default();
         change.encode(&mut w);
         self.call_addr(&self.control_addr(), ApiKey::AlterUser, &w.buf)?;

@@ -12,8 +12,11 @@
 //!
 //! And it keeps the cluster's view (groups, their leaders and shards, and
 //! where topics live) from etcd, watched and re-read at every renewal,
-//! published to the shards; it makes the topic changes they ask for.
+//! published to the shards; it makes the topic changes they ask for. The
+//! cluster's users, ACLs and quotas likewise: read at start, re-read at each
+//! watched change, changed in etcd when the shards ask.
 
+use super::accounts;
 use super::election::{self, Campaign, EpochStart, Leadership};
 use super::isr::{self, Isr, Lags, Tracker};
 use super::placement;
@@ -21,7 +24,7 @@ use super::registry::{self, Node, NodeKey};
 use super::transfer;
 use super::{ClusterConfig, ETCD_TIMEOUT};
 use crate::server::placement::{ClusterView, PlacementAsk, PlacementLink};
-use crate::server::Failure;
+use crate::server::{Accounts, AccountsAsk, AccountsLink, Failure};
 use etcd_client::{LeaseKeepAliveStream, LeaseKeeper, PutOptions, WatchOptions, WatchResponse, WatchStream};
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -69,6 +72,8 @@ enum Command {
     /// A leader's shard says how a follower does there.
     Follower(crate::server::FollowerReport),
     Placement(PlacementAsk),
+    /// A change of the cluster's users, ACLs or quotas.
+    Accounts(AccountsAsk),
 }
 
 /// The followers etcd lists as in sync, as the control plane publishes them.
@@ -93,6 +98,7 @@ pub struct ControlPlane {
     commands: tokio::sync::mpsc::UnboundedSender<Command>,
     view: watch::Receiver<ClusterView>,
     deposed: Arc<AtomicBool>,
+    accounts: Arc<Accounts>,
     thread: Option<std::thread::JoinHandle<()>>,
 }
 
@@ -109,7 +115,9 @@ impl ControlPlane {
         let (commands_tx, commands_rx) = tokio::sync::mpsc::unbounded_channel();
         let (view_tx, view) = watch::channel(ClusterView::default());
         let deposed = Arc::new(AtomicBool::new(false));
-        let shared = Shared { confirmed, on_lost, view: view_tx, deposed: deposed.clone() };
+        // Filled from etcd before `start` returns; kept as etcd holds them.
+        let accounts = Arc::new(Accounts::new(Default::default(), Default::default(), Default::default()));
+        let shared = Shared { confirmed, on_lost, view: view_tx, deposed: deposed.clone(), accounts: accounts.clone() };
         let endpoints = config.endpoints.clone();
         let thread = std::thread::Builder::new()
             .name("ringmq-control".into())
@@ -127,7 +135,7 @@ impl ControlPlane {
         match ready_rx.recv_timeout(2 * ETCD_TIMEOUT) {
             Ok(Ok(())) => {
                 let thread = Some(thread);
-                Ok(ControlPlane { stop: Some(stop_tx), commands: commands_tx, view, deposed, thread })
+                Ok(ControlPlane { stop: Some(stop_tx), commands: commands_tx, view, deposed, accounts, thread })
             }
             Ok(Err(reason)) => Err(failed(reason)),
             Err(_) => Err(failed(format!("no answer within {:?}", 2 * ETCD_TIMEOUT))),
@@ -174,6 +182,17 @@ impl ControlPlane {
         PlacementLink { view: self.view.clone(), ask }
     }
 
+    /// The shards' link to the cluster's users, ACLs and quotas.
+    pub fn accounts_link(&self) -> AccountsLink {
+        let commands = self.commands.clone();
+        let ask = Arc::new(move |asked| {
+            if let Err(unsent) = commands.send(Command::Accounts(asked)) {
+                answer_stopped(unsent.0);
+            }
+        });
+        AccountsLink { shared: self.accounts.clone(), ask }
+    }
+
     fn ask<T>(&self, command: impl FnOnce(Reply<T>) -> Command, limit: Duration) -> Result<T, String> {
         let (reply, answer) = mpsc::channel();
         self.commands.send(command(reply)).map_err(|_| "the control plane stopped".to_string())?;
@@ -214,6 +233,8 @@ struct Shared {
     /// Set the moment the role is lost: the shards refuse clients at once,
     /// before the node has stopped them.
     deposed: Arc<AtomicBool>,
+    /// The cluster's users, ACLs and quotas, as etcd holds them.
+    accounts: Arc<Accounts>,
 }
 
 async fn register(config: &ClusterConfig) -> Result<Registered, String> {
@@ -248,6 +269,10 @@ async fn run(
         }
     };
     refresh_view(&mut registered.client, &shared.view).await;
+    if let Err(reason) = refresh_accounts(&mut registered.client, &shared.accounts).await {
+        let _ = ready.send(Err(format!("reading the cluster's users, ACLs and quotas: {reason}")));
+        return;
+    }
     let _ = ready.send(Ok(()));
     let renew_every = (config.lease_ttl / 3).max(Duration::from_millis(100));
     let mut role: Option<Elected> = None;
@@ -269,9 +294,14 @@ async fn run(
             event = next_event(&mut registered.events) => {
                 match event {
                     Ok(Some(event)) => {
-                        let keys = event.events().iter().filter_map(|e| e.kv().map(|kv| kv.key()));
-                        if keys.into_iter().any(placement::moves_the_view) {
+                        let keys: Vec<&[u8]> = event.events().iter().filter_map(|e| e.kv().map(|kv| kv.key())).collect();
+                        if keys.iter().any(|k| placement::moves_the_view(k)) {
                             refresh_view(&mut registered.client, &shared.view).await;
+                        }
+                        if keys.iter().any(|k| accounts::moves_accounts(k)) {
+                            if let Err(error) = refresh_accounts(&mut registered.client, &shared.accounts).await {
+                                tracing::warn!(%error, "reading the cluster's users, ACLs and quotas failed");
+                            }
                         }
                     }
                     ended => {
@@ -337,6 +367,14 @@ async fn next_event(events: &mut Option<WatchStream>) -> Result<Option<WatchResp
         Some(events) => events.message().await,
         None => std::future::pending().await,
     }
+}
+
+/// Reads the cluster's users, ACLs and quotas and gives the shards those that changed.
+async fn refresh_accounts(client: &mut etcd_client::Client, held: &Accounts) -> Result<(), String> {
+    let read = tokio::time::timeout(ETCD_TIMEOUT, accounts::read(client)).await;
+    let (users, acls, quotas) = read.map_err(|_| format!("no answer within {ETCD_TIMEOUT:?}"))??;
+    held.follow(users, acls, quotas);
+    Ok(())
 }
 
 /// Reads the cluster's view and publishes it if its groups or topics moved.
@@ -425,6 +463,22 @@ async fn serve_command(
             // which tell the control plane through this loop.
             tokio::spawn(change_topics(registered.client.clone(), change));
         }
+        Command::Accounts(AccountsAsk { change, reply }) => {
+            let (mut client, held) = (registered.client.clone(), shared.accounts.clone());
+            tokio::spawn(async move {
+                let made = tokio::time::timeout(ETCD_TIMEOUT, accounts::change(&mut client, &change)).await;
+                let made = made.unwrap_or_else(|_| {
+                    Err(Failure::cluster_unavailable(format!("no answer from etcd within {ETCD_TIMEOUT:?}")))
+                });
+                if made.is_ok() {
+                    // This node sees its own change at once, not at the watch's event.
+                    if let Err(error) = refresh_accounts(&mut client, &held).await {
+                        tracing::warn!(%error, "reading the cluster's users, ACLs and quotas failed");
+                    }
+                }
+                let _ = reply.send(made);
+            });
+        }
     }
 }
 
@@ -462,8 +516,15 @@ async fn change_topics(mut client: etcd_client::Client, change: PlacementAsk) {
 
 /// Answers a topic change the stopped control plane can no longer make.
 fn answer_stopped(unsent: Command) {
-    if let Command::Placement(PlacementAsk::Create { reply, .. } | PlacementAsk::Delete { reply, .. }) = unsent {
-        let _ = reply.send(Err(Failure::cluster_unavailable("the control plane stopped")));
+    let stopped = || Err(Failure::cluster_unavailable("the control plane stopped"));
+    match unsent {
+        Command::Placement(PlacementAsk::Create { reply, .. } | PlacementAsk::Delete { reply, .. }) => {
+            let _ = reply.send(stopped());
+        }
+        Command::Accounts(AccountsAsk { reply, .. }) => {
+            let _ = reply.send(stopped().map(|()| 0));
+        }
+        _ => {}
     }
 }
 

@@ -6,6 +6,7 @@
 //! `ringmq-control`, bridged to the rest by channels: no shard thread ever
 //! runs it.
 
+mod accounts;
 mod control_plane;
 mod election;
 mod isr;
@@ -14,6 +15,7 @@ mod placement;
 mod registry;
 mod transfer;
 
+pub use accounts::{change_accounts, cluster_users};
 pub use control_plane::{Confirmed, ControlPlane, ControlPlaneError, Elected, OnLost};
 pub use election::{cut_for, list_groups, EpochStart, GroupState, Leadership};
 pub use isr::Isr;

@@ -3,6 +3,8 @@
 //! provider), SASL and SCRAM, users, ACLs and quotas.
 
 pub mod acl;
+pub mod change;
+pub mod json_file;
 pub mod quota;
 pub mod sasl;
 pub mod scram;

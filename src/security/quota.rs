@@ -55,18 +55,12 @@ pub struct Applied {
 impl Quotas {
     /// Loads `DATA_DIR/quotas`, or none if there is none.
     pub fn load(data_dir: &Path) -> Result<Quotas, String> {
-        let path = data_dir.join(FILE);
-        match std::fs::read(&path) {
-            Ok(bytes) => serde_json::from_slice(&bytes).map_err(|e| format!("{}: {e}", path.display())),
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(Quotas::default()),
-            Err(e) => Err(format!("reading {}: {e}", path.display())),
-        }
+        super::json_file::load(data_dir, FILE)
     }
 
     /// Stores them durably (a blocking call).
     pub fn store(&self, data_dir: &Path) -> std::io::Result<()> {
-        let json = serde_json::to_vec_pretty(self).expect("quotas serialize");
-        ringmq_shards::replace_durably(data_dir, FILE, &json)
+        super::json_file::store(self, data_dir, FILE)
     }
 
     pub fn entries(&self) -> &[Entry] {

@@ -426,6 +426,27 @@ mod tests {
         assert!(client.verify(b"v=AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA=").is_err());
     }
 
+    proptest::proptest! {
+        /// Whatever a client sends, the server answers Ok or Err.
+        #[test]
+        fn no_client_message_makes_the_server_panic(
+            first in proptest::collection::vec(proptest::num::u8::ANY, 0..160),
+            last in proptest::collection::vec(proptest::num::u8::ANY, 0..160),
+            prefix in proptest::sample::select(vec!["", "n,,n=alice,r=", "y,,n=a=2Cb,r=x", "n,a=alice,n=alice,r=q"]),
+        ) {
+            let m = Mechanism::ScramSha256;
+            let stored = Credential::derive(m, "pw", vec![7; 16], ITERATIONS_MIN);
+            let mut client_first = prefix.as_bytes().to_vec();
+            client_first.extend_from_slice(&first);
+            if let Ok((server, _)) = ScramServer::start(m, &client_first, |_| Some(stored.clone()), b"k") {
+                let _ = server.finish(&last);
+            }
+            let mut client = ScramClient::new(m, "alice", "pw");
+            let _ = client.last(&first);
+            let _ = client.verify(&last);
+        }
+    }
+
     #[test]
     fn names_with_commas_and_equals_signs_round_trip() {
         let m = Mechanism::ScramSha256;

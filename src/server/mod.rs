@@ -22,6 +22,7 @@ mod shard;
 mod tx;
 mod wire;
 
+pub use self::core::accounts::{Accounts, AccountsAsk, AccountsLink};
 pub use self::core::config;
 pub use self::core::config::ServerConfig;
 pub use self::core::dir_lock::DataDirLock;
@@ -31,7 +32,6 @@ pub use self::core::replication::{
 };
 pub use self::core::Failure;
 
-use self::core::accounts::Accounts;
 use self::core::clock::Clock;
 use self::core::connection_limit::PerAddress;
 use self::core::tasks::Stop;
@@ -95,10 +95,11 @@ pub fn start(config: ServerConfig) -> Result<Server, ServerError> {
     let mesh = MeshBuilder::full(n, 1024);
     let stop = Stop::default();
     let clock = Arc::new(if config.manual_clock { Clock::manual() } else { Clock::system() });
-    let users = crate::security::users::Users::load(&config.data_dir).map_err(ServerError::Users)?;
-    let acls = crate::security::acl::Acls::load(&config.data_dir).map_err(ServerError::Users)?;
-    let quotas = crate::security::quota::Quotas::load(&config.data_dir).map_err(ServerError::Users)?;
-    let accounts = Arc::new(Accounts::new(users, acls, quotas));
+    let accounts = match &config.cluster {
+        // The control plane keeps them as etcd holds them.
+        Some(role) => role.accounts.shared.clone(),
+        None => Arc::new(local_accounts(&config.data_dir)?),
+    };
     let per_address = Arc::new(PerAddress::new(config.max_connections_per_ip));
     let (report_tx, report_rx) = mpsc::channel();
     let log_ends = Arc::new(std::sync::Mutex::new(vec![0; n]));
@@ -146,6 +147,14 @@ pub fn start(config: ServerConfig) -> Result<Server, ServerError> {
             Err(ServerError::Shard(index, e))
         }
     }
+}
+
+/// A single node's users, ACLs and quotas, from its data directory.
+fn local_accounts(data_dir: &std::path::Path) -> Result<Accounts, ServerError> {
+    let users = crate::security::users::Users::load(data_dir).map_err(ServerError::Users)?;
+    let acls = crate::security::acl::Acls::load(data_dir).map_err(ServerError::Users)?;
+    let quotas = crate::security::quota::Quotas::load(data_dir).map_err(ServerError::Users)?;
+    Ok(Accounts::new(users, acls, quotas))
 }
 
 /// Collects every shard's bound address, hands the list to all, and waits

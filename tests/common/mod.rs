@@ -270,6 +270,26 @@ impl Raw {
     }
 }
 
+/// Runs `command` with `stdin` written to its input; its output.
+pub fn output_with_stdin(command: &mut Command, stdin: &str) -> std::process::Output {
+    let mut child = command
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap_or_else(|e| panic!("run {command:?}: {e}"));
+    child.stdin.take().expect("piped stdin").write_all(stdin.as_bytes()).expect("write stdin");
+    child.wait_with_output().expect("wait for the command")
+}
+
+/// Creates user `name` with `password` in a stopped broker's data directory.
+pub fn create_user(data: &Path, name: &str, password: &str) {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_ringmq"));
+    command.args(["user", "create", name, "--data-dir"]).arg(data);
+    let out = output_with_stdin(&mut command, &format!("{password}\n"));
+    assert!(out.status.success(), "ringmq user create {name}: {}", String::from_utf8_lossy(&out.stderr));
+}
+
 /// A client process (kcat, a script) killed when the test ends, pass or fail.
 pub struct ChildGuard(pub std::process::Child);
 

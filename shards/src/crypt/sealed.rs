@@ -146,6 +146,15 @@ mod tests {
         check(&opened, 1 << 20).expect("the producer's CRC holds");
     }
 
+    proptest::proptest! {
+        /// Whatever bytes a sealed batch's slot holds, opening answers Ok or Err.
+        #[test]
+        fn no_stored_bytes_make_opening_panic(bytes in proptest::collection::vec(proptest::num::u8::ANY, 0..200)) {
+            let ring = keyring(&format!("1 {}", "11".repeat(32)));
+            let _ = open(&ring, &bytes);
+        }
+    }
+
     #[test]
     fn a_wrong_key_a_missing_key_and_an_altered_byte_do_not_open() {
         let ring = keyring(&format!("1 {}", "11".repeat(32)));

@@ -7,7 +7,9 @@
 //! to know when to take the new ones. The quotas' token buckets are the
 //! node's, so a user's rate holds across its connections to every shard.
 
+use super::Failure;
 use crate::security::acl::Acls;
+use crate::security::change::{AccountsChange, Changed};
 use crate::security::quota::{Buckets, Quotas};
 use crate::security::random_bytes;
 use crate::security::users::Users;
@@ -81,5 +83,60 @@ impl Accounts {
 
     pub fn decoy_key(&self) -> &[u8] {
         &self.decoy_key
+    }
+
+    /// Replaces the store a change made; for a removal of ACLs, how many rules went.
+    pub fn replace(&self, changed: Changed) -> u32 {
+        match changed {
+            Changed::Users(users) => self.users.replace(users),
+            Changed::Acls(acls, removed) => {
+                self.acls.replace(acls);
+                return removed;
+            }
+            Changed::Quotas(quotas) => self.quotas.replace(quotas),
+        }
+        0
+    }
+
+    /// Replaces whichever of them differ from these (the cluster's, as etcd holds them).
+    pub fn follow(&self, users: Users, acls: Acls, quotas: Quotas) {
+        if *self.users.get() != users {
+            self.users.replace(users);
+        }
+        if *self.acls.get() != acls {
+            self.acls.replace(acls);
+        }
+        if *self.quotas.get() != quotas {
+            self.quotas.replace(quotas);
+        }
+    }
+}
+
+/// A change the control plane is asked to make in etcd, and where its answer goes.
+pub struct AccountsAsk {
+    pub change: AccountsChange,
+    pub reply: tokio::sync::oneshot::Sender<Result<u32, Failure>>,
+}
+
+/// Cluster mode: the node's accounts (kept as etcd holds them by the
+/// control plane) and the way to change them.
+#[derive(Clone)]
+pub struct AccountsLink {
+    pub shared: Arc<Accounts>,
+    pub ask: Arc<dyn Fn(AccountsAsk) + Send + Sync>,
+}
+
+impl std::fmt::Debug for AccountsLink {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("AccountsLink").finish_non_exhaustive()
+    }
+}
+
+impl AccountsLink {
+    /// Makes a change in etcd; answered once etcd holds it.
+    pub async fn change(&self, change: AccountsChange) -> Result<u32, Failure> {
+        let (reply, answer) = tokio::sync::oneshot::channel();
+        (self.ask)(AccountsAsk { change, reply });
+        answer.await.unwrap_or_else(|_| Err(Failure::cluster_unavailable("the control plane stopped")))
     }
 }

@@ -2,7 +2,7 @@
 //! core. Feature state lives with its feature (groups, delay, tx); this is
 //! only what all of them stand on.
 
-use super::accounts::{Accounts, Local};
+use super::accounts::{Accounts, AccountsLink, Local};
 use super::clock::Clock;
 use super::config::ServerConfig;
 use super::connection_limit::{Admitted, PerAddress};
@@ -111,6 +111,11 @@ impl Core {
     /// Counts a new connection from `ip` against the node's per-address limit.
     pub fn admit_connection(&self, ip: std::net::IpAddr) -> Result<Admitted, String> {
         self.per_address.admit(ip)
+    }
+
+    /// Cluster mode: how this node changes the cluster's users, ACLs and quotas.
+    pub fn accounts_link(&self) -> Option<&AccountsLink> {
+        self.config.cluster.as_ref().map(|c| &c.accounts)
     }
 
     /// The node's users and ACLs.

@@ -52,6 +52,8 @@ pub struct ClusterRole {
     pub isr: IsrLink,
     /// Where the cluster's topics and groups are, from the control plane.
     pub placement: super::placement::PlacementLink,
+    /// The cluster's users, ACLs and quotas, from the control plane.
+    pub accounts: super::accounts::AccountsLink,
 }
 
 /// A leader's shards and its control plane share the in-sync set: the

@@ -2,6 +2,7 @@
 //! listener (native, Kafka) and for the broker's own connections to other
 //! nodes. The TLS handshake is bounded by `tls_handshake_timeout`.
 
+use super::Core;
 use crate::security::tls::{self, ServerTls};
 use futures_lite::io::{AsyncRead, AsyncWrite};
 use glommio::net::TcpStream;
@@ -26,6 +27,19 @@ impl Stream {
         let acceptor = futures_rustls::TlsAcceptor::from(tls.current());
         let session = bounded(timeout, acceptor.accept(tcp)).await?;
         Ok(Stream::Tls(Box::new(session.into())))
+    }
+
+    /// `accept` with the shard's TLS settings; a failed handshake is logged
+    /// (naming the `listener`) and the connection dropped.
+    pub async fn accept_on(core: &Core, tcp: TcpStream, listener: &'static str) -> Option<Stream> {
+        let config = core.config();
+        match Stream::accept(tcp, config.tls.as_ref(), config.tls_handshake_timeout).await {
+            Ok(stream) => Some(stream),
+            Err(error) => {
+                tracing::info!(shard = core.id(), listener, %error, "a connection failed its TLS handshake");
+                None
+            }
+        }
     }
 
     /// The client side of a connection this broker opens to `addr` (another node).

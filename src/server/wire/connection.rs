@@ -120,14 +120,7 @@ impl Writer {
 }
 
 async fn serve(s: Rc<Services>, tcp: TcpStream) {
-    let config = s.core.config();
-    let stream = match Stream::accept(tcp, config.tls.as_ref(), config.tls_handshake_timeout).await {
-        Ok(stream) => stream,
-        Err(error) => {
-            tracing::info!(shard = s.core.id(), %error, "a connection failed its TLS handshake");
-            return;
-        }
-    };
+    let Some(stream) = Stream::accept_on(&s.core, tcp, "native").await else { return };
     let mut session = Session::new(stream.is_tls(), stream.certificate_user());
     let mut principal = Rc::new(Principal::new(session.principal()));
     let (reader, writer) = futures_lite::io::split(stream);

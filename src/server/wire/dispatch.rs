@@ -12,6 +12,7 @@ use crate::protocol::request::Request;
 use crate::protocol::security::{encode_acls, encode_quotas};
 use crate::protocol::{ApiKey, ErrorCode, Writer};
 use crate::security::acl::Operation;
+use crate::security::change::AccountsChange;
 use crate::server::auth::{
     self,
     authorizer::{self, Principal},
@@ -198,16 +199,9 @@ async fn serve_request(s: &Services, request: Request<'_>, frame: &[u8], caller:
             _ => {}
         }
     }
-    if alters_accounts(&request) {
-        // Users, ACLs and quotas are changed on shard 0, which stores them.
-        if core.config().cluster.is_some() {
-            let m = "cluster mode does not share users, ACLs and quotas between nodes yet: \
-                     add users to each node's data directory with `ringmq user create --data-dir` while it is stopped";
-            return Err(Failure::invalid(m));
-        }
-        if core.id() != 0 {
-            return forward(s, 0, frame).await;
-        }
+    if alters_accounts(&request) && core.id() != 0 {
+        // Users, ACLs and quotas are changed on shard 0 (which stores them, or asks etcd to).
+        return forward(s, 0, frame).await;
     }
     if let Some(group) = request.group() {
         let coordinator = core.coordinator(group)?;
@@ -309,15 +303,21 @@ async fn serve_request(s: &Services, request: Request<'_>, frame: &[u8], caller:
             }
             replica::leader::serve_fetch(core, &f, &mut w).await?;
         }
-        Request::AlterUser(change) => auth::users::alter(core, change).await?,
-        Request::ListUsers => auth::users::list(core).encode(&mut w),
-        Request::CreateAcls(rules) => auth::acls::create(core, rules).await?,
-        Request::DeleteAcls(filter) => {
-            w.u32(auth::acls::delete(core, &filter).await? as u32);
+        Request::AlterUser(change) => {
+            auth::admin::change(core, AccountsChange::User(change)).await?;
         }
-        Request::ListAcls(filter) => encode_acls(&auth::acls::list(core, &filter), &mut w),
-        Request::AlterQuotas(entry) => auth::quota_admin::alter(core, entry).await?,
-        Request::ListQuotas => encode_quotas(&auth::quota_admin::list(core), &mut w),
+        Request::ListUsers => auth::admin::users(core).encode(&mut w),
+        Request::CreateAcls(rules) => {
+            auth::admin::change(core, AccountsChange::AddAcls(rules)).await?;
+        }
+        Request::DeleteAcls(filter) => {
+            w.u32(auth::admin::change(core, AccountsChange::RemoveAcls(filter)).await?);
+        }
+        Request::ListAcls(filter) => encode_acls(&auth::admin::acls(core, &filter), &mut w),
+        Request::AlterQuotas(entry) => {
+            auth::admin::change(core, AccountsChange::Quota(entry)).await?;
+        }
+        Request::ListQuotas => encode_quotas(&auth::admin::quotas(core), &mut w),
         Request::SaslHandshake(_) | Request::SaslAuthenticate(_) => {
             return Err(Failure::invalid("SASL requests are served by the connection, not forwarded"));
         }

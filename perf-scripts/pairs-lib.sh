@@ -1,0 +1,102 @@
+# Shared by the scripts that run a broker in two modes, alternating
+# (kafka-vs-native.sh, tls-vs-plain.sh): their arguments, starting and
+# stopping the broker, its CPU ticks, and the summary of the pairs. Source
+# it, then `parse_pair_args WHAT "$@"` (WHAT names a pair, e.g. clear/TLS).
+
+# parse_pair_args WHAT ARGS...: sets rounds, duration, rate and out (a temp dir unless given).
+parse_pair_args() {
+  local what=$1; shift
+  rounds=3 duration=10 rate=10000 out=""
+  while [[ $# -gt 0 ]]; do
+    case "$1" in
+      --rounds) rounds=$2; shift 2 ;;
+      --duration) duration=$2; shift 2 ;;
+      --rate) rate=$2; shift 2 ;;
+      --out) out=$2; shift 2 ;;
+      -h|--help) pair_usage "$what"; exit 0 ;;
+      *) echo "unknown argument: $1" >&2; pair_usage "$what" >&2; exit 2 ;;
+    esac
+  done
+  [[ -n $out ]] || out=$(mktemp -d)
+  mkdir -p "$out"
+}
+
+pair_usage() {
+  cat <<USAGE
+usage: $0 [--rounds N] [--duration SECS] [--rate N] [--out DIR]
+  --rounds N       $1 pairs per workload (default: 3)
+  --duration SECS  measured seconds per run (default: 10; 2 s warm-up each)
+  --rate N         msgs/s of the latency workload (default: 10000)
+  --out DIR        keep every run's summary.json and logs here (default: a temp dir)
+USAGE
+}
+
+broker=""
+stop_broker() {
+  [[ -n $broker ]] && { kill "$broker" 2>/dev/null || true; wait "$broker" 2>/dev/null || true; }
+  broker=""
+}
+trap stop_broker EXIT
+
+free_port() { python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
+cpu_ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
+
+# start_broker DIR ARGS...: ringmq serve in the background; waits until it listens.
+start_broker() {
+  local dir=$1; shift
+  "$bin/ringmq" serve --data-dir "$dir/data" "$@" >"$dir/serve.out" 2>"$dir/serve.err" &
+  broker=$!
+  for _ in $(seq 200); do grep -q listening "$dir/serve.out" 2>/dev/null && break; sleep 0.1; done
+}
+
+# bench_run NAME ARGS...: one load-generator run against the running broker,
+# and the broker's CPU ticks over it; then the broker is stopped.
+bench_run() {
+  local name=$1; shift
+  local dir=$out/$name before after
+  before=$(cpu_ticks "$broker")
+  "$bin/ringmq-bench" run --client-cores 1 --warmup 2s --duration "${duration}s" --out "$dir" "$@" \
+    >"$dir/bench.log" 2>&1 || echo "the $name run failed (see $dir/bench.log)" >&2
+  after=$(cpu_ticks "$broker")
+  echo $((after - before)) >"$dir/broker-ticks"
+  stop_broker
+  rm -rf "$dir/data"
+}
+
+# summarize BASE OTHER: each run's numbers, then OTHER / BASE per workload (medians of the rounds).
+summarize() {
+  OUT="$out" ROUNDS="$rounds" TICK="$(getconf CLK_TCK)" BASE="$1" OTHER="$2" python3 - <<'PY'
+import json, os, statistics
+out, rounds, tick = os.environ["OUT"], int(os.environ["ROUNDS"]), int(os.environ["TICK"])
+base, other = os.environ["BASE"], os.environ["OTHER"]
+def load(name):
+    try:
+        s = json.load(open(os.path.join(out, name, "summary.json")))
+        s["cpu_us_per_msg"] = int(open(os.path.join(out, name, "broker-ticks")).read()) / tick * 1e6 / max(1, s["received"])
+        return s
+    except (OSError, ValueError):
+        return None
+print(f"{'run':<14} {'msgs/s':>9} {'p50 ms':>8} {'p99 ms':>8} {'broker us/msg':>14} {'lost':>5}")
+ratios = {}
+for workload in ["max", "rate"]:
+    for r in range(1, rounds + 1):
+        pair = {m: load(f"{workload}-{m}-{r}") for m in [base, other]}
+        for m, s in pair.items():
+            if s is None:
+                print(f"{workload}-{m}-{r:<5} (no result)")
+                continue
+            e = s["e2e"]
+            print(f"{workload + '-' + m + '-' + str(r):<14} {s['msgs_per_s']:>9.0f} {e['p50_us'] / 1e3:>8.3f} {e['p99_us'] / 1e3:>8.3f} {s['cpu_us_per_msg']:>14.2f} {s['lost']:>5}")
+        b, o = pair[base], pair[other]
+        if b and o:
+            for key, value in [("msgs/s", o["msgs_per_s"] / b["msgs_per_s"]),
+                               ("p50", o["e2e"]["p50_us"] / max(1, b["e2e"]["p50_us"])),
+                               ("p99", o["e2e"]["p99_us"] / max(1, b["e2e"]["p99_us"])),
+                               ("broker us/msg", o["cpu_us_per_msg"] / b["cpu_us_per_msg"])]:
+                ratios.setdefault((workload, key), []).append(value)
+print(f"{other} / {base}, median of the rounds:")
+for (workload, key), values in ratios.items():
+    print(f"  {workload:<5} {key:<14} {statistics.median(values):.2f}   ({', '.join(f'{v:.2f}' for v in values)})")
+print(f"runs in {out}")
+PY
+}

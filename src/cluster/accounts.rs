@@ -1,0 +1,96 @@
+//! The cluster's users, ACLs and quotas in etcd, one key each, the same
+//! JSON as a single node's files:
+//!
+//! - `/ringmq/security/users`, `/ringmq/security/acls`, `/ringmq/security/quotas`.
+//!
+//! A change reads the three, applies itself to its store and writes it back
+//! by compare-and-swap on the key's revision (read again and retried when
+//! another change came between). Every node's control plane watches the
+//! prefix and replaces its shards' snapshots, so all nodes agree.
+
+use super::registry::blocking;
+use crate::protocol::ErrorCode;
+use crate::security::acl::Acls;
+use crate::security::change::{AccountsChange, Changed, Store};
+use crate::security::quota::Quotas;
+use crate::security::users::Users;
+use crate::server::Failure;
+use etcd_client::{Client, Compare, CompareOp, GetOptions, Txn, TxnOp};
+
+pub(super) const ACCOUNTS_PREFIX: &str = "/ringmq/security/";
+const USERS_KEY: &str = "/ringmq/security/users";
+const ACLS_KEY: &str = "/ringmq/security/acls";
+const QUOTAS_KEY: &str = "/ringmq/security/quotas";
+/// Most times a change is read and tried again after losing a race.
+const ATTEMPTS_MAX: usize = 16;
+
+/// True if a change of `key` changes the users, ACLs or quotas.
+pub(super) fn moves_accounts(key: &[u8]) -> bool {
+    key.starts_with(ACCOUNTS_PREFIX.as_bytes())
+}
+
+/// The three stores as etcd holds them, with each key's revision (0: none yet).
+struct Held {
+    users: (Users, i64),
+    acls: (Acls, i64),
+    quotas: (Quotas, i64),
+}
+
+async fn read_held(client: &mut Client) -> Result<Held, String> {
+    let found = client.get(ACCOUNTS_PREFIX, Some(GetOptions::new().with_prefix())).await.map_err(|e| e.to_string())?;
+    let mut held = Held { users: Default::default(), acls: Default::default(), quotas: Default::default() };
+    for kv in found.kvs() {
+        let key = kv.key_str().map_err(|e| e.to_string())?;
+        let parsed = |e: serde_json::Error| format!("{key}: {e}");
+        match key {
+            USERS_KEY => held.users = (serde_json::from_slice(kv.value()).map_err(parsed)?, kv.mod_revision()),
+            ACLS_KEY => held.acls = (serde_json::from_slice(kv.value()).map_err(parsed)?, kv.mod_revision()),
+            QUOTAS_KEY => held.quotas = (serde_json::from_slice(kv.value()).map_err(parsed)?, kv.mod_revision()),
+            _ => {}
+        }
+    }
+    Ok(held)
+}
+
+/// The users, ACLs and quotas as etcd holds them now.
+pub(super) async fn read(client: &mut Client) -> Result<(Users, Acls, Quotas), String> {
+    let held = read_held(client).await?;
+    Ok((held.users.0, held.acls.0, held.quotas.0))
+}
+
+/// Makes a change in etcd; for a removal of ACLs, how many rules went.
+pub(super) async fn change(client: &mut Client, change: &AccountsChange) -> Result<u32, Failure> {
+    let unavailable = |e: String| Failure::cluster_unavailable(e);
+    for _ in 0..ATTEMPTS_MAX {
+        let held = read_held(client).await.map_err(unavailable)?;
+        let changed = change.apply(&held.users.0, &held.acls.0, &held.quotas.0).map_err(Failure::invalid)?;
+        let (key, revision) = match change.store() {
+            Store::Users => (USERS_KEY, held.users.1),
+            Store::Acls => (ACLS_KEY, held.acls.1),
+            Store::Quotas => (QUOTAS_KEY, held.quotas.1),
+        };
+        let (json, removed) = match &changed {
+            Changed::Users(users) => (serde_json::to_vec(users), 0),
+            Changed::Acls(acls, removed) => (serde_json::to_vec(acls), *removed),
+            Changed::Quotas(quotas) => (serde_json::to_vec(quotas), 0),
+        };
+        let json = json.map_err(|e| Failure(ErrorCode::Internal, e.to_string()))?;
+        let txn = Txn::new()
+            .when([Compare::mod_revision(key, CompareOp::Equal, revision)])
+            .and_then([TxnOp::put(key, json, None)]);
+        if client.txn(txn).await.map_err(|e| unavailable(e.to_string()))?.succeeded() {
+            return Ok(removed);
+        }
+    }
+    Err(Failure::cluster_unavailable(format!("{ATTEMPTS_MAX} other changes came between; try again")))
+}
+
+/// Makes a change straight in etcd (the CLI, e.g. the first user of a cluster).
+pub fn change_accounts(endpoints: &[String], asked: &AccountsChange) -> Result<u32, String> {
+    blocking(endpoints, async |client| change(client, asked).await.map_err(|f| f.1))
+}
+
+/// The cluster's users as etcd holds them (the CLI).
+pub fn cluster_users(endpoints: &[String]) -> Result<Users, String> {
+    blocking(endpoints, async |client| read(client).await.map(|(users, ..)| users))
+}
