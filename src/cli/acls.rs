@@ -79,26 +79,34 @@ pub struct FilterArgs {
     permission: Option<Permission>,
 }
 
+/// The resource `--topic`, `--group`, `--transactional-id` or `--cluster` names, if one does.
+fn named(
+    topic: &Option<String>,
+    group: &Option<String>,
+    transactional_id: &Option<String>,
+    cluster: bool,
+) -> Option<(ResourceType, String)> {
+    match (topic, group, transactional_id, cluster) {
+        (Some(t), ..) => Some((ResourceType::Topic, t.clone())),
+        (_, Some(g), ..) => Some((ResourceType::Group, g.clone())),
+        (_, _, Some(t), _) => Some((ResourceType::TransactionalId, t.clone())),
+        (.., true) => Some((ResourceType::Cluster, CLUSTER.to_string())),
+        _ => None,
+    }
+}
+
 impl ResourceArgs {
     fn resource(&self) -> (ResourceType, String) {
-        match (&self.topic, &self.group, &self.transactional_id) {
-            (Some(t), _, _) => (ResourceType::Topic, t.clone()),
-            (_, Some(g), _) => (ResourceType::Group, g.clone()),
-            (_, _, Some(t)) => (ResourceType::TransactionalId, t.clone()),
-            _ => (ResourceType::Cluster, CLUSTER.to_string()),
-        }
+        named(&self.topic, &self.group, &self.transactional_id, self.cluster).expect("clap requires one resource")
     }
 }
 
 impl FilterArgs {
     fn filter(&self) -> AclFilter {
-        let (resource, name) = match (&self.topic, &self.group, &self.transactional_id, self.cluster) {
-            (Some(t), ..) => (Some(ResourceType::Topic), Some(t.clone())),
-            (_, Some(g), ..) => (Some(ResourceType::Group), Some(g.clone())),
-            (_, _, Some(t), _) => (Some(ResourceType::TransactionalId), Some(t.clone())),
-            (.., true) => (Some(ResourceType::Cluster), None),
-            _ => (None, None),
-        };
+        let named = named(&self.topic, &self.group, &self.transactional_id, self.cluster);
+        let resource = named.as_ref().map(|(kind, _)| *kind);
+        // The cluster's rules are selected by kind alone (they may be named `*`).
+        let name = named.filter(|(kind, _)| *kind != ResourceType::Cluster).map(|(_, name)| name);
         AclFilter {
             principal: self.principal.as_deref().map(principal_of),
             resource,

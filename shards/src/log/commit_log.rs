@@ -99,7 +99,7 @@ impl Log {
         key: Option<BatchKey>,
     ) -> Result<Placed, Blocked> {
         assert!(!self.mirror, "a mirror log takes only the leader's stored batches");
-        let len = if self.keyring.is_some() { sealed::sealed_len(bytes.len()) } else { bytes.len() };
+        let len = self.stored_len(bytes.len());
         if self.pending_bytes > 0 && self.pending_bytes + len > self.pending_bytes_max {
             return Err(Blocked::Backpressure);
         }
@@ -113,6 +113,15 @@ impl Log {
             self.pad_and_roll(spare);
         }
         Ok(self.place(queue, lookup, bytes, bytes, checked.record_count, Origin::Producer(key)))
+    }
+
+    /// The bytes a producer's batch of `len` takes in the log: sealed, if the log has keys.
+    fn stored_len(&self, len: usize) -> usize {
+        if self.keyring.is_some() {
+            sealed::sealed_len(len)
+        } else {
+            len
+        }
     }
 
     /// Places a batch the leader stored, byte for byte at the end (which must
@@ -170,10 +179,10 @@ impl Log {
             self.open = Some(self.new_round());
         }
         let position = self.end;
+        // A producer's batch is sealed when the log has keys; a leader's is stored as shipped.
+        let len = if matches!(origin, Origin::Producer(_)) { self.stored_len(bytes.len()) } else { bytes.len() };
         let round = self.open.as_mut().expect("opened above");
         let base_offset = queue.next();
-        let sealing = matches!(origin, Origin::Producer(_)) && self.keyring.is_some();
-        let len = if sealing { sealed::sealed_len(bytes.len()) } else { bytes.len() };
         let key = match origin {
             Origin::Producer(key) => {
                 let copy = match &self.keyring {
