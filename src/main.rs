@@ -224,6 +224,9 @@ struct ServeArgs {
     /// Serve the Kafka protocol too: shard 0 on this address, shard N on its port + N (first step: ApiVersions, Metadata)
     #[arg(long)]
     kafka_listen: Option<std::net::SocketAddr>,
+    /// Serve the admin HTTP listener on this address (shard 0): /metrics and /public_metrics (Prometheus), /healthz, /readyz, the web console at /
+    #[arg(long)]
+    admin_listen: Option<std::net::SocketAddr>,
     /// Batches each shard remembers so that a client's retry of one (the same bytes) is answered with where it was stored, not stored twice (0: off)
     #[arg(long)]
     idempotence_window: Option<usize>,
@@ -398,6 +401,7 @@ impl ServeArgs {
         cfg.max_connections_per_ip =
             self.max_connections_per_ip.or(file.max_connections_per_ip).unwrap_or(cfg.max_connections_per_ip);
         cfg.kafka_listen = self.kafka_listen.or(file.kafka_listen);
+        cfg.admin_listen = self.admin_listen.or(file.admin_listen);
         cfg.idempotence_window = self.idempotence_window.or(file.idempotence_window).unwrap_or(cfg.idempotence_window);
         let millis = |flag: Option<u64>, file: Option<u64>, default: Duration| {
             flag.or(file).map_or(default, Duration::from_millis)

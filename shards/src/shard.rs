@@ -10,7 +10,7 @@ use crate::log::{Appended, Blocked, Log};
 use crate::lookup::{BatchKey, Lookup, Stored};
 use crate::position::{LogPos, Offset, QueueId, PAGE_BYTES};
 use crate::probe::fault::FailureProbes;
-use crate::probe::stats::{add, Counters, ShardStats};
+use crate::probe::stats::{add, Counters, Histograms, ParkedReads, SegmentBytes, ShardHistograms, ShardStats};
 use crate::read::cache::ChunkCache;
 use crate::read::reader::{ReadBatches, ReadWait, Readahead};
 use crate::replica::LogRange;
@@ -51,6 +51,8 @@ pub(crate) struct Inner {
     closed: Cell<bool>,
     pub probes: FailureProbes,
     pub counters: Counters,
+    pub histograms: Histograms,
+    pub parked_reads: ParkedReads,
     pub readahead: Readahead,
     /// Retention keeps the segment holding this log position and later ones.
     retention_floor: Cell<LogPos>,
@@ -218,6 +220,8 @@ impl Shard {
             closed: Cell::new(false),
             probes: FailureProbes::default(),
             counters: Counters::default(),
+            histograms: Histograms::default(),
+            parked_reads: ParkedReads::default(),
             readahead: Readahead::default(),
             retention_floor: Cell::new(LogPos(u64::MAX)),
             space_short: RefCell::new(None),
@@ -302,6 +306,7 @@ impl Shard {
     /// queued (async policy).
     pub async fn append(&self, queue: QueueId, batch: &[u8]) -> Result<Appended> {
         let inner = &self.inner;
+        let called = std::time::Instant::now();
         let checked = batch::check(batch, inner.config.batch_bytes_max)?;
         let key = BatchKey::checked(queue, &checked);
         let turn = Turn::take(inner);
@@ -367,6 +372,7 @@ impl Shard {
         if placed.policy == FlushPolicy::Sync {
             placed.done.wait().await?;
         }
+        inner.histograms.append_seconds.observe_duration(called.elapsed());
         Ok(placed.appended)
     }
 
@@ -415,6 +421,21 @@ impl Shard {
         self.inner.counters.snapshot(self.inner.state.borrow().cache.evictions())
     }
 
+    /// A snapshot of the shard's histograms.
+    pub fn histograms(&self) -> ShardHistograms {
+        self.inner.histograms.snapshot()
+    }
+
+    /// Reads of `queue` parked at its end right now, waiting for data.
+    pub fn parked_reads(&self, queue: QueueId) -> u64 {
+        self.inner.parked_reads.of(queue)
+    }
+
+    /// Bytes of the log's segment files by state.
+    pub fn segment_bytes(&self) -> SegmentBytes {
+        self.inner.state.borrow().log.segment_bytes_by_state()
+    }
+
     /// Failure probes, for tests that exercise error paths.
     pub fn probes(&self) -> &FailureProbes {
         &self.inner.probes
@@ -436,6 +457,17 @@ impl Shard {
     /// Makes a follower's shard take appends as a leader (it keeps its log).
     pub fn lead(&self) {
         self.inner.state.borrow_mut().log.set_mirror(false);
+    }
+
+    /// Why the shard is not fully serving, if it is not: a failed write or
+    /// sync (appends refused until a restart), or a disk too full for the next segment.
+    pub fn trouble(&self) -> Option<String> {
+        if let Some(reason) = self.inner.state.borrow().failed() {
+            return Some(format!("storage failed, appends are refused until a restart: {reason}"));
+        }
+        self.inner
+            .space_short()
+            .map(|why| format!("the disk is full, appends that need a new segment are refused: {why}"))
     }
 
     /// True while the shard follows a leader.

@@ -1,7 +1,7 @@
 //! API keys and error codes of the native protocol (docs/PROTOCOL.md).
 
 /// A `u16` wire enum numbered 0, 1, 2... in declaration order, with `ALL`
-/// (every variant in wire order) and `from_u16`.
+/// (every variant in wire order), `from_wire` and `name`.
 macro_rules! wire_enum {
     ($(#[$meta:meta])* pub enum $name:ident { $($(#[$vmeta:meta])* $variant:ident = $value:literal,)+ }) => {
         $(#[$meta])*
@@ -18,6 +18,13 @@ macro_rules! wire_enum {
             /// The variant of a wire value, if there is one.
             pub fn from_wire(v: u16) -> Option<$name> {
                 $name::ALL.get(usize::from(v)).copied()
+            }
+
+            /// The variant's name, as written here (metrics label values).
+            pub fn name(self) -> &'static str {
+                match self {
+                    $($name::$variant => stringify!($variant),)+
+                }
             }
         }
     };

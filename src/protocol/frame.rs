@@ -54,6 +54,14 @@ const OK_RESPONSE_HEADER_BYTES: usize = 14;
 /// Where a response frame holds its `throttle_ms`.
 const THROTTLE_AT: std::ops::Range<usize> = 10..14;
 
+/// Where a response frame holds its error code.
+const ERROR_AT: std::ops::Range<usize> = 8..10;
+
+/// A response frame's error code.
+pub fn response_error(frame: &[u8]) -> ErrorCode {
+    ErrorCode::from_u16(u16::from_le_bytes([frame[ERROR_AT.start], frame[ERROR_AT.start + 1]]))
+}
+
 /// Sets a response frame's `throttle_ms`.
 pub fn set_throttle(frame: &mut [u8], throttle_ms: u32) {
     frame[THROTTLE_AT].copy_from_slice(&throttle_ms.to_le_bytes());

@@ -10,6 +10,7 @@
 //! `internal` (the broker's own storage queues) -> the storage engine.
 //! `shard.rs` and this file assemble them.
 
+mod admin;
 mod auth;
 mod core;
 mod data;

@@ -190,6 +190,7 @@ fn start_tasks(s: &Rc<Services>, listener: TcpListener) {
             Err(error) => tracing::error!(shard = core.id(), %addr, %error, "the Kafka listener could not bind"),
         }
     }
+    start_admin(core);
     tasks.spawn("group sessions", Death::Fatal, s.groups.clone().tick_loop());
     levels::start(core);
     s.timer.start();
@@ -218,7 +219,20 @@ fn start_follower_tasks(s: &Rc<Services>, listener: TcpListener, leader: followe
     let (core, tasks) = (&s.core, s.core.tasks());
     tasks.spawn("listener", Death::Fatal, connection::accept_loop(s.clone(), listener));
     tasks.spawn("replication fetch", Death::Fatal, follower::follow(core.clone(), leader));
+    start_admin(core);
     start_stall_probe(core);
+}
+
+/// Shard 0 serves the admin listener, if one is configured.
+fn start_admin(core: &Rc<Core>) {
+    let Some(addr) = core.config().admin_listen.filter(|_| core.id() == 0) else { return };
+    match TcpListener::bind(addr) {
+        Ok(admin) => {
+            let accepting = super::admin::listener::accept_loop(core.clone(), admin);
+            core.tasks().spawn("admin listener", Death::Logged, accepting);
+        }
+        Err(error) => tracing::error!(%addr, %error, "the admin listener could not bind"),
+    }
 }
 
 fn start_stall_probe(core: &Rc<Core>) {

@@ -442,6 +442,16 @@ impl Log {
         self.segments.len() as u64 * self.segment_bytes
     }
 
+    /// Bytes of the segment files by state (what `segments_bytes` counts, and the spare).
+    pub fn segment_bytes_by_state(&self) -> crate::probe::stats::SegmentBytes {
+        let sealed = self.segments.len() as u64 - 1;
+        crate::probe::stats::SegmentBytes {
+            active: self.segment_bytes,
+            spare: if self.spare.is_some() { self.segment_bytes } else { 0 },
+            sealed: sealed * self.segment_bytes,
+        }
+    }
+
     /// Base positions of the segments, ascending (spare excluded).
     pub fn segment_bases(&self) -> Vec<LogPos> {
         self.segments.keys().copied().collect()

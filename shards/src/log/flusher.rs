@@ -165,7 +165,9 @@ impl Flusher {
         in_flight.set(in_flight.get() + 1);
         self.started.notify();
         glommio::spawn_local(async move {
+            let started = Instant::now();
             let written = write_rounds(&inner, &rounds, true).await;
+            let took = started.elapsed();
             let _ = previous.wait().await;
             let failed = inner.state.borrow().failed().map(str::to_string);
             let outcome = match (written, failed) {
@@ -174,7 +176,7 @@ impl Flusher {
                 (Ok(()), None) => {
                     let bytes = rounds.iter().map(|r| r.batch_bytes).sum();
                     let records = rounds.iter().map(|r| r.records).sum();
-                    synced(&inner, &last_sync, rounds.len() as u64, bytes, records);
+                    synced(&inner, &last_sync, rounds.len() as u64, bytes, records, took);
                     publish(&inner, rounds, true);
                     Ok(())
                 }
@@ -209,12 +211,14 @@ impl Flusher {
             inner.probes.sync().map_err(|e| StorageError::io("syncing", &s.path, e))?;
             s.file.fdatasync().await.map_err(|e| StorageError::io("syncing", &s.path, e))
         });
+        let started = Instant::now();
         let results = join_all(syncs.collect()).await;
+        let took = started.elapsed();
         if let Some(Err(e)) = results.into_iter().find(|r| r.is_err()) {
             fail(inner, rounds, e);
             return false;
         }
-        synced(inner, &self.last_sync, segments.len() as u64, self.unsynced_bytes, self.unsynced_records);
+        synced(inner, &self.last_sync, segments.len() as u64, self.unsynced_bytes, self.unsynced_records, took);
         self.unsynced_bytes = 0;
         self.unsynced_records = 0;
         publish(inner, rounds, true);
@@ -242,12 +246,15 @@ async fn write_rounds(inner: &Inner, rounds: &[Round], dsync: bool) -> Result<()
     Ok(())
 }
 
-/// Counts `fsyncs` durability barriers that made `bytes` and `records` durable.
-fn synced(inner: &Inner, last_sync: &Cell<Instant>, fsyncs: u64, bytes: usize, records: u64) {
+/// Counts `fsyncs` durability barriers that made `bytes` and `records`
+/// durable in `took` (one barrier as the histograms see it: they ran at once).
+fn synced(inner: &Inner, last_sync: &Cell<Instant>, fsyncs: u64, bytes: usize, records: u64, took: Duration) {
     let c = &inner.counters;
     add(&c.fsyncs, fsyncs);
     add(&c.synced_bytes, bytes as u64);
     add(&c.synced_records, records);
+    inner.histograms.sync_seconds.observe_duration(took);
+    inner.histograms.sync_records.observe(records as f64);
     last_sync.set(Instant::now());
 }
 

@@ -58,6 +58,7 @@ pub(crate) async fn run(inner: Rc<Inner>) {
             Ok(segment) => {
                 inner.state.borrow_mut().log.set_spare(segment);
                 add(&inner.counters.segments_created, 1);
+                add(&inner.counters.zero_fill_bytes, inner.config.segment_bytes);
                 if inner.space_back() {
                     tracing::info!(base = base.0, "there is space again: appends resume");
                     if let Err(error) =

@@ -1,5 +1,6 @@
-//! What a shard tells about itself and how tests make it fail: counters and
-//! failure probes.
+//! What a shard tells about itself and how tests make it fail: counters,
+//! histograms and failure probes.
 
 pub(crate) mod fault;
+pub(crate) mod histogram;
 pub(crate) mod stats;

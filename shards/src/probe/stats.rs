@@ -1,5 +1,6 @@
-//! Counters of one shard, owned by the shard and read as a snapshot.
+//! Counters and histograms of one shard, owned by the shard and read as snapshots.
 
+use super::histogram::{Histogram, HistogramSnapshot, LATENCY_SECONDS, SIZES};
 use std::cell::Cell;
 
 /// A snapshot of a shard's counters.
@@ -29,6 +30,8 @@ pub struct ShardStats {
     pub segment_waits: u64,
     /// Segments created (preallocated and zero-filled).
     pub segments_created: u64,
+    /// Bytes of zeros written into new segments.
+    pub zero_fill_bytes: u64,
     /// Segments deleted by retention.
     pub segments_deleted: u64,
     /// Queue index files created (preallocated and zero-filled).
@@ -66,6 +69,7 @@ pub(crate) struct Counters {
     pub backpressure_waits: Cell<u64>,
     pub segment_waits: Cell<u64>,
     pub segments_created: Cell<u64>,
+    pub zero_fill_bytes: Cell<u64>,
     pub segments_deleted: Cell<u64>,
     pub index_files_created: Cell<u64>,
     pub cache_hits: Cell<u64>,
@@ -98,6 +102,7 @@ impl Counters {
             backpressure_waits: self.backpressure_waits.get(),
             segment_waits: self.segment_waits.get(),
             segments_created: self.segments_created.get(),
+            zero_fill_bytes: self.zero_fill_bytes.get(),
             segments_deleted: self.segments_deleted.get(),
             index_files_created: self.index_files_created.get(),
             cache_hits: self.cache_hits.get(),
@@ -109,6 +114,91 @@ impl Counters {
             kernel_yields: self.kernel_yields.get(),
             corrupt_reads: self.corrupt_reads.get(),
             duplicates: self.duplicates.get(),
+        }
+    }
+}
+
+/// The shard's histograms at one moment.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ShardHistograms {
+    /// Seconds from an append's call to its answer (durable for a sync queue).
+    pub append_seconds: HistogramSnapshot,
+    /// Seconds of one durability barrier: an O_DSYNC write of group-commit
+    /// rounds, or an fdatasync of async-policy segments.
+    pub sync_seconds: HistogramSnapshot,
+    /// Records one durability barrier made durable: the group-commit batch.
+    pub sync_records: HistogramSnapshot,
+}
+
+/// Live histograms (the shard is single-threaded).
+#[derive(Debug)]
+pub(crate) struct Histograms {
+    pub append_seconds: Histogram,
+    pub sync_seconds: Histogram,
+    pub sync_records: Histogram,
+}
+
+impl Default for Histograms {
+    fn default() -> Histograms {
+        Histograms {
+            append_seconds: Histogram::new(LATENCY_SECONDS),
+            sync_seconds: Histogram::new(LATENCY_SECONDS),
+            sync_records: Histogram::new(SIZES),
+        }
+    }
+}
+
+impl Histograms {
+    pub fn snapshot(&self) -> ShardHistograms {
+        ShardHistograms {
+            append_seconds: self.append_seconds.snapshot(),
+            sync_seconds: self.sync_seconds.snapshot(),
+            sync_records: self.sync_records.snapshot(),
+        }
+    }
+}
+
+/// Bytes of the log's segment files by state.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct SegmentBytes {
+    /// The segment appends go to.
+    pub active: u64,
+    /// The next segment, preallocated and zero-filled (0 while it is made).
+    pub spare: u64,
+    /// Full segments that retention has not deleted yet.
+    pub sealed: u64,
+}
+
+/// Reads parked at a queue's end right now, waiting for data, per queue.
+#[derive(Debug, Default)]
+pub(crate) struct ParkedReads {
+    by_queue: std::cell::RefCell<std::collections::HashMap<crate::position::QueueId, u64>>,
+}
+
+/// One parked read, counted until dropped (however its wait ends, a dropped fetch included).
+pub(crate) struct Parked<'a> {
+    reads: &'a ParkedReads,
+    queue: crate::position::QueueId,
+}
+
+impl ParkedReads {
+    pub fn park(&self, queue: crate::position::QueueId) -> Parked<'_> {
+        *self.by_queue.borrow_mut().entry(queue).or_default() += 1;
+        Parked { reads: self, queue }
+    }
+
+    pub fn of(&self, queue: crate::position::QueueId) -> u64 {
+        self.by_queue.borrow().get(&queue).copied().unwrap_or(0)
+    }
+}
+
+impl Drop for Parked<'_> {
+    fn drop(&mut self) {
+        let mut by_queue = self.reads.by_queue.borrow_mut();
+        let count = by_queue.get_mut(&self.queue).expect("counted when parked");
+        *count -= 1;
+        if *count == 0 {
+            by_queue.remove(&self.queue);
         }
     }
 }

@@ -137,7 +137,11 @@ impl Inner {
                 q.arrivals().clone()
             };
             let left = deadline.map(|d| d.saturating_duration_since(std::time::Instant::now())).unwrap_or_default();
-            if left.is_zero() || !arrivals.wait_for(left).await {
+            if left.is_zero() {
+                return Ok(offset);
+            }
+            let _parked = self.parked_reads.park(queue);
+            if !arrivals.wait_for(left).await {
                 return Ok(offset);
             }
         }

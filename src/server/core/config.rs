@@ -20,6 +20,10 @@ pub struct ServerConfig {
     pub listen: SocketAddr,
     /// Shard 0's Kafka-protocol address (shard N on port + N); None: off.
     pub kafka_listen: Option<SocketAddr>,
+    /// The admin HTTP listener (metrics, health, console), served by shard 0; None: off.
+    pub admin_listen: Option<SocketAddr>,
+    /// Longest an admin HTTP client may take to send its request, and a scrape to gather every shard's metrics.
+    pub admin_timeout: Duration,
     /// Flush policy of topics created without one.
     pub default_flush: FlushPolicy,
     pub segment_bytes: u64,
@@ -134,6 +138,8 @@ impl ServerConfig {
             cores: (0..cpus).collect(),
             listen: DEFAULT_LISTEN.parse().expect("valid address"),
             kafka_listen: None,
+            admin_listen: None,
+            admin_timeout: Duration::from_secs(10),
             default_flush: storage.default_flush_policy,
             segment_bytes: storage.segment_bytes,
             cache_bytes: storage.cache_bytes,

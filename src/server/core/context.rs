@@ -5,13 +5,15 @@
 use super::accounts::{Accounts, AccountsLink, Local};
 use super::clock::Clock;
 use super::config::ServerConfig;
-use super::connection_limit::{Admitted, PerAddress};
+use super::connection_limit::{Open, PerAddress, ShardConnections};
 use super::mesh::Mesh;
 use super::metadata::Metadata;
+use super::metrics::Registry;
 use super::offsets::Offsets;
 use super::replication::Replication;
 use super::stall::StallStats;
 use super::tasks::Tasks;
+use super::traffic::Traffic;
 use crate::security::acl::Acls;
 use crate::security::quota::Quotas;
 use ringmq_shards::Shard;
@@ -46,6 +48,12 @@ pub struct Core {
     /// Times this shard's thread was held past the stall threshold.
     stalls: Rc<StallStats>,
     role: ShardRole,
+    /// This shard's connections per listener.
+    connections: Rc<ShardConnections>,
+    /// Client produces and fetches by API and topic.
+    traffic: Traffic,
+    /// The features' metric probes.
+    probes: Registry,
 }
 
 /// What this shard does in its broker group.
@@ -96,6 +104,9 @@ impl Core {
             tasks: Tasks::default(),
             stalls: Rc::default(),
             role: p.role,
+            connections: Rc::default(),
+            traffic: Traffic::default(),
+            probes: Registry::default(),
         })
     }
 
@@ -108,9 +119,26 @@ impl Core {
         &self.config
     }
 
-    /// Counts a new connection from `ip` against the node's per-address limit.
-    pub fn admit_connection(&self, ip: std::net::IpAddr) -> Result<Admitted, String> {
-        self.per_address.admit(ip)
+    /// Counts a new connection from `ip` to `listener` against the node's
+    /// per-address limit and among this shard's open connections.
+    pub fn admit_connection(&self, ip: std::net::IpAddr, listener: &'static str) -> Result<Open, String> {
+        let admitted = self.per_address.admit(ip)?;
+        Ok(self.connections.open(listener, Some(admitted)))
+    }
+
+    /// This shard's open connections per listener.
+    pub fn connections(&self) -> &Rc<ShardConnections> {
+        &self.connections
+    }
+
+    /// Client produces and fetches by API and topic.
+    pub fn traffic(&self) -> &Traffic {
+        &self.traffic
+    }
+
+    /// The features' metric probes (each registers its own).
+    pub fn probes(&self) -> &Registry {
+        &self.probes
     }
 
     /// Cluster mode: how this node changes the cluster's users, ACLs and quotas.

@@ -7,6 +7,7 @@
 
 use super::failure::Failure;
 use super::metadata::Metadata;
+use super::metrics::Family;
 use crate::protocol::messages::{CreateTopic, QueueRef};
 use crate::protocol::ErrorCode;
 use glommio::channels::channel_mesh::{Receivers, Senders};
@@ -29,6 +30,10 @@ pub enum Call {
     CreateTopic(CreateTopic),
     /// Delete a topic (on shard 0).
     DeleteTopic(String),
+    /// Report this shard's metrics.
+    Metrics,
+    /// Say whether this shard serves fully (readiness).
+    Health,
 }
 
 /// The answer to a [`Call`].
@@ -42,6 +47,10 @@ pub enum Answer {
     Appended(Result<(u64, u32), Failure>),
     /// The topic change was stored and applied everywhere.
     Changed(Result<(), Failure>),
+    /// A shard's metric families.
+    Metrics(Vec<Family>),
+    /// Why the shard does not serve fully, if it does not.
+    Health(Option<String>),
 }
 
 #[derive(Debug)]
@@ -102,6 +111,22 @@ impl Mesh {
         assert!(matches!(change, Call::CreateTopic(_) | Call::DeleteTopic(_)), "{change:?} is not a topic change");
         match self.call(shard, change).await? {
             Answer::Changed(changed) => changed,
+            other => Err(unexpected(&other)),
+        }
+    }
+
+    /// The metric families `shard` reports now.
+    pub async fn metrics(&self, shard: usize) -> Result<Vec<Family>, Failure> {
+        match self.call(shard, Call::Metrics).await? {
+            Answer::Metrics(families) => Ok(families),
+            other => Err(unexpected(&other)),
+        }
+    }
+
+    /// Why `shard` does not serve fully, if it does not.
+    pub async fn health(&self, shard: usize) -> Result<Option<String>, Failure> {
+        match self.call(shard, Call::Health).await? {
+            Answer::Health(trouble) => Ok(trouble),
             other => Err(unexpected(&other)),
         }
     }

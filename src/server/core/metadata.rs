@@ -53,6 +53,21 @@ pub struct Metadata {
 }
 
 impl Metadata {
+    /// Every queue `shard` of this group owns: topic, queue number, slot.
+    pub fn slots_on(&self, shard: usize) -> Vec<(String, u32, QueueSlot)> {
+        let mut slots = Vec::new();
+        for (name, topic) in &self.topics {
+            for (queue, home) in topic.queues.iter().enumerate() {
+                if let Home::Here(slot) = home {
+                    if slot.shard as usize == shard {
+                        slots.push((name.clone(), queue as u32, *slot));
+                    }
+                }
+            }
+        }
+        slots
+    }
+
     /// Encodes with a trailing CRC.
     pub fn encode(&self) -> Vec<u8> {
         let mut w = Writer::default();

@@ -18,14 +18,17 @@ pub mod layout;
 pub mod mesh;
 pub mod metadata;
 pub mod metadata_log;
+pub mod metrics;
 pub mod offsets;
 pub mod placement;
+pub mod probe;
 pub mod replication;
 pub mod service;
 pub mod stall;
 pub mod stream;
 pub mod tasks;
 pub mod topics;
+pub mod traffic;
 
 pub use context::Core;
 pub use failure::Failure;

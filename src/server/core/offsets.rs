@@ -63,6 +63,11 @@ impl Offsets {
         Ok(all.len())
     }
 
+    /// Every committed offset this shard stores: (group, topic, queue) and offset.
+    pub fn all(&self) -> Vec<((String, String, u32), u64)> {
+        self.committed.borrow().iter().map(|(k, v)| (k.clone(), *v)).collect()
+    }
+
     /// The group's committed offset of the queue, if any.
     pub fn get(&self, group: &str, topic: &str, queue: u32) -> Option<u64> {
         self.committed.borrow().get(&(group.to_string(), topic.to_string(), queue)).copied()

@@ -4,6 +4,7 @@
 //! the storage's commit gate keeps reads below the committed end.
 
 use super::failure::Failure;
+use super::metrics::Samples;
 use crate::protocol::ErrorCode;
 use ringmq_shards::{Shard, Signal};
 use std::cell::RefCell;
@@ -268,6 +269,49 @@ impl Replication {
             }
             self.advanced.notify();
         }
+    }
+
+    /// Replication lag per follower, the in-sync set's size and the epoch.
+    pub fn collect(&self, storage: &Shard, out: &mut Samples) {
+        let (_, written_end, _) = storage.log_positions();
+        let group = self.group.as_str();
+        for (name, p) in self.followers.borrow().iter() {
+            let labels = [("group", group), ("follower", name.as_str())];
+            let lag = written_end.saturating_sub(p.durable_end) as f64;
+            out.gauge(
+                "ringmq_replication_lag_bytes",
+                "Bytes a follower's durable log is behind this leader shard's written end.",
+                &labels,
+                lag,
+            );
+            let in_sync = f64::from(u8::from(p.in_sync));
+            out.gauge(
+                "ringmq_replication_follower_in_sync",
+                "1 while the follower is in sync on this shard.",
+                &labels,
+                in_sync,
+            );
+        }
+        let isr = (self.isr.confirmed().len() + 1) as f64;
+        out.gauge(
+            "ringmq_replication_isr_size",
+            "Replicas in the group's in-sync set as etcd lists it (the leader included).",
+            &[("group", group)],
+            isr,
+        );
+        out.gauge(
+            "ringmq_replication_leader_epoch",
+            "The epoch this node leads its group in.",
+            &[("group", group)],
+            self.epoch as f64,
+        );
+        let committed = self.committed.get() as f64;
+        out.gauge(
+            "ringmq_replication_committed_position",
+            "The log position below which this shard's log is on enough replicas.",
+            &[("group", group)],
+            committed,
+        );
     }
 
     /// Waits until the log up to `end` is committed (sync mode; async

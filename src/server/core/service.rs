@@ -128,6 +128,20 @@ impl Core {
         self.offsets().get(group, topic, queue)
     }
 
+    /// Why this shard does not serve fully, if it does not: its storage
+    /// failed or is out of space, it is stopping, or it no longer leads.
+    pub fn trouble(&self) -> Option<String> {
+        if self.tasks().stopping() {
+            return Some(format!("shard {} is shutting down", self.id()));
+        }
+        if let ShardRole::Leader(replication) = self.role() {
+            if replication.deposed() {
+                return Some("this node no longer leads its broker group; it restarts in its new role".into());
+            }
+        }
+        self.storage().trouble().map(|why| format!("shard {}: {why}", self.id()))
+    }
+
     /// Serves what another shard's core asks; a forwarded client frame is
     /// the wire's, not the core's.
     pub async fn serve_call(self: &Rc<Self>, call: Call) -> Answer {
@@ -142,6 +156,8 @@ impl Core {
             Call::Append { queue, batch } => Answer::Appended(self.append(&queue, &batch).await),
             Call::CreateTopic(req) => Answer::Changed(self.create_topic(req).await),
             Call::DeleteTopic(name) => Answer::Changed(self.delete_topic(&name).await),
+            Call::Metrics => Answer::Metrics(self.collect_metrics()),
+            Call::Health => Answer::Health(self.trouble()),
         }
     }
 }

@@ -82,6 +82,11 @@ impl Tasks {
         future::or(async { Some(work.await) }, stopping).await
     }
 
+    /// True once the shard started stopping.
+    pub fn stopping(&self) -> bool {
+        self.state.stopping.get()
+    }
+
     /// Waits until a fatal task has ended; returns its name.
     pub async fn fatal_death(&self) -> &'static str {
         loop {

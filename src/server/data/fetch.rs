@@ -22,6 +22,11 @@ impl QueueRead {
         Fetched { start: self.start, end: self.end, next_offset: self.next_offset, batches: &self.bytes }
     }
 
+    /// The offset after the last one read (or skipped by a filter).
+    pub fn next_offset(&self) -> u64 {
+        self.next_offset
+    }
+
     /// The queue's start and end, and the batches read, owned (for an edge
     /// that serves them in another format without copying them first).
     pub fn into_parts(self) -> (u64, u64, Vec<u8>) {

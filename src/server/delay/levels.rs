@@ -35,6 +35,14 @@ pub fn cursors(core: &Core) -> Vec<(QueueId, u64)> {
     (1..=DELAY_LEVELS).map(|l| (delay_level(l), core.committed_offset(CURSOR_GROUP, "", l).unwrap_or(0))).collect()
 }
 
+/// Messages waiting in each level (1..=DELAY_LEVELS): stored past its cursor.
+pub fn pending(core: &Core) -> Vec<(u32, u64)> {
+    let cursors = cursors(core);
+    let ends =
+        cursors.iter().map(|(q, cursor)| core.storage().offsets(*q).map_or(0, |(_, end)| end.saturating_sub(*cursor)));
+    (1..=DELAY_LEVELS).zip(ends).collect()
+}
+
 /// Creates the level queues the shard lacks.
 pub async fn open(core: &Core) -> Result<(), StorageError> {
     let levels: Vec<_> = (1..=DELAY_LEVELS).map(|l| (delay_level(l), FlushPolicy::Sync)).collect();

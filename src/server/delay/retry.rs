@@ -6,6 +6,7 @@
 //! topic, which nobody consumes automatically.
 
 use super::levels::level_delay;
+use super::probe::SendBacks;
 use crate::protocol::messages::{QueueRef, SendBack, SentBack};
 use crate::protocol::ErrorCode;
 use crate::server::core::metadata::{self, QueueSlot};
@@ -35,8 +36,14 @@ pub fn dlq_topic(group: &str) -> String {
     format!("%DLQ%{group}")
 }
 
-/// Sends back the record at `offset` of the queue (owned by this shard at `slot`).
-pub async fn send_back(core: &Rc<Core>, req: &SendBack, slot: QueueSlot) -> Result<SentBack, Failure> {
+/// Sends back the record at `offset` of the queue (owned by this shard at
+/// `slot`), counted in `counts` once it was scheduled or dead-lettered.
+pub async fn send_back(
+    core: &Rc<Core>,
+    req: &SendBack,
+    slot: QueueSlot,
+    counts: &SendBacks,
+) -> Result<SentBack, Failure> {
     assert!(core.owns(slot), "a send-back is served by the queue's owner");
     if !metadata::valid_topic_name(&req.group) {
         return Err(Failure::invalid(format!("group name {:?} is not a valid name", req.group)));
@@ -61,9 +68,11 @@ pub async fn send_back(core: &Rc<Core>, req: &SendBack, slot: QueueSlot) -> Resu
         let queue = core.home_queue(&dlq)?;
         core.append(&QueueRef { topic: dlq, queue }, &copy.dead_letter).await?;
         tracing::info!(group = %req.group, times = copy.times, "message moved to the dead-letter topic");
+        counts.count(&req.group, true);
         return Ok(SentBack { dead_lettered: true, reconsume_times: copy.times, due_ms: 0 });
     }
     core.storage().append(delay_level(copy.level), &copy.retry).await?;
+    counts.count(&req.group, false);
     Ok(SentBack { dead_lettered: false, reconsume_times: copy.times, due_ms: copy.due_ms })
 }
 

@@ -14,8 +14,10 @@
 //! delivered at the first tick.
 
 use super::levels::level_delay;
+use super::probe::SendBacks;
 use super::timing_wheel::TimingWheel;
 use crate::protocol::messages::ProduceDelayed;
+use crate::server::core::metrics::Probe;
 use crate::server::core::tasks::Death;
 use crate::server::core::{Core, Failure};
 use crate::server::internal::marks::Marks;
@@ -31,11 +33,12 @@ const TICK: Duration = Duration::from_millis(10);
 /// How often the cursor is committed (a crash delivers at most this much again).
 const COMMIT_EVERY: Duration = Duration::from_secs(1);
 
-/// One shard's delayed messages.
+/// One shard's delayed messages (and the delay feature's metrics).
 pub struct Timer {
     core: Rc<Core>,
     wheel: RefCell<TimingWheel<u64>>,
     delivered: RefCell<Marks>,
+    send_backs: SendBacks,
 }
 
 impl Timer {
@@ -58,12 +61,33 @@ impl Timer {
         })
         .await?;
         tracing::info!(pending = wheel.len(), cursor, "delayed messages loaded");
-        Ok(Rc::new(Timer { core: core.clone(), wheel: RefCell::new(wheel), delivered: RefCell::new(delivered) }))
+        let timer = Rc::new(Timer {
+            core: core.clone(),
+            wheel: RefCell::new(wheel),
+            delivered: RefCell::new(delivered),
+            send_backs: SendBacks::default(),
+        });
+        core.probes().register(&(timer.clone() as Rc<dyn Probe>));
+        Ok(timer)
     }
 
     /// Starts delivering what falls due (once the shard serves).
     pub fn start(self: &Rc<Self>) {
         self.core.tasks().spawn("timer", Death::Fatal, self.clone().deliver_loop());
+    }
+
+    pub fn core(&self) -> &Core {
+        &self.core
+    }
+
+    /// Messages waiting in the timing wheel.
+    pub fn pending(&self) -> usize {
+        self.wheel.borrow().len()
+    }
+
+    /// Send-backs counted per consumer group.
+    pub fn send_backs(&self) -> &SendBacks {
+        &self.send_backs
     }
 
     /// The timer log's cursor (every offset below it was delivered): what

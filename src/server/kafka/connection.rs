@@ -34,7 +34,7 @@ pub async fn accept_loop(services: Rc<Services>, listener: TcpListener) {
                 continue;
             }
         };
-        let admitted = match stream.peer_addr().map(|peer| core.admit_connection(peer.ip())) {
+        let admitted = match stream.peer_addr().map(|peer| core.admit_connection(peer.ip(), "kafka")) {
             Ok(Ok(admitted)) => admitted,
             Ok(Err(why)) => {
                 tracing::info!(shard = core.id(), %why, "a Kafka connection refused");

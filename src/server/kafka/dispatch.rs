@@ -160,6 +160,7 @@ pub async fn answer(
         None => Duration::ZERO,
     };
     let t = waited.as_millis().min(i32::MAX as u128) as i32;
+    s.core.traffic().request(api_name(&request), None);
     let response = match *request {
         Request::ApiVersions => {
             let (body, version) = api_versions(version);
@@ -218,6 +219,31 @@ pub async fn answer(
         }
     };
     Ok(Outcome::Respond(response))
+}
+
+/// A request's API as metrics name it (Kafka's errors are per partition, in
+/// the response: the produce and fetch ones are counted per topic).
+fn api_name(request: &Request) -> &'static str {
+    match request {
+        Request::ApiVersions => "kafka_ApiVersions",
+        Request::Produce(_) => "kafka_Produce",
+        Request::Fetch(_) => "kafka_Fetch",
+        Request::ListOffsets(_) => "kafka_ListOffsets",
+        Request::Metadata(_) => "kafka_Metadata",
+        Request::OffsetCommit(_) => "kafka_OffsetCommit",
+        Request::OffsetFetch(_) => "kafka_OffsetFetch",
+        Request::FindCoordinator(_) => "kafka_FindCoordinator",
+        Request::JoinGroup(_) => "kafka_JoinGroup",
+        Request::Heartbeat(_) => "kafka_Heartbeat",
+        Request::LeaveGroup(_) => "kafka_LeaveGroup",
+        Request::SyncGroup(_) => "kafka_SyncGroup",
+        Request::CreateTopics(_) => "kafka_CreateTopics",
+        Request::DeleteTopics(_) => "kafka_DeleteTopics",
+        Request::DescribeConfigs(_) => "kafka_DescribeConfigs",
+        Request::InitProducerId(_) => "kafka_InitProducerId",
+        Request::SaslHandshake(_) => "kafka_SaslHandshake",
+        Request::SaslAuthenticate(_) => "kafka_SaslAuthenticate",
+    }
 }
 
 /// A response body, encodable at a version (object-safe, unlike `Encodable`).

@@ -9,6 +9,7 @@ use crate::protocol::messages::{Fetch, QueueRef};
 use crate::security::acl::Operation;
 use crate::server::auth::authorizer::{self, Principal};
 use crate::server::core::metadata::QueueSlot;
+use crate::server::core::traffic::{Direction, Tally};
 use crate::server::core::{Core, Failure};
 use crate::server::data::fetch::fetch_many;
 use kafka_protocol::messages::fetch_response::{FetchableTopicResponse, PartitionData};
@@ -57,17 +58,30 @@ pub async fn fetch(core: &Core, principal: &Principal, request: &FetchRequest) -
         .collect();
     for a in asked {
         let data = PartitionData::default().with_partition_index(a.partition);
+        let name = &request.topics[a.topic].topic;
         let data = match &a.read {
-            Err(code) => data.with_error_code(*code),
+            Err(code) => {
+                core.count_traffic(Direction::Fetch, "kafka_Fetch", name, Tally { failed: true, ..Tally::default() });
+                data.with_error_code(*code)
+            }
             Ok(f) => match reads.next().expect("one read per partition read") {
                 Ok(read) => {
+                    let messages = read.next_offset().saturating_sub(f.offset);
                     let (start, end, batches) = read.into_parts();
+                    let tally = Tally { messages, bytes: batches.len() as u64, failed: false };
+                    core.count_traffic(Direction::Fetch, "kafka_Fetch", name, tally);
                     data.with_high_watermark(end as i64)
                         .with_last_stable_offset(end as i64)
                         .with_log_start_offset(start as i64)
                         .with_records(Some(to_kafka(batches.into(), f.offset)))
                 }
                 Err(failed) => {
+                    core.count_traffic(
+                        Direction::Fetch,
+                        "kafka_Fetch",
+                        name,
+                        Tally { failed: true, ..Tally::default() },
+                    );
                     tracing::debug!(code = ?failed.code, message = %failed.message, "kafka fetch refused");
                     data.with_error_code(codes::of(failed.code))
                 }

@@ -12,6 +12,7 @@ use super::{owned, permitted, Services};
 use crate::protocol::messages::QueueRef;
 use crate::security::acl::Operation;
 use crate::server::auth::authorizer::{self, Principal};
+use crate::server::core::traffic::{Direction, Tally};
 use bytes::Bytes;
 use kafka_protocol::messages::produce_response::{PartitionProduceResponse, TopicProduceResponse};
 use kafka_protocol::messages::{
@@ -48,8 +49,13 @@ pub async fn produce(s: &Services, p: &Principal, request: &ProduceRequest) -> P
         let mut partitions = Vec::new();
         for p in &topic.partition_data {
             let response = PartitionProduceResponse::default().with_index(p.index);
-            partitions.push(match stored.next().expect("one result per partition") {
-                Ok(base) => response.with_base_offset(base as i64).with_log_append_time_ms(-1),
+            let outcome = stored.next().expect("one result per partition");
+            let bytes = p.records.as_ref().map_or(0, |r| r.len() as u64);
+            let messages = outcome.as_ref().map_or(0, |(_, count)| u64::from(*count));
+            let tally = Tally { messages, bytes, failed: outcome.is_err() };
+            s.core.count_traffic(Direction::Produce, "kafka_Produce", &topic.name, tally);
+            partitions.push(match outcome {
+                Ok((base, _)) => response.with_base_offset(base as i64).with_log_append_time_ms(-1),
                 Err((code, message)) => {
                     tracing::debug!(code, %message, "kafka produce refused");
                     response
@@ -71,8 +77,9 @@ pub fn record_bytes(request: &ProduceRequest) -> u64 {
     sets.map(|p| p.records.as_ref().map_or(0, |r| r.len() as u64)).sum()
 }
 
-/// Stores one partition's records; the offset of the first.
-async fn store(s: &Services, queue: &QueueRef, records: Option<&Bytes>) -> Result<u64, Refusal> {
+/// Stores one partition's records; the offset of the first, and how many
+/// were stored (none for a retry of a batch stored before).
+async fn store(s: &Services, queue: &QueueRef, records: Option<&Bytes>) -> Result<(u64, u32), Refusal> {
     let records = records.ok_or((codes::CORRUPT_MESSAGE, "the partition's records are missing".to_string()))?;
     let translated = to_ringmq(records, s.core.config().max_batch_bytes).map_err(|r| match r {
         Refused::Corrupt(m) => (codes::CORRUPT_MESSAGE, m),
@@ -80,21 +87,21 @@ async fn store(s: &Services, queue: &QueueRef, records: Option<&Bytes>) -> Resul
     })?;
     let refused = |f: crate::server::core::Failure| (codes::of(f.0), f.1);
     let Some(sequence) = translated.sequence else {
-        return s.core.append(queue, &translated.batch).await.map(|(base, _)| base).map_err(refused);
+        return s.core.append(queue, &translated.batch).await.map_err(refused);
     };
     let slot = owned(&s.core, queue).map_err(|code| (code, format!("{queue:?} is not led by this broker")))?;
     match s.producers.check(&queue.topic, queue.queue, sequence) {
         Check::Store => match s.core.append_here(slot, &translated.batch).await {
-            Ok((base, _)) => {
+            Ok((base, count)) => {
                 s.producers.stored(&queue.topic, queue.queue, sequence, base);
-                Ok(base)
+                Ok((base, count))
             }
             Err(f) => {
                 s.producers.failed(&queue.topic, queue.queue, sequence);
                 Err(refused(f))
             }
         },
-        Check::Duplicate(base) => Ok(base),
+        Check::Duplicate(base) => Ok((base, 0)),
         Check::Pending => Err((codes::REQUEST_TIMED_OUT, "the same batch is being stored; retry".into())),
         Check::OutOfOrder { expected } => Err(out_of_order(sequence, expected)),
         Check::Fenced { current } => Err((

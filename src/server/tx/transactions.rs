@@ -11,6 +11,7 @@
 //! `tx_max_checks` unanswered checks it is rolled back (and logged).
 
 use crate::protocol::messages::Transactional;
+use crate::server::core::metrics::{Probe, Samples};
 use crate::server::core::tasks::Death;
 use crate::server::core::{Core, Failure};
 use crate::server::internal::marks::Marks;
@@ -68,6 +69,23 @@ pub struct Transactions {
     check_ready: Signal,
 }
 
+impl Probe for Transactions {
+    fn collect(&self, out: &mut Samples) {
+        let (open, checks) = (self.open.borrow(), self.checks.borrow());
+        let committed = open.values().filter(|o| o.committed).count();
+        let help = "Half messages stored and not finished: undecided, or committed and not yet delivered.";
+        out.gauge("ringmq_transactions_open", help, &[("state", "undecided")], (open.len() - committed) as f64);
+        out.gauge("ringmq_transactions_open", help, &[("state", "committed")], committed as f64);
+        let help = "Transaction checks waiting for a producer of their group to ask for them.";
+        out.gauge(
+            "ringmq_transaction_checks_waiting",
+            help,
+            &[],
+            checks.values().map(VecDeque::len).sum::<usize>() as f64,
+        );
+    }
+}
+
 impl Transactions {
     /// Creates the internal queues if needed and rebuilds the open set.
     pub async fn open(core: &Rc<Core>) -> Result<Rc<Self>, StorageError> {
@@ -108,14 +126,16 @@ impl Transactions {
         })
         .await?;
         tracing::info!(open = open.len(), "transactions loaded");
-        Ok(Rc::new(Transactions {
+        let transactions = Rc::new(Transactions {
             core: core.clone(),
             finished: RefCell::new(finished),
             decided: RefCell::new(decided),
             open: RefCell::new(open),
             checks: RefCell::default(),
             check_ready: Signal::default(),
-        }))
+        });
+        core.probes().register(&(transactions.clone() as Rc<dyn Probe>));
+        Ok(transactions)
     }
 
     /// Starts checking, timing out and redelivering (once the shard serves).

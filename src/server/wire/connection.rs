@@ -38,7 +38,7 @@ pub async fn accept_loop(s: Rc<Services>, listener: TcpListener) {
             }
         };
         let admitted = match stream.peer_addr() {
-            Ok(peer) => s.core.admit_connection(peer.ip()),
+            Ok(peer) => s.core.admit_connection(peer.ip(), "native"),
             Err(e) => Err(format!("the client's address: {e}")),
         };
         let admitted = match admitted {

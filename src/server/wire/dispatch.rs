@@ -19,6 +19,7 @@ use crate::server::auth::{
 };
 use crate::server::core::context::ShardRole;
 use crate::server::core::metadata::QueueSlot;
+use crate::server::core::traffic::{Direction, Tally};
 use crate::server::core::Core;
 use crate::server::core::Failure;
 use crate::server::data::{fetch, lookup, produce};
@@ -70,30 +71,41 @@ impl Caller {
 
 /// Serves a request frame (length prefix included). None: no response (acks none).
 pub async fn handle(s: &Services, frame: Vec<u8>, caller: &Caller) -> Option<Vec<u8>> {
+    let (response, api) = respond(s, frame, caller).await;
+    if let Caller::Client(_) = caller {
+        // Counted where the client's request arrived (a forwarded one is not counted again).
+        let error = response.as_deref().map(frame::response_error).filter(|code| *code != ErrorCode::None);
+        s.core.traffic().request(api.map_or("(unknown)", ApiKey::name), error.map(ErrorCode::name));
+    }
+    response
+}
+
+async fn respond(s: &Services, frame: Vec<u8>, caller: &Caller) -> (Option<Vec<u8>>, Option<ApiKey>) {
     let (header, body) = match RequestHeader::parse(&frame[4..]) {
         Ok(parsed) => parsed,
-        Err(e) => return Some(frame::response(0, ErrorCode::Malformed, &e.to_string(), &[])),
+        Err(e) => return (Some(frame::response(0, ErrorCode::Malformed, &e.to_string(), &[])), None),
     };
     let corr = header.correlation_id;
     let Some(api) = ApiKey::from_wire(header.api_key) else {
-        return Some(frame::response(corr, ErrorCode::UnknownApi, &format!("unknown API key {}", header.api_key), &[]));
+        let m = format!("unknown API key {}", header.api_key);
+        return (Some(frame::response(corr, ErrorCode::UnknownApi, &m, &[])), None);
     };
     let (min, max) = api.versions();
     if header.api_version < min || header.api_version > max {
         let m = format!("{api:?} version {} is not supported; this broker speaks {min}..={max}", header.api_version);
-        return Some(frame::response(corr, ErrorCode::UnsupportedVersion, &m, &[]));
+        return (Some(frame::response(corr, ErrorCode::UnsupportedVersion, &m, &[])), Some(api));
     }
     let mut throttle = Duration::ZERO;
     let mut response = match serve(s, api, body, &frame, caller, &mut throttle).await {
         Ok(Reply::Body(buf)) => frame::finish_ok_response(corr, buf),
         Ok(Reply::Frame(frame)) => frame,
-        Ok(Reply::Nothing) => return None,
+        Ok(Reply::Nothing) => return (None, Some(api)),
         Err(Failure(code, m)) => frame::response(corr, code, &m, &[]),
     };
     if !throttle.is_zero() {
         frame::set_throttle(&mut response, throttle.as_millis().min(u128::from(u32::MAX)) as u32);
     }
-    Some(response)
+    (Some(response), Some(api))
 }
 
 /// The slot of a queue this shard owns; for a queue another shard owns,
@@ -236,18 +248,32 @@ async fn serve_request(s: &Services, request: Request<'_>, frame: &[u8], caller:
         Request::DeleteTopic(name) => core.delete_topic(&name).await?,
         Request::Produce(p) => {
             let slot = on_owner!(s, &p.queue, frame);
-            msg::encode_produced(&produce::produce(core, slot, &p.batches).await?, &mut w);
+            let produced = produce::produce(core, slot, &p.batches).await;
+            count_produced(core, "Produce", &p.queue.topic, &p.batches, produced.as_deref().ok());
+            msg::encode_produced(&produced?, &mut w);
         }
-        Request::ProduceMany(p) => msg::encode_produced_many(&produce::produce_many(core, &p.entries).await, &mut w),
+        Request::ProduceMany(p) => {
+            let outcomes = produce::produce_many(core, &p.entries).await;
+            for ((queue, batch), outcome) in p.entries.iter().zip(&outcomes) {
+                let stored = outcome.as_ref().ok().map(std::slice::from_ref);
+                count_produced(core, "ProduceMany", &queue.topic, std::slice::from_ref(batch), stored);
+            }
+            msg::encode_produced_many(&outcomes, &mut w)
+        }
         Request::Fetch(f) => {
             let slot = on_owner!(s, &f.queue, frame);
             let wait = Duration::from_millis(u64::from(f.max_wait_ms));
-            let read = fetch::read_queue(core, slot, &f, wait).await.map_err(|f| Failure(f.code, f.message))?;
+            let read = fetch::read_queue(core, slot, &f, wait).await;
+            count_fetched(core, "Fetch", &f, read.as_ref().ok());
+            let read = read.map_err(|f| Failure(f.code, f.message))?;
             read.fetched().encode(&mut w);
         }
         Request::FetchMany(f) => {
             let wait = Duration::from_millis(u64::from(f.max_wait_ms));
             let reads = fetch::fetch_many(core, &f.entries, wait).await;
+            for (entry, read) in f.entries.iter().zip(&reads) {
+                count_fetched(core, "FetchMany", entry, read.as_ref().ok());
+            }
             let outcomes: Vec<_> =
                 reads.iter().map(|o| o.as_ref().map(fetch::QueueRead::fetched).map_err(Clone::clone)).collect();
             // Sized once: growing to a megabyte copied it several times.
@@ -288,7 +314,7 @@ async fn serve_request(s: &Services, request: Request<'_>, frame: &[u8], caller:
         }
         Request::SendBack(req) => {
             let slot = on_owner!(s, &req.queue, frame);
-            retry::send_back(core, &req, slot).await?.encode(&mut w);
+            retry::send_back(core, &req, slot, s.timer.send_backs()).await?.encode(&mut w);
         }
         Request::ReplicaFetch(f) => {
             let shard = f.shard as usize;
@@ -336,6 +362,24 @@ async fn serve_request(s: &Services, request: Request<'_>, frame: &[u8], caller:
         | Request::UnlockQueues(_) => unreachable!("group requests are served above"),
     }
     Ok(Reply::Body(w.buf))
+}
+
+/// Counts a produce of `batches` to `topic`; `stored`: each batch's base offset and record count, if stored.
+fn count_produced(core: &Core, api: &'static str, topic: &str, batches: &[&[u8]], stored: Option<&[(u64, u32)]>) {
+    let bytes = batches.iter().map(|b| b.len() as u64).sum();
+    let messages = stored.map_or(0, |s| s.iter().map(|(_, n)| u64::from(*n)).sum());
+    core.count_traffic(Direction::Produce, api, topic, Tally { messages, bytes, failed: stored.is_none() });
+}
+
+/// Counts a fetch of one queue; `read`: what it read, if it did.
+fn count_fetched(core: &Core, api: &'static str, f: &msg::Fetch, read: Option<&fetch::QueueRead>) {
+    let served = match read.map(fetch::QueueRead::fetched) {
+        Some(r) => {
+            Tally { messages: r.next_offset.saturating_sub(f.offset), bytes: r.batches.len() as u64, failed: false }
+        }
+        None => Tally { failed: true, ..Tally::default() },
+    };
+    core.count_traffic(Direction::Fetch, api, &f.queue.topic, served);
 }
 
 fn alters_accounts(request: &Request) -> bool {

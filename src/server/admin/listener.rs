@@ -1,0 +1,97 @@
+//! Accepts admin connections on shard 0 and answers one request each:
+//! `/metrics` (per shard) and `/public_metrics` (per node), `/healthz`
+//! (the process serves) and `/readyz` (every shard serves fully).
+
+use super::http::{self, Request, Response};
+use super::scrape;
+use crate::server::core::stream::Stream;
+use crate::server::core::Core;
+use glommio::net::{TcpListener, TcpStream};
+use std::rc::Rc;
+
+/// Accepts admin connections until the shard stops; each is served on its own task.
+pub async fn accept_loop(core: Rc<Core>, listener: TcpListener) {
+    loop {
+        let tcp = match core.tasks().unless_stopping(listener.accept()).await {
+            None => return,
+            Some(Ok(tcp)) => tcp,
+            Some(Err(error)) => {
+                tracing::warn!(%error, "admin accept failed");
+                glommio::timer::sleep(std::time::Duration::from_millis(10)).await;
+                continue;
+            }
+        };
+        let core = core.clone();
+        glommio::spawn_local(async move {
+            core.tasks().unless_stopping(serve(&core, tcp)).await;
+        })
+        .detach();
+    }
+}
+
+async fn serve(core: &Core, tcp: TcpStream) {
+    let _open = core.connections().open("admin", None);
+    let Some(mut stream) = Stream::accept_on(core, tcp, "admin").await else { return };
+    let (response, head_only) = match http::read_request(&mut stream, core.config().admin_timeout).await {
+        Ok(request) => (route(core, &request).await, request.method == "HEAD"),
+        Err(error) => match error.status() {
+            Some(status) => (Response::text(status, format!("{error}\n")), false),
+            None => return,
+        },
+    };
+    if let Err(error) = http::write_response(&mut stream, &response, head_only).await {
+        tracing::debug!(%error, "writing an admin response failed");
+    }
+}
+
+/// The response to one request.
+async fn route(core: &Core, request: &Request) -> Response {
+    if request.method != "GET" && request.method != "HEAD" {
+        return Response::text(
+            405,
+            format!("{} is not served here: the admin listener is read-only\n", request.method),
+        );
+    }
+    match request.path.as_str() {
+        "/metrics" => metrics(core, false).await,
+        "/public_metrics" => metrics(core, true).await,
+        "/healthz" => Response::text(200, "ok\n"),
+        "/readyz" => ready(core).await,
+        path => Response::text(404, format!("nothing at {path}: try /metrics, /public_metrics, /healthz, /readyz\n")),
+    }
+}
+
+async fn metrics(core: &Core, per_node: bool) -> Response {
+    match scrape::gather(core).await {
+        Ok(families) => {
+            let families = if per_node { scrape::without_shards(families) } else { families };
+            Response::new(200, scrape::CONTENT_TYPE, scrape::encode(families))
+        }
+        Err(why) => Response::text(503, format!("{why}\n")),
+    }
+}
+
+/// Ready when every shard answers and none is in trouble (failed storage,
+/// a full disk, stopping, deposed); the body names the trouble.
+async fn ready(core: &Core) -> Response {
+    let mut troubles = Vec::new();
+    for shard in 0..core.shards() {
+        let trouble = if shard == core.id() {
+            core.trouble()
+        } else {
+            let timeout = core.config().admin_timeout;
+            let asked = async { core.mesh().health(shard).await.unwrap_or_else(|f| Some(f.to_string())) };
+            let late = async {
+                glommio::timer::sleep(timeout).await;
+                Some(format!("shard {shard} did not answer within {timeout:?}"))
+            };
+            futures_lite::future::or(asked, late).await
+        };
+        troubles.extend(trouble);
+    }
+    if troubles.is_empty() {
+        Response::text(200, format!("ready: {} shards serve\n", core.shards()))
+    } else {
+        Response::text(503, format!("not ready:\n{}\n", troubles.join("\n")))
+    }
+}

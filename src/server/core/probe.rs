@@ -1,0 +1,126 @@
+//! What one shard reports at a scrape: its storage engine's counters and
+//! histograms, its stalls, connections and client traffic, its queues' ends
+//! and the consumer offsets it stores (the admin listener joins the two into
+//! consumer lag, since a group's coordinator may sit on another shard than
+//! its queues), its replication state, then every registered feature probe.
+
+use super::context::{Core, ShardRole};
+use super::metrics::{Family, Kind, Samples};
+use ringmq_shards::{QueueId, ShardStats};
+
+/// Consumer groups whose names start so are the broker's own cursors, not consumers.
+const INTERNAL_GROUP_PREFIX: char = '%';
+
+impl Core {
+    /// Every sample this shard reports now.
+    pub fn collect_metrics(&self) -> Vec<Family> {
+        let mut out = Samples::default();
+        storage(self, &mut out);
+        let stalls = self.stalls();
+        let help = "Times the shard's thread was held past the stall threshold.";
+        out.counter("ringmq_stalls", help, &[], stalls.count());
+        let help = "The longest stall of the shard's thread so far.";
+        out.gauge("ringmq_stall_longest_seconds", help, &[], stalls.longest().as_secs_f64());
+        self.connections().collect(&mut out);
+        self.traffic().collect(&self.metadata(), &mut out);
+        queues_and_offsets(self, &mut out);
+        if let ShardRole::Leader(replication) = self.role() {
+            replication.collect(self.storage(), &mut out);
+        }
+        let role = match self.role() {
+            ShardRole::Single => "single",
+            ShardRole::Leader(_) => "leader",
+            ShardRole::Follower { .. } => "follower",
+        };
+        out.gauge(
+            "ringmq_shard_role",
+            "1, labelled with what this shard does in its broker group.",
+            &[("role", role)],
+            1.0,
+        );
+        self.probes().collect(&mut out);
+        out.into_families()
+    }
+}
+
+fn storage(core: &Core, out: &mut Samples) {
+    let s: ShardStats = core.storage().stats();
+    let counters = [
+        ("ringmq_storage_appends", "Record batches appended to the shard's log.", s.appends),
+        ("ringmq_storage_appended_records", "Records appended to the shard's log.", s.records),
+        ("ringmq_storage_appended_bytes", "Bytes of record batches appended.", s.append_bytes),
+        ("ringmq_storage_written_bytes", "Bytes written to log segments (tail-page rewrites included).", s.write_bytes),
+        ("ringmq_storage_syncs", "Durability barriers: O_DSYNC writes of rounds and fdatasyncs.", s.fsyncs),
+        ("ringmq_storage_group_commit_rounds", "Group-commit rounds written.", s.rounds),
+        (
+            "ringmq_storage_backpressure_waits",
+            "Appends that waited for pending bytes to become durable.",
+            s.backpressure_waits,
+        ),
+        ("ringmq_storage_segment_waits", "Appends that waited for the next segment to be ready.", s.segment_waits),
+        ("ringmq_storage_segments_created", "Segments created (preallocated and zero-filled).", s.segments_created),
+        ("ringmq_storage_segments_deleted", "Segments deleted by retention.", s.segments_deleted),
+        (
+            "ringmq_storage_zero_fill_bytes",
+            "Bytes of zeros written into new segments ahead of appends.",
+            s.zero_fill_bytes,
+        ),
+        ("ringmq_cache_hits", "Reads served from the shard's log cache.", s.cache_hits),
+        ("ringmq_cache_misses", "Reads that missed the log cache and read the disk.", s.cache_misses),
+        ("ringmq_cache_evictions", "Chunks evicted from the log cache.", s.cache_evictions),
+        ("ringmq_cache_readahead_chunks", "Chunks read ahead of a sequential reader.", s.cache_readahead),
+        ("ringmq_storage_checkpoints", "Checkpoints of the queue indexes written.", s.checkpoints),
+        ("ringmq_storage_corrupt_reads", "Reads refused because a stored batch failed its check.", s.corrupt_reads),
+        (
+            "ringmq_storage_duplicate_appends",
+            "Retried batches recognised and answered with where they were stored.",
+            s.duplicates,
+        ),
+    ];
+    for (name, help, value) in counters {
+        out.counter(name, help, &[], value);
+    }
+    let segments = core.storage().segment_bytes();
+    let help = "Bytes of the log's segment files by state (active, spare: preallocated next, sealed).";
+    for (state, bytes) in [("active", segments.active), ("spare", segments.spare), ("sealed", segments.sealed)] {
+        out.gauge("ringmq_storage_segment_bytes", help, &[("state", state)], bytes as f64);
+    }
+    let h = core.storage().histograms();
+    let help = "Seconds from an append's arrival at the storage engine to its answer (durable, for a sync queue).";
+    out.histogram("ringmq_storage_append_seconds", help, &[], h.append_seconds);
+    let help = "Seconds of one durability barrier (an O_DSYNC write of group-commit rounds, or an fdatasync).";
+    out.histogram("ringmq_storage_sync_seconds", help, &[], h.sync_seconds);
+    let help = "Records made durable by one durability barrier: the group-commit batch size.";
+    out.histogram("ringmq_storage_group_commit_records", help, &[], h.sync_records);
+}
+
+/// Each queue's start and end offsets (of the queues this shard owns) and
+/// each consumer group's committed offsets (of the groups it coordinates).
+fn queues_and_offsets(core: &Core, out: &mut Samples) {
+    let end_help = "The offset the next message of the queue gets (its end), on the shard that owns it.";
+    let start_help = "The queue's oldest offset still stored.";
+    out.declare("ringmq_queue_end_offset", end_help, Kind::Gauge);
+    out.declare("ringmq_queue_start_offset", start_help, Kind::Gauge);
+    let mut parked = 0;
+    for (topic, queue, slot) in core.metadata().slots_on(core.id()) {
+        parked += core.storage().parked_reads(QueueId(slot.storage_id));
+        if let Ok((start, end)) = core.storage().offsets(QueueId(slot.storage_id)) {
+            let queue = queue.to_string();
+            let labels = [("topic", topic.as_str()), ("queue", queue.as_str())];
+            out.gauge("ringmq_queue_end_offset", end_help, &labels, end as f64);
+            out.gauge("ringmq_queue_start_offset", start_help, &labels, start as f64);
+        }
+    }
+    let help = "Client fetches parked at a topic queue's end waiting for data (a long poll of many queues counts once per queue).";
+    out.gauge("ringmq_long_polls_parked", help, &[], parked as f64);
+    let help = "A consumer group's committed offset of a queue (reported by the group's coordinator shard).";
+    out.declare("ringmq_group_committed_offset", help, Kind::Gauge);
+    for ((group, topic, queue), offset) in core.offsets().all() {
+        if group.starts_with(INTERNAL_GROUP_PREFIX) {
+            continue;
+        }
+        let queue = queue.to_string();
+        let labels = [("group", group.as_str()), ("topic", topic.as_str()), ("queue", queue.as_str())];
+        out.gauge("ringmq_group_committed_offset", help, &labels, offset as f64);
+    }
+}
