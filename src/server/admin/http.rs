@@ -25,13 +25,6 @@ pub struct Request {
     pub authorization: Option<String>,
 }
 
-impl Request {
-    /// The value of query parameter `key`.
-    pub fn param(&self, key: &str) -> Option<&str> {
-        self.query.iter().find(|(k, _)| k == key).map(|(_, v)| v.as_str())
-    }
-}
-
 /// A response to write.
 #[derive(Debug)]
 pub struct Response {
@@ -50,11 +43,6 @@ impl Response {
     /// A plain-text response.
     pub fn text(status: u16, body: impl Into<String>) -> Response {
         Response::new(status, "text/plain; charset=utf-8", body.into())
-    }
-
-    /// A JSON response.
-    pub fn json(body: &serde_json::Value) -> Response {
-        Response::new(200, "application/json", body.to_string())
     }
 }
 
@@ -219,8 +207,7 @@ mod tests {
             .unwrap();
         assert_eq!(r.method, "GET");
         assert_eq!(r.path, "/api/message");
-        assert_eq!(r.param("key"), Some("a b"));
-        assert_eq!(r.param("topic"), Some("t 1"));
+        assert_eq!(r.query, vec![("key".to_string(), "a b".to_string()), ("topic".to_string(), "t 1".to_string())]);
         assert_eq!(r.authorization.as_deref(), Some("Basic eA=="));
     }
 

@@ -48,7 +48,10 @@ pub async fn gather(core: &Core) -> Result<Vec<Family>, String> {
             }
         }
     }
-    merged.push(consumer_lag(&merged));
+    let lag = consumer_lag(&merged);
+    if !lag.samples.is_empty() {
+        merged.push(lag);
+    }
     Ok(merged)
 }
 

@@ -80,8 +80,6 @@ impl ShardConnections {
     pub fn collect(&self, out: &mut Samples) {
         let open_help = "Client connections open on the shard, per listener.";
         let accepted_help = "Client connections accepted by the shard since it started, per listener.";
-        out.declare("ringmq_connections", open_help, super::metrics::Kind::Gauge);
-        out.declare("ringmq_connections_accepted", accepted_help, super::metrics::Kind::Counter);
         for (listener, (open, accepted)) in self.counts.borrow().iter() {
             out.gauge("ringmq_connections", open_help, &[("listener", listener)], *open as f64);
             out.counter("ringmq_connections_accepted", accepted_help, &[("listener", listener)], *accepted);

@@ -1,4 +1,5 @@
-//! A shard's metrics. Each part of the broker owns its counters beside its
+//! A shard's metrics. A family appears once it has a sample (labelled
+//! families, per topic or group, as their first one comes). Each part of the broker owns its counters beside its
 //! code (the storage engine's probe, `traffic.rs`, each feature's state) and
 //! turns them into samples when asked; nothing is shared or atomic on the
 //! data path. A scrape asks every shard over the mesh for its samples (plain
@@ -71,11 +72,6 @@ impl Samples {
         self.push(name, help, Kind::Histogram, labels, Value::Histogram(value));
     }
 
-    /// Declares a family that may have no sample now (so it is always listed).
-    pub fn declare(&mut self, name: &'static str, help: &'static str, kind: Kind) {
-        self.family(name, help, kind);
-    }
-
     fn push(&mut self, name: &'static str, help: &'static str, kind: Kind, labels: &[(&'static str, &str)], v: Value) {
         let labels = labels.iter().map(|(k, v)| (*k, v.to_string())).collect();
         self.family(name, help, kind).samples.push(Sample { labels, value: v });
@@ -137,10 +133,9 @@ mod tests {
         s.counter("a", "A.", &[("topic", "x")], 1);
         s.gauge("b", "B.", &[], 2.0);
         s.counter("a", "A.", &[("topic", "y")], 3);
-        s.declare("c", "C.", Kind::Gauge);
         let families = s.into_families();
         let names: Vec<_> = families.iter().map(|f| (f.name, f.samples.len())).collect();
-        assert_eq!(names, vec![("a", 2), ("b", 1), ("c", 0)]);
+        assert_eq!(names, vec![("a", 2), ("b", 1)]);
         assert_eq!(families[0].samples[1].labels, vec![("topic", "y".to_string())]);
     }
 

@@ -5,7 +5,7 @@
 //! its queues), its replication state, then every registered feature probe.
 
 use super::context::{Core, ShardRole};
-use super::metrics::{Family, Kind, Samples};
+use super::metrics::{Family, Samples};
 use ringmq_shards::{QueueId, ShardStats};
 
 /// Consumer groups whose names start so are the broker's own cursors, not consumers.
@@ -99,8 +99,6 @@ fn storage(core: &Core, out: &mut Samples) {
 fn queues_and_offsets(core: &Core, out: &mut Samples) {
     let end_help = "The offset the next message of the queue gets (its end), on the shard that owns it.";
     let start_help = "The queue's oldest offset still stored.";
-    out.declare("ringmq_queue_end_offset", end_help, Kind::Gauge);
-    out.declare("ringmq_queue_start_offset", start_help, Kind::Gauge);
     let mut parked = 0;
     for (topic, queue, slot) in core.metadata().slots_on(core.id()) {
         parked += core.storage().parked_reads(QueueId(slot.storage_id));
@@ -114,7 +112,6 @@ fn queues_and_offsets(core: &Core, out: &mut Samples) {
     let help = "Client fetches parked at a topic queue's end waiting for data (a long poll of many queues counts once per queue).";
     out.gauge("ringmq_long_polls_parked", help, &[], parked as f64);
     let help = "A consumer group's committed offset of a queue (reported by the group's coordinator shard).";
-    out.declare("ringmq_group_committed_offset", help, Kind::Gauge);
     for ((group, topic, queue), offset) in core.offsets().all() {
         if group.starts_with(INTERNAL_GROUP_PREFIX) {
             continue;

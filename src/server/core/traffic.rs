@@ -29,6 +29,9 @@ pub struct Tally {
     pub failed: bool,
 }
 
+/// One API's counts per topic.
+type ByTopic = HashMap<String, Counts>;
+
 #[derive(Debug, Default, Clone, Copy)]
 struct Counts {
     requests: u64,
@@ -43,7 +46,7 @@ struct Counts {
 pub struct Traffic {
     requests: RefCell<HashMap<&'static str, u64>>,
     errors: RefCell<HashMap<(&'static str, &'static str), u64>>,
-    by_api: RefCell<HashMap<(Direction, &'static str), HashMap<String, Counts>>>,
+    by_api: RefCell<HashMap<(Direction, &'static str), ByTopic>>,
 }
 
 impl Traffic {
@@ -75,12 +78,10 @@ impl Traffic {
     /// The samples of every topic `metadata` still has (the others are forgotten).
     pub fn collect(&self, metadata: &Metadata, out: &mut Samples) {
         let help = "Requests answered, by API (native names; the Kafka listener's prefixed kafka_).";
-        out.declare("ringmq_requests", help, super::metrics::Kind::Counter);
         for (api, count) in self.requests.borrow().iter() {
             out.counter("ringmq_requests", help, &[("api", api)], *count);
         }
         let help = "Requests answered with an error, by API and error code.";
-        out.declare("ringmq_request_errors", help, super::metrics::Kind::Counter);
         for ((api, code), count) in self.errors.borrow().iter() {
             out.counter("ringmq_request_errors", help, &[("api", api), ("code", code)], *count);
         }
@@ -91,7 +92,6 @@ impl Traffic {
         for direction in [Direction::Produce, Direction::Fetch] {
             let names = names(direction);
             for (field, name, help) in names {
-                out.declare(name, help, super::metrics::Kind::Counter);
                 for ((_, api), topics) in by_api.iter().filter(|((d, _), _)| *d == direction) {
                     for (topic, counts) in topics {
                         let value = match field {

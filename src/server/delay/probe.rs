@@ -4,7 +4,7 @@
 
 use super::levels;
 use super::timer::Timer;
-use crate::server::core::metrics::{Kind, Probe, Samples};
+use crate::server::core::metrics::{Probe, Samples};
 use std::cell::RefCell;
 use std::collections::HashMap;
 
@@ -32,8 +32,6 @@ impl SendBacks {
     fn collect(&self, out: &mut Samples) {
         let retries = "Messages a consumer group sent back for a later retry.";
         let dead = "Messages moved to a consumer group's dead-letter topic (retries used up, or asked for).";
-        out.declare("ringmq_retries", retries, Kind::Counter);
-        out.declare("ringmq_dead_letters", dead, Kind::Counter);
         for (group, (retried, dead_lettered)) in self.by_group.borrow().iter() {
             out.counter("ringmq_retries", retries, &[("group", group)], *retried);
             out.counter("ringmq_dead_letters", dead, &[("group", group)], *dead_lettered);

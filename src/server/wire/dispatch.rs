@@ -247,7 +247,14 @@ async fn serve_request(s: &Services, request: Request<'_>, frame: &[u8], caller:
         Request::CreateTopic(req) => core.create_topic(req).await?,
         Request::DeleteTopic(name) => core.delete_topic(&name).await?,
         Request::Produce(p) => {
-            let slot = on_owner!(s, &p.queue, frame);
+            let slot = match here_or_forward(s, &p.queue, frame).await {
+                Ok(Served::Here(slot)) => slot,
+                Ok(Served::Elsewhere(reply)) => return Ok(reply),
+                Err(refused) => {
+                    count_produced(core, "Produce", &p.queue.topic, &p.batches, None);
+                    return Err(refused);
+                }
+            };
             let produced = produce::produce(core, slot, &p.batches).await;
             count_produced(core, "Produce", &p.queue.topic, &p.batches, produced.as_deref().ok());
             msg::encode_produced(&produced?, &mut w);
@@ -261,7 +268,14 @@ async fn serve_request(s: &Services, request: Request<'_>, frame: &[u8], caller:
             msg::encode_produced_many(&outcomes, &mut w)
         }
         Request::Fetch(f) => {
-            let slot = on_owner!(s, &f.queue, frame);
+            let slot = match here_or_forward(s, &f.queue, frame).await {
+                Ok(Served::Here(slot)) => slot,
+                Ok(Served::Elsewhere(reply)) => return Ok(reply),
+                Err(refused) => {
+                    count_fetched(core, "Fetch", &f, None);
+                    return Err(refused);
+                }
+            };
             let wait = Duration::from_millis(u64::from(f.max_wait_ms));
             let read = fetch::read_queue(core, slot, &f, wait).await;
             count_fetched(core, "Fetch", &f, read.as_ref().ok());

@@ -1,0 +1,230 @@
+//! The admin listener of a real broker (`serve --admin-listen`): `/metrics`
+//! scraped under a short load and parsed by an OpenMetrics parser that is
+//! not ours; health and readiness; bad HTTP refused with the broker up.
+
+mod common;
+
+use common::{Broker, Raw};
+use openmetrics_parser::{MetricsExposition, OpenMetricsType, OpenMetricsValue};
+use ringmq::client::{Consumer, Message, Producer, ProducerConfig, StartFrom};
+use ringmq::protocol::messages::{Fetch, Produce, QueueRef, ACKS_DURABLE};
+use ringmq::protocol::{ApiKey, ErrorCode, Writer};
+use std::collections::{BTreeMap, HashMap};
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::time::Duration;
+
+type Exposition = MetricsExposition<OpenMetricsType, OpenMetricsValue>;
+
+/// Every family the broker must report on a single node (cluster ones are in tests/cluster.rs).
+const FAMILIES: &[&str] = &[
+    "ringmq_requests",
+    "ringmq_request_errors",
+    "ringmq_produce_requests",
+    "ringmq_produce_messages",
+    "ringmq_produce_bytes",
+    "ringmq_produce_errors",
+    "ringmq_fetch_requests",
+    "ringmq_fetch_messages",
+    "ringmq_fetch_bytes",
+    "ringmq_fetch_errors",
+    "ringmq_storage_append_seconds",
+    "ringmq_storage_sync_seconds",
+    "ringmq_storage_group_commit_records",
+    "ringmq_cache_hits",
+    "ringmq_cache_misses",
+    "ringmq_cache_evictions",
+    "ringmq_storage_segment_bytes",
+    "ringmq_storage_zero_fill_bytes",
+    "ringmq_connections",
+    "ringmq_long_polls_parked",
+    "ringmq_consumer_lag",
+    "ringmq_delayed_pending",
+    "ringmq_transactions_open",
+    "ringmq_retries",
+    "ringmq_dead_letters",
+    "ringmq_stalls",
+];
+
+/// One HTTP exchange with the admin listener: (status, body).
+pub fn http(addr: &str, request: &str) -> (u16, String) {
+    let mut stream = TcpStream::connect(addr).expect("connect to the admin listener");
+    stream.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+    stream.write_all(request.as_bytes()).unwrap();
+    let mut response = Vec::new();
+    stream.read_to_end(&mut response).unwrap();
+    let response = String::from_utf8_lossy(&response).into_owned();
+    let status = response.split(' ').nth(1).and_then(|s| s.parse().ok()).unwrap_or(0);
+    let body = response.split_once("\r\n\r\n").map_or("", |(_, b)| b).to_string();
+    (status, body)
+}
+
+fn get(addr: &str, path: &str) -> (u16, String) {
+    http(addr, &format!("GET {path} HTTP/1.1\r\nHost: ringmq\r\n\r\n"))
+}
+
+fn scrape(addr: &str, path: &str) -> Exposition {
+    let (status, body) = get(addr, path);
+    assert_eq!(status, 200, "{path}: {body}");
+    openmetrics_parser::openmetrics::parse_openmetrics(&body)
+        .unwrap_or_else(|e| panic!("{path} does not parse: {e:?}\n{body}"))
+}
+
+/// Every sample of a family by its labels (`k=v` joined), with its value.
+fn samples(e: &Exposition, family: &str) -> Vec<(BTreeMap<String, String>, OpenMetricsValue)> {
+    let f = e.families.get(family).unwrap_or_else(|| panic!("no family {family}"));
+    f.iter_samples()
+        .map(|s| {
+            let labels = s.get_labelset().unwrap().iter().map(|(k, v)| (k.clone(), v.clone())).collect();
+            (labels, s.value.clone())
+        })
+        .collect()
+}
+
+fn number(v: &OpenMetricsValue) -> f64 {
+    match v {
+        OpenMetricsValue::Counter(c) => c.value.as_f64(),
+        OpenMetricsValue::Gauge(n) => n.as_f64(),
+        other => panic!("not a number: {other:?}"),
+    }
+}
+
+/// The sum of a family's samples whose labels include every `(k, v)` of `with`.
+fn total(e: &Exposition, family: &str, with: &[(&str, &str)]) -> f64 {
+    samples(e, family)
+        .iter()
+        .filter(|(labels, _)| with.iter().all(|(k, v)| labels.get(*k).map(String::as_str) == Some(*v)))
+        .map(|(_, v)| number(v))
+        .sum()
+}
+
+fn admin_broker(dir: &std::path::Path) -> (Broker, String) {
+    let port = common::free_port_pair("127.0.0.1");
+    let admin = format!("127.0.0.1:{port}");
+    let broker = Broker::start(dir, &["--admin-listen", &admin]);
+    (broker, admin)
+}
+
+#[test]
+fn metrics_count_what_clients_did_and_counters_only_go_up() {
+    let dir = tempfile::tempdir().unwrap();
+    let (broker, admin) = admin_broker(dir.path());
+    let client = broker.client();
+    client.create_topic("orders", 4, 0).unwrap();
+    let producer = Producer::new(client.clone(), ProducerConfig::default());
+    for i in 0..300 {
+        producer.send("orders", &Message::new(format!("order {i}")).with_key(format!("k{i}"))).unwrap();
+    }
+    let first = scrape(&admin, "/metrics");
+
+    let mut consumer = Consumer::new(client.clone(), Some("billing".into()));
+    consumer.assign_all("orders", StartFrom::Earliest).unwrap();
+    let got = common::consume(&mut consumer, 300, Duration::from_secs(30));
+    assert_eq!(got.len(), 300);
+    consumer.commit().unwrap();
+    let poison = &got[0];
+    let back = client.send_back("billing", "orders", poison.queue, poison.offset, 3).unwrap();
+    assert!(!back.dead_lettered);
+    let dead = client.send_back_or_dead_letter("billing", ("orders", got[1].queue, got[1].offset), 3, true).unwrap();
+    assert!(dead.dead_lettered);
+    // Refused: a produce to a topic that does not exist (the broker's own
+    // check, past the SDK's), and a fetch past the end of a queue.
+    let mut raw = Raw::connect(broker.addr());
+    let mut w = Writer::default();
+    Produce {
+        queue: QueueRef { topic: "nope".into(), queue: 0 },
+        acks: ACKS_DURABLE,
+        batches: vec![&common::batch(b"x")],
+    }
+    .encode(&mut w);
+    let (_, code, _, _) = raw.call(ApiKey::Produce as u16, 0, 1, &w.buf);
+    assert_eq!(code, ErrorCode::UnknownTopic);
+    let mut owner = Raw::connect(&client.owner("orders", 0).unwrap());
+    let mut w = Writer::default();
+    let queue = QueueRef { topic: "orders".into(), queue: 0 };
+    Fetch { queue, offset: 1 << 40, max_bytes: 1 << 20, max_wait_ms: 0, tags: String::new() }.encode(&mut w);
+    let (_, code, _, _) = owner.call(ApiKey::Fetch as u16, 0, 2, &w.buf);
+    assert_eq!(code, ErrorCode::OffsetOutOfRange);
+    let second = scrape(&admin, "/metrics");
+
+    for family in FAMILIES {
+        assert!(second.families.contains_key(*family), "family {family} is missing");
+    }
+    assert_eq!(total(&second, "ringmq_produce_errors", &[("topic", "(unknown)")]), 1.0);
+    assert_eq!(total(&second, "ringmq_request_errors", &[("api", "Produce"), ("code", "UnknownTopic")]), 1.0);
+    assert!(total(&second, "ringmq_fetch_errors", &[("topic", "orders")]) >= 1.0);
+    // What the test sent and read, counted where the queues live.
+    assert_eq!(total(&first, "ringmq_produce_messages", &[("topic", "orders")]), 300.0);
+    assert_eq!(total(&second, "ringmq_produce_messages", &[("topic", "orders")]), 300.0);
+    assert_eq!(total(&second, "ringmq_produce_errors", &[("topic", "orders")]), 0.0);
+    assert!(total(&second, "ringmq_produce_bytes", &[("topic", "orders")]) > 300.0 * 9.0);
+    assert_eq!(total(&second, "ringmq_fetch_messages", &[("topic", "orders")]), 300.0);
+    assert_eq!(total(&second, "ringmq_retries", &[("group", "billing")]), 1.0);
+    assert_eq!(total(&second, "ringmq_dead_letters", &[("group", "billing")]), 1.0);
+    assert_eq!(total(&second, "ringmq_consumer_lag", &[("group", "billing"), ("topic", "orders")]), 0.0);
+    assert!(total(&second, "ringmq_storage_zero_fill_bytes", &[]) > 0.0);
+    // Counters only go up between scrapes.
+    for (name, family) in &first.families {
+        if family.family_type != OpenMetricsType::Counter {
+            continue;
+        }
+        let later: HashMap<_, _> =
+            samples(&second, name).into_iter().map(|(l, v)| (format!("{l:?}"), number(&v))).collect();
+        for (labels, value) in samples(&first, name) {
+            let key = format!("{labels:?}");
+            let now = later.get(&key).unwrap_or_else(|| panic!("{name}{key} vanished"));
+            assert!(*now >= number(&value), "{name}{key} went from {} down to {now}", number(&value));
+        }
+    }
+    // Histograms: buckets cumulative, +Inf holds the count.
+    let mut appends = 0;
+    for (name, family) in &second.families {
+        if family.family_type != OpenMetricsType::Histogram {
+            continue;
+        }
+        for (labels, value) in samples(&second, name) {
+            let OpenMetricsValue::Histogram(h) = value else { panic!("{name} is a histogram") };
+            let counts: Vec<f64> = h.buckets.iter().map(|b| b.count.as_f64()).collect();
+            assert!(counts.windows(2).all(|w| w[0] <= w[1]), "{name}{labels:?} buckets are not cumulative: {counts:?}");
+            let last = h.buckets.last().expect("buckets");
+            assert!(last.upper_bound.is_infinite(), "{name} ends with +Inf");
+            assert_eq!(last.count.as_f64() as u64, h.count.expect("a count"), "{name}{labels:?}");
+            if name == "ringmq_storage_append_seconds" {
+                appends += h.count.unwrap_or(0);
+            }
+        }
+    }
+    assert!(appends >= 300, "{appends} appends timed for 300 messages");
+
+    // The node's view: no shard label, the same totals.
+    let node = scrape(&admin, "/public_metrics");
+    assert!(samples(&node, "ringmq_produce_messages").iter().all(|(labels, _)| !labels.contains_key("shard")));
+    assert_eq!(total(&node, "ringmq_produce_messages", &[("topic", "orders")]), 300.0);
+    let segments = samples(&node, "ringmq_storage_segment_bytes");
+    assert_eq!(segments.len(), 3, "one sample per state: {segments:?}");
+}
+
+#[test]
+fn health_and_readiness_answer_and_bad_http_is_refused_with_the_broker_up() {
+    let dir = tempfile::tempdir().unwrap();
+    let (broker, admin) = admin_broker(dir.path());
+    assert_eq!(get(&admin, "/healthz"), (200, "ok\n".to_string()));
+    let (status, body) = get(&admin, "/readyz");
+    assert_eq!(status, 200, "{body}");
+    assert!(body.contains("2 shards serve"), "{body}");
+
+    let (status, body) = get(&admin, "/nothing-here");
+    assert_eq!(status, 404);
+    assert!(body.contains("/metrics"), "the refusal says what is served: {body}");
+    let (status, body) = http(&admin, "DELETE /metrics HTTP/1.1\r\nHost: x\r\n\r\n");
+    assert_eq!(status, 405, "{body}");
+    let (status, _) = http(&admin, "POST /metrics HTTP/1.1\r\nContent-Length: 4\r\n\r\nbody");
+    assert_eq!(status, 400);
+    let huge = format!("GET /metrics HTTP/1.1\r\nX-Padding: {}\r\n\r\n", "x".repeat(20_000));
+    assert_eq!(http(&admin, &huge).0, 431);
+    assert_eq!(http(&admin, "\u{1}\u{2} garbage\r\n\r\n").0, 400);
+
+    // Still serving, on both listeners.
+    assert_eq!(get(&admin, "/healthz").0, 200);
+    broker.client().create_topic("still-up", 1, 0).unwrap();
+}
