@@ -47,6 +47,11 @@ enum Command {
         #[command(subcommand)]
         action: MessageAction,
     },
+    /// List consumer groups; describe one: members, committed offsets, queue ends and lag.
+    Group {
+        #[command(subcommand)]
+        action: cli::groups::GroupAction,
+    },
     /// Inspect a consumer group's dead letters and send them back to their topics.
     Dlq {
         #[command(subcommand)]
@@ -752,6 +757,7 @@ fn main() -> ExitCode {
         Command::User { action } => cli::users::run(action),
         Command::Acl { action } => cli::acls::run(action),
         Command::Quota { action } => cli::quotas::run(action),
+        Command::Group { action } => cli::groups::run(action),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -3,8 +3,10 @@
 mod common;
 
 use common::Broker;
+use ringmq::client::{Consumer, GroupConfig, StartNew};
 use std::io::Write;
 use std::process::{Command, Output, Stdio};
+use std::time::Duration;
 
 fn ringmq(args: &[&str], stdin: &str) -> Output {
     let mut child = Command::new(env!("CARGO_BIN_EXE_ringmq"))
@@ -89,7 +91,6 @@ fn help_describes_every_command_and_flag() {
 #[test]
 fn dead_letters_are_listed_shown_and_redriven_to_their_topic() {
     use ringmq::client::{Consumer, Message, Producer, ProducerConfig, StartFrom};
-    use std::time::Duration;
     let dir = tempfile::tempdir().unwrap();
     let broker = Broker::start(dir.path(), &["--manual-clock"]);
     let b = broker.addr();
@@ -192,4 +193,49 @@ fn consume_stops_at_a_damaged_batch_and_skip_corrupt_reads_past_it() {
     assert!(out.status.success(), "{}", text(&out.stderr));
     assert_eq!(text(&out.stdout), "first\nlast\n");
     assert!(text(&out.stderr).contains("skipped 1 damaged offsets"), "{}", text(&out.stderr));
+}
+
+/// `ringmq group describe --format json`: (total lag, members, queues held by a member).
+fn described(b: &str, group: &str) -> (u64, usize, usize) {
+    let out = ringmq(&["group", "describe", group, "--format", "json", "--broker", b], "");
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let held = v["queues"].as_array().unwrap().iter().filter(|q| !q["member"].is_null()).count();
+    (v["total_lag"].as_u64().unwrap(), v["members"].as_array().unwrap().len(), held)
+}
+
+#[test]
+fn group_describe_shows_the_lag_left_by_producing_without_consuming() {
+    let dir = tempfile::tempdir().unwrap();
+    let broker = Broker::start(dir.path(), &[]);
+    let b = broker.addr();
+    assert!(ringmq(&["topic", "create", "lagged", "--queues", "3", "--broker", b], "").status.success());
+    let lines: String = (0..30).map(|i| format!("m{i}\n")).collect();
+    assert!(ringmq(&["produce", "lagged", "--broker", b], &lines).status.success());
+    let config = GroupConfig {
+        start_new: StartNew::Earliest,
+        heartbeat_interval: Duration::from_millis(200),
+        ..GroupConfig::new("billing", &["lagged"])
+    };
+    let mut member = Consumer::subscribe(broker.client(), config);
+    assert_eq!(common::consume(&mut member, 30, Duration::from_secs(30)).len(), 30);
+    member.commit().unwrap();
+    assert_eq!(described(b, "billing"), (0, 1, 3), "everything consumed; one member holds the 3 queues");
+
+    let more: String = (0..12).map(|i| format!("late{i}\n")).collect();
+    assert!(ringmq(&["produce", "lagged", "--broker", b], &more).status.success());
+    assert_eq!(described(b, "billing").0, 12, "produced, not consumed");
+    let out = ringmq(&["group", "describe", "billing", "--broker", b], "");
+    let table = text(&out.stdout);
+    assert!(table.contains("state Stable") && table.contains("total lag 12"), "{table}");
+
+    assert_eq!(common::consume(&mut member, 12, Duration::from_secs(30)).len(), 12);
+    member.commit().unwrap();
+    assert_eq!(described(b, "billing").0, 0, "consumed and committed");
+    let list = text(&ringmq(&["group", "list", "--broker", b], "").stdout);
+    assert!(list.lines().any(|l| l.split_whitespace().collect::<Vec<_>>() == ["billing", "Stable", "1"]), "{list}");
+
+    let out = ringmq(&["group", "describe", "nobody", "--broker", b], "");
+    assert_eq!(out.status.code(), Some(1));
+    assert!(text(&out.stderr).contains("no members and no committed offsets"), "{}", text(&out.stderr));
 }

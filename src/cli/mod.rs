@@ -1,5 +1,6 @@
 //! Subcommands of the `ringmq` binary that live in files of their own.
 
 pub mod acls;
+pub mod groups;
 pub mod quotas;
 pub mod users;

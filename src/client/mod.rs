@@ -12,6 +12,7 @@ mod consumer;
 mod error;
 mod fault_avoidance;
 mod group;
+mod group_admin;
 mod lookup;
 mod message_id;
 mod producer;
@@ -29,6 +30,7 @@ pub use client::{Client, ClientConfig};
 pub use consumer::{ConsumedMessage, Consumer, StartFrom};
 pub use error::ClientError;
 pub use group::{ConsumeMode, GroupConfig, StartNew};
+pub use group_admin::QueueLag;
 pub use lookup::Found;
 pub use message_id::{MessageId, MessageIdGenerator};
 pub use producer::{

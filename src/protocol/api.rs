@@ -68,6 +68,8 @@ wire_enum! {
         ListAcls = 32,
         AlterQuotas = 33,
         ListQuotas = 34,
+        ListGroups = 35,
+        DescribeGroup = 36,
     }
 }
 

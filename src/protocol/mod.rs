@@ -4,6 +4,7 @@
 pub mod api;
 pub mod codec;
 pub mod frame;
+pub mod groups;
 pub mod messages;
 pub mod request;
 pub mod security;

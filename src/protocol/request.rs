@@ -51,6 +51,8 @@ pub enum Request<'a> {
     ListAcls(AclFilter),
     AlterQuotas(Entry),
     ListQuotas,
+    ListGroups,
+    DescribeGroup(String),
 }
 
 impl<'a> Request<'a> {
@@ -93,6 +95,8 @@ impl<'a> Request<'a> {
             ApiKey::ListAcls => Request::ListAcls(decode_filter(&mut r)?),
             ApiKey::AlterQuotas => Request::AlterQuotas(decode_quota(&mut r)?),
             ApiKey::ListQuotas => Request::ListQuotas,
+            ApiKey::ListGroups => Request::ListGroups,
+            ApiKey::DescribeGroup => Request::DescribeGroup(r.string()?),
         };
         r.finish()?;
         Ok(request)
@@ -107,6 +111,7 @@ impl<'a> Request<'a> {
             Request::SyncGroup(s) => Some(&s.member.group),
             Request::Heartbeat { member, .. } | Request::LeaveGroup(member) => Some(&member.group),
             Request::LockQueues(l) | Request::UnlockQueues(l) => Some(&l.group),
+            Request::DescribeGroup(group) => Some(group),
             _ => None,
         }
     }

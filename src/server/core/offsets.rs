@@ -13,6 +13,10 @@ use std::collections::HashMap;
 
 type Key = (String, String, u32);
 
+/// The broker's own cursors are stored as groups whose names start so
+/// (`%timer`, `%schedule`, `%tx`): listings of consumer groups leave them out.
+pub const CURSOR_PREFIX: char = '%';
+
 /// Committed offsets of the queues this shard owns.
 pub struct Offsets {
     committed: RefCell<HashMap<Key, u64>>,
@@ -63,9 +67,12 @@ impl Offsets {
         Ok(all.len())
     }
 
-    /// Every committed offset this shard stores: (group, topic, queue) and offset.
-    pub fn all(&self) -> Vec<((String, String, u32), u64)> {
-        self.committed.borrow().iter().map(|(k, v)| (k.clone(), *v)).collect()
+    /// Every consumer group's committed offset this shard stores (the
+    /// broker's own cursors left out): (group, topic, queue) and offset.
+    pub fn consumers(&self) -> Vec<((String, String, u32), u64)> {
+        let committed = self.committed.borrow();
+        let consumers = committed.iter().filter(|((group, _, _), _)| !group.starts_with(CURSOR_PREFIX));
+        consumers.map(|(k, v)| (k.clone(), *v)).collect()
     }
 
     /// The group's committed offset of the queue, if any.

@@ -8,9 +8,6 @@ use super::context::{Core, ShardRole};
 use super::metrics::{Family, Samples};
 use ringmq_shards::{QueueId, ShardStats};
 
-/// Consumer groups whose names start so are the broker's own cursors, not consumers.
-const INTERNAL_GROUP_PREFIX: char = '%';
-
 impl Core {
     /// Every sample this shard reports now.
     pub fn collect_metrics(&self) -> Vec<Family> {
@@ -112,10 +109,7 @@ fn queues_and_offsets(core: &Core, out: &mut Samples) {
     let help = "Client fetches parked at a topic queue's end waiting for data (a long poll of many queues counts once per queue).";
     out.gauge("ringmq_long_polls_parked", help, &[], parked as f64);
     let help = "A consumer group's committed offset of a queue (reported by the group's coordinator shard).";
-    for ((group, topic, queue), offset) in core.offsets().all() {
-        if group.starts_with(INTERNAL_GROUP_PREFIX) {
-            continue;
-        }
+    for ((group, topic, queue), offset) in core.offsets().consumers() {
         let queue = queue.to_string();
         let labels = [("group", group.as_str()), ("topic", topic.as_str()), ("queue", queue.as_str())];
         out.gauge("ringmq_group_committed_offset", help, &labels, offset as f64);

@@ -4,6 +4,7 @@
 
 use super::coordinator::{Coordinator, Formed, JoinRequest, Refusal, Share};
 use super::queue_locks::QueueLocks;
+use crate::protocol::groups::{GroupDescription, GroupListing};
 use crate::protocol::messages::{self as msg, Assignment, GroupOffset, Membership, QueueLocking, QueueRef};
 use crate::protocol::ErrorCode;
 use crate::server::core::{Core, Failure};
@@ -52,6 +53,33 @@ impl Groups {
         self.core.home(&c.queue)?;
         self.coordinator.borrow().may_commit(&c.member, &c.queue.topic, c.queue.queue)?;
         self.core.commit_offset(&c.member.group, &c.queue.topic, c.queue.queue, c.offset).await
+    }
+
+    /// The groups this shard coordinates: those with members, and those
+    /// with committed offsets only (Empty); never the broker's own cursors.
+    pub fn list(&self) -> Vec<GroupListing> {
+        let mut groups = self.coordinator.borrow().list();
+        for ((group, _, _), _) in self.core.offsets().consumers() {
+            if !groups.iter().any(|g| g.group == group) {
+                groups.push(GroupListing { group, state: "Empty".into(), members: 0 });
+            }
+        }
+        groups.sort_by(|a, b| a.group.cmp(&b.group));
+        groups
+    }
+
+    /// A group's state, members and committed offsets (an unknown group: Empty, with none).
+    pub fn describe(&self, group: &str) -> GroupDescription {
+        let described = self.coordinator.borrow().describe(group);
+        let mut d = described.unwrap_or_else(|| GroupDescription {
+            group: group.to_string(),
+            state: "Empty".into(),
+            ..GroupDescription::default()
+        });
+        let offsets = self.core.offsets().consumers().into_iter().filter(|((g, _, _), _)| g == group);
+        d.offsets = offsets.map(|((_, topic, queue), offset)| (topic, queue, offset)).collect();
+        d.offsets.sort();
+        d
     }
 
     /// The group's committed offset of the queue (`NO_OFFSET` if none).

@@ -9,6 +9,7 @@
 //! Pure state driven by `now_ms`, so tests drive the clock; the handler
 //! parks join and sync requests until their answer is ready.
 
+use crate::protocol::groups::{GroupDescription, GroupListing, MemberDescription};
 use crate::protocol::messages::{Assignment, Membership};
 use crate::protocol::ErrorCode;
 use std::collections::{BTreeMap, HashMap};
@@ -52,6 +53,7 @@ pub struct Share {
 }
 
 struct Member {
+    client_id: String,
     protocols: Vec<(String, Vec<u8>)>,
     session_timeout_ms: u64,
     rebalance_timeout_ms: u64,
@@ -67,6 +69,18 @@ struct Member {
 impl Member {
     fn speaks(&self, protocol: &str) -> bool {
         self.protocols.iter().any(|(name, _)| name == protocol)
+    }
+}
+
+impl Phase {
+    /// The state's name, as Kafka's tools print a group's.
+    fn name(self) -> &'static str {
+        match self {
+            Phase::Empty => "Empty",
+            Phase::Joining { .. } => "PreparingRebalance",
+            Phase::Syncing => "CompletingRebalance",
+            Phase::Stable => "Stable",
+        }
     }
 }
 
@@ -101,6 +115,36 @@ pub struct Coordinator {
 }
 
 impl Coordinator {
+    /// Every group with members: name, state, member count.
+    pub fn list(&self) -> Vec<GroupListing> {
+        let listing = |(name, g): (&String, &Group)| GroupListing {
+            group: name.clone(),
+            state: g.phase.name().into(),
+            members: g.members.len() as u32,
+        };
+        self.groups.iter().map(listing).collect()
+    }
+
+    /// A group's state and members (offsets are the caller's to add); None if it has no members.
+    pub fn describe(&self, group: &str) -> Option<GroupDescription> {
+        let g = self.groups.get(group)?;
+        let members = g.members.iter().map(|(id, m)| MemberDescription {
+            member: id.clone(),
+            client_id: m.client_id.clone(),
+            assignment: m.assignment.as_ref().map(|s| s.queues.clone()).unwrap_or_default(),
+        });
+        Some(GroupDescription {
+            group: group.to_string(),
+            state: g.phase.name().into(),
+            protocol_type: g.protocol_type.clone(),
+            protocol: g.protocol.clone(),
+            generation: g.generation,
+            leader: g.leader.clone(),
+            members: members.collect(),
+            offsets: Vec::new(),
+        })
+    }
+
     /// Adds or refreshes a member and starts a rebalance if none is under
     /// way; returns the member id. Its answer comes from [`Coordinator::joined`].
     pub fn join(&mut self, group: &str, req: JoinRequest, now_ms: u64) -> Result<String, Refusal> {
@@ -126,6 +170,7 @@ impl Coordinator {
         g.check_protocols(group, &id, &req)?;
         g.protocol_type = req.protocol_type;
         let member = Member {
+            client_id: req.client_id,
             protocols: req.protocols,
             session_timeout_ms: u64::from(req.session_timeout_ms),
             rebalance_timeout_ms: u64::from(req.rebalance_timeout_ms),

@@ -22,6 +22,11 @@ pub fn visible(core: &Core, principal: &Principal, name: &str) -> bool {
     principal.allows(core, Describe, topic(name))
 }
 
+/// Whether the principal sees consumer group `name` in a listing (Describe).
+pub fn visible_group(core: &Core, principal: &Principal, name: &str) -> bool {
+    principal.allows(core, Describe, group(name))
+}
+
 /// Calls `need` with every (operation, resource) the request asks for.
 fn needs(request: &Request, need: &mut dyn FnMut(Operation, Resource) -> Result<(), Failure>) -> Result<(), Failure> {
     match request {
@@ -58,5 +63,8 @@ fn needs(request: &Request, need: &mut dyn FnMut(Operation, Resource) -> Result<
             need(Alter, cluster())
         }
         Request::ListUsers | Request::ListAcls(_) | Request::ListQuotas => need(Describe, cluster()),
+        // Listed groups are filtered; a described one must be describable.
+        Request::ListGroups => Ok(()),
+        Request::DescribeGroup(g) => need(Describe, group(g)),
     }
 }

@@ -7,6 +7,7 @@
 
 use super::{authorize, Services};
 use crate::protocol::frame::{self, RequestHeader};
+use crate::protocol::groups::encode_listings;
 use crate::protocol::messages::{self as msg, Assignment, Joined};
 use crate::protocol::request::Request;
 use crate::protocol::security::{encode_acls, encode_quotas};
@@ -56,6 +57,14 @@ impl Caller {
     fn sees(&self, core: &Core, topic: &str) -> bool {
         match self {
             Caller::Client(principal) => authorize::visible(core, principal, topic),
+            Caller::Shard => true,
+        }
+    }
+
+    /// Whether the caller sees consumer group `group` in a listing.
+    fn sees_group(&self, core: &Core, group: &str) -> bool {
+        match self {
+            Caller::Client(principal) => authorize::visible_group(core, principal, group),
             Caller::Shard => true,
         }
     }
@@ -358,6 +367,12 @@ async fn serve_request(s: &Services, request: Request<'_>, frame: &[u8], caller:
             auth::admin::change(core, AccountsChange::Quota(entry)).await?;
         }
         Request::ListQuotas => encode_quotas(&auth::admin::quotas(core), &mut w),
+        Request::ListGroups => {
+            // This shard's groups only: a client asks every shard (`Client::list_groups`).
+            let mut groups = s.groups.list();
+            groups.retain(|g| caller.sees_group(core, &g.group));
+            encode_listings(&groups, &mut w);
+        }
         Request::SaslHandshake(_) | Request::SaslAuthenticate(_) => {
             return Err(Failure::invalid("SASL requests are served by the connection, not forwarded"));
         }
@@ -373,7 +388,8 @@ async fn serve_request(s: &Services, request: Request<'_>, frame: &[u8], caller:
         | Request::Heartbeat { .. }
         | Request::LeaveGroup(_)
         | Request::LockQueues(_)
-        | Request::UnlockQueues(_) => unreachable!("group requests are served above"),
+        | Request::UnlockQueues(_)
+        | Request::DescribeGroup(_) => unreachable!("group requests are served above"),
     }
     Ok(Reply::Body(w.buf))
 }
@@ -435,6 +451,7 @@ async fn serve_group(s: &Services, request: Request<'_>, w: &mut Writer) -> Resu
             groups.heartbeat(&member, Duration::from_millis(u64::from(wait_ms))).await?;
         }
         Request::LeaveGroup(who) => groups.leave(&who)?,
+        Request::DescribeGroup(group) => groups.describe(&group).encode(w),
         other => unreachable!("{other:?} is not a group request"),
     }
     Ok(())
