@@ -52,6 +52,8 @@ enum Command {
         #[command(subcommand)]
         action: cli::groups::GroupAction,
     },
+    /// A message's timeline: sent, stored, delivered, committed, retried, dead-lettered (topics the broker traces).
+    Trace(cli::trace::TraceArgs),
     /// Inspect a consumer group's dead letters and send them back to their topics.
     Dlq {
         #[command(subcommand)]
@@ -232,6 +234,12 @@ struct ServeArgs {
     /// Serve the admin HTTP listener on this address (shard 0): /metrics and /public_metrics (Prometheus), /healthz, /readyz, the web console at /
     #[arg(long)]
     admin_listen: Option<std::net::SocketAddr>,
+    /// Trace every message of these topics (comma-separated; * for all): send, store, deliver, commit, retry, dead-letter events in topic %TRACE; `ringmq trace ID` prints them
+    #[arg(long)]
+    trace_topics: Option<String>,
+    /// Also trace this fraction (0..1) of every topic's messages, picked by message id
+    #[arg(long)]
+    trace_sample_rate: Option<f64>,
     /// Batches each shard remembers so that a client's retry of one (the same bytes) is answered with where it was stored, not stored twice (0: off)
     #[arg(long)]
     idempotence_window: Option<usize>,
@@ -407,6 +415,9 @@ impl ServeArgs {
             self.max_connections_per_ip.or(file.max_connections_per_ip).unwrap_or(cfg.max_connections_per_ip);
         cfg.kafka_listen = self.kafka_listen.or(file.kafka_listen);
         cfg.admin_listen = self.admin_listen.or(file.admin_listen);
+        let trace_topics = self.trace_topics.clone().or(file.trace_topics.clone()).unwrap_or_default();
+        let sample_rate = self.trace_sample_rate.or(file.trace_sample_rate).unwrap_or(0.0);
+        cfg.trace = server::TraceConfig::new(&trace_topics, sample_rate)?;
         cfg.idempotence_window = self.idempotence_window.or(file.idempotence_window).unwrap_or(cfg.idempotence_window);
         let millis = |flag: Option<u64>, file: Option<u64>, default: Duration| {
             flag.or(file).map_or(default, Duration::from_millis)
@@ -758,6 +769,7 @@ fn main() -> ExitCode {
         Command::Acl { action } => cli::acls::run(action),
         Command::Quota { action } => cli::quotas::run(action),
         Command::Group { action } => cli::groups::run(action),
+        Command::Trace(args) => cli::trace::run(args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

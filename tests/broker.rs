@@ -416,7 +416,7 @@ fn fetch_many_parks_until_any_queue_has_data_and_fails_only_the_bad_entries() {
     };
     let request = |max_wait_ms: u32, entries: Vec<Fetch>| {
         let mut w = Writer::default();
-        FetchMany { max_wait_ms, entries }.encode(&mut w);
+        FetchMany { max_wait_ms, entries, consumer: None }.encode(&mut w);
         w.buf
     };
     let mut raw = Raw::connect(&broker.addrs[shards[0] as usize]);

@@ -122,7 +122,10 @@ fn a_parking_request_whose_body_does_not_decode_is_answered_at_once() {
     // connection's 10 s read timeout: holding any of them fails the read.
     let cases: Vec<(ApiKey, Vec<u8>)> = vec![
         (ApiKey::Fetch, body(|w| fetch(60_000).encode(w))),
-        (ApiKey::FetchMany, body(|w| FetchMany { max_wait_ms: 60_000, entries: vec![fetch(0)] }.encode(w))),
+        (
+            ApiKey::FetchMany,
+            body(|w| FetchMany { max_wait_ms: 60_000, entries: vec![fetch(0)], consumer: None }.encode(w)),
+        ),
         (ApiKey::Heartbeat, heartbeat(60_000)),
         (ApiKey::PollChecks, poll_checks(60_000)),
     ];
@@ -147,7 +150,11 @@ fn a_wait_above_the_broker_maximum_is_refused() {
     };
     let cases: Vec<(ApiKey, Vec<u8>, &str)> = vec![
         (ApiKey::Fetch, body(|w| fetch(1001).encode(w)), "max_fetch_wait of 1000 ms"),
-        (ApiKey::FetchMany, body(|w| FetchMany { max_wait_ms: 1001, entries: vec![] }.encode(w)), "max_fetch_wait"),
+        (
+            ApiKey::FetchMany,
+            body(|w| FetchMany { max_wait_ms: 1001, entries: vec![], consumer: None }.encode(w)),
+            "max_fetch_wait",
+        ),
         (ApiKey::PollChecks, poll_checks(1001), "max_fetch_wait"),
         (ApiKey::Heartbeat, heartbeat(2001), "max_group_wait of 2000 ms"),
         (ApiKey::JoinGroup, join(2001, 1000), "session timeout"),

@@ -10,7 +10,7 @@ use ringmq::protocol::{ApiKey, Reader};
 fuzz_target!(|data: &[u8]| {
     let Some((&pick, body)) = data.split_first() else { return };
     let api = ApiKey::ALL[usize::from(pick) % ApiKey::ALL.len()];
-    let _ = Request::decode(api, body);
+    let _ = Request::decode(api, u16::from(pick >> 7), body);
     let _ = msg::MetadataResponse::decode(&mut Reader::new(body));
     let _ = msg::decode_produced(&mut Reader::new(body));
     let _ = msg::decode_produced_many(&mut Reader::new(body));

@@ -3,4 +3,5 @@
 pub mod acls;
 pub mod groups;
 pub mod quotas;
+pub mod trace;
 pub mod users;

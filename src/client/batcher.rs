@@ -288,7 +288,8 @@ impl Batcher {
         }
         let f = InFlight { shard, sent: Instant::now(), entries };
         self.inflight.lock().expect("inflight lock").insert(seq, f);
-        let e = self.client.send_queue(&topic, queue, ApiKey::ProduceMany, &w.buf, Some((reply_to, seq))).err()?;
+        let e =
+            self.client.send_queue((&topic, queue), (ApiKey::ProduceMany, 0), &w.buf, Some((reply_to, seq))).err()?;
         let f = self.inflight.lock().expect("inflight lock").remove(&seq)?;
         for entry in &f.entries {
             if let Some(n) = b.in_flight.get_mut(&entry.key) {

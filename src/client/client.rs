@@ -192,16 +192,15 @@ impl Client {
         self.retrying(|| self.call_addr(&self.owner(topic, queue)?, api, body))
     }
 
-    /// Sends a request about one queue without waiting; the reply goes to `reply_to`.
+    /// Sends a request (`api` at `version`) about one queue without waiting; the reply goes to `reply_to`.
     pub fn send_queue(
         &self,
-        topic: &str,
-        queue: u32,
-        api: ApiKey,
+        (topic, queue): (&str, u32),
+        (api, version): (ApiKey, u16),
         body: &[u8],
         reply_to: Option<ReplyTo>,
     ) -> Result<(), ClientError> {
-        self.connection(&self.owner(topic, queue)?)?.send(api as u16, body, reply_to)
+        self.connection(&self.owner(topic, queue)?)?.send((api as u16, version), body, reply_to)
     }
 
     /// Runs `f`, retrying retriable failures after a pause and a metadata refresh.

@@ -104,10 +104,10 @@ impl Connection {
         self.alive.load(Ordering::Relaxed)
     }
 
-    /// Sends a request; its reply, if one is expected, goes to `reply_to`.
-    pub fn send(&self, api: u16, body: &[u8], reply_to: Option<ReplyTo>) -> Result<(), ClientError> {
+    /// Sends a request (`api` at `version`); its reply, if one is expected, goes to `reply_to`.
+    pub fn send(&self, (api, version): (u16, u16), body: &[u8], reply_to: Option<ReplyTo>) -> Result<(), ClientError> {
         let corr = self.next_corr.fetch_add(1, Ordering::Relaxed).max(1);
-        let request = frame::request(api, 0, corr, body);
+        let request = frame::request(api, version, corr, body);
         if request.len() - 4 > self.max_frame_bytes {
             return Err(ClientError::Invalid(format!(
                 "request of {} bytes exceeds the frame limit {}",
@@ -130,7 +130,7 @@ impl Connection {
     /// Sends a request and waits for its reply.
     pub fn call(&self, api: u16, body: &[u8], timeout: Duration) -> Result<Reply, ClientError> {
         let (tx, rx) = mpsc::channel();
-        self.send(api, body, Some((tx, 0)))?;
+        self.send((api, 0), body, Some((tx, 0)))?;
         match rx.recv_timeout(timeout) {
             Ok((_, reply)) => reply,
             Err(_) => Err(ClientError::Timeout { addr: self.addr.clone(), timeout_ms: timeout.as_millis() as u64 }),

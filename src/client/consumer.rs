@@ -356,12 +356,16 @@ impl Consumer {
             })
             .collect();
         let mut w = Writer::default();
-        FetchMany { max_wait_ms: wait_ms, entries }.encode(&mut w);
+        // Naming the group and member lets the broker trace deliveries (version 1).
+        let consumer =
+            self.group.as_ref().map(|g| (g.clone(), self.membership().map(|m| m.member).unwrap_or_default()));
+        let request = FetchMany { max_wait_ms: wait_ms, entries, consumer };
+        request.encode(&mut w);
         let id = self.next_request;
         self.next_request = (self.next_request + 1) & u64::from(u32::MAX);
         let (topic, queue) = (self.assigned[indices[0]].topic.clone(), self.assigned[indices[0]].queue);
         let reply_to = (self.replies.0.clone(), self.epoch << 32 | id);
-        self.client.send_queue(&topic, queue, ApiKey::FetchMany, &w.buf, Some(reply_to))?;
+        self.client.send_queue((&topic, queue), (ApiKey::FetchMany, request.version()), &w.buf, Some(reply_to))?;
         for &i in &indices {
             self.assigned[i].fetching = true;
         }

@@ -21,6 +21,7 @@ mod push_consumer;
 mod quotas;
 mod sasl;
 mod tls;
+mod trace;
 mod transaction;
 mod users;
 

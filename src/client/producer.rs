@@ -249,9 +249,8 @@ impl Producer {
         let id = message.id.unwrap_or_else(|| self.ids.next_id());
         let batch = build_batch(&[(id, message)]);
         self.client.send_queue(
-            topic,
-            queue,
-            ApiKey::Produce,
+            (topic, queue),
+            (ApiKey::Produce, 0),
             &produce_body(topic, queue, msg::ACKS_NONE, &batch),
             None,
         )?;

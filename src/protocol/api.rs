@@ -76,7 +76,11 @@ wire_enum! {
 impl ApiKey {
     /// Versions this broker speaks: (min, max).
     pub fn versions(self) -> (u16, u16) {
-        (0, 0)
+        match self {
+            // Version 1 names the consumer group and member (message traces).
+            ApiKey::FetchMany => (0, 1),
+            _ => (0, 0),
+        }
     }
 }
 

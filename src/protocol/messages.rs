@@ -248,34 +248,51 @@ impl<'a> Fetched<'a> {
     }
 }
 
+/// The internal topic message-trace events are written to, each keyed by
+/// its message's id in hex and valued a JSON object (docs/PROTOCOL.md).
+pub const TRACE_TOPIC: &str = "%TRACE";
+
 /// FetchMany request: one long poll over several queues of one shard (a
 /// consumer's queues there). It is answered as soon as any queue has data,
-/// with every queue's data, or after `max_wait_ms` with none.
+/// with every queue's data, or after `max_wait_ms` with none. Version 1
+/// names the consumer (group and member) the messages go to, for traces.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct FetchMany {
     pub max_wait_ms: u32,
     /// Each entry's `max_wait_ms` is ignored.
     pub entries: Vec<Fetch>,
+    /// The consumer group and member fetching (version 1; None: version 0).
+    pub consumer: Option<(String, String)>,
 }
 
 impl FetchMany {
+    /// The version `encode` writes: 1 when it names its consumer.
+    pub fn version(&self) -> u16 {
+        u16::from(self.consumer.is_some())
+    }
+
     pub fn encode(&self, w: &mut Writer) {
-        w.u32(self.max_wait_ms).u32(self.entries.len() as u32);
+        w.u32(self.max_wait_ms);
+        if let Some((group, member)) = &self.consumer {
+            w.string(group).string(member);
+        }
+        w.u32(self.entries.len() as u32);
         for f in &self.entries {
             f.queue.encode(w);
             w.u64(f.offset).u32(f.max_bytes).string(&f.tags);
         }
     }
 
-    pub fn decode(r: &mut Reader) -> Result<Self, DecodeError> {
+    pub fn decode(r: &mut Reader, version: u16) -> Result<Self, DecodeError> {
         let max_wait_ms = r.u32()?;
+        let consumer = if version >= 1 { Some((r.string()?, r.string()?)) } else { None };
         let entries = (0..r.count(20)?)
             .map(|_| {
                 let queue = QueueRef::decode(r)?;
                 Ok(Fetch { queue, offset: r.u64()?, max_bytes: r.u32()?, max_wait_ms: 0, tags: r.string()? })
             })
             .collect::<Result<_, _>>()?;
-        Ok(FetchMany { max_wait_ms, entries })
+        Ok(FetchMany { max_wait_ms, entries, consumer })
     }
 }
 

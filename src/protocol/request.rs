@@ -56,8 +56,9 @@ pub enum Request<'a> {
 }
 
 impl<'a> Request<'a> {
-    /// Decodes the body of an `api` request; trailing bytes are an error.
-    pub fn decode(api: ApiKey, body: &'a [u8]) -> Result<Request<'a>, DecodeError> {
+    /// Decodes the body of an `api` request at `version` (one it speaks,
+    /// checked by the caller); trailing bytes are an error.
+    pub fn decode(api: ApiKey, version: u16, body: &'a [u8]) -> Result<Request<'a>, DecodeError> {
         let mut r = Reader::new(body);
         let request = match api {
             ApiKey::ApiVersions => Request::ApiVersions,
@@ -84,7 +85,7 @@ impl<'a> Request<'a> {
             ApiKey::EndTransaction => Request::EndTransaction(Transactional::decode(&mut r)?),
             ApiKey::PollChecks => Request::PollChecks { group: r.string()?, wait_ms: r.u32()? },
             ApiKey::ProduceMany => Request::ProduceMany(ProduceMany::decode(&mut r)?),
-            ApiKey::FetchMany => Request::FetchMany(FetchMany::decode(&mut r)?),
+            ApiKey::FetchMany => Request::FetchMany(FetchMany::decode(&mut r, version)?),
             ApiKey::ReplicaFetch => Request::ReplicaFetch(ReplicaFetch::decode(&mut r)?),
             ApiKey::SaslHandshake => Request::SaslHandshake(r.string()?),
             ApiKey::SaslAuthenticate => Request::SaslAuthenticate(r.bytes()?),
@@ -198,19 +199,19 @@ mod tests {
             w.string("g").u32(5);
         });
         for (api, good) in [(ApiKey::Produce, produce), (ApiKey::Heartbeat, heartbeat), (ApiKey::PollChecks, poll)] {
-            assert!(Request::decode(api, &good).is_ok(), "{api:?} decodes");
+            assert!(Request::decode(api, 0, &good).is_ok(), "{api:?} decodes");
             let mut long = good.clone();
             long.push(0);
-            assert_eq!(Request::decode(api, &long), Err(DecodeError("trailing bytes after the body")), "{api:?}");
+            assert_eq!(Request::decode(api, 0, &long), Err(DecodeError("trailing bytes after the body")), "{api:?}");
         }
-        assert!(Request::decode(ApiKey::ApiVersions, &[0]).is_err(), "an empty body means empty");
+        assert!(Request::decode(ApiKey::ApiVersions, 0, &[0]).is_err(), "an empty body means empty");
     }
 
     proptest::proptest! {
         /// Whatever a client sends, every API's decoder answers Ok or Err.
         #[test]
         fn no_body_makes_a_decoder_panic(api in 0..ApiKey::ALL.len(), bytes in proptest::collection::vec(proptest::num::u8::ANY, 0..256)) {
-            let _ = Request::decode(ApiKey::ALL[api], &bytes);
+            let _ = Request::decode(ApiKey::ALL[api], 0, &bytes);
         }
 
         /// Short counts and lengths inside an otherwise plausible body are refused, not trusted.
@@ -219,8 +220,8 @@ mod tests {
             let queue = QueueRef { topic: "topic".into(), queue: 3 };
             let good = body(|w| Produce { queue, acks: ACKS_DURABLE, batches: vec![&[7; 80], b"ab"] }.encode(w));
             let keep = good.len().saturating_sub(cut);
-            proptest::prop_assert!(Request::decode(ApiKey::Produce, &good[..keep]).is_err());
-            let _ = Request::decode(ApiKey::ALL[api], &good[..keep]);
+            proptest::prop_assert!(Request::decode(ApiKey::Produce, 0, &good[..keep]).is_err());
+            let _ = Request::decode(ApiKey::ALL[api], 0, &good[..keep]);
         }
     }
 }

@@ -31,6 +31,7 @@ pub use self::core::placement;
 pub use self::core::replication::{
     ClusterRole, FollowerReport, InSyncReport, IsrLink, Lead, ReplicationConfig, ReplicationMode,
 };
+pub use self::core::trace::TraceConfig;
 pub use self::core::Failure;
 
 use self::core::clock::Clock;

@@ -191,6 +191,9 @@ fn start_tasks(s: &Rc<Services>, listener: TcpListener) {
         }
     }
     start_admin(core);
+    if core.trace().is_on() {
+        tasks.spawn("trace writer", Death::Logged, core.clone().write_traces());
+    }
     tasks.spawn("group sessions", Death::Fatal, s.groups.clone().tick_loop());
     levels::start(core);
     s.timer.start();

@@ -42,13 +42,24 @@ const LOGGED_MAX: usize = 1024;
 #[derive(Debug, Default)]
 pub struct Principal {
     user: Option<std::rc::Rc<str>>,
+    /// The connection's client address.
+    peer: Option<std::net::SocketAddr>,
     logged: RefCell<HashSet<(Operation, ResourceType, String)>>,
 }
 
 impl Principal {
-    /// The principal of a connection authenticated as `user` (None: anonymous).
-    pub fn new(user: Option<std::rc::Rc<str>>) -> Principal {
-        Principal { user, logged: RefCell::default() }
+    /// The principal of a connection from `peer` authenticated as `user` (None: anonymous).
+    pub fn new(user: Option<std::rc::Rc<str>>, peer: Option<std::net::SocketAddr>) -> Principal {
+        Principal { user, peer, logged: RefCell::default() }
+    }
+
+    /// Who the client is, as traces name it: `user@address`, or the address.
+    pub fn client(&self) -> String {
+        let peer = self.peer.map_or_else(|| "?".to_string(), |p| p.to_string());
+        match &self.user {
+            Some(user) => format!("{user}@{peer}"),
+            None => peer,
+        }
     }
 
     pub fn user(&self) -> Option<&str> {

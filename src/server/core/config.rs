@@ -22,6 +22,8 @@ pub struct ServerConfig {
     pub kafka_listen: Option<SocketAddr>,
     /// The admin HTTP listener (metrics, health, console), served by shard 0; None: off.
     pub admin_listen: Option<SocketAddr>,
+    /// Which messages the broker traces (off by default).
+    pub trace: super::trace::TraceConfig,
     /// Longest an admin HTTP client may take to send its request, and a scrape to gather every shard's metrics.
     pub admin_timeout: Duration,
     /// Flush policy of topics created without one.
@@ -140,6 +142,7 @@ impl ServerConfig {
             kafka_listen: None,
             admin_listen: None,
             admin_timeout: Duration::from_secs(10),
+            trace: super::trace::TraceConfig::default(),
             default_flush: storage.default_flush_policy,
             segment_bytes: storage.segment_bytes,
             cache_bytes: storage.cache_bytes,

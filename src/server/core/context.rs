@@ -13,6 +13,7 @@ use super::offsets::Offsets;
 use super::replication::Replication;
 use super::stall::StallStats;
 use super::tasks::Tasks;
+use super::trace::Trace;
 use super::traffic::Traffic;
 use crate::security::acl::Acls;
 use crate::security::quota::Quotas;
@@ -54,6 +55,8 @@ pub struct Core {
     traffic: Traffic,
     /// The features' metric probes.
     probes: Registry,
+    /// Message trace events waiting to be written.
+    trace: Trace,
 }
 
 /// What this shard does in its broker group.
@@ -86,6 +89,7 @@ impl Core {
     pub fn new(p: Parts) -> Rc<Core> {
         assert_eq!(p.addrs.len(), p.mesh.peers(), "one address per shard");
         assert!(p.id < p.mesh.peers(), "shard {} of {}", p.id, p.mesh.peers());
+        let trace = Trace::new(p.config.trace.clone());
         Rc::new(Core {
             id: p.id,
             config: p.config,
@@ -107,6 +111,7 @@ impl Core {
             connections: Rc::default(),
             traffic: Traffic::default(),
             probes: Registry::default(),
+            trace,
         })
     }
 
@@ -134,6 +139,11 @@ impl Core {
     /// Client produces and fetches by API and topic.
     pub fn traffic(&self) -> &Traffic {
         &self.traffic
+    }
+
+    /// Message trace of this shard.
+    pub fn trace(&self) -> &Trace {
+        &self.trace
     }
 
     /// The features' metric probes (each registers its own).

@@ -34,6 +34,8 @@ pub enum Call {
     Metrics,
     /// Say whether this shard serves fully (readiness).
     Health,
+    /// A traced group committed `offset` of a queue this shard owns.
+    TraceCommit { group: String, member: String, queue: QueueRef, offset: u64 },
 }
 
 /// The answer to a [`Call`].
@@ -92,10 +94,7 @@ impl Mesh {
 
     /// Makes `metadata` current on `shard`.
     pub async fn apply_metadata(&self, shard: usize, metadata: Metadata) -> Result<(), Failure> {
-        match self.call(shard, Call::Metadata(metadata)).await? {
-            Answer::Applied => Ok(()),
-            other => Err(unexpected(&other)),
-        }
+        self.call_applied(shard, Call::Metadata(metadata)).await
     }
 
     /// Appends `batch` to `queue` on `shard`, its owner.
@@ -119,6 +118,14 @@ impl Mesh {
     pub async fn metrics(&self, shard: usize) -> Result<Vec<Family>, Failure> {
         match self.call(shard, Call::Metrics).await? {
             Answer::Metrics(families) => Ok(families),
+            other => Err(unexpected(&other)),
+        }
+    }
+
+    /// Makes `shard` apply `call` (answered `Applied`).
+    pub async fn call_applied(&self, shard: usize, call: Call) -> Result<(), Failure> {
+        match self.call(shard, call).await? {
+            Answer::Applied => Ok(()),
             other => Err(unexpected(&other)),
         }
     }

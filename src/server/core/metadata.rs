@@ -202,9 +202,12 @@ pub fn spread_hash(name: &str) -> u32 {
     name.bytes().fold(0u32, |h, b| h.wrapping_mul(31).wrapping_add(u32::from(b)))
 }
 
-/// Checks a topic name: 1-200 characters of [A-Za-z0-9._-], or a group's
-/// retry or dead-letter topic (`%RETRY%group`, `%DLQ%group`).
+/// Checks a topic name: 1-200 characters of [A-Za-z0-9._-], a group's
+/// retry or dead-letter topic (`%RETRY%group`, `%DLQ%group`), or the trace topic.
 pub fn valid_topic_name(name: &str) -> bool {
+    if name == crate::protocol::messages::TRACE_TOPIC {
+        return true;
+    }
     let plain = name.strip_prefix("%RETRY%").or_else(|| name.strip_prefix("%DLQ%")).unwrap_or(name);
     valid_plain_name(plain)
 }
@@ -293,6 +296,7 @@ mod tests {
         assert!(!valid_topic_name(&"x".repeat(201)));
         assert!(valid_topic_name("%RETRY%billing") && valid_topic_name("%DLQ%billing"));
         assert!(!valid_topic_name("%RETRY%") && !valid_topic_name("%OTHER%x") && !valid_topic_name("%DLQ%a b"));
+        assert!(valid_topic_name("%TRACE") && !valid_topic_name("%TRACE2"));
     }
 
     proptest::proptest! {

@@ -28,6 +28,7 @@ pub mod stall;
 pub mod stream;
 pub mod tasks;
 pub mod topics;
+pub mod trace;
 pub mod traffic;
 
 pub use context::Core;

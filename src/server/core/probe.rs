@@ -20,6 +20,7 @@ impl Core {
         out.gauge("ringmq_stall_longest_seconds", help, &[], stalls.longest().as_secs_f64());
         self.connections().collect(&mut out);
         self.traffic().collect(&self.metadata(), &mut out);
+        self.trace().collect(&mut out);
         queues_and_offsets(self, &mut out);
         if let ShardRole::Leader(replication) = self.role() {
             replication.collect(self.storage(), &mut out);

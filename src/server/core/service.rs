@@ -158,6 +158,7 @@ impl Core {
             Call::DeleteTopic(name) => Answer::Changed(self.delete_topic(&name).await),
             Call::Metrics => Answer::Metrics(self.collect_metrics()),
             Call::Health => Answer::Health(self.trouble()),
+            commit @ Call::TraceCommit { .. } => self.serve_trace_commit(commit),
         }
     }
 }

@@ -69,15 +69,19 @@ pub async fn send_back(
         core.append(&QueueRef { topic: dlq, queue }, &copy.dead_letter).await?;
         tracing::info!(group = %req.group, times = copy.times, "message moved to the dead-letter topic");
         counts.count(&req.group, true);
+        core.trace_sent_back(&req.queue.topic, copy.id, &req.group, copy.times, 0, true);
         return Ok(SentBack { dead_lettered: true, reconsume_times: copy.times, due_ms: 0 });
     }
     core.storage().append(delay_level(copy.level), &copy.retry).await?;
     counts.count(&req.group, false);
+    core.trace_sent_back(&req.queue.topic, copy.id, &req.group, copy.times, copy.due_ms, false);
     Ok(SentBack { dead_lettered: false, reconsume_times: copy.times, due_ms: copy.due_ms })
 }
 
 /// A failed message's copies: for the retry schedule and for the dead-letter topic.
 struct Copy {
+    /// The message's id (its copies keep it).
+    id: [u8; 16],
     times: u32,
     level: u32,
     due_ms: u64,
@@ -104,5 +108,5 @@ fn copy_back(core: &Core, req: &SendBack, level: u32, retry: &QueueRef, record: 
     let keep = |name: &[u8]| set.iter().all(|(n, _)| *n != name);
     let dead_letter = stamp::rebuilt(record, now as i64, &set, keep);
     let retry = stamp::stamped(record, now, Destination { due_ms, topic: &retry.topic, queue: retry.queue }, &set);
-    Ok(Copy { times, level, due_ms, retry, dead_letter })
+    Ok(Copy { id: record.message_id, times, level, due_ms, retry, dead_letter })
 }

@@ -52,7 +52,9 @@ impl Groups {
         // An offset of a queue that does not exist would be stored for nothing.
         self.core.home(&c.queue)?;
         self.coordinator.borrow().may_commit(&c.member, &c.queue.topic, c.queue.queue)?;
-        self.core.commit_offset(&c.member.group, &c.queue.topic, c.queue.queue, c.offset).await
+        self.core.commit_offset(&c.member.group, &c.queue.topic, c.queue.queue, c.offset).await?;
+        self.core.trace_committed(&c.member.group, &c.member.member, &c.queue, c.offset).await;
+        Ok(())
     }
 
     /// The groups this shard coordinates: those with members, and those

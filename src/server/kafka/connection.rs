@@ -58,9 +58,10 @@ type Pending = Task<anyhow::Result<Outcome>>;
 type Reader = BufReader<futures_lite::io::ReadHalf<Stream>>;
 
 async fn serve(s: Rc<Services>, tcp: TcpStream) {
+    let peer = tcp.peer_addr().ok();
     let Some(stream) = Stream::accept_on(&s.core, tcp, "kafka").await else { return };
     let mut session = Session::new(stream.is_tls(), stream.certificate_user());
-    let mut principal = Rc::new(Principal::new(session.principal()));
+    let mut principal = Rc::new(Principal::new(session.principal(), peer));
     let (reader, writer) = futures_lite::io::split(stream);
     let mut reader = BufReader::with_capacity(READ_BUFFER_BYTES, reader);
     let (pending, answers) = local_channel::new_bounded(s.core.config().max_inflight_per_connection.max(1));
@@ -75,7 +76,7 @@ async fn serve(s: Rc<Services>, tcp: TcpStream) {
             }
             Ok(frame) => {
                 if principal.user() != session.principal().as_deref() {
-                    principal = Rc::new(Principal::new(session.principal()));
+                    principal = Rc::new(Principal::new(session.principal(), peer));
                 }
                 next_request(&s, &mut session, &principal, &mut bare_tokens, frame).await
             }

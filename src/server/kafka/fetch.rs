@@ -33,6 +33,7 @@ struct Asked {
 }
 
 pub async fn fetch(core: &Core, principal: &Principal, request: &FetchRequest) -> FetchResponse {
+    let consumer = if core.trace().is_on() { format!("kafka:{}", principal.client()) } else { String::new() };
     let mut asked = Vec::new();
     for (topic, t) in request.topics.iter().enumerate() {
         let allowed = permitted(core, principal, Operation::Read, authorizer::topic(&t.topic), TOPIC_REFUSED);
@@ -68,6 +69,7 @@ pub async fn fetch(core: &Core, principal: &Principal, request: &FetchRequest) -
                 Ok(read) => {
                     let messages = read.next_offset().saturating_sub(f.offset);
                     let (start, end, batches) = read.into_parts();
+                    core.trace_delivered(&f.queue, &batches, f.offset, "", &consumer);
                     let tally = Tally { messages, bytes: batches.len() as u64, failed: false };
                     core.count_traffic(Direction::Fetch, "kafka_Fetch", name, tally);
                     data.with_high_watermark(end as i64)

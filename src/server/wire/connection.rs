@@ -120,9 +120,10 @@ impl Writer {
 }
 
 async fn serve(s: Rc<Services>, tcp: TcpStream) {
+    let peer = tcp.peer_addr().ok();
     let Some(stream) = Stream::accept_on(&s.core, tcp, "native").await else { return };
     let mut session = Session::new(stream.is_tls(), stream.certificate_user());
-    let mut principal = Rc::new(Principal::new(session.principal()));
+    let mut principal = Rc::new(Principal::new(session.principal(), peer));
     let (reader, writer) = futures_lite::io::split(stream);
     let mut reader = BufReader::with_capacity(READ_BUFFER_BYTES, reader);
     let writer =
@@ -184,7 +185,7 @@ async fn serve(s: Rc<Services>, tcp: TcpStream) {
             continue;
         }
         if principal.user() != session.principal().as_deref() {
-            principal = Rc::new(Principal::new(session.principal()));
+            principal = Rc::new(Principal::new(session.principal(), peer));
         }
         let caller = dispatch::Caller::Client(principal.clone());
         let is_produce = matches!(api, Some(ApiKey::Produce | ApiKey::ProduceMany));

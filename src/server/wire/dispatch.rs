@@ -105,7 +105,7 @@ async fn respond(s: &Services, frame: Vec<u8>, caller: &Caller) -> (Option<Vec<u
         return (Some(frame::response(corr, ErrorCode::UnsupportedVersion, &m, &[])), Some(api));
     }
     let mut throttle = Duration::ZERO;
-    let mut response = match serve(s, api, body, &frame, caller, &mut throttle).await {
+    let mut response = match serve(s, (api, header.api_version), body, &frame, caller, &mut throttle).await {
         Ok(Reply::Body(buf)) => frame::finish_ok_response(corr, buf),
         Ok(Reply::Frame(frame)) => frame,
         Ok(Reply::Nothing) => return (None, Some(api)),
@@ -131,14 +131,14 @@ macro_rules! on_owner {
 /// Serves a request; `throttle` is how long its client's quota held it back.
 async fn serve(
     s: &Services,
-    api: ApiKey,
+    (api, version): (ApiKey, u16),
     body: &[u8],
     frame: &[u8],
     caller: &Caller,
     throttle: &mut Duration,
 ) -> Outcome {
     // Decoded and checked whole before anything is stored or parked.
-    let request = Request::decode(api, body)?;
+    let request = Request::decode(api, version, body)?;
     check_limits(s, &request)?;
     let Caller::Client(principal) = caller else { return serve_checked(s, request, frame, caller).await };
     authorize::authorize(&s.core, &request, principal)?;
@@ -260,19 +260,19 @@ async fn serve_request(s: &Services, request: Request<'_>, frame: &[u8], caller:
                 Ok(Served::Here(slot)) => slot,
                 Ok(Served::Elsewhere(reply)) => return Ok(reply),
                 Err(refused) => {
-                    count_produced(core, "Produce", &p.queue.topic, &p.batches, None);
+                    produced(core, caller, "Produce", &p.queue, &p.batches, None);
                     return Err(refused);
                 }
             };
-            let produced = produce::produce(core, slot, &p.batches).await;
-            count_produced(core, "Produce", &p.queue.topic, &p.batches, produced.as_deref().ok());
-            msg::encode_produced(&produced?, &mut w);
+            let stored = produce::produce(core, slot, &p.batches).await;
+            produced(core, caller, "Produce", &p.queue, &p.batches, stored.as_deref().ok());
+            msg::encode_produced(&stored?, &mut w);
         }
         Request::ProduceMany(p) => {
             let outcomes = produce::produce_many(core, &p.entries).await;
             for ((queue, batch), outcome) in p.entries.iter().zip(&outcomes) {
                 let stored = outcome.as_ref().ok().map(std::slice::from_ref);
-                count_produced(core, "ProduceMany", &queue.topic, std::slice::from_ref(batch), stored);
+                produced(core, caller, "ProduceMany", queue, std::slice::from_ref(batch), stored);
             }
             msg::encode_produced_many(&outcomes, &mut w)
         }
@@ -281,13 +281,13 @@ async fn serve_request(s: &Services, request: Request<'_>, frame: &[u8], caller:
                 Ok(Served::Here(slot)) => slot,
                 Ok(Served::Elsewhere(reply)) => return Ok(reply),
                 Err(refused) => {
-                    count_fetched(core, "Fetch", &f, None);
+                    fetched(core, "Fetch", &f, None, None);
                     return Err(refused);
                 }
             };
             let wait = Duration::from_millis(u64::from(f.max_wait_ms));
             let read = fetch::read_queue(core, slot, &f, wait).await;
-            count_fetched(core, "Fetch", &f, read.as_ref().ok());
+            fetched(core, "Fetch", &f, read.as_ref().ok(), None);
             let read = read.map_err(|f| Failure(f.code, f.message))?;
             read.fetched().encode(&mut w);
         }
@@ -295,7 +295,7 @@ async fn serve_request(s: &Services, request: Request<'_>, frame: &[u8], caller:
             let wait = Duration::from_millis(u64::from(f.max_wait_ms));
             let reads = fetch::fetch_many(core, &f.entries, wait).await;
             for (entry, read) in f.entries.iter().zip(&reads) {
-                count_fetched(core, "FetchMany", entry, read.as_ref().ok());
+                fetched(core, "FetchMany", entry, read.as_ref().ok(), f.consumer.as_ref());
             }
             let outcomes: Vec<_> =
                 reads.iter().map(|o| o.as_ref().map(fetch::QueueRead::fetched).map_err(Clone::clone)).collect();
@@ -394,17 +394,43 @@ async fn serve_request(s: &Services, request: Request<'_>, frame: &[u8], caller:
     Ok(Reply::Body(w.buf))
 }
 
-/// Counts a produce of `batches` to `topic`; `stored`: each batch's base offset and record count, if stored.
-fn count_produced(core: &Core, api: &'static str, topic: &str, batches: &[&[u8]], stored: Option<&[(u64, u32)]>) {
+/// Counts a produce of `batches` to a queue, and traces what it stored;
+/// `stored`: each batch's base offset and record count, if stored.
+fn produced(
+    core: &Core,
+    caller: &Caller,
+    api: &'static str,
+    q: &msg::QueueRef,
+    batches: &[&[u8]],
+    stored: Option<&[(u64, u32)]>,
+) {
     let bytes = batches.iter().map(|b| b.len() as u64).sum();
     let messages = stored.map_or(0, |s| s.iter().map(|(_, n)| u64::from(*n)).sum());
-    core.count_traffic(Direction::Produce, api, topic, Tally { messages, bytes, failed: stored.is_none() });
+    core.count_traffic(Direction::Produce, api, &q.topic, Tally { messages, bytes, failed: stored.is_none() });
+    if let (true, Some(stored)) = (core.trace().is_on(), stored) {
+        let client = match caller {
+            Caller::Client(principal) => principal.client(),
+            Caller::Shard => "(forwarded by another shard)".to_string(),
+        };
+        for (batch, (base, _)) in batches.iter().zip(stored) {
+            core.trace_stored(q, *base, batch, &client);
+        }
+    }
 }
 
-/// Counts a fetch of one queue; `read`: what it read, if it did.
-fn count_fetched(core: &Core, api: &'static str, f: &msg::Fetch, read: Option<&fetch::QueueRead>) {
+/// Counts a fetch of one queue and traces what it delivered to `consumer`
+/// (group, member); `read`: what it read, if it did.
+fn fetched(
+    core: &Core,
+    api: &'static str,
+    f: &msg::Fetch,
+    read: Option<&fetch::QueueRead>,
+    consumer: Option<&(String, String)>,
+) {
     let served = match read.map(fetch::QueueRead::fetched) {
         Some(r) => {
+            let (group, member) = consumer.map_or(("", ""), |(g, m)| (g.as_str(), m.as_str()));
+            core.trace_delivered(&f.queue, r.batches, f.offset, group, member);
             Tally { messages: r.next_offset.saturating_sub(f.offset), bytes: r.batches.len() as u64, failed: false }
         }
         None => Tally { failed: true, ..Tally::default() },

@@ -25,7 +25,7 @@ pub async fn serve(s: &Services, session: &mut Session, frame: &[u8]) -> (Vec<u8
     let corr = header.correlation_id;
     let api = ApiKey::from_wire(header.api_key).expect("a SASL API key");
     let mut w = Writer::new(frame::ok_response_buffer());
-    let served = match Request::decode(api, body) {
+    let served = match Request::decode(api, header.api_version, body) {
         Err(e) => Err(Failure::from(e)),
         Ok(Request::SaslHandshake(name)) => {
             let offered = session.offered(&s.core);
