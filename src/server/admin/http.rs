@@ -44,6 +44,11 @@ impl Response {
     pub fn text(status: u16, body: impl Into<String>) -> Response {
         Response::new(status, "text/plain; charset=utf-8", body.into())
     }
+
+    /// A JSON response.
+    pub fn json(body: &serde_json::Value) -> Response {
+        Response::new(200, "application/json", body.to_string())
+    }
 }
 
 /// Why a request could not be read.

@@ -1,9 +1,10 @@
 //! Accepts admin connections on shard 0 and answers one request each:
 //! `/metrics` (per shard) and `/public_metrics` (per node), `/healthz`
-//! (the process serves) and `/readyz` (every shard serves fully).
+//! (the process serves) and `/readyz` (every shard serves fully), the
+//! console's page and files, and its JSON (`/api/...`).
 
 use super::http::{self, Request, Response};
-use super::scrape;
+use super::{api, console, scrape};
 use crate::server::core::stream::Stream;
 use crate::server::core::Core;
 use glommio::net::{TcpListener, TcpStream};
@@ -57,7 +58,11 @@ async fn route(core: &Core, request: &Request) -> Response {
         "/public_metrics" => metrics(core, true).await,
         "/healthz" => Response::text(200, "ok\n"),
         "/readyz" => ready(core).await,
-        path => Response::text(404, format!("nothing at {path}: try /metrics, /public_metrics, /healthz, /readyz\n")),
+        "/api/overview" => api::overview(core).await,
+        "/api/message" => api::message(core, request).await,
+        path => console::file(path).unwrap_or_else(|| {
+            Response::text(404, format!("nothing at {path}: try /, /metrics, /public_metrics, /healthz, /readyz\n"))
+        }),
     }
 }
 

@@ -4,6 +4,8 @@
 //! console. It calls the core and the features as the other edges do, and
 //! never the wire or the Kafka edge.
 
+pub mod api;
+pub mod console;
 pub mod http;
 pub mod listener;
 pub mod scrape;

@@ -5,7 +5,7 @@
 //! differ only by shard are added up (a histogram's buckets too), except
 //! the families whose value is the same on every shard or a maximum.
 
-use crate::server::core::metrics::{Family, Kind, Sample, Value};
+use crate::server::core::metrics::{samples, Family, Kind, Sample, Value};
 use crate::server::core::Core;
 use prometheus_client::encoding::{DescriptorEncoder, NoLabelSet};
 use prometheus_client::metrics::MetricType;
@@ -59,29 +59,19 @@ pub async fn gather(core: &Core) -> Result<Vec<Family>, String> {
 /// committed offset (the two come from different shards). A queue of
 /// another broker group has no end here and no lag sample.
 fn consumer_lag(families: &[Family]) -> Family {
-    let samples_of = |name: &'static str| families.iter().filter(move |f| f.name == name).flat_map(|f| &f.samples);
-    let label = |s: &Sample, key: &str| s.labels.iter().find(|(k, _)| *k == key).map(|(_, v)| v.clone());
-    let number = |s: &Sample| match s.value {
-        Value::Number(n) => n,
-        Value::Histogram(_) => 0.0,
-    };
-    let ends: BTreeMap<(Option<String>, Option<String>), f64> =
-        samples_of("ringmq_queue_end_offset").map(|s| ((label(s, "topic"), label(s, "queue")), number(s))).collect();
+    let queue_of = |s: &Sample| (s.label("topic").map(str::to_string), s.label("queue").map(str::to_string));
+    let ends: BTreeMap<_, f64> =
+        samples(families, "ringmq_queue_end_offset").map(|s| (queue_of(s), s.number())).collect();
     let mut lag = Family {
         name: "ringmq_consumer_lag",
         help: "Messages of a queue a consumer group has not committed yet: the queue's end minus its committed offset.",
         kind: Kind::Gauge,
         samples: Vec::new(),
     };
-    for committed in samples_of("ringmq_group_committed_offset") {
-        let (topic, queue) = (label(committed, "topic"), label(committed, "queue"));
-        let Some(end) = ends.get(&(topic.clone(), queue.clone())) else { continue };
-        let labels = vec![
-            ("group", label(committed, "group").unwrap_or_default()),
-            ("topic", topic.unwrap_or_default()),
-            ("queue", queue.unwrap_or_default()),
-        ];
-        lag.samples.push(Sample { labels, value: Value::Number((end - number(committed)).max(0.0)) });
+    for committed in samples(families, "ringmq_group_committed_offset") {
+        let Some(end) = ends.get(&queue_of(committed)) else { continue };
+        let labels = ["group", "topic", "queue"].map(|k| (k, committed.label(k).unwrap_or_default().to_string()));
+        lag.samples.push(Sample { labels: labels.into(), value: Value::Number((end - committed.number()).max(0.0)) });
     }
     lag
 }

@@ -34,6 +34,26 @@ pub enum Value {
     Histogram(HistogramSnapshot),
 }
 
+impl Sample {
+    /// The value of label `key`, if the sample has it.
+    pub fn label(&self, key: &str) -> Option<&str> {
+        self.labels.iter().find(|(k, _)| *k == key).map(|(_, v)| v.as_str())
+    }
+
+    /// A counter's or gauge's value (0 for a histogram).
+    pub fn number(&self) -> f64 {
+        match self.value {
+            Value::Number(n) => n,
+            Value::Histogram(_) => 0.0,
+        }
+    }
+}
+
+/// Every sample of the families named `name`.
+pub fn samples<'a>(families: &'a [Family], name: &'a str) -> impl Iterator<Item = &'a Sample> {
+    families.iter().filter(move |f| f.name == name).flat_map(|f| &f.samples)
+}
+
 /// A metric family: its name (a counter's without `_total`), help, kind and samples.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Family {

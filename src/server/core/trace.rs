@@ -93,9 +93,9 @@ pub struct Trace {
     uncommitted: RefCell<HashMap<(String, String, u32), Delivered>>,
 }
 
-/// Milliseconds since the Unix epoch.
+/// Unix milliseconds now (the system's: trace times are wall times, even under a manual due-time clock).
 fn now_ms() -> i64 {
-    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_millis() as i64)
+    crate::duration::unix_ms() as i64
 }
 
 impl Trace {
