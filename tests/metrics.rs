@@ -228,3 +228,59 @@ fn health_and_readiness_answer_and_bad_http_is_refused_with_the_broker_up() {
     assert_eq!(get(&admin, "/healthz").0, 200);
     broker.client().create_topic("still-up", 1, 0).unwrap();
 }
+
+/// `curl` against the admin listener: the HTTP status and the body.
+fn curl(args: &[&str]) -> (u16, String) {
+    let out = std::process::Command::new("curl")
+        .args(["-s", "-w", "\n%{http_code}"])
+        .args(args)
+        .output()
+        .expect("curl (.ci/run installs it)");
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    let (body, status) = text.rsplit_once('\n').unwrap_or(("", "0"));
+    (status.trim().parse().unwrap_or(0), body.to_string())
+}
+
+#[test]
+fn with_authentication_the_admin_listener_wants_a_user_over_tls() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    common::create_user(&data, "admin", "admin-secret");
+    common::create_user(&data, "alice", "alice-secret");
+    let ca = common::certs::Ca::new(dir.path(), "ca");
+    let server = ca.issue("broker", "broker", 30);
+    let port = common::free_port_pair("127.0.0.1");
+    let admin = format!("127.0.0.1:{port}");
+    let mut args: Vec<String> =
+        ["--admin-listen", &admin, "--auth-required", "--super-users", "admin"].map(String::from).into();
+    args.extend(server.serve_args());
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let _broker = Broker::start(&data, &args);
+    let ca_pem = common::certs::path(&ca.pem);
+    let url = |path: &str| format!("https://{admin}{path}");
+
+    assert_eq!(curl(&["--cacert", &ca_pem, &url("/healthz")]).0, 200, "health needs no login");
+    let (status, body) = curl(&["--cacert", &ca_pem, &url("/metrics")]);
+    assert_eq!(status, 401, "{body}");
+    assert!(body.contains("log in"), "{body}");
+    assert_eq!(curl(&["--cacert", &ca_pem, "-u", "admin:wrong", &url("/metrics")]).0, 401);
+    assert_eq!(curl(&["--cacert", &ca_pem, "-u", "nobody:x", &url("/api/overview")]).0, 401);
+    let (status, body) = curl(&["--cacert", &ca_pem, "-u", "admin:admin-secret", &url("/metrics")]);
+    assert_eq!(status, 200);
+    assert!(body.contains("ringmq_storage_appends_total"), "{body}");
+    let (status, body) = curl(&["--cacert", &ca_pem, "-u", "alice:alice-secret", &url("/metrics")]);
+    assert_eq!(status, 403, "alice has no ACL: {body}");
+    assert!(body.contains("Describe on the cluster"), "{body}");
+    assert_eq!(curl(&["--cacert", &ca_pem, "-u", "alice:alice-secret", &url("/")]).0, 200, "the page itself");
+
+    // Without TLS the listener takes no password.
+    let plain_dir = tempfile::tempdir().unwrap();
+    let plain_data = plain_dir.path().join("data");
+    common::create_user(&plain_data, "admin", "admin-secret");
+    let plain_admin = format!("127.0.0.1:{}", common::free_port_pair("127.0.0.1"));
+    let _plain =
+        Broker::start(&plain_data, &["--admin-listen", &plain_admin, "--auth-required", "--super-users", "admin"]);
+    let (status, body) = curl(&["-u", "admin:admin-secret", &format!("http://{plain_admin}/metrics")]);
+    assert_eq!(status, 403);
+    assert!(body.contains("only over TLS"), "{body}");
+}

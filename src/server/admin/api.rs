@@ -10,6 +10,8 @@ use super::scrape;
 use crate::protocol::frame;
 use crate::protocol::messages::{LookedUp, LookupQuery, TRACE_TOPIC};
 use crate::protocol::{ApiKey, Reader, Writer};
+use crate::security::acl::Operation;
+use crate::server::auth::authorizer::{self, Principal};
 use crate::server::core::metrics::{samples, Family, Sample, Value};
 use crate::server::core::Core;
 use crate::server::data::lookup;
@@ -111,8 +113,9 @@ fn cluster(core: &Core, families: &[Family]) -> Json {
     })
 }
 
-/// GET /api/message?id=ID or ?topic=T&key=K: the messages found, each with its trace.
-pub async fn message(core: &Core, request: &Request) -> Response {
+/// GET /api/message?id=ID or ?topic=T&key=K: the messages found (of the
+/// topics `principal` may read), each with its trace.
+pub async fn message(core: &Core, request: &Request, principal: &Principal) -> Response {
     let param = |key: &str| request.query.iter().find(|(k, _)| k == key).map(|(_, v)| v.clone());
     let query = match (param("id"), param("topic"), param("key")) {
         (Some(id), _, _) => match parse_id(&id) {
@@ -127,7 +130,9 @@ pub async fn message(core: &Core, request: &Request) -> Response {
         Err(why) => return Response::text(503, format!("{why}\n")),
     };
     let mut messages = Vec::new();
-    for (topic, queue, batch_bytes) in &found {
+    let readable =
+        found.iter().filter(|(topic, _, _)| principal.allows(core, Operation::Read, authorizer::topic(topic)));
+    for (topic, queue, batch_bytes) in readable {
         messages.extend(matching(&query, topic, *queue, batch_bytes));
     }
     messages.truncate(FOUND_SHOWN_MAX);

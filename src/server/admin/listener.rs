@@ -4,7 +4,9 @@
 //! console's page and files, and its JSON (`/api/...`).
 
 use super::http::{self, Request, Response};
-use super::{api, console, scrape};
+use super::{api, console, login, scrape};
+use crate::security::acl::Operation;
+use crate::server::auth::authorizer;
 use crate::server::core::stream::Stream;
 use crate::server::core::Core;
 use glommio::net::{TcpListener, TcpStream};
@@ -33,8 +35,9 @@ pub async fn accept_loop(core: Rc<Core>, listener: TcpListener) {
 async fn serve(core: &Core, tcp: TcpStream) {
     let _open = core.connections().open("admin", None);
     let Some(mut stream) = Stream::accept_on(core, tcp, "admin").await else { return };
+    let tls = stream.is_tls();
     let (response, head_only) = match http::read_request(&mut stream, core.config().admin_timeout).await {
-        Ok(request) => (route(core, &request).await, request.method == "HEAD"),
+        Ok(request) => (route(core, &request, tls).await, request.method == "HEAD"),
         Err(error) => match error.status() {
             Some(status) => (Response::text(status, format!("{error}\n")), false),
             None => return,
@@ -46,20 +49,30 @@ async fn serve(core: &Core, tcp: TcpStream) {
 }
 
 /// The response to one request.
-async fn route(core: &Core, request: &Request) -> Response {
+async fn route(core: &Core, request: &Request, tls: bool) -> Response {
     if request.method != "GET" && request.method != "HEAD" {
-        return Response::text(
-            405,
-            format!("{} is not served here: the admin listener is read-only\n", request.method),
-        );
+        let m = format!("{} is not served here: the admin listener is read-only\n", request.method);
+        return Response::text(405, m);
+    }
+    match request.path.as_str() {
+        "/healthz" => return Response::text(200, "ok\n"),
+        "/readyz" => return ready(core).await,
+        _ => {}
+    }
+    let principal = match login::login(core, request, tls).await {
+        Ok(principal) => principal,
+        Err(refused) => return refused,
+    };
+    let node_wide = matches!(request.path.as_str(), "/metrics" | "/public_metrics" | "/api/overview");
+    if node_wide && !principal.allows(core, Operation::Describe, authorizer::cluster()) {
+        let m = format!("{} needs Describe on the cluster (an ACL, or a super user)\n", request.path);
+        return Response::text(403, m);
     }
     match request.path.as_str() {
         "/metrics" => metrics(core, false).await,
         "/public_metrics" => metrics(core, true).await,
-        "/healthz" => Response::text(200, "ok\n"),
-        "/readyz" => ready(core).await,
         "/api/overview" => api::overview(core).await,
-        "/api/message" => api::message(core, request).await,
+        "/api/message" => api::message(core, request, &principal).await,
         path => console::file(path).unwrap_or_else(|| {
             Response::text(404, format!("nothing at {path}: try /, /metrics, /public_metrics, /healthz, /readyz\n"))
         }),

@@ -8,4 +8,5 @@ pub mod api;
 pub mod console;
 pub mod http;
 pub mod listener;
+pub mod login;
 pub mod scrape;

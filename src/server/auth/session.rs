@@ -128,14 +128,24 @@ impl Session {
     /// blocking pool (thousands of HMACs would hold the shard).
     async fn plain(&mut self, core: &Core, token: &[u8]) -> Exchanged {
         let (user, password) = sasl::parse_plain(token).map_err(|why| (String::new(), why))?;
-        let users = core.accounts().users.get();
-        let credential = Mechanism::ALL.into_iter().find_map(|m| Some((m, users.credential(&user, m)?.clone())));
-        let Some((m, credential)) = credential else { return Err((user, "unknown user".into())) };
-        let matches = glommio::executor().spawn_blocking(move || credential.matches(m, &password)).await;
-        if !matches {
-            return Err((user, "wrong password".into()));
+        match check_password(core, &user, password).await {
+            Ok(()) => Ok((Step::Authenticated(Vec::new()), Some(user))),
+            Err(why) => Err((user, why)),
         }
-        Ok((Step::Authenticated(Vec::new()), Some(user)))
+    }
+}
+
+/// Checks a password against the user's stored SCRAM credential (PLAIN, and
+/// the admin listener's HTTP Basic); the derivation runs on the blocking pool.
+pub async fn check_password(core: &Core, user: &str, password: String) -> Result<(), String> {
+    let users = core.accounts().users.get();
+    let credential = Mechanism::ALL.into_iter().find_map(|m| Some((m, users.credential(user, m)?.clone())));
+    let Some((m, credential)) = credential else { return Err("unknown user".into()) };
+    let matches = glommio::executor().spawn_blocking(move || credential.matches(m, &password)).await;
+    if matches {
+        Ok(())
+    } else {
+        Err("wrong password".into())
     }
 }
 
