@@ -10,8 +10,6 @@ use ringmq::client::{Consumer, Message, Producer, ProducerConfig, StartFrom};
 use ringmq::protocol::messages::{Fetch, Produce, QueueRef, ACKS_DURABLE};
 use ringmq::protocol::{ApiKey, ErrorCode, Writer};
 use std::collections::{BTreeMap, HashMap};
-use std::io::{Read, Write};
-use std::net::TcpStream;
 use std::time::Duration;
 
 type Exposition = MetricsExposition<OpenMetricsType, OpenMetricsValue>;
@@ -46,22 +44,7 @@ const FAMILIES: &[&str] = &[
     "ringmq_stalls",
 ];
 
-/// One HTTP exchange with the admin listener: (status, body).
-pub fn http(addr: &str, request: &str) -> (u16, String) {
-    let mut stream = TcpStream::connect(addr).expect("connect to the admin listener");
-    stream.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
-    stream.write_all(request.as_bytes()).unwrap();
-    let mut response = Vec::new();
-    stream.read_to_end(&mut response).unwrap();
-    let response = String::from_utf8_lossy(&response).into_owned();
-    let status = response.split(' ').nth(1).and_then(|s| s.parse().ok()).unwrap_or(0);
-    let body = response.split_once("\r\n\r\n").map_or("", |(_, b)| b).to_string();
-    (status, body)
-}
-
-fn get(addr: &str, path: &str) -> (u16, String) {
-    http(addr, &format!("GET {path} HTTP/1.1\r\nHost: ringmq\r\n\r\n"))
-}
+use common::{get, http};
 
 fn scrape(addr: &str, path: &str) -> Exposition {
     let (status, body) = get(addr, path);

@@ -308,3 +308,21 @@ pub fn kafka_broker(dir: &Path, extra: &[&str]) -> (Broker, String) {
     let broker = Broker::start(dir, &args);
     (broker, kafka)
 }
+
+/// One HTTP exchange with a broker's admin listener: (status, body).
+pub fn http(addr: &str, request: &str) -> (u16, String) {
+    let mut stream = TcpStream::connect(addr).expect("connect to the admin listener");
+    stream.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+    stream.write_all(request.as_bytes()).unwrap();
+    let mut response = Vec::new();
+    stream.read_to_end(&mut response).unwrap();
+    let response = String::from_utf8_lossy(&response).into_owned();
+    let status = response.split(' ').nth(1).and_then(|s| s.parse().ok()).unwrap_or(0);
+    let body = response.split_once("\r\n\r\n").map_or("", |(_, b)| b).to_string();
+    (status, body)
+}
+
+/// GET `path` from an admin listener: (status, body).
+pub fn get(addr: &str, path: &str) -> (u16, String) {
+    http(addr, &format!("GET {path} HTTP/1.1\r\nHost: ringmq\r\n\r\n"))
+}
