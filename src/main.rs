@@ -52,6 +52,8 @@ enum Command {
         #[command(subcommand)]
         action: cli::groups::GroupAction,
     },
+    /// A live view of a broker's topics (rates, stored messages, lag) and append latency, refreshed each second (its admin listener).
+    Top(cli::top::TopArgs),
     /// A message's timeline: sent, stored, delivered, committed, retried, dead-lettered (topics the broker traces).
     Trace(cli::trace::TraceArgs),
     /// Inspect a consumer group's dead letters and send them back to their topics.
@@ -585,14 +587,19 @@ impl BrokerArg {
 
     /// The login password: the first line of --password-file, else $RINGMQ_PASSWORD.
     fn password(&self) -> Result<String, String> {
-        match &self.password_file {
-            Some(path) => {
-                let text = std::fs::read_to_string(path).map_err(|e| format!("reading {}: {e}", path.display()))?;
-                Ok(text.lines().next().unwrap_or_default().to_string())
-            }
-            None => std::env::var("RINGMQ_PASSWORD")
-                .map_err(|_| "--user needs a password: --password-file FILE or RINGMQ_PASSWORD".to_string()),
+        read_password(self.password_file.as_deref())
+    }
+}
+
+/// A user's password: the first line of `file`, or $RINGMQ_PASSWORD.
+fn read_password(file: Option<&std::path::Path>) -> Result<String, String> {
+    match file {
+        Some(path) => {
+            let text = std::fs::read_to_string(path).map_err(|e| format!("reading {}: {e}", path.display()))?;
+            Ok(text.lines().next().unwrap_or_default().to_string())
         }
+        None => std::env::var("RINGMQ_PASSWORD")
+            .map_err(|_| "--user needs a password: --password-file FILE or RINGMQ_PASSWORD".to_string()),
     }
 }
 
@@ -770,6 +777,7 @@ fn main() -> ExitCode {
         Command::Quota { action } => cli::quotas::run(action),
         Command::Group { action } => cli::groups::run(action),
         Command::Trace(args) => cli::trace::run(args),
+        Command::Top(args) => cli::top::run(args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

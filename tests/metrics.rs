@@ -267,3 +267,45 @@ fn with_authentication_the_admin_listener_wants_a_user_over_tls() {
     assert_eq!(status, 403);
     assert!(body.contains("only over TLS"), "{body}");
 }
+
+#[test]
+fn top_shows_each_topic_with_its_rates_stored_messages_and_lag() {
+    let dir = tempfile::tempdir().unwrap();
+    let (broker, admin) = admin_broker(dir.path());
+    let client = broker.client();
+    client.create_topic("orders", 2, 0).unwrap();
+    let producer = Producer::new(client.clone(), ProducerConfig::default());
+    for i in 0..20 {
+        producer.send("orders", &Message::new(format!("o{i}"))).unwrap();
+    }
+    let mut consumer = Consumer::new(client.clone(), Some("billing".into()));
+    consumer.assign_all("orders", StartFrom::Earliest).unwrap();
+    assert_eq!(common::consume(&mut consumer, 20, Duration::from_secs(30)).len(), 20);
+    consumer.commit().unwrap();
+    for i in 0..5 {
+        producer.send("orders", &Message::new(format!("late{i}"))).unwrap();
+    }
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_ringmq"))
+        .args(["top", "--admin", &admin, "--count", "2", "--interval-ms", "200"])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let text = String::from_utf8_lossy(&out.stdout);
+    let rows: Vec<Vec<&str>> =
+        text.lines().filter(|l| l.starts_with("orders ")).map(|l| l.split_whitespace().collect()).collect();
+    assert_eq!(rows.len(), 2, "one row per redraw:\n{text}");
+    let last = &rows[1];
+    assert_eq!((last[1], last[5], last[6]), ("2", "25", "5"), "queues, stored, lag:\n{text}");
+    assert!(last[2].parse::<f64>().is_ok(), "a produce rate once two overviews were seen:\n{text}");
+
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_ringmq"))
+        .args(["top", "--admin", "127.0.0.1:1", "--count", "1"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("--admin-listen"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}

@@ -3,5 +3,6 @@
 pub mod acls;
 pub mod groups;
 pub mod quotas;
+pub mod top;
 pub mod trace;
 pub mod users;

@@ -3,6 +3,7 @@
 
 #[allow(clippy::module_inception)] // the Client lives in client.rs, as the style asks
 mod acls;
+mod admin;
 mod assignment;
 mod batcher;
 #[allow(clippy::module_inception)] // the Client lives in client.rs, as the style asks
@@ -25,6 +26,7 @@ mod trace;
 mod transaction;
 mod users;
 
+pub use admin::admin_get;
 pub use assignment::{AssignFn, Strategy};
 pub use batcher::SendCallback;
 pub use client::{Client, ClientConfig};

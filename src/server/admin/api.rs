@@ -45,11 +45,17 @@ pub async fn overview(core: &Core) -> Response {
         let entry = json!({"queue": queue.parse::<u32>().unwrap_or(0), "start": start, "end": s.number()});
         topics.entry(topic).or_default().push(entry);
     }
+    let per_topic = |family: &'static str, topic: &str| {
+        samples(family).filter(|s| s.label("topic") == Some(topic)).map(Sample::number).sum::<f64>()
+    };
     let topics: Vec<Json> = topics
         .into_iter()
         .map(|(name, mut queues)| {
             queues.sort_by_key(|q| q["queue"].as_u64());
-            json!({"name": name, "queues": queues})
+            json!({"name": name, "queues": queues,
+                "produce_messages": per_topic("ringmq_produce_messages", &name),
+                "produce_bytes": per_topic("ringmq_produce_bytes", &name),
+                "fetch_messages": per_topic("ringmq_fetch_messages", &name)})
         })
         .collect();
     let groups: Vec<Json> = samples("ringmq_consumer_lag")
