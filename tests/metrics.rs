@@ -179,6 +179,32 @@ fn metrics_count_what_clients_did_and_counters_only_go_up() {
     }
     assert!(appends >= 300, "{appends} appends timed for 300 messages");
 
+    // Every metric the shipped Grafana dashboard charts is one the broker exports
+    // (the cluster's and the trace's are exported only in those modes).
+    let dashboard =
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/perf-scripts/grafana/ringmq-dashboard.json"))
+            .unwrap();
+    let dashboard: serde_json::Value = serde_json::from_str(&dashboard).unwrap();
+    let mut charted = 0;
+    for panel in dashboard["panels"].as_array().unwrap() {
+        for target in panel["targets"].as_array().into_iter().flatten() {
+            let expr = target["expr"].as_str().unwrap();
+            for name in
+                expr.split(|c: char| !(c.is_ascii_alphanumeric() || c == '_')).filter(|w| w.starts_with("ringmq_"))
+            {
+                let family =
+                    ["_total", "_bucket", "_sum", "_count"].iter().fold(name, |n, s| n.strip_suffix(s).unwrap_or(n));
+                let elsewhere = family.starts_with("ringmq_replication_") || family.starts_with("ringmq_trace_");
+                assert!(
+                    elsewhere || second.families.contains_key(family),
+                    "the dashboard charts {name}, which is not exported"
+                );
+                charted += 1;
+            }
+        }
+    }
+    assert!(charted > 20, "{charted} metrics charted");
+
     // The node's view: no shard label, the same totals.
     let node = scrape(&admin, "/public_metrics");
     assert!(samples(&node, "ringmq_produce_messages").iter().all(|(labels, _)| !labels.contains_key("shard")));
