@@ -6,10 +6,11 @@ mod common;
 
 use common::{Broker, Raw};
 use openmetrics_parser::{MetricsExposition, OpenMetricsType, OpenMetricsValue};
-use ringmq::client::{Consumer, Message, Producer, ProducerConfig, StartFrom};
+use ringmq::client::{Client, Consumer, Message, Producer, ProducerConfig, StartFrom};
 use ringmq::protocol::messages::{Fetch, Produce, QueueRef, ACKS_DURABLE};
 use ringmq::protocol::{ApiKey, ErrorCode, Writer};
 use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
 use std::time::Duration;
 
 type Exposition = MetricsExposition<OpenMetricsType, OpenMetricsValue>;
@@ -88,16 +89,22 @@ fn admin_broker(dir: &std::path::Path) -> (Broker, String) {
     (broker, admin)
 }
 
+/// Topic `orders` with `queues` queues and `count` messages sent to it (keys k0, k1...).
+fn orders(client: &Arc<Client>, queues: u32, count: usize) -> Producer {
+    client.create_topic("orders", queues, 0).unwrap();
+    let producer = Producer::new(client.clone(), ProducerConfig::default());
+    for i in 0..count {
+        producer.send("orders", &Message::new(format!("order {i}")).with_key(format!("k{i}"))).unwrap();
+    }
+    producer
+}
+
 #[test]
 fn metrics_count_what_clients_did_and_counters_only_go_up() {
     let dir = tempfile::tempdir().unwrap();
     let (broker, admin) = admin_broker(dir.path());
     let client = broker.client();
-    client.create_topic("orders", 4, 0).unwrap();
-    let producer = Producer::new(client.clone(), ProducerConfig::default());
-    for i in 0..300 {
-        producer.send("orders", &Message::new(format!("order {i}")).with_key(format!("k{i}"))).unwrap();
-    }
+    orders(&client, 4, 300);
     let first = scrape(&admin, "/metrics");
 
     let mut consumer = Consumer::new(client.clone(), Some("billing".into()));
@@ -299,11 +306,7 @@ fn top_shows_each_topic_with_its_rates_stored_messages_and_lag() {
     let dir = tempfile::tempdir().unwrap();
     let (broker, admin) = admin_broker(dir.path());
     let client = broker.client();
-    client.create_topic("orders", 2, 0).unwrap();
-    let producer = Producer::new(client.clone(), ProducerConfig::default());
-    for i in 0..20 {
-        producer.send("orders", &Message::new(format!("o{i}"))).unwrap();
-    }
+    let producer = orders(&client, 2, 20);
     let mut consumer = Consumer::new(client.clone(), Some("billing".into()));
     consumer.assign_all("orders", StartFrom::Earliest).unwrap();
     assert_eq!(common::consume(&mut consumer, 20, Duration::from_secs(30)).len(), 20);
