@@ -99,7 +99,7 @@ fn requests() -> Vec<(ApiKey, Vec<u8>)> {
             w.string("p").u32(200);
         })),
         (ApiKey::ProduceMany, body(|w| ProduceMany { acks: ACKS_DURABLE, entries: vec![(q(), &one), (q(), &two)] }.encode(w))),
-        (ApiKey::FetchMany, body(|w| FetchMany { max_wait_ms: 500, entries: vec![fetch(), fetch()] }.encode(w))),
+        (ApiKey::FetchMany, body(|w| FetchMany { max_wait_ms: 500, entries: vec![fetch(), fetch()], consumer: None }.encode(w))),
     ]
 }
 
