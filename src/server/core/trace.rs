@@ -126,17 +126,15 @@ impl Trace {
     }
 }
 
-/// The traced records of whole stored `batches` at or past offset `from`: (offset, first timestamp, record).
-fn traced_records<'a>(config: &TraceConfig, topic: &str, batches: &'a [u8], from: u64) -> Vec<(u64, i64, Record<'a>)> {
+/// The traced records of whole stored `batches` at or past offset `from`, with their offsets.
+fn traced_records<'a>(config: &TraceConfig, topic: &str, batches: &'a [u8], from: u64) -> Vec<(u64, Record<'a>)> {
     let mut found = Vec::new();
     for b in batch::split(batches) {
         let Some(h) = BatchHeader::decode(b) else { continue };
         for (k, r) in RecordIter::new(&b[batch::HEADER_BYTES..]).enumerate() {
             let offset = h.base_offset + k as u64;
             match r {
-                Ok(r) if offset >= from && config.traces(topic, &r.message_id) => {
-                    found.push((offset, h.first_timestamp_ms, r))
-                }
+                Ok(r) if offset >= from && config.traces(topic, &r.message_id) => found.push((offset, r)),
                 _ => {}
             }
         }
@@ -186,7 +184,7 @@ impl Core {
         let mut uncommitted = trace.uncommitted.borrow_mut();
         let mut pending =
             (!group.is_empty()).then(|| uncommitted.entry((group.to_string(), topic.to_string(), queue)).or_default());
-        for (offset, _, r) in delivered {
+        for (offset, r) in delivered {
             let event = serde_json::json!({"event": "deliver", "time_ms": time_ms, "group": group, "consumer": consumer,
                 "topic": topic, "queue": queue, "offset": offset});
             trace.note(r.message_id, event);
