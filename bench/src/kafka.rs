@@ -32,7 +32,7 @@ struct Sent {
 /// Delivery reports, on librdkafka's poll thread.
 struct Acks {
     shared: Arc<Shared>,
-    in_flight: Arc<AtomicU64>,
+    in_flight: Arc<[AtomicU64]>,
 }
 
 impl ClientContext for Acks {}
@@ -46,20 +46,21 @@ impl ProducerContext for Acks {
         } else if result.is_err() {
             self.shared.errors.fetch_add(1, Ordering::Relaxed);
         }
-        self.in_flight.fetch_sub(1, Ordering::Relaxed);
+        self.in_flight[sent.producer as usize].fetch_sub(1, Ordering::Relaxed);
     }
 }
 
 /// The run's producer: one librdkafka instance the producer threads share,
-/// as native producers share one client.
+/// as native producers share one client; each thread's messages in flight
+/// are counted apart (`--max-outstanding` bounds each).
 pub(crate) struct Producer {
     inner: ThreadedProducer<Acks>,
-    in_flight: Arc<AtomicU64>,
+    in_flight: Arc<[AtomicU64]>,
 }
 
 pub(crate) fn producer(s: &Arc<Shared>, bootstrap: &str) -> Result<Arc<Producer>, String> {
     let a = &s.args;
-    let in_flight = Arc::new(AtomicU64::new(0));
+    let in_flight: Arc<[AtomicU64]> = (0..a.producers).map(|_| AtomicU64::new(0)).collect();
     let acks = if a.mode == SendMode::Oneway { "0" } else { "all" };
     let inner = ClientConfig::new()
         .set("bootstrap.servers", bootstrap)
@@ -77,9 +78,9 @@ pub(crate) fn producer(s: &Arc<Shared>, bootstrap: &str) -> Result<Arc<Producer>
 /// Producer thread `id`: round-robin over the topic's `queues`, or by key
 /// hash (librdkafka's partitioner) with --keys.
 pub(crate) fn produce(s: &Arc<Shared>, p: &Producer, queues: u32, id: u32, start_ns: u64) {
-    let a = &s.args;
-    on_schedule(s, id, start_ns, &p.in_flight, |seq, intended, payload, key| {
-        p.in_flight.fetch_add(1, Ordering::Relaxed);
+    let (a, in_flight) = (&s.args, &p.in_flight[id as usize]);
+    on_schedule(s, id, start_ns, in_flight, |seq, intended, payload, key| {
+        in_flight.fetch_add(1, Ordering::Relaxed);
         let sent = Box::new(Sent { producer: id, seq, intended });
         let mut record = BaseRecord::with_opaque_to(&a.topic, sent).payload(payload);
         if let Some(key) = &key {
@@ -90,14 +91,14 @@ pub(crate) fn produce(s: &Arc<Shared>, p: &Producer, queues: u32, id: u32, start
         if let Err((error, _)) = p.inner.send(record) {
             tracing::warn!(%error, "kafka send refused");
             s.errors.fetch_add(1, Ordering::Relaxed);
-            p.in_flight.fetch_sub(1, Ordering::Relaxed);
+            in_flight.fetch_sub(1, Ordering::Relaxed);
             return;
         }
         if a.mode == SendMode::Sync {
             let _ = p.inner.flush(Duration::from_secs(30));
         }
     });
-    while p.in_flight.load(Ordering::Relaxed) > 0 {
+    while in_flight.load(Ordering::Relaxed) > 0 {
         std::thread::sleep(Duration::from_millis(1));
     }
 }

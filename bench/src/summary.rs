@@ -18,6 +18,10 @@ pub struct Summary {
     pub lost: u64,
     pub duplicates: u64,
     pub errors: u64,
+    /// The bound on a producer's unacknowledged messages (`--max-outstanding`)...
+    pub max_outstanding: u64,
+    /// ...and the most any producer had right after a send.
+    pub outstanding_seen: u64,
 }
 
 impl Summary {
@@ -52,6 +56,8 @@ impl Summary {
             lost: self.lost,
             duplicates: self.duplicates,
             errors: self.errors,
+            max_outstanding: self.max_outstanding,
+            outstanding_seen: self.outstanding_seen,
             e2e: Latency::of(e2e),
             publish: Latency::of(publish),
             send_delay: Latency::of(send_delay),
@@ -86,6 +92,8 @@ struct SummaryJson {
     lost: u64,
     duplicates: u64,
     errors: u64,
+    max_outstanding: u64,
+    outstanding_seen: u64,
     e2e: Latency,
     publish: Latency,
     send_delay: Latency,
@@ -154,6 +162,8 @@ mod tests {
             "received",
             "lost",
             "duplicates",
+            "max_outstanding",
+            "outstanding_seen",
             "e2e",
             "publish",
             "send_delay",
