@@ -88,6 +88,8 @@ fn acknowledged_messages_survive_the_leaders_death_and_the_new_leader_takes_prod
     }
 
     client.create_topic(TOPIC, QUEUES, 0).expect("create a sync topic");
+    // Sync produces need a second replica in the in-sync set (1 s ack timeout): wait for the followers to join it.
+    assert_eq!(isr_becomes(&etcd, "a,b,c"), "a,b,c");
     let producer = Producer::new(client.clone(), ProducerConfig::default());
     let mut acked = Vec::new();
     for i in 0..MESSAGES {
