@@ -28,23 +28,18 @@ fn node_with_lease(etcd: &Etcd, dir: &std::path::Path, name: &str, ip: &str, lea
     node_with(etcd, dir, name, ip, lease_ms, &[])
 }
 
-/// A node of g1 with two replicas for an ack (1 s ack timeout) and more flags.
+/// For tests that expect every sync produce to be acknowledged: a 10 s ack
+/// timeout, so a follower slowed by a loaded machine does not fail them.
+const PATIENT: [&str; 2] = ["--replica-ack-timeout-ms", "10000"];
+
+/// A node of g1 with two replicas for an ack (1 s ack timeout unless `extra` sets one) and more flags.
 fn node_with(etcd: &Etcd, dir: &std::path::Path, name: &str, ip: &str, lease_ms: &str, extra: &[&str]) -> Broker {
     let listen = format!("{ip}:{}", free_port_pair(ip));
-    let mut args = vec![
-        "--cluster",
-        &etcd.url,
-        "--group",
-        "g1",
-        "--node",
-        name,
-        "--lease-ms",
-        lease_ms,
-        "--min-insync",
-        "2",
-        "--replica-ack-timeout-ms",
-        "1000",
-    ];
+    let mut args =
+        vec!["--cluster", &etcd.url, "--group", "g1", "--node", name, "--lease-ms", lease_ms, "--min-insync", "2"];
+    if !extra.contains(&"--replica-ack-timeout-ms") {
+        args.extend_from_slice(&["--replica-ack-timeout-ms", "1000"]);
+    }
     args.extend_from_slice(extra);
     Broker::start_listening(&dir.join(name), &listen, &args)
 }
@@ -73,9 +68,9 @@ fn leader_of(nodes: &[&Broker], limit: Duration) -> (usize, Arc<Client>) {
 fn acknowledged_messages_survive_the_leaders_death_and_the_new_leader_takes_produces() {
     let dir = tempfile::tempdir().unwrap();
     let etcd = Etcd::start(&dir.path().join("etcd"));
-    let mut a = node(&etcd, dir.path(), "a", "127.0.0.21");
-    let mut b = node(&etcd, dir.path(), "b", "127.0.0.22");
-    let mut c = node(&etcd, dir.path(), "c", "127.0.0.23");
+    let mut a = node_with(&etcd, dir.path(), "a", "127.0.0.21", "1000", &PATIENT);
+    let mut b = node_with(&etcd, dir.path(), "b", "127.0.0.22", "1000", &PATIENT);
+    let mut c = node_with(&etcd, dir.path(), "c", "127.0.0.23", "1000", &PATIENT);
     let client = connect(a.addr()).expect("the first node leads");
 
     // A follower sends clients to the leader.
@@ -311,9 +306,10 @@ fn a_crashed_follower_leaves_the_in_sync_set_through_etcd_and_rejoins_it_once_ca
     let dir = tempfile::tempdir().unwrap();
     let etcd = Etcd::start(&dir.path().join("etcd"));
     let admin = format!("127.0.0.51:{}", free_port_pair("127.0.0.51"));
-    let mut a = node_with(&etcd, dir.path(), "a", "127.0.0.51", "1000", &["--admin-listen", &admin]);
-    let b = node(&etcd, dir.path(), "b", "127.0.0.52");
-    let mut c = node(&etcd, dir.path(), "c", "127.0.0.53");
+    let mut a =
+        node_with(&etcd, dir.path(), "a", "127.0.0.51", "1000", &["--admin-listen", &admin, PATIENT[0], PATIENT[1]]);
+    let b = node_with(&etcd, dir.path(), "b", "127.0.0.52", "1000", &PATIENT);
+    let mut c = node_with(&etcd, dir.path(), "c", "127.0.0.53", "1000", &PATIENT);
     let client = connect(a.addr()).expect("the first node leads");
     client.create_topic(TOPIC, QUEUES, 0).unwrap();
     assert_eq!(isr_becomes(&etcd, "a,b,c"), "a,b,c", "followers join the set once caught up");
