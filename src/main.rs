@@ -461,6 +461,7 @@ impl ServeArgs {
         }
         cfg.auth.super_users = self.super_users.or(file.super_users).unwrap_or_default();
         cfg.encryption = data_keys(self.encryption_keys.or(file.encryption_keys))?;
+        admin_apart(&cfg)?;
         Ok(cfg)
     }
 }
@@ -589,6 +590,25 @@ impl BrokerArg {
     fn password(&self) -> Result<String, String> {
         read_password(self.password_file.as_deref())
     }
+}
+
+/// Refuses an admin address that is one of the shards' listen addresses:
+/// glommio binds with SO_REUSEPORT, so both would bind and the kernel would
+/// split a port's connections between the broker and the admin listener.
+fn admin_apart(cfg: &ServerConfig) -> Result<(), String> {
+    let Some(admin) = cfg.admin_listen else { return Ok(()) };
+    let shards = cfg.cores.len() as u16;
+    let clashes = |base: std::net::SocketAddr| {
+        base.port() != 0
+            && base.ip() == admin.ip()
+            && (base.port()..base.port().saturating_add(shards)).contains(&admin.port())
+    };
+    if clashes(cfg.listen) || cfg.kafka_listen.is_some_and(clashes) {
+        return Err(format!(
+            "--admin-listen {admin} is one of the shards' listen addresses (port + shard): choose another port"
+        ));
+    }
+    Ok(())
 }
 
 /// A user's password: the first line of `file`, or $RINGMQ_PASSWORD.

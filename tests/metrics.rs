@@ -338,3 +338,17 @@ fn top_shows_each_topic_with_its_rates_stored_messages_and_lag() {
         String::from_utf8_lossy(&out.stderr)
     );
 }
+
+#[test]
+fn an_admin_address_on_a_shards_port_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let port = common::free_port_pair("127.0.0.1");
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_ringmq"))
+        .args(["serve", "--cores", "0,1", "--listen", &format!("127.0.0.1:{port}")])
+        .args(["--admin-listen", &format!("127.0.0.1:{}", port + 1), "--data-dir"])
+        .arg(dir.path())
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("one of the shards' listen addresses"), "{out:?}");
+}
