@@ -7,6 +7,7 @@
 
 use super::http::{Request, Response};
 use super::scrape;
+use crate::client::MessageId;
 use crate::protocol::frame;
 use crate::protocol::messages::{LookedUp, LookupQuery, TRACE_TOPIC};
 use crate::protocol::{ApiKey, Reader, Writer};
@@ -124,9 +125,9 @@ fn cluster(core: &Core, families: &[Family]) -> Json {
 pub async fn message(core: &Core, request: &Request, principal: &Principal) -> Response {
     let param = |key: &str| request.query.iter().find(|(k, _)| k == key).map(|(_, v)| v.clone());
     let query = match (param("id"), param("topic"), param("key")) {
-        (Some(id), _, _) => match parse_id(&id) {
-            Some(id) => LookupQuery::Id(id),
-            None => return Response::text(400, format!("message id {id:?}: expected 32 hex digits\n")),
+        (Some(id), _, _) => match id.parse::<MessageId>() {
+            Ok(id) => LookupQuery::Id(id.0),
+            Err(why) => return Response::text(400, format!("{why}\n")),
         },
         (None, Some(topic), Some(key)) => LookupQuery::Key { topic, key: key.into_bytes() },
         _ => return Response::text(400, "ask for ?id=MESSAGE_ID or ?topic=TOPIC&key=KEY\n"),
@@ -153,17 +154,6 @@ pub async fn message(core: &Core, request: &Request, principal: &Principal) -> R
         m["trace"] = Json::Array(events);
     }
     Response::json(&json!({"messages": messages}))
-}
-
-fn parse_id(text: &str) -> Option<[u8; 16]> {
-    if text.len() != 32 || !text.is_ascii() {
-        return None;
-    }
-    let mut id = [0u8; 16];
-    for (i, b) in id.iter_mut().enumerate() {
-        *b = u8::from_str_radix(&text[2 * i..2 * i + 2], 16).ok()?;
-    }
-    Some(id)
 }
 
 /// What every shard's lookup found: (topic, queue, batch). Shard 0 looks
@@ -196,7 +186,7 @@ fn matching(query: &LookupQuery, topic: &str, queue: u32, bytes: &[u8]) -> Vec<J
                 LookupQuery::Key { key, .. } => r.key == key.as_slice(),
             };
             if wanted {
-                let id: String = r.message_id.iter().map(|b| format!("{b:02x}")).collect();
+                let id = MessageId(r.message_id).to_string();
                 let value = String::from_utf8_lossy(&r.value[..r.value.len().min(VALUE_SHOWN_MAX)]).into_owned();
                 out.push(json!({"id": id, "topic": topic, "queue": queue, "offset": h.base_offset + k as u64,
                     "key": String::from_utf8_lossy(r.key), "tag": String::from_utf8_lossy(r.tag),

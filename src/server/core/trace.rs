@@ -274,7 +274,7 @@ impl Core {
         let mut by_queue: HashMap<u32, Vec<(String, Vec<u8>)>> = HashMap::new();
         for (id, event) in events {
             let queue = crc32fast::hash(&id) % TRACE_QUEUES;
-            let key: String = id.iter().map(|b| format!("{b:02x}")).collect();
+            let key = crate::client::MessageId(id).to_string();
             by_queue.entry(queue).or_default().push((key, event.to_string().into_bytes()));
         }
         for (queue, records) in by_queue {
