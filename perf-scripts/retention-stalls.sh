@@ -33,9 +33,9 @@ run() {
   "$root/target/release/ringmq-bench" run --broker "$addr" --client-cores "$ccores" --rate "$rate" \
     --warmup 2s --duration "${seconds}s" >"$work/$name.bench" 2>&1 || true
   if [[ $name == retention ]]; then
-    # Retention runs every 60 s: wait (at most 150 s) for the pass that deletes.
-    for _ in $(seq 300); do grep -q "retention deleted old data" "$work/$name.err" && break; sleep 0.5; done
-    grep -q "retention deleted old data" "$work/$name.err" || echo "no retention pass deleted anything" >&2
+    # Retention runs at rollovers past the size bound and every 60 s: wait (at most 150 s) for a pass.
+    for _ in $(seq 300); do grep -q "retention retired old data" "$work/$name.err" && break; sleep 0.5; done
+    grep -q "retention retired old data" "$work/$name.err" || echo "no retention pass retired anything" >&2
   fi
   kill -TERM "$broker_pid"
   wait "$broker_pid" || true

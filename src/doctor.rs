@@ -28,6 +28,8 @@ pub struct DiskNeeds {
     pub segment_bytes: u64,
     /// Retention by size, per shard.
     pub retention_bytes: Option<u64>,
+    /// Retired segment files each shard keeps for recycling.
+    pub pooled_segments: u64,
 }
 
 /// Runs every check for a broker with `shards` shards on `cores`, keeping data
@@ -171,7 +173,7 @@ fn disk_space(data_dir: &Path, shards: u64, disk: DiskNeeds) -> Check {
     let retention = match disk.retention_bytes {
         None => "no size retention: the log grows until the disk is full (set --retention-gib)".to_string(),
         Some(r) => {
-            let most = shards * (r + 2 * disk.segment_bytes + ballast);
+            let most = shards * (r + (2 + disk.pooled_segments) * disk.segment_bytes + ballast);
             let fits = if most <= free + held { "fits" } else { "does NOT fit: lower --retention-gib or free space" };
             format!("retention keeps up to {:.1} GiB over {shards} shards, which {fits}", gib(most))
         }
@@ -286,14 +288,23 @@ mod tests {
     #[test]
     fn this_host_passes_and_a_missing_cpu_fails_with_its_fix() {
         let dir = std::env::temp_dir().join(format!("ringmq-doctor-{}", std::process::id()));
-        let checks = run(&dir, &[0], 16, DiskNeeds { segment_bytes: 1 << 20, retention_bytes: Some(1 << 20) });
+        let checks = run(
+            &dir,
+            &[0],
+            16,
+            DiskNeeds { segment_bytes: 1 << 20, retention_bytes: Some(1 << 20), pooled_segments: 4 },
+        );
         let _ = std::fs::remove_dir_all(&dir);
         for c in &checks {
             assert!(c.ok, "{}: {}", c.name, c.detail);
         }
         let bad = cpus(&[4096]);
         assert!(!bad.ok && bad.detail.contains("--cores"), "{}", bad.detail);
-        let no_room = disk_space(&std::env::temp_dir(), 2, DiskNeeds { segment_bytes: 1 << 50, retention_bytes: None });
+        let no_room = disk_space(
+            &std::env::temp_dir(),
+            2,
+            DiskNeeds { segment_bytes: 1 << 50, retention_bytes: None, pooled_segments: 4 },
+        );
         assert!(!no_room.ok && no_room.detail.contains("--segment-mib"), "{}", no_room.detail);
         assert!(no_room.detail.contains("no size retention"), "{}", no_room.detail);
     }

@@ -251,6 +251,9 @@ struct ServeArgs {
     /// Keep at most this many GiB of log per shard
     #[arg(long)]
     retention_gib: Option<u64>,
+    /// Segment files retention keeps per shard to recycle as new segments (a rename, no zero-fill) instead of deleting them; each takes a segment of disk
+    #[arg(long)]
+    segment_pool: Option<usize>,
     /// Delays of the 18 delay levels (retries use levels 3-18), e.g. "1s 5s 10s 30s 1m ..."
     #[arg(long)]
     delay_levels: Option<String>,
@@ -438,6 +441,7 @@ impl ServeArgs {
         cfg.retention_age =
             self.retention_hours.or(file.retention_hours).map(|h| Duration::from_secs(h.saturating_mul(3600)));
         cfg.retention_bytes = self.retention_gib.or(file.retention_gib).map(|g| g.saturating_mul(1 << 30));
+        cfg.segment_pool_max = self.segment_pool.or(file.segment_pool).unwrap_or(cfg.segment_pool_max);
         if let Some(levels) = self.delay_levels.or(file.delay_levels) {
             cfg.delay_levels = parse_delay_levels(&levels)?;
         }
@@ -531,6 +535,9 @@ struct DoctorArgs {
     /// Size retention per shard the broker would use, GiB [default: none].
     #[arg(long)]
     retention_gib: Option<u64>,
+    /// Segment files per shard the broker would keep for recycling.
+    #[arg(long, default_value_t = ringmq_shards::config::SEGMENT_POOL_MAX)]
+    segment_pool: usize,
 }
 
 #[derive(Clone, Copy, ValueEnum, serde::Deserialize)]
@@ -758,6 +765,7 @@ fn serve_defaults() -> Vec<(&'static str, String)> {
         ("idempotence_window", d.idempotence_window.to_string()),
         ("retention_hours", d.retention_age.map_or("keep".into(), |a| (a.as_secs() / 3600).to_string())),
         ("retention_gib", d.retention_bytes.map_or("no limit".into(), |b| (b >> 30).to_string())),
+        ("segment_pool", d.segment_pool_max.to_string()),
         ("delay_levels", format!("RocketMQ's, {}", levels.join(" "))),
     ]
 }
@@ -1057,7 +1065,11 @@ fn cluster(action: ClusterAction) -> Result<(), String> {
 }
 
 fn disk_needs(cfg: &ServerConfig) -> ringmq::doctor::DiskNeeds {
-    ringmq::doctor::DiskNeeds { segment_bytes: cfg.segment_bytes, retention_bytes: cfg.retention_bytes }
+    ringmq::doctor::DiskNeeds {
+        segment_bytes: cfg.segment_bytes,
+        retention_bytes: cfg.retention_bytes,
+        pooled_segments: cfg.segment_pool_max as u64,
+    }
 }
 
 fn doctor(a: DoctorArgs) -> Result<(), String> {
@@ -1065,6 +1077,7 @@ fn doctor(a: DoctorArgs) -> Result<(), String> {
     let disk = ringmq::doctor::DiskNeeds {
         segment_bytes: a.segment_mib.saturating_mul(1 << 20),
         retention_bytes: a.retention_gib.map(|g| g.saturating_mul(1 << 30)),
+        pooled_segments: a.segment_pool as u64,
     };
     let checks = ringmq::doctor::run(&a.data_dir, &cores, a.max_connections, disk);
     for c in &checks {

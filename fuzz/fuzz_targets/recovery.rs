@@ -37,7 +37,7 @@ fn lay_out(dir: &Path, ckpt: &[u8], chunk: &[u8], segment: &[u8]) {
     }
     let mut bytes = segment.to_vec();
     bytes.resize(SEGMENT_BYTES as usize, 0);
-    std::fs::write(dir.join(ringmq_shards::segment_name(0)), bytes).unwrap();
+    std::fs::write(dir.join(ringmq_shards::segment_name(0, ringmq_shards::batch::Generation::WIRE)), bytes).unwrap();
 }
 
 fuzz_target!(|data: &[u8]| {

@@ -65,6 +65,11 @@ pub struct ShardConfig {
     pub retention_bytes: Option<u64>,
     /// How often retention runs.
     pub retention_interval: Duration,
+    /// Retired segment files kept for recycling (each `segment_bytes` of
+    /// disk): retention hands this many back as spares for new segments
+    /// instead of deleting them, so the log never zero-fills a new segment
+    /// while retention keeps up. Files past the bound are deleted (0: none kept).
+    pub segment_pool_max: usize,
     /// Space held back in a ballast file, released when the disk fills so
     /// checkpoints and retention can still write (0: none).
     pub ballast_bytes: u64,
@@ -75,6 +80,10 @@ pub struct ShardConfig {
     /// rest) and sealed batches are opened when read (None: in clear).
     pub keyring: Option<std::sync::Arc<crate::crypt::keyring::Keyring>>,
 }
+
+/// Default of `segment_pool_max`: what size retention retires between two
+/// rollovers (it runs at each), and some room for age retention's bursts.
+pub const SEGMENT_POOL_MAX: usize = 4;
 
 /// Default of `recent_batches`: about 1.5 MiB of memory per shard.
 pub const RECENT_BATCHES: usize = 16 * 1024;
@@ -104,6 +113,7 @@ impl ShardConfig {
             retention_age: None,
             retention_bytes: None,
             retention_interval: Duration::from_secs(60),
+            segment_pool_max: SEGMENT_POOL_MAX,
             ballast_bytes: 64 << 20,
             recent_batches: RECENT_BATCHES,
             keyring: None,

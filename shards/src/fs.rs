@@ -83,13 +83,13 @@ async fn create_truncated(path: &Path) -> Result<DmaFile> {
         .map_err(|e| StorageError::io("creating", path, e))
 }
 
-/// Numbers of the files in `dir` whose names `parse` accepts, ascending;
-/// removes `.tmp` leftovers of creations a crash interrupted.
-pub async fn list_numbered(dir: &Path, parse: impl Fn(&str) -> Option<u64>) -> Result<Vec<u64>> {
+/// What `parse` makes of the names of the files in `dir` it accepts,
+/// ascending; removes `.tmp` leftovers of creations a crash interrupted.
+pub async fn list_numbered<T: Ord>(dir: &Path, parse: impl Fn(&str) -> Option<T>) -> Result<Vec<T>> {
     let (leftovers, names): (Vec<String>, Vec<String>) =
         list_dir(dir).await?.into_iter().partition(|n| n.ends_with(".tmp"));
     remove_files("removing leftover", leftovers.iter().map(|n| dir.join(n)).collect()).await?;
-    let mut numbers: Vec<u64> = names.iter().filter_map(|n| parse(n)).collect();
+    let mut numbers: Vec<T> = names.iter().filter_map(|n| parse(n)).collect();
     numbers.sort_unstable();
     Ok(numbers)
 }

@@ -6,6 +6,7 @@ use crate::config::{FlushPolicy, ShardConfig};
 use crate::error::{Result, StorageError};
 use crate::format::batch;
 use crate::index::queue_index::{self as index, IndexEntry, QueueIndex};
+use crate::log::pool::SegmentPool;
 use crate::log::{Appended, Blocked, Log};
 use crate::lookup::{BatchKey, Lookup, Stored};
 use crate::position::{LogPos, Offset, QueueId, PAGE_BYTES};
@@ -82,6 +83,8 @@ pub(crate) struct State {
     failed: Option<String>,
     /// Message lookup by id and key.
     pub lookup: Lookup,
+    /// Retired segment files kept for recycling.
+    pub pool: SegmentPool,
     /// With replication: nothing at or past this log position is readable
     /// yet (it is not durable on enough replicas). None: no gate.
     commit_gate: Option<LogPos>,
@@ -197,6 +200,7 @@ impl Shard {
         let state = State {
             index_mem_entries,
             lookup: recovered.lookup,
+            pool: recovered.pool,
             queues: recovered.queues,
             log,
             cache,
@@ -433,7 +437,11 @@ impl Shard {
 
     /// Bytes of the log's segment files by state.
     pub fn segment_bytes(&self) -> SegmentBytes {
-        self.inner.state.borrow().log.segment_bytes_by_state()
+        let st = self.inner.state.borrow();
+        SegmentBytes {
+            pooled: st.pool.len() as u64 * self.inner.config.segment_bytes,
+            ..st.log.segment_bytes_by_state()
+        }
     }
 
     /// Failure probes, for tests that exercise error paths.

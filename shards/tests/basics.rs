@@ -169,7 +169,7 @@ fn segments_roll_over_into_preallocated_zero_filled_files() {
     assert!(bases.len() >= 4, "40 x 100 KiB fill at least 4 segments of 1 MiB: {bases:?}");
     for (i, base) in bases.iter().enumerate() {
         assert_eq!(*base, i as u64 * seg_bytes, "segments are contiguous, named by base position");
-        let path = shard_dir.join(ringmq_shards::segment_name(*base));
+        let path = shard_dir.join(ringmq_shards::segment_name(*base, ringmq_shards::batch::Generation::WIRE));
         let meta = std::fs::metadata(&path).unwrap();
         assert_eq!(meta.len(), seg_bytes, "segments are created at full size");
     }
@@ -177,14 +177,16 @@ fn segments_roll_over_into_preallocated_zero_filled_files() {
     let mut names: Vec<_> =
         std::fs::read_dir(&shard_dir).unwrap().map(|e| e.unwrap().file_name().into_string().unwrap()).collect();
     names.sort();
-    let spare = names.iter().filter_map(|n| ringmq_shards::parse_segment_name(n)).max().unwrap();
+    let spare = names.iter().filter_map(|n| ringmq_shards::parse_segment_name(n)).map(|(base, _)| base).max().unwrap();
     assert!(spare > *bases.last().unwrap(), "a spare segment was preallocated: {names:?}");
-    let bytes = std::fs::read(shard_dir.join(ringmq_shards::segment_name(spare))).unwrap();
+    let bytes =
+        std::fs::read(shard_dir.join(ringmq_shards::segment_name(spare, ringmq_shards::batch::Generation::WIRE)))
+            .unwrap();
     assert_eq!(bytes.len() as u64, seg_bytes);
     assert!(bytes.iter().all(|b| *b == 0), "the spare segment is zero-filled");
     let out = std::process::Command::new("du")
         .arg("-B1")
-        .arg(shard_dir.join(ringmq_shards::segment_name(spare)))
+        .arg(shard_dir.join(ringmq_shards::segment_name(spare, ringmq_shards::batch::Generation::WIRE)))
         .output()
         .unwrap();
     let used: u64 = String::from_utf8_lossy(&out.stdout).split_whitespace().next().unwrap().parse().unwrap();

@@ -91,7 +91,10 @@ fn retention_removes_lookup_entries_with_the_segments() {
             }
         }
         shard.checkpoint().await.unwrap();
-        assert!(shard.apply_retention().await.unwrap() > 0);
+        // Retention also ran at rollovers: this pass may find nothing more.
+        shard.apply_retention().await.unwrap();
+        let stats = shard.stats();
+        assert!(stats.segments_deleted + stats.segments_pooled > 0, "segments were retired");
         let starts = [shard.offsets(QueueId(1)).unwrap().0, shard.offsets(QueueId(2)).unwrap().0];
         let kept = |n: u64| placed[n as usize].1 >= starts[(n % 2) as usize];
         // Entries of deleted chunks are gone; a chunk that straddles the new

@@ -98,7 +98,10 @@ fn cut_log(dir: &Path, position: u64) {
             continue;
         }
         let from = position.max(base) - base;
-        let mut f = std::fs::OpenOptions::new().write(true).open(dir.join(ringmq_shards::segment_name(base))).unwrap();
+        let mut f = std::fs::OpenOptions::new()
+            .write(true)
+            .open(dir.join(ringmq_shards::segment_name(base, ringmq_shards::batch::Generation::WIRE)))
+            .unwrap();
         f.seek(SeekFrom::Start(from)).unwrap();
         f.write_all(&vec![0u8; (SEGMENT_BYTES - from) as usize]).unwrap();
         f.sync_all().unwrap();
@@ -108,7 +111,7 @@ fn cut_log(dir: &Path, position: u64) {
 /// Flips one bit of the log at `position`.
 fn flip_bit(dir: &Path, position: u64, bit: u8) {
     let base = position - position % SEGMENT_BYTES;
-    let path = dir.join(ringmq_shards::segment_name(base));
+    let path = dir.join(ringmq_shards::segment_name(base, ringmq_shards::batch::Generation::WIRE));
     let mut bytes = std::fs::read(&path).unwrap();
     bytes[(position - base) as usize] ^= 1 << bit;
     std::fs::write(&path, bytes).unwrap();
@@ -117,7 +120,9 @@ fn flip_bit(dir: &Path, position: u64, bit: u8) {
 fn segment_bases(dir: &Path) -> Vec<u64> {
     let mut v: Vec<u64> = std::fs::read_dir(dir)
         .unwrap()
-        .filter_map(|e| ringmq_shards::parse_segment_name(&e.unwrap().file_name().to_string_lossy()))
+        .filter_map(|e| {
+            ringmq_shards::parse_segment_name(&e.unwrap().file_name().to_string_lossy()).map(|(base, _)| base)
+        })
         .collect();
     v.sort();
     v
@@ -173,17 +178,23 @@ fn garbage_past_the_log_end_is_wiped_so_it_never_resurfaces() {
     let end = acked.iter().map(|a| a.position + a.size).max().unwrap();
     let src = &acked[acked.len() - 1];
     let base = src.position - src.position % SEGMENT_BYTES;
-    let bytes = std::fs::read(dir.path().join(ringmq_shards::segment_name(base))).unwrap();
+    let bytes =
+        std::fs::read(dir.path().join(ringmq_shards::segment_name(base, ringmq_shards::batch::Generation::WIRE)))
+            .unwrap();
     let copy = bytes[(src.position - base) as usize..(src.position - base + src.size) as usize].to_vec();
     let ghost_at = end + 3 * 4096;
     if ghost_at + src.size < base + SEGMENT_BYTES {
-        let mut f =
-            std::fs::OpenOptions::new().write(true).open(dir.path().join(ringmq_shards::segment_name(base))).unwrap();
+        let mut f = std::fs::OpenOptions::new()
+            .write(true)
+            .open(dir.path().join(ringmq_shards::segment_name(base, ringmq_shards::batch::Generation::WIRE)))
+            .unwrap();
         f.seek(SeekFrom::Start(ghost_at - base)).unwrap();
         f.write_all(&copy).unwrap();
     }
     reopen_and_check(dir.path(), acked.clone(), "ghost batch past the end");
-    let after = std::fs::read(dir.path().join(ringmq_shards::segment_name(base))).unwrap();
+    let after =
+        std::fs::read(dir.path().join(ringmq_shards::segment_name(base, ringmq_shards::batch::Generation::WIRE)))
+            .unwrap();
     let ghost = &after[(ghost_at - base) as usize..(ghost_at - base + src.size) as usize];
     assert!(ghost != copy.as_slice(), "recovery wiped the stale batch past the end");
 }

@@ -76,6 +76,7 @@ fn storage_config(cfg: &ServerConfig, index: usize) -> ShardConfig {
         default_flush_policy: cfg.default_flush,
         retention_age: cfg.retention_age,
         retention_bytes: cfg.retention_bytes,
+        segment_pool_max: cfg.segment_pool_max,
         ballast_bytes: super::core::config::ballast_bytes(cfg.segment_bytes),
         keyring: cfg.encryption.clone(),
         ..ShardConfig::new(cfg.data_dir.join(format!("shard-{index}")))

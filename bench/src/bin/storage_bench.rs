@@ -43,6 +43,14 @@ struct Args {
     /// Segment size in MiB.
     #[arg(long, default_value_t = 1024)]
     segment_mib: u64,
+    /// Size retention, MiB of log [default: none, the log grows]. With it, retired
+    /// segments are recycled as new ones: run a warm-up that rolls over a few
+    /// times to measure the steady state, where nothing is zero-filled.
+    #[arg(long)]
+    retention_mib: Option<u64>,
+    /// Retired segment files kept for recycling.
+    #[arg(long, default_value_t = ringmq_shards::config::SEGMENT_POOL_MAX)]
+    segment_pool: usize,
     /// User-space cache size in MiB.
     #[arg(long, default_value_t = 256)]
     cache_mib: usize,
@@ -115,6 +123,8 @@ async fn run(args: Args) -> Result<Outcome, ringmq_shards::StorageError> {
         flush_depth: args.flush_depth,
         default_flush_policy: if args.flush == "async" { FlushPolicy::Async } else { FlushPolicy::Sync },
         keyring: args.encrypt.then(random_keyring),
+        retention_bytes: args.retention_mib.map(|m| m << 20),
+        segment_pool_max: args.segment_pool,
         ..ShardConfig::new(&args.dir)
     };
     let shard = Shard::open(config).await?;
@@ -200,6 +210,8 @@ fn diff(a: ShardStats, b: ShardStats) -> ShardStats {
         backpressure_waits: a.backpressure_waits - b.backpressure_waits,
         segment_waits: a.segment_waits - b.segment_waits,
         segments_created: a.segments_created - b.segments_created,
+        segments_recycled: a.segments_recycled - b.segments_recycled,
+        zero_fill_bytes: a.zero_fill_bytes - b.zero_fill_bytes,
         ..a
     }
 }
@@ -241,6 +253,9 @@ fn report(args: &Args, cpu: usize, o: &Outcome) {
         ("max_us", format!("{:.1}", o.latency_ns.max() as f64 / 1e3)),
         ("backpressure_waits", s.backpressure_waits.to_string()),
         ("segment_waits", s.segment_waits.to_string()),
+        ("segments_created", s.segments_created.to_string()),
+        ("segments_recycled", s.segments_recycled.to_string()),
+        ("zero_fill_bytes", s.zero_fill_bytes.to_string()),
         ("cache_mib", args.cache_mib.to_string()),
         ("rss_mib", format!("{:.1}", o.rss_bytes as f64 / (1 << 20) as f64)),
     ];

@@ -17,6 +17,11 @@
 //! Two checksums, so that stamping never re-hashes the body: the producer's
 //! `crc` covers everything the producer sets, `header_crc` covers the length,
 //! that crc and the fields the shard stamps. Together they cover every byte.
+//!
+//! In a segment file, `header_crc` is seeded with the [`Generation`] of the
+//! file's life: a recycled file still holds batches of its earlier lives, and
+//! under the new seed they fail their check and end the log like a torn
+//! tail. On the wire (and in a file's first life) the seed is 0.
 
 use crate::error::{Result, StorageError};
 use crate::format::record::{Record, RecordIter};
@@ -33,6 +38,37 @@ pub const ATTR_SEALED: u16 = 2;
 const BODY_START: usize = 24;
 /// The header CRC covers the header's first bytes: length, crc, base offset, queue.
 pub const HEADER_CRC_COVERS: usize = 20;
+
+/// The life of a segment file: 0 for a file made new, one more each time
+/// retention recycles it. It seeds the header CRC of every batch stored in
+/// that life.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Generation(pub u32);
+
+impl Generation {
+    /// The seed of batches on the wire and in a file's first life.
+    pub const WIRE: Generation = Generation(0);
+
+    /// The generation of the file's next life.
+    pub fn next(self) -> Generation {
+        Generation(self.0.checked_add(1).expect("a file recycled 4 billion times"))
+    }
+}
+
+impl std::fmt::Display for Generation {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self.0.fmt(f)
+    }
+}
+
+/// The header CRC of `bytes` (a batch) under `generation`.
+fn header_crc(bytes: &[u8], generation: Generation) -> u32 {
+    // Distinct seeds give distinct CRCs of the same bytes (the seed's share of
+    // a CRC is an invertible function of it), so a stale batch always fails.
+    let mut hasher = crc32fast::Hasher::new_with_initial(generation.0);
+    hasher.update(&bytes[..HEADER_CRC_COVERS]);
+    hasher.finalize()
+}
 
 /// The decoded header of a batch.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -122,22 +158,43 @@ pub fn check(bytes: &[u8], batch_bytes_max: usize) -> Result<CheckedBatch> {
 }
 
 /// Writes the shard's base offset and queue into a copy of a checked batch and
-/// seals them with the header CRC.
+/// seals them with the header CRC, as it goes on the wire.
 pub fn stamp(copy: &mut [u8], base_offset: u64, queue: u32) {
-    copy[8..16].copy_from_slice(&base_offset.to_le_bytes());
-    copy[16..20].copy_from_slice(&queue.to_le_bytes());
-    let header_crc = crc32fast::hash(&copy[..HEADER_CRC_COVERS]);
-    copy[20..24].copy_from_slice(&header_crc.to_le_bytes());
+    stamp_in(copy, base_offset, queue, Generation::WIRE);
 }
 
-/// Re-checks a stored batch read back from the log: header, length and both CRCs.
+/// `stamp`, for a segment file in its life `generation`.
+pub fn stamp_in(copy: &mut [u8], base_offset: u64, queue: u32, generation: Generation) {
+    copy[8..16].copy_from_slice(&base_offset.to_le_bytes());
+    copy[16..20].copy_from_slice(&queue.to_le_bytes());
+    reseal(copy, generation);
+}
+
+/// Rewrites a batch's header CRC under `generation` (moving a checked batch
+/// between the wire and a segment file).
+pub fn reseal(batch: &mut [u8], generation: Generation) {
+    let crc = header_crc(batch, generation);
+    batch[20..24].copy_from_slice(&crc.to_le_bytes());
+}
+
+/// True if the header CRC of `batch` holds under `generation` (the body's CRC is not checked).
+pub fn header_holds(batch: &[u8], generation: Generation) -> bool {
+    header_crc(batch, generation) == u32_at(batch, 20)
+}
+
+/// Re-checks a stored batch as it comes on the wire: header, length and both CRCs.
 pub fn verify_stored(bytes: &[u8]) -> std::result::Result<BatchHeader, &'static str> {
+    verify_in(bytes, Generation::WIRE)
+}
+
+/// `verify_stored`, for a batch read from a segment file in its life `generation`.
+pub fn verify_in(bytes: &[u8], generation: Generation) -> std::result::Result<BatchHeader, &'static str> {
     let header = BatchHeader::decode(bytes).ok_or("bad header")?;
     let end = if header.is_padding() { HEADER_BYTES } else { header.length as usize };
     if (header.length as usize) < HEADER_BYTES || bytes.len() < end {
         return Err("bad length");
     }
-    if crc32fast::hash(&bytes[..HEADER_CRC_COVERS]) != header.header_crc {
+    if !header_holds(bytes, generation) {
         return Err("header CRC mismatch");
     }
     if crc32fast::hash(&bytes[BODY_START..end]) != header.crc {
@@ -147,16 +204,16 @@ pub fn verify_stored(bytes: &[u8]) -> std::result::Result<BatchHeader, &'static 
 }
 
 /// Builds the header of the padding batch that fills `length` bytes up to a
-/// segment's end or a page boundary. Only its header is written and covered
-/// by its CRC.
-pub fn padding_header(length: u32) -> [u8; HEADER_BYTES] {
+/// segment's end or a page boundary, in a file's life `generation`. Only its
+/// header is written and covered by its CRC.
+pub fn padding_header(length: u32, generation: Generation) -> [u8; HEADER_BYTES] {
     let mut h = [0u8; HEADER_BYTES];
     h[0..4].copy_from_slice(&length.to_le_bytes());
     h[24..26].copy_from_slice(&BATCH_MAGIC.to_le_bytes());
     h[26..28].copy_from_slice(&ATTR_PADDING.to_le_bytes());
     let crc = crc32fast::hash(&h[BODY_START..]);
     h[4..8].copy_from_slice(&crc.to_le_bytes());
-    stamp(&mut h, 0, u32::MAX);
+    stamp_in(&mut h, 0, u32::MAX, generation);
     h
 }
 
@@ -296,9 +353,23 @@ mod tests {
 
     #[test]
     fn padding_header_verifies_and_is_padding() {
-        let h = padding_header(8192);
-        let header = verify_stored(&h).unwrap();
+        let h = padding_header(8192, Generation(3));
+        let header = verify_in(&h, Generation(3)).unwrap();
         assert!(header.is_padding());
         assert_eq!(header.length, 8192);
+    }
+
+    #[test]
+    fn a_batch_of_another_generation_fails_its_header_check() {
+        let mut stored = one_record_batch(b"hello");
+        stamp_in(&mut stored, 42, 7, Generation(5));
+        assert!(verify_in(&stored, Generation(5)).is_ok());
+        for other in [0, 4, 6, u32::MAX] {
+            assert_eq!(verify_in(&stored, Generation(other)), Err("header CRC mismatch"), "generation {other}");
+        }
+        let padding = padding_header(4096, Generation(1));
+        assert_eq!(verify_in(&padding, Generation(2)), Err("header CRC mismatch"));
+        reseal(&mut stored, Generation::WIRE);
+        assert_eq!(verify_stored(&stored).unwrap().base_offset, 42, "resealed for the wire");
     }
 }

@@ -4,11 +4,12 @@
 
 use crate::config::ShardConfig;
 use crate::error::{Result, StorageError};
-use crate::format::batch::{verify_stored, BatchHeader, HEADER_BYTES};
+use crate::format::batch::{verify_in, BatchHeader, HEADER_BYTES};
 use crate::format::record::RecordIter;
 use crate::fs;
 use crate::index::checkpoint::Checkpoint;
 use crate::index::queue_index::{self as index, IndexEntry, QueueIndex, ENTRIES_PER_PAGE, ENTRY_BYTES};
+use crate::log::pool::{self, SegmentPool};
 use crate::log::segment::{self, Segment};
 use crate::lookup::{self, Lookup};
 use crate::position::{LogPos, Offset, QueueId, PAGE_BYTES};
@@ -28,6 +29,8 @@ pub(crate) struct Recovered {
     pub queues: HashMap<QueueId, QueueIndex>,
     /// Lookup chunks, with the tail rebuilt from the checkpoint on.
     pub lookup: Lookup,
+    /// Retired segment files kept for recycling.
+    pub pool: SegmentPool,
 }
 
 /// Recovers the shard in `config.dir`, creating it if new; with `cut`, the
@@ -41,9 +44,10 @@ pub(crate) async fn recover(config: &ShardConfig, cut: Option<LogPos>) -> Result
     let checkpoint = Checkpoint::load(dir).await?;
     let mut queues = load_queues(config, checkpoint.as_ref()).await?;
     let mut segments = BTreeMap::new();
-    for base in segment::list_segments(dir).await? {
-        segments.insert(base, Segment::open(dir, base, config.segment_bytes).await?);
+    for (base, generation) in segment::list_segments(dir).await? {
+        segments.insert(base, Segment::open(dir, base, generation, config.segment_bytes).await?);
     }
+    let pool = pool::load(dir, config.segment_pool_max, config.segment_bytes).await?;
     let first = segments.keys().next().copied().unwrap_or_default();
     let checkpointed = checkpoint.as_ref().map_or(first, |c| c.position.max(first));
     let mut lookup = Lookup::open(lookup::dir_of(dir), config.recent_batches).await?;
@@ -81,7 +85,7 @@ pub(crate) async fn recover(config: &ShardConfig, cut: Option<LogPos>) -> Result
         Checkpoint { position: end, queues }.store(dir).await?;
     }
     tracing::info!(dir = %dir.display(), end = end.0, queues = queues.len(), "shard recovered");
-    Ok(Recovered { segments, end, tail_page, queues, lookup })
+    Ok(Recovered { segments, end, tail_page, queues, lookup, pool })
 }
 
 /// Queues from the index directories, with offsets from the checkpoint and
@@ -167,14 +171,15 @@ impl Scan<'_> {
             }
             if header.is_padding() {
                 // Fills a segment's end, or a round's last page (see Log::seal_open).
-                if verify_stored(head).is_err() {
+                if verify_in(head, seg.generation).is_err() {
                     break;
                 }
                 pos += len;
                 continue;
             }
             let batch = self.bytes(&seg, pos, len as usize).await?;
-            let Ok(header) = verify_stored(batch) else { break };
+            // A batch of an earlier life of a recycled file fails here: a torn tail.
+            let Ok(header) = verify_in(batch, seg.generation) else { break };
             if let Some((queues, lookup)) = index.as_mut() {
                 // Entries come from the records in clear (a sealed batch is opened).
                 let plain = crate::crypt::in_clear(keyring.as_deref(), batch, pos.0)?;
@@ -225,7 +230,7 @@ impl Scan<'_> {
             return Ok(false);
         }
         let batch = self.bytes(&seg, pos, entry.size as usize).await?;
-        Ok(verify_stored(batch).is_ok_and(|h| {
+        Ok(verify_in(batch, seg.generation).is_ok_and(|h| {
             h.queue == q.id().0 && h.base_offset <= offset && offset < h.base_offset + u64::from(h.record_count)
         }))
     }

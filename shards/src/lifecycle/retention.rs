@@ -1,18 +1,22 @@
-//! Retention: deletes whole old segments, by age and by the log's total size,
-//! and the index files that only covered them. Queue start offsets move past
-//! the deleted data and are checkpointed before any file is deleted, so a
+//! Retention: retires whole old segments, by age and by the log's total size,
+//! and deletes the index files that only covered them. A retired segment
+//! file goes into the pool of spares (renamed, see `log::pool`) while it has
+//! room, and is deleted otherwise. Queue start offsets move past the retired
+//! data and are checkpointed before any file is renamed or deleted, so a
 //! crash in between never leaves an index pointing into a missing segment.
 
 use crate::error::{Result, StorageError};
 use crate::fs;
+use crate::log::pool::Pooled;
+use crate::log::segment::Segment;
 use crate::position::{LogPos, Offset, QueueId};
 use crate::probe::stats::add;
 use crate::shard::Inner;
 use std::rc::Rc;
-use std::time::SystemTime;
+use std::time::{Instant, SystemTime};
 
 impl Inner {
-    /// Deletes the segments retention allows; returns how many.
+    /// Retires the segments retention allows; returns how many.
     pub(crate) async fn apply_retention(&self) -> Result<usize> {
         let cfg = &self.config;
         if cfg.retention_age.is_none() && cfg.retention_bytes.is_none() {
@@ -20,8 +24,8 @@ impl Inner {
         }
         let covered = self.checkpoint().await?;
         let doomed = self.doomed_segments(covered).await?;
-        let Some(&(last_base, _)) = doomed.last() else { return Ok(0) };
-        let new_log_start = last_base + cfg.segment_bytes;
+        let Some(last) = doomed.last() else { return Ok(0) };
+        let new_log_start = last.base + cfg.segment_bytes;
         let queues: Vec<QueueId> = self.state.borrow().queues.keys().copied().collect();
         for queue in queues {
             let start = self.first_offset_at_or_after(queue, new_log_start).await?;
@@ -30,13 +34,13 @@ impl Inner {
             }
         }
         self.checkpoint().await?;
-        self.delete(&doomed, new_log_start).await?;
+        self.retire(&doomed, new_log_start).await?;
         Ok(doomed.len())
     }
 
     /// The oldest segments, wholly below `covered` and the retention floor,
     /// that age or size retention dooms; never the active segment.
-    async fn doomed_segments(&self, covered: LogPos) -> Result<Vec<(LogPos, std::path::PathBuf)>> {
+    async fn doomed_segments(&self, covered: LogPos) -> Result<Vec<Rc<Segment>>> {
         let cfg = &self.config;
         let (mut total, candidates) = {
             let st = self.state.borrow();
@@ -44,11 +48,12 @@ impl Inner {
             (st.log.segments_bytes(), st.log.sealed_segments_before(keep))
         };
         let mut doomed = Vec::new();
-        for (base, path) in candidates {
+        for segment in candidates {
             let too_big = cfg.retention_bytes.is_some_and(|max| total > max);
             let too_old = match cfg.retention_age {
                 Some(age) => {
-                    let modified = fs::blocking("reading the age of", &path, |p| std::fs::metadata(p)?.modified());
+                    let modified =
+                        fs::blocking("reading the age of", &segment.path, |p| std::fs::metadata(p)?.modified());
                     SystemTime::now().duration_since(modified.await?).unwrap_or_default() >= age
                 }
                 None => false,
@@ -57,7 +62,7 @@ impl Inner {
                 break;
             }
             total -= cfg.segment_bytes;
-            doomed.push((base, path));
+            doomed.push(segment);
         }
         Ok(doomed)
     }
@@ -81,43 +86,83 @@ impl Inner {
         Ok(lo)
     }
 
-    async fn delete(&self, doomed: &[(LogPos, std::path::PathBuf)], new_log_start: LogPos) -> Result<()> {
+    /// Forgets the doomed segments and what only they held, pools as many
+    /// of their files as the pool takes and deletes the rest.
+    async fn retire(&self, doomed: &[Rc<Segment>], new_log_start: LogPos) -> Result<()> {
         let file_entries = self.config.index_file_entries;
         let chunk_bytes = self.config.cache_chunk_bytes as u64;
         let mut dead_index_files = Vec::new();
-        let dead_chunks = {
+        let (dead_chunks, room) = {
             let mut st = self.state.borrow_mut();
-            for (base, _) in doomed {
-                st.log.remove_segment(*base);
+            for segment in doomed {
+                st.log.remove_segment(segment.base);
             }
             st.cache.remove_where(|chunk| chunk * chunk_bytes < new_log_start.0);
             for q in st.queues.values_mut() {
                 dead_index_files.extend(q.remove_files_below_start(file_entries));
             }
-            st.lookup.remove_below(new_log_start)
+            (st.lookup.remove_below(new_log_start), st.pool.room())
         };
         let index_files = dead_index_files.len();
-        fs::remove_big_files("deleting old segment", doomed.iter().map(|(_, p)| p.clone()).collect()).await?;
+        let (to_pool, to_delete) = doomed.split_at(room.min(doomed.len()));
+        let mut deleted: Vec<std::path::PathBuf> = to_delete.iter().map(|s| s.path.clone()).collect();
+        for segment in to_pool {
+            let pooled = Pooled::retired(&self.config.dir, segment.base, segment.generation);
+            let (from, to) = (segment.path.clone(), pooled.path.clone());
+            fs::blocking("pooling old segment", &segment.path, move |_| std::fs::rename(&from, &to)).await?;
+            // Another pass may have filled the pool meanwhile.
+            if let Err(extra) = self.state.borrow_mut().pool.put(pooled) {
+                deleted.push(extra.path);
+            }
+        }
+        let (pooled, deleted_count) = (doomed.len() - deleted.len(), deleted.len());
+        fs::remove_big_files("deleting old segment", deleted).await?;
         fs::remove_files("deleting old index file", dead_index_files).await?;
         fs::remove_files("deleting old lookup chunk", dead_chunks).await?;
         fs::sync_dir(&self.config.dir).await?;
-        add(&self.counters.segments_deleted, doomed.len() as u64);
+        add(&self.counters.segments_deleted, deleted_count as u64);
+        add(&self.counters.segments_pooled, pooled as u64);
         tracing::info!(
-            segments = doomed.len(),
+            pooled,
+            deleted = deleted_count,
             index_files,
             new_log_start = new_log_start.0,
-            "retention deleted old data"
+            "retention retired old data"
         );
         Ok(())
     }
 }
 
-/// Runs retention on its interval until the shard closes.
+/// Runs retention on its interval until the shard closes, and, with a size
+/// bound, also at each rollover that leaves the log over it: a log that
+/// rolls over faster than the interval then retires one segment per
+/// rollover, and the pool hands it back as the next spare.
 pub(crate) async fn run(inner: Rc<Inner>) {
+    let mut due = Instant::now() + inner.config.retention_interval;
     while !inner.is_closed() {
-        glommio::timer::sleep(inner.config.retention_interval).await;
+        let rolled = inner.spare_needed.wait();
+        let left = due.saturating_duration_since(Instant::now());
+        match inner.config.retention_bytes {
+            Some(_) => futures_lite::future::or(rolled, glommio::timer::sleep(left)).await,
+            None => glommio::timer::sleep(left).await,
+        }
+        let on_time = Instant::now() >= due;
+        if !on_time && !inner.over_size_bound() {
+            continue;
+        }
+        if on_time {
+            due = Instant::now() + inner.config.retention_interval;
+        }
         if let Err(error) = inner.apply_retention().await {
             tracing::warn!(%error, "retention pass failed; will retry");
         }
+    }
+}
+
+impl Inner {
+    /// True if the log is larger than the retention size bound.
+    fn over_size_bound(&self) -> bool {
+        let total = self.state.borrow().log.segments_bytes();
+        self.config.retention_bytes.is_some_and(|max| total > max)
     }
 }

@@ -193,11 +193,12 @@ impl Log {
                     }
                     None => round.put(bytes),
                 };
-                batch::stamp(copy, base_offset.0, queue.id().0);
+                batch::stamp_in(copy, base_offset.0, queue.id().0, self.active.generation);
                 key
             }
             Origin::Leader => {
-                round.put(bytes);
+                // Shipped as on the wire; sealed here for this file's life.
+                batch::reseal(round.put(bytes), self.active.generation);
                 round.needs_sync = true;
                 BatchKey::of(queue.id(), plain)
             }
@@ -269,7 +270,7 @@ impl Log {
             self.open = Some(self.new_round());
         }
         let round = self.open.as_mut().expect("opened above");
-        round.put(&batch::padding_header((to - self.end) as u32));
+        round.put(&batch::padding_header((to - self.end) as u32, self.active.generation));
         round.end = to;
         self.end = to;
         self.tail_page.fill(0);
@@ -336,7 +337,7 @@ impl Log {
         self.active.end(self.segment_bytes)
     }
 
-    /// The oldest log position still held (retention deleted what was before it).
+    /// The oldest log position still held (retention retired what was before it).
     pub fn start(&self) -> LogPos {
         *self.segments.keys().next().expect("a log has a segment")
     }
@@ -428,12 +429,12 @@ impl Log {
     }
 
     /// The sealed segments (never the active one) that end at or before
-    /// `keep`, oldest first: what retention may delete.
-    pub fn sealed_segments_before(&self, keep: LogPos) -> Vec<(LogPos, std::path::PathBuf)> {
+    /// `keep`, oldest first: what retention may retire.
+    pub fn sealed_segments_before(&self, keep: LogPos) -> Vec<Rc<Segment>> {
         self.segments
             .iter()
             .take_while(|(base, _)| **base != self.active.base && **base + self.segment_bytes <= keep)
-            .map(|(base, seg)| (*base, seg.path.clone()))
+            .map(|(_, seg)| seg.clone())
             .collect()
     }
 
@@ -442,13 +443,15 @@ impl Log {
         self.segments.len() as u64 * self.segment_bytes
     }
 
-    /// Bytes of the segment files by state (what `segments_bytes` counts, and the spare).
+    /// Bytes of the segment files by state (what `segments_bytes` counts,
+    /// and the spare); the pool is not the log's.
     pub fn segment_bytes_by_state(&self) -> crate::probe::stats::SegmentBytes {
         let sealed = self.segments.len() as u64 - 1;
         crate::probe::stats::SegmentBytes {
             active: self.segment_bytes,
             spare: if self.spare.is_some() { self.segment_bytes } else { 0 },
             sealed: sealed * self.segment_bytes,
+            pooled: 0,
         }
     }
 
@@ -457,7 +460,7 @@ impl Log {
         self.segments.keys().copied().collect()
     }
 
-    /// Forgets a sealed segment that retention deleted.
+    /// Forgets a sealed segment that retention retired.
     pub fn remove_segment(&mut self, base: LogPos) {
         assert!(base < self.active.base, "segment {base} is sealed (the active one is {})", self.active.base);
         self.segments.remove(&base);

@@ -1,9 +1,11 @@
 //! The commit log: its segments, the group-commit rounds, the flusher that
-//! writes them, the segment preallocator and the completion yield.
+//! writes them, the segment preallocator, the pool of retired segments it
+//! recycles, and the completion yield.
 
 pub(crate) mod commit_log;
 pub(crate) mod completion_yield;
 pub(crate) mod flusher;
+pub(crate) mod pool;
 pub(crate) mod preallocator;
 pub(crate) mod round;
 pub(crate) mod segment;

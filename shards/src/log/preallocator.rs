@@ -1,8 +1,11 @@
-//! Keeps one spare segment ready: created, fallocate'd and zero-filled in the
-//! background while the active one fills, so rollover never waits on file
-//! creation and appends never extend a file.
+//! Keeps one spare segment ready while the active one fills, so rollover
+//! never waits on file creation and appends never extend a file: recycled
+//! from the pool of retired segments when it holds one (a rename), else
+//! created, fallocate'd and zero-filled in the background.
 
-use crate::log::segment::Segment;
+use crate::log::pool::Pooled;
+use crate::log::segment::{segment_name, Segment};
+use crate::position::LogPos;
 use crate::probe::stats::add;
 use crate::shard::Inner;
 use std::rc::Rc;
@@ -49,6 +52,11 @@ pub(crate) async fn run(inner: Rc<Inner>) {
             wake.await;
             continue;
         };
+        let pooled = inner.state.borrow_mut().pool.take();
+        if let Some(pooled) = pooled {
+            recycle(&inner, base, pooled).await;
+            continue;
+        }
         if inner.space_short().is_some() && !inner.room_for_segment().await {
             glommio::timer::sleep(RETRY_DELAY).await;
             continue;
@@ -56,18 +64,9 @@ pub(crate) async fn run(inner: Rc<Inner>) {
         let depth = |filled: u64| fill_depth(&inner, filled);
         match Segment::create(&inner.config.dir, base, inner.config.segment_bytes, &depth).await {
             Ok(segment) => {
-                inner.state.borrow_mut().log.set_spare(segment);
                 add(&inner.counters.segments_created, 1);
                 add(&inner.counters.zero_fill_bytes, inner.config.segment_bytes);
-                if inner.space_back() {
-                    tracing::info!(base = base.0, "there is space again: appends resume");
-                    if let Err(error) =
-                        crate::lifecycle::ballast::ensure(&inner.config.dir, inner.config.ballast_bytes).await
-                    {
-                        tracing::warn!(%error, "could not make the ballast again");
-                    }
-                }
-                inner.space_freed.notify();
+                spare_ready(&inner, segment).await;
             }
             Err(error) if error.is_no_space() => {
                 if inner.short_of_space(error.to_string()) {
@@ -84,6 +83,50 @@ pub(crate) async fn run(inner: Rc<Inner>) {
             }
         }
     }
+}
+
+/// Makes the spare at `base` from a pooled file. A file that cannot be
+/// recycled is deleted; the next turn makes the spare another way.
+async fn recycle(inner: &Inner, base: LogPos, pooled: Pooled) {
+    let dir = &inner.config.dir;
+    match Segment::recycle(dir, &pooled.path, pooled.generation, base, inner.config.segment_bytes).await {
+        Ok(segment) => {
+            tracing::debug!(base = base.0, generation = %segment.generation, "recycled a pooled segment");
+            add(&inner.counters.segments_recycled, 1);
+            spare_ready(inner, segment).await;
+        }
+        Err(error) => {
+            tracing::warn!(%error, base = base.0, pooled = %pooled.path.display(), "could not recycle a pooled segment; deleting it");
+            // Under its pooled name, or its new one if the rename was done.
+            let names = [pooled.path.clone(), dir.join(segment_name(base.0, pooled.generation.next()))];
+            let removed = crate::fs::blocking("deleting a pooled segment", &pooled.path, move |_| {
+                for name in &names {
+                    match std::fs::remove_file(name) {
+                        Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(e),
+                        _ => {}
+                    }
+                }
+                Ok(())
+            });
+            if let Err(error) = removed.await {
+                tracing::warn!(%error, "could not delete it either");
+            }
+        }
+    }
+}
+
+/// The spare is ready: appends waiting for it go on, and if the disk had
+/// been full, the ballast is made again.
+async fn spare_ready(inner: &Inner, segment: Rc<Segment>) {
+    let base = segment.base;
+    inner.state.borrow_mut().log.set_spare(segment);
+    if inner.space_back() {
+        tracing::info!(base = base.0, "there is space again: appends resume");
+        if let Err(error) = crate::lifecycle::ballast::ensure(&inner.config.dir, inner.config.ballast_bytes).await {
+            tracing::warn!(%error, "could not make the ballast again");
+        }
+    }
+    inner.space_freed.notify();
 }
 
 #[cfg(test)]

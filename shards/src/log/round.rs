@@ -2,7 +2,7 @@
 //! being written, laid out contiguously in one page-aligned DMA buffer exactly
 //! as they will sit in the segment, so the flusher writes them with one I/O.
 
-use crate::format::batch::{BatchHeader, HEADER_BYTES, HEADER_CRC_COVERS};
+use crate::format::batch::{self, BatchHeader, HEADER_BYTES};
 use crate::log::segment::Segment;
 use crate::position::{LogPos, QueueId, PAGE_BYTES};
 use crate::signal::Completion;
@@ -114,7 +114,7 @@ impl Round {
             let position = self.start + at as u64;
             let header = BatchHeader::decode(&bytes[at..])
                 .unwrap_or_else(|| panic!("round {}: no batch header at position {position}", self.id));
-            let sealed = crc32fast::hash(&bytes[at..at + HEADER_CRC_COVERS]) == header.header_crc;
+            let sealed = batch::header_holds(&bytes[at..], self.segment.generation);
             assert!(sealed, "round {}: header CRC of the batch at {position} does not hold", self.id);
             if header.is_padding() {
                 assert_eq!(at + HEADER_BYTES, bytes.len(), "round {}: padding at {position} is last", self.id);

@@ -34,6 +34,10 @@ pub struct ShardStats {
     pub zero_fill_bytes: u64,
     /// Segments deleted by retention.
     pub segments_deleted: u64,
+    /// Segments retention retired into the pool of spares instead of deleting them.
+    pub segments_pooled: u64,
+    /// Segments made from a pooled file (renamed, nothing written).
+    pub segments_recycled: u64,
     /// Queue index files created (preallocated and zero-filled).
     pub index_files_created: u64,
     /// Log cache hits, misses, evictions and chunks read ahead.
@@ -71,6 +75,8 @@ pub(crate) struct Counters {
     pub segments_created: Cell<u64>,
     pub zero_fill_bytes: Cell<u64>,
     pub segments_deleted: Cell<u64>,
+    pub segments_pooled: Cell<u64>,
+    pub segments_recycled: Cell<u64>,
     pub index_files_created: Cell<u64>,
     pub cache_hits: Cell<u64>,
     pub cache_misses: Cell<u64>,
@@ -104,6 +110,8 @@ impl Counters {
             segments_created: self.segments_created.get(),
             zero_fill_bytes: self.zero_fill_bytes.get(),
             segments_deleted: self.segments_deleted.get(),
+            segments_pooled: self.segments_pooled.get(),
+            segments_recycled: self.segments_recycled.get(),
             index_files_created: self.index_files_created.get(),
             cache_hits: self.cache_hits.get(),
             cache_misses: self.cache_misses.get(),
@@ -167,6 +175,8 @@ pub struct SegmentBytes {
     pub spare: u64,
     /// Full segments that retention has not deleted yet.
     pub sealed: u64,
+    /// Retired segment files kept for recycling.
+    pub pooled: u64,
 }
 
 /// Reads parked at a queue's end right now, waiting for data, per queue.

@@ -4,7 +4,7 @@
 //! re-checked (CRC, queue, offset), so corrupt data is never returned.
 
 use crate::error::{Result, StorageError};
-use crate::format::batch::{verify_stored, ATTR_SEALED};
+use crate::format::batch::{self, verify_in, Generation, ATTR_SEALED};
 use crate::index::queue_index::{IndexEntry, ENTRIES_PER_PAGE};
 use crate::join::join_all;
 use crate::position::{LogPos, Offset, QueueId, PAGE_BYTES};
@@ -37,7 +37,8 @@ pub enum ReadWait {
 
 impl Inner {
     /// Reads whole batches of `queue` from `offset`, up to about `max_bytes`
-    /// (at least one batch is returned when one is readable).
+    /// (at least one batch is returned when one is readable). A read that
+    /// retention overtook (its data retired while it read) is out of range.
     pub(crate) async fn read(
         &self,
         queue: QueueId,
@@ -45,6 +46,19 @@ impl Inner {
         max_bytes: usize,
         wait: ReadWait,
     ) -> Result<ReadBatches> {
+        let read = self.read_batches(queue, offset, max_bytes, wait).await;
+        read.map_err(|error| {
+            let st = self.state.borrow();
+            match st.queues.get(&queue) {
+                Some(q) if offset < q.start().0 => {
+                    StorageError::OffsetOutOfRange { queue: queue.0, offset, start: q.start().0, end: q.visible().0 }
+                }
+                _ => error,
+            }
+        })
+    }
+
+    async fn read_batches(&self, queue: QueueId, offset: u64, max_bytes: usize, wait: ReadWait) -> Result<ReadBatches> {
         let end = self.wait_readable(queue, offset, wait).await?;
         let mut out = ReadBatches { bytes: Vec::new(), next_offset: offset, end_offset: end };
         while out.next_offset < end {
@@ -55,7 +69,8 @@ impl Inner {
             let at = out.bytes.len();
             self.read_log(entry.position.0, entry.size as usize, &mut out.bytes).await?;
             let offset = out.next_offset;
-            let checked = verify_stored(&out.bytes[at..]).and_then(|header| {
+            let generation = self.generation_at(entry.position)?;
+            let checked = verify_in(&out.bytes[at..], generation).and_then(|header| {
                 let holds = header.queue == queue.0
                     && header.base_offset <= offset
                     && offset < header.next_offset()
@@ -71,6 +86,8 @@ impl Inner {
                         let plain = plain.into_owned();
                         out.bytes.truncate(at);
                         out.bytes.extend_from_slice(&plain);
+                    } else if generation != Generation::WIRE {
+                        batch::reseal(&mut out.bytes[at..], Generation::WIRE);
                     }
                 }
                 // The good batches before a damaged one are returned; a read
@@ -207,6 +224,14 @@ impl Inner {
             }
         }
         Ok(())
+    }
+
+    /// The generation of the segment holding log position `pos`: the seed of
+    /// the header CRCs of the batches there.
+    pub(crate) fn generation_at(&self, pos: LogPos) -> Result<Generation> {
+        let st = self.state.borrow();
+        let segment = st.log.segment_at(pos).ok_or_else(|| corrupt(pos.0, "no segment holds this position"))?;
+        Ok(segment.generation)
     }
 
     /// Reads `chunk` from its segment into the cache, plus the following chunks

@@ -108,3 +108,11 @@ pub async fn wait_until(limit: std::time::Duration, done: impl Fn() -> bool) {
         glommio::timer::sleep(std::time::Duration::from_millis(5)).await;
     }
 }
+
+/// The value length that makes a one-record batch exactly `pages` pages long.
+pub fn page_value_len(pages: usize) -> usize {
+    let target = pages * ringmq_shards::position::PAGE_BYTES as usize;
+    (target.saturating_sub(200)..target)
+        .find(|len| batch_of(&vec![b'x'; *len]).len() == target)
+        .expect("some value length fills the pages exactly")
+}

@@ -63,6 +63,9 @@ pub struct ServerConfig {
     pub manual_clock: bool,
     pub retention_age: Option<Duration>,
     pub retention_bytes: Option<u64>,
+    /// Segment files retention keeps per shard to recycle as new segments
+    /// instead of deleting them (see `ShardConfig::segment_pool_max`).
+    pub segment_pool_max: usize,
     /// How long an idle shard spins for I/O completions before sleeping.
     pub spin_before_park: Duration,
     /// While durable writes are in flight, each shard yields its core to the
@@ -163,6 +166,7 @@ impl ServerConfig {
             manual_clock: false,
             retention_age: None,
             retention_bytes: None,
+            segment_pool_max: storage.segment_pool_max,
             spin_before_park: Duration::from_micros(50),
             completion_yield: storage.completion_yield,
             stall_threshold: Duration::from_millis(10),

@@ -59,6 +59,16 @@ fn storage(core: &Core, out: &mut Samples) {
         ("ringmq_storage_segments_created", "Segments created (preallocated and zero-filled).", s.segments_created),
         ("ringmq_storage_segments_deleted", "Segments deleted by retention.", s.segments_deleted),
         (
+            "ringmq_storage_segments_pooled",
+            "Segments retention retired into the pool of spares instead of deleting them.",
+            s.segments_pooled,
+        ),
+        (
+            "ringmq_storage_segments_recycled",
+            "Segments made from a pooled file: renamed, nothing zero-filled.",
+            s.segments_recycled,
+        ),
+        (
             "ringmq_storage_zero_fill_bytes",
             "Bytes of zeros written into new segments ahead of appends.",
             s.zero_fill_bytes,
@@ -79,8 +89,14 @@ fn storage(core: &Core, out: &mut Samples) {
         out.counter(name, help, &[], value);
     }
     let segments = core.storage().segment_bytes();
-    let help = "Bytes of the log's segment files by state (active, spare: preallocated next, sealed).";
-    for (state, bytes) in [("active", segments.active), ("spare", segments.spare), ("sealed", segments.sealed)] {
+    let help = "Bytes of the log's segment files by state (active, spare: preallocated next, sealed, pooled: retired, kept for recycling).";
+    let states = [
+        ("active", segments.active),
+        ("spare", segments.spare),
+        ("sealed", segments.sealed),
+        ("pooled", segments.pooled),
+    ];
+    for (state, bytes) in states {
         out.gauge("ringmq_storage_segment_bytes", help, &[("state", state)], bytes as f64);
     }
     let h = core.storage().histograms();
