@@ -295,3 +295,67 @@ fn a_checkpoint_keeps_the_durable_batches_behind_the_commit_gate() {
         shard.close().await.unwrap();
     });
 }
+
+/// (base, generation) of the segment files in `dir`.
+fn generations(dir: &Path) -> Vec<(u64, ringmq_shards::batch::Generation)> {
+    let mut v: Vec<_> = std::fs::read_dir(dir)
+        .unwrap()
+        .filter_map(|e| ringmq_shards::parse_segment_name(&e.unwrap().file_name().to_string_lossy()))
+        .collect();
+    v.sort();
+    v
+}
+
+#[test]
+fn leader_and_follower_recycle_segments_on_their_own_and_hold_the_same_records() {
+    let (a, b) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let (pa, pb) = (a.path().to_path_buf(), b.path().to_path_buf());
+    // Different bounds: the same base is a different life of a file on each side.
+    let leader_cfg = |p: &Path| ShardConfig { retention_bytes: Some(2 << 20), segment_pool_max: 2, ..config(p) };
+    let follower_cfg = |p: &Path| ShardConfig { retention_bytes: Some(3 << 20), segment_pool_max: 1, ..config(p) };
+    let end = run(move || async move {
+        let leader = open_with(leader_cfg(&pa), &QUEUES).await;
+        let follower = Shard::open_mirror(follower_cfg(&pb), None).await.unwrap();
+        for phase in 0..8 {
+            load(&leader, 40, phase * 40).await;
+            catch_up(&leader, &follower).await;
+            // As the broker does: the leader keeps what its follower has not taken.
+            leader.keep_from(ringmq_shards::LogPos(follower.log_positions().2));
+            leader.apply_retention().await.unwrap();
+            follower.apply_retention().await.unwrap();
+        }
+        for (who, shard) in [("leader", &leader), ("follower", &follower)] {
+            assert!(shard.stats().segments_recycled >= 2, "the {who} recycled segments: {:?}", shard.stats());
+        }
+        same_records_from_starts(&leader, &follower).await;
+        leader.log_positions().1
+        // Both dropped without a close: a crash.
+    });
+    let (ga, gb) = (generations(a.path()), generations(b.path()));
+    assert!(ga.iter().chain(&gb).any(|(_, g)| g.0 > 0), "recycled files: {ga:?} {gb:?}");
+    assert_ne!(ga, gb, "the two sides' files are different lives");
+    let (pa, pb) = (a.path().to_path_buf(), b.path().to_path_buf());
+    run(move || async move {
+        let leader = open_with(leader_cfg(&pa), &[]).await;
+        let follower = Shard::open_mirror(follower_cfg(&pb), None).await.unwrap();
+        assert_eq!(follower.log_positions().2, end, "the follower recovers the same end");
+        same_records_from_starts(&leader, &follower).await;
+        follower.lead();
+        let next = leader.offsets(QueueId(2)).unwrap().1;
+        let appended = follower.append(QueueId(2), &batch_of(b"after promotion")).await.unwrap();
+        assert_eq!((appended.base_offset, appended.position.0), (next, end));
+        leader.close().await.unwrap();
+        follower.close().await.unwrap();
+    });
+}
+
+/// Both hold the same records from the later of their queue starts on.
+async fn same_records_from_starts(leader: &Shard, follower: &Shard) {
+    for q in QUEUES.map(QueueId) {
+        let ((ls, le), (fs, fe)) = (leader.offsets(q).unwrap(), follower.offsets(q).unwrap());
+        assert_eq!(le, fe, "queue {q:?} ends");
+        let from = ls.max(fs);
+        assert!(from < le, "queue {q:?} keeps records on both sides: [{ls}, {le}) and [{fs}, {fe})");
+        assert_eq!(read_all(follower, q, from).await, read_all(leader, q, from).await, "queue {q:?} records");
+    }
+}
