@@ -305,12 +305,29 @@ fn isr_becomes(etcd: &Etcd, isr: &str) -> String {
 fn a_crashed_follower_leaves_the_in_sync_set_through_etcd_and_rejoins_it_once_caught_up() {
     let dir = tempfile::tempdir().unwrap();
     let etcd = Etcd::start(&dir.path().join("etcd"));
-    let mut a = node(&etcd, dir.path(), "a", "127.0.0.51");
-    let b = node(&etcd, dir.path(), "b", "127.0.0.52");
-    let mut c = node(&etcd, dir.path(), "c", "127.0.0.53");
+    // The admin listener on an address no shard listens on: glommio binds
+    // with SO_REUSEPORT, so a shared port would split its connections.
+    let admin = format!("127.0.0.59:{}", free_port_pair("127.0.0.59"));
+    let mut a =
+        node_with(&etcd, dir.path(), "a", "127.0.0.51", "1000", &["--admin-listen", &admin, PATIENT[0], PATIENT[1]]);
+    let b = node_with(&etcd, dir.path(), "b", "127.0.0.52", "1000", &PATIENT);
+    let mut c = node_with(&etcd, dir.path(), "c", "127.0.0.53", "1000", &PATIENT);
     let client = connect(a.addr()).expect("the first node leads");
     client.create_topic(TOPIC, QUEUES, 0).unwrap();
     assert_eq!(isr_becomes(&etcd, "a,b,c"), "a,b,c", "followers join the set once caught up");
+    // The leader's metrics: its epoch, the in-sync set's size, each follower's lag per shard.
+    let (status, metrics) = common::get(&admin, "/metrics");
+    assert_eq!(status, 200);
+    let line = |prefix: &str| metrics.lines().find(|l| l.starts_with(prefix)).map(str::to_string);
+    let isr = line("ringmq_replication_isr_size{shard=\"0\",group=\"g1\"}").expect("the in-sync set's size");
+    assert!(isr.ends_with(" 3.0"), "{isr}");
+    let epoch = line("ringmq_replication_leader_epoch{shard=\"0\",group=\"g1\"}").expect("the epoch");
+    assert!(!epoch.ends_with(" 0.0"), "{epoch}");
+    for f in ["b", "c"] {
+        let lag = format!("ringmq_replication_lag_bytes{{shard=\"1\",group=\"g1\",follower=\"{f}\"}}");
+        assert!(line(&lag).is_some(), "{f}'s lag on shard 1:\n{metrics}");
+    }
+    assert!(line("ringmq_shard_role{shard=\"0\",role=\"leader\"} 1.0").is_some());
     let producer = Producer::new(client.clone(), ProducerConfig::default());
     let mut acked = Vec::new();
     let mut send = |i: u32| {
