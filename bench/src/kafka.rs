@@ -110,21 +110,22 @@ pub(crate) fn consumers(
     queues: u32,
     core: impl Fn(usize) -> core_affinity::CoreId,
 ) -> Result<Vec<std::thread::JoinHandle<()>>, String> {
-    (0..s.args.consumers)
-        .map(|i| {
+    crate::run::subscribers(s)
+        .map(|(subscription, i)| {
             let mine: Vec<u32> = (0..queues).filter(|q| *q as usize % s.args.consumers == i).collect();
-            let consumer = consumer(bootstrap, &s.args.topic, &mine)?;
+            let consumer = consumer(bootstrap, &s.args.topic, &mine, subscription)?;
             let s = s.clone();
-            Ok(spawn_pinned(format!("consumer-{i}"), core(i), move || consume(&s, consumer)))
+            let name = format!("consumer-{subscription}-{i}");
+            Ok(spawn_pinned(name, core(i), move || consume(&s, consumer, subscription)))
         })
         .collect()
 }
 
-/// A consumer of `partitions`, from their end, until the run stops it.
-fn consumer(bootstrap: &str, topic: &str, partitions: &[u32]) -> Result<BaseConsumer, String> {
+/// A consumer of `partitions` for `subscription`, from their end, until the run stops it.
+fn consumer(bootstrap: &str, topic: &str, partitions: &[u32], subscription: usize) -> Result<BaseConsumer, String> {
     let consumer: BaseConsumer = ClientConfig::new()
         .set("bootstrap.servers", bootstrap)
-        .set("group.id", "ringmq-bench")
+        .set("group.id", format!("ringmq-bench-{subscription}"))
         .set("enable.auto.commit", "false")
         .set("fetch.wait.max.ms", "100")
         .set("socket.nagle.disable", "true")
@@ -143,8 +144,8 @@ fn consumer(bootstrap: &str, topic: &str, partitions: &[u32]) -> Result<BaseCons
     Ok(consumer)
 }
 
-fn consume(s: &Shared, consumer: BaseConsumer) {
-    let mut tally = Tally::new();
+fn consume(s: &Shared, consumer: BaseConsumer, subscription: usize) {
+    let mut tally = Tally::new(subscription);
     while !s.consumers_stop.load(Ordering::Relaxed) {
         match consumer.poll(Duration::from_millis(100)) {
             None => {}

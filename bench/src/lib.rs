@@ -11,3 +11,4 @@ mod kafka;
 pub mod rebalance;
 pub mod run;
 pub mod summary;
+pub mod workload;

@@ -28,6 +28,10 @@ pub const STAMP_BYTES: usize = 20;
 /// Workload and placement of a run.
 #[derive(Args, Debug, Clone)]
 pub struct RunArgs {
+    /// A workload file (TOML, like bench/workloads/*.toml): its keys replace the flags of the
+    /// same names (queues, message size, producers, rate, consumers, durations...).
+    #[arg(long)]
+    pub workload: Option<PathBuf>,
     /// Start a broker in this process on a temporary directory (removed at the end).
     #[arg(long, conflicts_with = "broker")]
     pub embedded: bool,
@@ -48,8 +52,13 @@ pub struct RunArgs {
     pub queues: u32,
     #[arg(long, default_value_t = 2)]
     pub producers: usize,
+    /// Consumer threads that split the queues among themselves (per subscription).
     #[arg(long, default_value_t = 2)]
     pub consumers: usize,
+    /// Subscriptions: every queue is read by this many consumers, each receiving every message
+    /// (OpenMessaging Benchmark's subscriptions per topic); `--consumers` threads serve each.
+    #[arg(long, default_value_t = 1, conflicts_with = "group", value_parser = clap::value_parser!(u64).range(1..))]
+    pub consumers_per_queue: u64,
     /// Bytes per message (at least 20: the timestamp stamp).
     #[arg(long, default_value_t = 1024)]
     pub message_size: usize,
@@ -219,6 +228,10 @@ pub(crate) struct Shared {
 
 /// Runs the workload and reports; Err if the run could not be done at all.
 pub fn run(args: RunArgs) -> Result<Outcome, String> {
+    let args = match &args.workload {
+        Some(path) => crate::workload::Workload::load(path)?.apply(args)?,
+        None => args,
+    };
     if args.message_size < STAMP_BYTES {
         return Err(format!("--message-size must be at least {STAMP_BYTES} bytes (the send stamp)"));
     }
@@ -314,7 +327,7 @@ fn drive(args: RunArgs, addr: &str, kafka: Option<&str>, client_cores: &[usize])
         errors: AtomicU64::new(0),
         consumers_stop: AtomicBool::new(false),
         acked_sets: (0..args.producers).map(|_| Mutex::default()).collect(),
-        received_sets: (0..args.producers).map(|_| Mutex::default()).collect(),
+        received_sets: (0..args.producers * args.consumers_per_queue as usize).map(|_| Mutex::default()).collect(),
         e2e: Mutex::new(new_histogram()),
         publish: Mutex::new(new_histogram()),
         send_delay: Mutex::new(new_histogram()),
@@ -326,14 +339,15 @@ fn drive(args: RunArgs, addr: &str, kafka: Option<&str>, client_cores: &[usize])
     let consumers: Vec<_> = match (group, kafka) {
         (Some(g), _) => g.go(&shared),
         (None, Some(bootstrap)) => crate::kafka::consumers(&shared, bootstrap, queues, core)?,
-        (None, None) => (0..shared.args.consumers)
-            .map(|i| {
+        (None, None) => subscribers(&shared)
+            .map(|(subscription, i)| {
                 let (s, c) = (shared.clone(), consumer_client.clone());
                 let mine: Vec<u32> = (0..queues).filter(|q| *q as usize % s.args.consumers == i).collect();
                 let cpu = core(i);
                 let mut consumer = Consumer::new(c, None);
                 consumer.assign(&s.args.topic, &mine, StartFrom::Latest).map_err(|e| e.to_string())?;
-                Ok(spawn_pinned(format!("consumer-{i}"), cpu, move || consume(&s, consumer, None)))
+                let name = format!("consumer-{subscription}-{i}");
+                Ok(spawn_pinned(name, cpu, move || consume(&s, consumer, subscription, None)))
             })
             .collect::<Result<_, String>>()?,
     };
@@ -353,7 +367,8 @@ fn drive(args: RunArgs, addr: &str, kafka: Option<&str>, client_cores: &[usize])
         p.join().map_err(|_| "a producer thread panicked".to_string())?;
     }
     let drain = Instant::now();
-    while shared.received.load(Ordering::Relaxed) < shared.acked.load(Ordering::Relaxed)
+    let copies = shared.args.consumers_per_queue;
+    while shared.received.load(Ordering::Relaxed) < shared.acked.load(Ordering::Relaxed) * copies
         && drain.elapsed() < shared.args.drain_timeout
     {
         std::thread::sleep(Duration::from_millis(50));
@@ -370,11 +385,18 @@ fn drive(args: RunArgs, addr: &str, kafka: Option<&str>, client_cores: &[usize])
     Ok(o)
 }
 
+/// (subscription, consumer) of every consumer thread to start.
+pub(crate) fn subscribers(s: &Shared) -> impl Iterator<Item = (usize, usize)> {
+    let consumers = s.args.consumers;
+    (0..s.args.consumers_per_queue as usize).flat_map(move |k| (0..consumers).map(move |i| (k, i)))
+}
+
 fn outcome(s: &Shared) -> Outcome {
+    // Each subscription must receive every acknowledged message.
     let lost = s
-        .acked_sets
-        .iter()
-        .zip(&s.received_sets)
+        .received_sets
+        .chunks(s.acked_sets.len())
+        .flat_map(|subscription| s.acked_sets.iter().zip(subscription))
         .map(|(a, r)| a.lock().expect("lock").missing_from(&r.lock().expect("lock")))
         .sum();
     let e2e = s.e2e.lock().expect("lock").clone();
@@ -390,6 +412,7 @@ fn outcome(s: &Shared) -> Outcome {
         errors: s.errors.load(Ordering::Relaxed),
         max_outstanding: s.args.max_outstanding,
         outstanding_seen: s.outstanding_seen.load(Ordering::Relaxed),
+        consumers_per_queue: s.args.consumers_per_queue,
     };
     let rebalance = s.window.as_ref().and_then(|w| w.split(s.measure_from_ns));
     Outcome {
@@ -523,8 +546,8 @@ fn wait_until(clock: Clock, t_ns: u64, spin: Duration) {
 /// Makes a group consumer again (a member restart).
 type Remake = Box<dyn Fn() -> Consumer + Send>;
 
-fn consume(s: &Shared, mut consumer: Consumer, restart: Option<Remake>) {
-    let mut tally = Tally::new();
+fn consume(s: &Shared, mut consumer: Consumer, subscription: usize, restart: Option<Remake>) {
+    let mut tally = Tally::new(subscription);
     let restart_ns = s.args.restart_member_at.map(|at| s.measure_from_ns + at.as_nanos() as u64);
     let mut restarted = false;
     while !s.consumers_stop.load(Ordering::Relaxed) {
@@ -565,6 +588,8 @@ fn consume(s: &Shared, mut consumer: Consumer, restart: Option<Remake>) {
 /// producer's sequence (a second copy is a duplicate), and the end-to-end
 /// latency of the measured ones, merged into the run's histogram now and then.
 pub(crate) struct Tally {
+    /// Which subscription's copy of each message this consumer receives.
+    subscription: usize,
     local: Histogram<u64>,
     last_merge: Instant,
     /// This poll's measured latencies (ns).
@@ -572,8 +597,8 @@ pub(crate) struct Tally {
 }
 
 impl Tally {
-    pub(crate) fn new() -> Tally {
-        Tally { local: new_histogram(), last_merge: Instant::now(), latencies: Vec::new() }
+    pub(crate) fn new(subscription: usize) -> Tally {
+        Tally { subscription, local: new_histogram(), last_merge: Instant::now(), latencies: Vec::new() }
     }
 
     /// A received payload, at `now`.
@@ -584,7 +609,10 @@ impl Tally {
         let intended = u64::from_le_bytes(value[0..8].try_into().expect("8 bytes"));
         let producer = u32::from_le_bytes(value[8..12].try_into().expect("4 bytes")) as usize;
         let seq = u64::from_le_bytes(value[12..20].try_into().expect("8 bytes"));
-        let Some(set) = s.received_sets.get(producer) else { return };
+        if producer >= s.args.producers {
+            return;
+        }
+        let Some(set) = s.received_sets.get(self.subscription * s.args.producers + producer) else { return };
         if !set.lock().expect("lock").mark(seq) {
             s.duplicates.fetch_add(1, Ordering::Relaxed);
             return;
@@ -650,7 +678,7 @@ impl GroupConsumers {
                     }
                 };
                 let restart: Option<Remake> = (i == 0).then(|| Box::new(make) as Remake);
-                consume(&shared, consumer, restart);
+                consume(&shared, consumer, 0, restart);
             }));
             go.push(tx);
         }

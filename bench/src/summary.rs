@@ -22,6 +22,9 @@ pub struct Summary {
     pub max_outstanding: u64,
     /// ...and the most any producer had right after a send.
     pub outstanding_seen: u64,
+    /// Subscriptions: consumers that each receive every message (`received`
+    /// and `measured` count every copy).
+    pub consumers_per_queue: u64,
 }
 
 impl Summary {
@@ -58,6 +61,7 @@ impl Summary {
             errors: self.errors,
             max_outstanding: self.max_outstanding,
             outstanding_seen: self.outstanding_seen,
+            consumers_per_queue: self.consumers_per_queue,
             e2e: Latency::of(e2e),
             publish: Latency::of(publish),
             send_delay: Latency::of(send_delay),
@@ -94,6 +98,7 @@ struct SummaryJson {
     errors: u64,
     max_outstanding: u64,
     outstanding_seen: u64,
+    consumers_per_queue: u64,
     e2e: Latency,
     publish: Latency,
     send_delay: Latency,
@@ -164,6 +169,7 @@ mod tests {
             "duplicates",
             "max_outstanding",
             "outstanding_seen",
+            "consumers_per_queue",
             "e2e",
             "publish",
             "send_delay",
