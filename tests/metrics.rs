@@ -217,7 +217,7 @@ fn metrics_count_what_clients_did_and_counters_only_go_up() {
     assert!(samples(&node, "ringmq_produce_messages").iter().all(|(labels, _)| !labels.contains_key("shard")));
     assert_eq!(total(&node, "ringmq_produce_messages", &[("topic", "orders")]), 300.0);
     let segments = samples(&node, "ringmq_storage_segment_bytes");
-    assert_eq!(segments.len(), 3, "one sample per state: {segments:?}");
+    assert_eq!(segments.len(), 4, "one sample per state (active, spare, sealed, pooled): {segments:?}");
 }
 
 #[test]
