@@ -3,6 +3,7 @@
 
 pub mod chart;
 pub mod compare;
+pub mod cpu;
 pub mod delayed;
 pub mod histogram;
 // Without the `kafka` feature (librdkafka), --protocol kafka is refused.

@@ -3,6 +3,7 @@
 //! intended send time, live progress, a final table, and optionally the
 //! histograms and a summary written to a directory.
 
+use crate::cpu::CpuTimes;
 use crate::delayed;
 use crate::histogram::{self, new_histogram, percentiles_us, Schedule, PERCENTILES};
 use crate::rebalance::{Split, Window};
@@ -362,7 +363,7 @@ fn drive(args: RunArgs, addr: &str, kafka: Option<&str>, client_cores: &[usize])
         })
         .collect();
     let wall = Instant::now();
-    progress(&shared, || producers.iter().all(|p| p.is_finished()));
+    let cpu = progress(&shared, || producers.iter().all(|p| p.is_finished()));
     for p in producers {
         p.join().map_err(|_| "a producer thread panicked".to_string())?;
     }
@@ -382,6 +383,9 @@ fn drive(args: RunArgs, addr: &str, kafka: Option<&str>, client_cores: &[usize])
     tracing::debug!(seconds = wall.elapsed().as_secs_f64(), "run finished");
     let mut o = outcome(&shared);
     o.delayed = probe.map(|p| (shared.args.delayed_pending, p.finish()));
+    if let Some(((from, sent_from), (to, sent_to))) = cpu {
+        o.summary.cpu_us_per_msg = Some(to.since(from).per_message(sent_to - sent_from));
+    }
     Ok(o)
 }
 
@@ -413,6 +417,7 @@ fn outcome(s: &Shared) -> Outcome {
         max_outstanding: s.args.max_outstanding,
         outstanding_seen: s.outstanding_seen.load(Ordering::Relaxed),
         consumers_per_queue: s.args.consumers_per_queue,
+        cpu_us_per_msg: None,
     };
     let rebalance = s.window.as_ref().and_then(|w| w.split(s.measure_from_ns));
     Outcome {
@@ -704,8 +709,16 @@ impl GroupConsumers {
 
 /// Prints rates once a second until `done()`, with the e2e p99 of that
 /// second (stalls show up where they happen) and of the run so far.
-fn progress(s: &Shared, done: impl Fn() -> bool) {
+/// The threads' CPU times and the messages sent at two moments.
+type CpuWindow = ((CpuTimes, u64), (CpuTimes, u64));
+
+/// Prints the live rates each second until `done`; returns the threads' CPU
+/// times and messages sent at the first and the last progress line inside
+/// the measured time (an exited thread's time leaves /proc, and producers
+/// and their SDK threads exit at its end), if there were two.
+fn progress(s: &Shared, done: impl Fn() -> bool) -> Option<CpuWindow> {
     let (mut last_sent, mut last_recv, started) = (0, 0, Instant::now());
+    let (mut cpu_from, mut cpu_to) = (None, None);
     let mut last_e2e = s.e2e.lock().expect("lock").clone();
     while !done() {
         std::thread::sleep(Duration::from_secs(1));
@@ -718,6 +731,14 @@ fn progress(s: &Shared, done: impl Fn() -> bool) {
         }
         let ms = |h: &Histogram<u64>| h.value_at_percentile(99.0) as f64 / 1000.0;
         let phase = if now_ns(s.args.clock) < s.measure_from_ns { "warm-up" } else { "measure" };
+        if phase == "measure" && now_ns(s.args.clock) < s.end_ns {
+            let at = (CpuTimes::now(), s.sent.load(Ordering::Relaxed));
+            if cpu_from.is_none() {
+                cpu_from = Some(at);
+            } else {
+                cpu_to = Some(at);
+            }
+        }
         eprintln!(
             "[{:>5.1}s {phase}] sent {:>8}/s recv {:>8}/s {:>7.1} MB/s  e2e p99 {:>7.2} ms (run {:>7.2})  backlog {:>8}  errors {}",
             started.elapsed().as_secs_f64(),
@@ -731,6 +752,7 @@ fn progress(s: &Shared, done: impl Fn() -> bool) {
         );
         (last_sent, last_recv, last_e2e) = (sent, recv, e2e);
     }
+    cpu_from.zip(cpu_to)
 }
 
 /// The final table.
@@ -746,6 +768,9 @@ pub fn report(o: &Outcome) -> String {
             out += &format!(" {:>10.3}", v as f64 / 1000.0);
         }
         out.push('\n');
+    }
+    if let Some(cpu) = &o.summary.cpu_us_per_msg {
+        out += &format!("{cpu}\n");
     }
     if let Some((pending, lateness)) = &o.delayed {
         out += &format!("{:>10}", "late");

@@ -25,6 +25,9 @@ pub struct Summary {
     /// Subscriptions: consumers that each receive every message (`received`
     /// and `measured` count every copy).
     pub consumers_per_queue: u64,
+    /// CPU per message sent in the measured time, by role (from the first
+    /// progress line in it to the producers' end).
+    pub cpu_us_per_msg: Option<crate::cpu::CpuPerMessage>,
 }
 
 impl Summary {
@@ -62,6 +65,7 @@ impl Summary {
             max_outstanding: self.max_outstanding,
             outstanding_seen: self.outstanding_seen,
             consumers_per_queue: self.consumers_per_queue,
+            cpu_us_per_msg: self.cpu_us_per_msg,
             e2e: Latency::of(e2e),
             publish: Latency::of(publish),
             send_delay: Latency::of(send_delay),
@@ -99,6 +103,8 @@ struct SummaryJson {
     max_outstanding: u64,
     outstanding_seen: u64,
     consumers_per_queue: u64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    cpu_us_per_msg: Option<crate::cpu::CpuPerMessage>,
     e2e: Latency,
     publish: Latency,
     send_delay: Latency,
