@@ -128,8 +128,7 @@ impl Segment {
         let (from, to) = (pooled.to_path_buf(), path.clone());
         fs::blocking("renaming a pooled segment", pooled, move |_| std::fs::rename(&from, &to)).await?;
         fs::sync_dir(dir).await?;
-        let segment = Segment::open(dir, base, generation, bytes).await?;
-        Ok(segment)
+        Segment::open(dir, base, generation, bytes).await
     }
 
     /// Log position after the segment's last byte.
