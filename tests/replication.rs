@@ -3,7 +3,8 @@
 //! acknowledged once two replicas hold them durably; after the leader is
 //! killed, a follower is elected in a new epoch and serves every
 //! acknowledged message at its queue and offset, and takes new produces. A
-//! deposed leader that rejoins cuts back what it never replicated.
+//! deposed leader that rejoins cuts back what it never replicated. The tests
+//! run one cluster at a time (see `one_cluster`).
 
 mod common;
 
@@ -15,6 +16,16 @@ use ringmq::client::{
 use ringmq::protocol::{ApiKey, ErrorCode};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
+
+/// One cluster at a time: five three-node clusters at once on a 2-CPU CI
+/// machine missed 1 s replica-ack timeouts and election leases, in tests
+/// that do not measure that. Each test holds this while its cluster runs.
+static ONE_CLUSTER: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+fn one_cluster() -> std::sync::MutexGuard<'static, ()> {
+    // A test that failed while holding it leaves it poisoned; the next may still run.
+    ONE_CLUSTER.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+}
 
 const TOPIC: &str = "orders";
 const QUEUES: u32 = 4;
@@ -66,6 +77,7 @@ fn leader_of(nodes: &[&Broker], limit: Duration) -> (usize, Arc<Client>) {
 
 #[test]
 fn acknowledged_messages_survive_the_leaders_death_and_the_new_leader_takes_produces() {
+    let _cluster = one_cluster();
     let dir = tempfile::tempdir().unwrap();
     let etcd = Etcd::start(&dir.path().join("etcd"));
     let mut a = node_with(&etcd, dir.path(), "a", "127.0.0.21", "1000", &PATIENT);
@@ -158,6 +170,7 @@ fn send_until_acked(producer: &Producer, value: &str, limit: Duration) -> ringmq
 
 #[test]
 fn a_deposed_leader_that_rejoins_cuts_back_what_it_never_replicated() {
+    let _cluster = one_cluster();
     let dir = tempfile::tempdir().unwrap();
     let etcd = Etcd::start(&dir.path().join("etcd"));
     let mut a = node(&etcd, dir.path(), "a", "127.0.0.31");
@@ -224,6 +237,7 @@ fn a_deposed_leader_that_rejoins_cuts_back_what_it_never_replicated() {
 
 #[test]
 fn group_offsets_delayed_messages_retries_and_open_transactions_fail_over_with_the_log() {
+    let _cluster = one_cluster();
     use ringmq::client::{Delay, GroupConfig, StartNew, TransactionProducer, TxState};
     let dir = tempfile::tempdir().unwrap();
     let etcd = Etcd::start(&dir.path().join("etcd"));
@@ -299,6 +313,7 @@ fn isr_becomes(etcd: &Etcd, isr: &str) -> String {
 
 #[test]
 fn a_crashed_follower_leaves_the_in_sync_set_through_etcd_and_rejoins_it_once_caught_up() {
+    let _cluster = one_cluster();
     let dir = tempfile::tempdir().unwrap();
     let etcd = Etcd::start(&dir.path().join("etcd"));
     // The admin listener on an address no shard listens on: glommio binds
@@ -361,6 +376,7 @@ fn a_crashed_follower_leaves_the_in_sync_set_through_etcd_and_rejoins_it_once_ca
 
 #[test]
 fn a_follower_that_stops_keeping_up_leaves_the_in_sync_set_while_registered_and_returns() {
+    let _cluster = one_cluster();
     let dir = tempfile::tempdir().unwrap();
     let etcd = Etcd::start(&dir.path().join("etcd"));
     // Leases that outlast the pause, and a lag limit well inside it.
