@@ -177,6 +177,14 @@ pub fn reseal(batch: &mut [u8], generation: Generation) {
     batch[20..24].copy_from_slice(&crc.to_le_bytes());
 }
 
+/// Reseals a checked batch read from a segment file in its life `from` for
+/// the wire (a batch of a file's first life already is).
+pub fn to_wire(batch: &mut [u8], from: Generation) {
+    if from != Generation::WIRE {
+        reseal(batch, Generation::WIRE);
+    }
+}
+
 /// True if the header CRC of `batch` holds under `generation` (the body's CRC is not checked).
 pub fn header_holds(batch: &[u8], generation: Generation) -> bool {
     header_crc(batch, generation) == u32_at(batch, 20)

@@ -49,7 +49,7 @@ impl Inner {
         };
         let mut doomed = Vec::new();
         for segment in candidates {
-            let too_big = cfg.retention_bytes.is_some_and(|max| total > max);
+            let too_big = self.over_size_bound(total);
             let too_old = match cfg.retention_age {
                 Some(age) => {
                     let modified =
@@ -147,7 +147,8 @@ pub(crate) async fn run(inner: Rc<Inner>) {
             None => glommio::timer::sleep(left).await,
         }
         let on_time = Instant::now() >= due;
-        if !on_time && !inner.over_size_bound() {
+        let total = inner.state.borrow().log.segments_bytes();
+        if !on_time && !inner.over_size_bound(total) {
             continue;
         }
         if on_time {
@@ -160,9 +161,8 @@ pub(crate) async fn run(inner: Rc<Inner>) {
 }
 
 impl Inner {
-    /// True if the log is larger than the retention size bound.
-    fn over_size_bound(&self) -> bool {
-        let total = self.state.borrow().log.segments_bytes();
+    /// True if a log of `total` bytes is larger than the retention size bound.
+    fn over_size_bound(&self, total: u64) -> bool {
         self.config.retention_bytes.is_some_and(|max| total > max)
     }
 }

@@ -86,8 +86,8 @@ impl Inner {
                         let plain = plain.into_owned();
                         out.bytes.truncate(at);
                         out.bytes.extend_from_slice(&plain);
-                    } else if generation != Generation::WIRE {
-                        batch::reseal(&mut out.bytes[at..], Generation::WIRE);
+                    } else {
+                        batch::to_wire(&mut out.bytes[at..], generation);
                     }
                 }
                 // The good batches before a damaged one are returned; a read

@@ -2,7 +2,7 @@
 //! what is written, read through the cache like any read.
 
 use crate::error::{Result, StorageError};
-use crate::format::batch::{self, verify_in, verify_stored, BatchHeader, Generation, HEADER_BYTES};
+use crate::format::batch::{self, verify_in, verify_stored, BatchHeader, HEADER_BYTES};
 use crate::position::LogPos;
 use crate::read::reader::ReadWait;
 use crate::shard::Inner;
@@ -81,7 +81,7 @@ impl Inner {
             let generation = self.generation_at(LogPos(at))?;
             verify_in(&range.bytes[start..], generation).map_err(not_boundary)?;
             // Shipped as on the wire: the follower seals it for its own file's life.
-            batch::reseal(&mut range.bytes[start..], Generation::WIRE);
+            batch::to_wire(&mut range.bytes[start..], generation);
             range.next = at + u64::from(header.length);
         }
         Ok(range)
