@@ -1,23 +1,26 @@
-//! The async send accumulator: messages join their queue's open batch on the
-//! sender's own thread; a batch goes out when it reaches `batch_bytes` (sent
-//! by the thread that filled it) or when its `linger` ends (sent by the linger
-//! thread, woken once per batch, not per message). Whatever goes out to a
-//! shard takes along every other batch waiting for that shard whose queue has
-//! a free in-flight slot, in one ProduceMany request: when an answer frees the
-//! slots of eight queues, their eight waiting batches leave as one request,
-//! not eight. Replies resolve each message's future or callback on the ack
-//! thread. No per-message thread hand-off: at 150k msgs/s hand-offs
-//! saturated a client core.
+//! The async send accumulator: a message joins its queue's open batch on the
+//! sender's own thread, encoded there as a record (the message is dropped by
+//! the thread that made it, and nothing on the reply path builds a batch); a
+//! batch goes out when it reaches `batch_bytes` (sent by the thread that
+//! filled it) or when its `linger` ends (sent by the linger thread, woken once
+//! per batch, not per message). Whatever goes out to a shard takes along every
+//! other batch waiting for that shard whose queue has a free in-flight slot,
+//! in one ProduceMany request: when an answer frees the slots of eight queues,
+//! their eight waiting batches leave as one request, not eight. Replies
+//! resolve each message's future or callback on the ack thread, so user code
+//! never runs on a connection's reader. No per-message thread hand-off: at
+//! 150k msgs/s hand-offs saturated a client core.
 
 use super::client::Client;
 use super::connection::{Reply, Tagged};
 use super::error::ClientError;
 use super::fault_avoidance::FaultTable;
 use super::message_id::MessageId;
-use super::producer::{build_batch, Message, ProducerConfig, SendResult};
+use super::producer::{push_record, Message, ProducerConfig, SendResult};
 use super::promise::Resolver;
 use crate::protocol::messages::{self as msg, QueueRef};
 use crate::protocol::{ApiKey, ErrorCode, Reader, Writer};
+use ringmq_shards::batch::BatchBuilder;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{mpsc, Arc, Condvar, Mutex};
@@ -42,15 +45,15 @@ impl Done {
     }
 }
 
-/// A message waiting in a batch.
-pub struct Pending {
-    pub id: MessageId,
-    pub message: Message,
-    pub done: Done,
+/// A message in a batch, waiting for its outcome.
+struct Waiter {
+    id: MessageId,
+    done: Done,
 }
 
-/// A topic's queue.
-type Key = (String, u32);
+/// A topic's queue. Topic names are interned (`Batches::key`), so finding
+/// a queue's batch allocates nothing.
+type Key = (Arc<str>, u32);
 
 /// Batch bytes per ProduceMany request: a shard's waiting batches beyond
 /// this go in further requests (a request must stay under the frame limit).
@@ -58,16 +61,19 @@ const REQUEST_BYTES_MAX: usize = 1 << 20;
 
 struct Open {
     since: Instant,
-    bytes: usize,
+    /// The batch's first timestamp (Unix ms); records carry theirs relative to it.
+    first_ms: i64,
     /// The shard that owns the queue (None: the topic is not known yet).
     shard: Option<u32>,
-    messages: Vec<Pending>,
+    /// The records so far, encoded on the senders' threads as they were added.
+    batch: BatchBuilder,
+    waiters: Vec<Waiter>,
 }
 
 /// One queue's batch in a request.
 struct Entry {
     key: Key,
-    messages: Vec<Pending>,
+    waiters: Vec<Waiter>,
 }
 
 struct InFlight {
@@ -78,6 +84,7 @@ struct InFlight {
 
 #[derive(Default)]
 struct Batches {
+    topics: Vec<Arc<str>>,
     open: HashMap<Key, Open>,
     /// Batches sent and not yet answered, per queue.
     in_flight: HashMap<Key, usize>,
@@ -86,6 +93,20 @@ struct Batches {
     /// earlier than the new batch's.
     linger_idle: bool,
     closed: bool,
+}
+
+impl Batches {
+    /// The key of `queue` of `topic`, the topic's name interned.
+    fn key(&mut self, topic: &str, queue: u32) -> Key {
+        let name = match self.topics.iter().find(|t| ***t == *topic) {
+            Some(name) => name.clone(),
+            None => {
+                self.topics.push(Arc::from(topic));
+                self.topics[self.topics.len() - 1].clone()
+            }
+        };
+        (name, queue)
+    }
 }
 
 /// Shared by the producer, its linger thread and its ack thread.
@@ -136,21 +157,23 @@ impl Batcher {
     /// idle queue gets no linger delay), when it is full, or when its linger
     /// ends; at the limit the next one fills, and goes out as soon as an
     /// answer frees a slot.
-    pub fn add(&self, topic: &str, queue: u32, pending: Pending) {
-        let size = pending.message.value.len() + pending.message.key.as_ref().map_or(0, Vec::len) + 64;
+    pub fn add(&self, topic: &str, queue: u32, id: MessageId, message: &Message, done: Done) {
+        let now_ms = crate::duration::unix_ms() as i64;
         let mut b = self.batches.lock().expect("batches lock");
-        let key = (topic.to_string(), queue);
+        let key = b.key(topic, queue);
         let idle = self.has_slot(&b, &key);
         let open = b.open.entry(key.clone()).or_insert_with(|| Open {
             since: Instant::now(),
-            bytes: 0,
-            shard: self.client.topic(topic).ok().and_then(|t| t.queue_shards.get(queue as usize).copied()),
-            messages: Vec::new(),
+            first_ms: now_ms,
+            shard: self.client.with_topic(topic, |t| t.queue_shards.get(queue as usize).copied()).ok().flatten(),
+            batch: BatchBuilder::new(now_ms),
+            waiters: Vec::new(),
         });
-        let first = open.messages.is_empty();
-        open.bytes += size;
-        open.messages.push(pending);
-        if idle || open.bytes >= self.batch_bytes {
+        let first = open.waiters.is_empty();
+        let delta_ms = (now_ms - open.first_ms).clamp(0, i64::from(u32::MAX)) as u32;
+        push_record(&mut open.batch, id, message, delta_ms);
+        open.waiters.push(Waiter { id, done });
+        if idle || open.batch.size_bytes() >= self.batch_bytes {
             let failed = self.send(&mut b, &[key]);
             drop(b);
             fail(failed);
@@ -243,43 +266,39 @@ impl Batcher {
     /// Sends the open batches of `keys`, one request per shard (more if they
     /// hold over `REQUEST_BYTES_MAX`), none added.
     fn send_all(&self, b: &mut Batches, keys: &[Key]) -> Vec<Failed> {
-        let mut requests: Vec<(Option<u32>, usize, Vec<Entry>)> = Vec::new();
+        let mut requests: Vec<Request> = Vec::new();
         for key in keys {
             let Some(open) = b.open.remove(key) else { continue };
-            let entry = Entry { key: key.clone(), messages: open.messages };
-            match requests
-                .iter_mut()
-                .find(|(shard, bytes, _)| *shard == open.shard && bytes + open.bytes <= REQUEST_BYTES_MAX)
-            {
-                Some((_, bytes, entries)) => {
-                    *bytes += open.bytes;
-                    entries.push(entry);
+            let bytes = open.batch.size_bytes();
+            let (batch, entry) = (open.batch.finish(), Entry { key: key.clone(), waiters: open.waiters });
+            match requests.iter_mut().find(|r| r.shard == open.shard && r.bytes + bytes <= REQUEST_BYTES_MAX) {
+                Some(r) => {
+                    r.bytes += bytes;
+                    r.batches.push(batch);
+                    r.entries.push(entry);
                 }
-                None => requests.push((open.shard, open.bytes, vec![entry])),
+                None => requests.push(Request { shard: open.shard, bytes, batches: vec![batch], entries: vec![entry] }),
             }
         }
-        requests.into_iter().filter_map(|(shard, _, entries)| self.dispatch(b, shard, entries)).flatten().collect()
+        requests.into_iter().filter_map(|r| self.dispatch(b, r)).flatten().collect()
     }
 
-    /// Sends one request with `entries`, all for `shard`. Called with the
-    /// batches lock held, so that a queue's batches reach the connection in
-    /// the order they were taken (they are stored in that order). A failure
-    /// comes back to be resolved after the lock is released (callbacks may
-    /// send again).
-    fn dispatch(&self, b: &mut Batches, shard: Option<u32>, entries: Vec<Entry>) -> Option<Vec<Failed>> {
-        let batches: Vec<Vec<u8>> = entries
-            .iter()
-            .map(|e| build_batch(&e.messages.iter().map(|p| (p.id, &p.message)).collect::<Vec<_>>()))
-            .collect();
+    /// Sends one request. Called with the batches lock held, so that a
+    /// queue's batches reach the connection in the order they were taken
+    /// (they are stored in that order). A failure comes back to be resolved
+    /// after the lock is released (callbacks may send again).
+    fn dispatch(&self, b: &mut Batches, r: Request) -> Option<Vec<Failed>> {
+        let Request { shard, batches, entries, .. } = r;
         let mut w = Writer::default();
         let refs = entries
             .iter()
             .zip(&batches)
-            .map(|(e, batch)| (QueueRef { topic: e.key.0.clone(), queue: e.key.1 }, batch.as_slice()));
+            .map(|(e, batch)| (QueueRef { topic: e.key.0.to_string(), queue: e.key.1 }, batch.as_slice()));
         msg::ProduceMany { acks: msg::ACKS_DURABLE, entries: refs.collect() }.encode(&mut w);
+        drop(batches);
         let Some(reply_to) = self.replies.lock().expect("replies lock").clone() else {
             let closed = ClientError::Invalid("the producer is closed".into());
-            return Some(entries.into_iter().map(|e| (e.key.1, e.messages, closed.clone())).collect());
+            return Some(entries.into_iter().map(|e| (e.key.1, e.waiters, closed.clone())).collect());
         };
         let seq = self.next_seq.fetch_add(1, Ordering::Relaxed);
         let (topic, queue) = entries[0].key.clone();
@@ -296,27 +315,33 @@ impl Batcher {
                 *n = n.saturating_sub(1);
             }
         }
-        Some(f.entries.into_iter().map(|entry| (entry.key.1, entry.messages, e.clone())).collect())
+        Some(f.entries.into_iter().map(|entry| (entry.key.1, entry.waiters, e.clone())).collect())
     }
 
-    /// Resolves answered batches. Replies that arrived together are all
-    /// resolved before their queues' waiting batches are sent, so those go
-    /// out in one request per shard.
+    /// Resolves answered batches. The slots of every reply that arrived
+    /// together are freed, and their queues' waiting batches sent (one
+    /// request per shard), before any callback runs: the next batches do not
+    /// wait for the callbacks of the last ones.
     fn ack_loop(&self, replies: mpsc::Receiver<Tagged>) {
         while let Ok(first) = replies.recv() {
             let mut answered = Vec::new();
             for (seq, reply) in std::iter::once(first).chain(replies.try_iter()) {
-                let Some(f) = self.inflight.lock().expect("inflight lock").remove(&seq) else { continue };
-                answered.extend(self.resolve_reply(f, reply));
+                if let Some(f) = self.inflight.lock().expect("inflight lock").remove(&seq) {
+                    answered.push((f, reply));
+                }
             }
-            self.answered(&answered);
+            let keys: Vec<Key> = answered.iter().flat_map(|(f, _)| f.entries.iter().map(|e| e.key.clone())).collect();
+            self.answered(&keys);
+            for (f, reply) in answered {
+                self.resolve_reply(f, reply);
+            }
         }
     }
 
-    /// Resolves the messages of one answered request; returns its queues.
-    fn resolve_reply(&self, f: InFlight, reply: Result<Reply, ClientError>) -> Vec<Key> {
+    /// Resolves the messages of one answered request.
+    fn resolve_reply(&self, f: InFlight, reply: Result<Reply, ClientError>) {
         let outcomes = reply.and_then(|r| match r.error {
-            ErrorCode::None => Ok(msg::decode_produced_many(&mut Reader::new(&r.body))?),
+            ErrorCode::None => Ok(msg::decode_produced_many(&mut Reader::new(r.body()))?),
             code => Err(ClientError::Broker { code, message: r.message }),
         });
         let outcomes = outcomes.and_then(|o| {
@@ -330,33 +355,39 @@ impl Batcher {
             let failed = outcomes.as_ref().map_or(true, |o| o.iter().any(|x| x.is_err()));
             faults.record(shard, f.sent.elapsed(), failed);
         }
-        let keys = f.entries.iter().map(|e| e.key.clone()).collect();
         for (i, entry) in f.entries.into_iter().enumerate() {
             let outcome = match &outcomes {
                 Ok(o) => o[i].clone().map_err(|(code, message)| ClientError::Broker { code, message }),
                 Err(e) => Err(e.clone()),
             };
-            resolve(entry.key.1, entry.messages, outcome);
+            resolve(entry.key.1, entry.waiters, outcome);
         }
-        keys
     }
 }
 
-/// Batches that could not be sent: queue, messages, why.
-type Failed = (u32, Vec<Pending>, ClientError);
+/// The batches of one ProduceMany request, for one shard.
+struct Request {
+    shard: Option<u32>,
+    bytes: usize,
+    batches: Vec<Vec<u8>>,
+    entries: Vec<Entry>,
+}
+
+/// Batches that could not be sent: queue, waiters, why.
+type Failed = (u32, Vec<Waiter>, ClientError);
 
 fn fail(failed: Vec<Failed>) {
-    for (queue, messages, e) in failed {
-        resolve(queue, messages, Err(e));
+    for (queue, waiters, e) in failed {
+        resolve(queue, waiters, Err(e));
     }
 }
 
-fn resolve(queue: u32, messages: Vec<Pending>, outcome: Result<(u64, u32), ClientError>) {
-    for (i, p) in messages.into_iter().enumerate() {
+fn resolve(queue: u32, waiters: Vec<Waiter>, outcome: Result<(u64, u32), ClientError>) {
+    for (i, w) in waiters.into_iter().enumerate() {
         let result = match &outcome {
-            Ok((base, _)) => Ok(SendResult { message_id: p.id, queue, offset: base + i as u64 }),
+            Ok((base, _)) => Ok(SendResult { message_id: w.id, queue, offset: base + i as u64 }),
             Err(e) => Err(e.clone()),
         };
-        p.done.finish(result);
+        w.done.finish(result);
     }
 }

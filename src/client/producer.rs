@@ -3,7 +3,7 @@
 //! round-robin, by key hash (same key, same queue, so per-key order) or by a
 //! user-supplied selector.
 
-use super::batcher::{Batcher, Done, Pending};
+use super::batcher::{Batcher, Done};
 use super::client::Client;
 use super::error::ClientError;
 use super::fault_avoidance::FaultTable;
@@ -157,7 +157,7 @@ impl Producer {
         let reply = self.client.call_queue(topic, queue, ApiKey::Produce, &body);
         self.note_latency(topic, queue, started, reply.is_err());
         let reply = reply?;
-        let offsets = msg::decode_produced(&mut Reader::new(&reply.body))?;
+        let offsets = msg::decode_produced(&mut Reader::new(reply.body()))?;
         let (offset, _) =
             *offsets.first().ok_or_else(|| ClientError::Protocol("produce response without results".into()))?;
         Ok(SendResult { message_id: id, queue, offset })
@@ -184,11 +184,9 @@ impl Producer {
 
     fn enqueue(&self, topic: &str, message: Message, done: Done) {
         match self.select(topic, &message) {
-            Ok(queue) => self.batcher.add(
-                topic,
-                queue,
-                Pending { id: message.id.unwrap_or_else(|| self.ids.next_id()), message, done },
-            ),
+            Ok(queue) => {
+                self.batcher.add(topic, queue, message.id.unwrap_or_else(|| self.ids.next_id()), &message, done)
+            }
             Err(e) => done.finish(Err(e)),
         }
     }
@@ -240,7 +238,7 @@ impl Producer {
         let queue_ref = QueueRef { topic: topic.to_string(), queue };
         msg::ProduceDelayed { queue: queue_ref, delay_level, deliver_at_ms, batch: &batch }.encode(&mut w);
         let reply = self.client.call_queue(topic, queue, ApiKey::ProduceDelayed, &w.buf)?;
-        Ok(Reader::new(&reply.body).u64()?)
+        Ok(Reader::new(reply.body()).u64()?)
     }
 
     /// Sends without asking for an acknowledgement.
@@ -259,19 +257,18 @@ impl Producer {
 
     fn note_latency(&self, topic: &str, queue: u32, started: Instant, failed: bool) {
         if self.config.fault_avoidance {
-            if let Some(shard) = self.client.topic(topic).ok().and_then(|t| t.queue_shards.get(queue as usize).copied())
-            {
+            if let Ok(Some(shard)) = self.client.with_topic(topic, |t| t.queue_shards.get(queue as usize).copied()) {
                 self.faults.record(shard, started.elapsed(), failed);
             }
         }
     }
 
     pub(super) fn select(&self, topic: &str, message: &Message) -> Result<u32, ClientError> {
-        let shards = self.client.topic(topic)?.queue_shards;
-        let queues = shards.len() as u32;
+        let queues = self.client.with_topic(topic, |t| t.queue_shards.len() as u32)?;
         let q = match &self.config.selector {
             QueueSelector::RoundRobin if self.config.fault_avoidance => {
-                self.faults.pick(&shards, self.round_robin.fetch_add(1, Ordering::Relaxed) % queues)
+                let start = self.round_robin.fetch_add(1, Ordering::Relaxed) % queues;
+                self.client.with_topic(topic, |t| self.faults.pick(&t.queue_shards, start))?
             }
             QueueSelector::RoundRobin => self.round_robin.fetch_add(1, Ordering::Relaxed),
             QueueSelector::KeyHash => {
@@ -289,23 +286,26 @@ impl Producer {
 
 /// Builds one record batch from messages.
 pub(super) fn build_batch(messages: &[(MessageId, &Message)]) -> Vec<u8> {
-    let now = crate::duration::unix_ms() as i64;
-    let mut b = BatchBuilder::new(now);
-    let mut header_bytes = Vec::new();
+    let mut b = BatchBuilder::new(crate::duration::unix_ms() as i64);
     for (id, m) in messages {
-        header_bytes.clear();
-        let pairs: Vec<(&[u8], &[u8])> = m.headers.iter().map(|(k, v)| (k.as_bytes(), v.as_slice())).collect();
-        Headers::encode(&pairs, &mut header_bytes);
-        b.push(&Record {
-            timestamp_delta_ms: 0,
-            message_id: id.0,
-            key: m.key.as_deref().unwrap_or(&[]),
-            tag: m.tag.as_deref().map(str::as_bytes).unwrap_or(&[]),
-            value: &m.value,
-            headers: Headers::from_encoded(pairs.len() as u16, &header_bytes),
-        });
+        push_record(&mut b, *id, m, 0);
     }
     b.finish()
+}
+
+/// Appends `m` to `b` as a record `delta_ms` after the batch's first timestamp.
+pub(super) fn push_record(b: &mut BatchBuilder, id: MessageId, m: &Message, delta_ms: u32) {
+    let pairs: Vec<(&[u8], &[u8])> = m.headers.iter().map(|(k, v)| (k.as_bytes(), v.as_slice())).collect();
+    let mut header_bytes = Vec::new();
+    Headers::encode(&pairs, &mut header_bytes);
+    b.push(&Record {
+        timestamp_delta_ms: delta_ms,
+        message_id: id.0,
+        key: m.key.as_deref().unwrap_or(&[]),
+        tag: m.tag.as_deref().map(str::as_bytes).unwrap_or(&[]),
+        value: &m.value,
+        headers: Headers::from_encoded(pairs.len() as u16, &header_bytes),
+    });
 }
 
 pub(super) fn produce_body(topic: &str, queue: u32, acks: u8, batch: &[u8]) -> Vec<u8> {
