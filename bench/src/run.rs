@@ -216,15 +216,22 @@ pub(crate) struct Shared {
     duplicates: AtomicU64,
     pub(crate) errors: AtomicU64,
     pub(crate) consumers_stop: AtomicBool,
-    acked_sets: Vec<Mutex<Seen>>,
+    /// Each producer's acknowledged messages: its acks come on its own
+    /// thread, so these locks are not contended.
+    acks: Vec<Mutex<Acks>>,
     received_sets: Vec<Mutex<Seen>>,
     pub(crate) e2e: Mutex<Histogram<u64>>,
-    publish: Mutex<Histogram<u64>>,
     pub(crate) send_delay: Mutex<Histogram<u64>>,
     /// Per-second latencies, when a group member restarts.
     window: Option<Window>,
     /// The most messages any producer had outstanding right after a send.
     outstanding_seen: AtomicU64,
+}
+
+/// One producer's acknowledged messages and their publish latencies.
+struct Acks {
+    seen: Seen,
+    publish: Histogram<u64>,
 }
 
 /// Runs the workload and reports; Err if the run could not be done at all.
@@ -327,10 +334,11 @@ fn drive(args: RunArgs, addr: &str, kafka: Option<&str>, client_cores: &[usize])
         duplicates: AtomicU64::new(0),
         errors: AtomicU64::new(0),
         consumers_stop: AtomicBool::new(false),
-        acked_sets: (0..args.producers).map(|_| Mutex::default()).collect(),
+        acks: (0..args.producers)
+            .map(|_| Mutex::new(Acks { seen: Seen::default(), publish: new_histogram() }))
+            .collect(),
         received_sets: (0..args.producers * args.consumers_per_queue as usize).map(|_| Mutex::default()).collect(),
         e2e: Mutex::new(new_histogram()),
-        publish: Mutex::new(new_histogram()),
         send_delay: Mutex::new(new_histogram()),
         window: args.restart_member_at.map(|_| Window::new(start_ns)),
         outstanding_seen: AtomicU64::new(0),
@@ -399,9 +407,9 @@ fn outcome(s: &Shared) -> Outcome {
     // Each subscription must receive every acknowledged message.
     let lost = s
         .received_sets
-        .chunks(s.acked_sets.len())
-        .flat_map(|subscription| s.acked_sets.iter().zip(subscription))
-        .map(|(a, r)| a.lock().expect("lock").missing_from(&r.lock().expect("lock")))
+        .chunks(s.acks.len())
+        .flat_map(|subscription| s.acks.iter().zip(subscription))
+        .map(|(a, r)| a.lock().expect("lock").seen.missing_from(&r.lock().expect("lock")))
         .sum();
     let e2e = s.e2e.lock().expect("lock").clone();
     let summary = Summary {
@@ -423,7 +431,10 @@ fn outcome(s: &Shared) -> Outcome {
     Outcome {
         summary,
         e2e,
-        publish: s.publish.lock().expect("lock").clone(),
+        publish: s.acks.iter().fold(new_histogram(), |mut all, a| {
+            all.add(&a.lock().expect("lock").publish).expect("histograms of the same bounds");
+            all
+        }),
         send_delay: s.send_delay.lock().expect("lock").clone(),
         rebalance,
         delayed: None,
@@ -445,14 +456,17 @@ fn produce(s: &Arc<Shared>, client: Arc<Client>, id: u32, start_ns: u64) {
         },
     );
     let in_flight = Arc::new(AtomicU64::new(0));
+    // One message, refilled for each send: the producer encodes it before send_with_callback returns.
+    let mut m = Message::default();
     on_schedule(s, id, start_ns, &in_flight, |seq, intended, payload, key| {
-        let mut m = Message::new(payload.to_vec());
+        m.value.clear();
+        m.value.extend_from_slice(payload);
         m.key = key;
         match s.args.mode {
             SendMode::Async => {
                 in_flight.fetch_add(1, Ordering::Relaxed);
                 let (acks, in_flight) = (s.clone(), in_flight.clone());
-                producer.send_with_callback(&s.args.topic, m, move |result| {
+                producer.send_with_callback(&s.args.topic, &m, move |result| {
                     on_ack(&acks, id, intended, seq, result.is_ok());
                     in_flight.fetch_sub(1, Ordering::Relaxed);
                 });
@@ -521,9 +535,10 @@ pub(crate) fn on_ack(s: &Shared, producer: u32, intended: u64, seq: u64, ok: boo
     }
     let done = now_ns(s.args.clock);
     s.acked.fetch_add(1, Ordering::Relaxed);
-    s.acked_sets[producer as usize].lock().expect("lock").mark(seq);
+    let mut acks = s.acks[producer as usize].lock().expect("lock");
+    acks.seen.mark(seq);
     if intended >= s.measure_from_ns {
-        histogram::record(&mut s.publish.lock().expect("lock"), intended, done);
+        histogram::record(&mut acks.publish, intended, done);
     }
 }
 

@@ -20,7 +20,7 @@ impl Client {
         let mut w = Writer::default();
         encode_filter(filter, &mut w);
         let reply = self.call_addr(&self.control_addr(), ApiKey::DeleteAcls, &w.buf)?;
-        Ok(Reader::new(reply.body()).u32()?)
+        Ok(Reader::new(&reply.body).u32()?)
     }
 
     /// The rules the filter matches.
@@ -28,6 +28,6 @@ impl Client {
         let mut w = Writer::default();
         encode_filter(filter, &mut w);
         let reply = self.call_addr(&self.control_addr(), ApiKey::ListAcls, &w.buf)?;
-        Ok(decode_acls(&mut Reader::new(reply.body()))?)
+        Ok(decode_acls(&mut Reader::new(&reply.body))?)
     }
 }

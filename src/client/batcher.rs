@@ -341,7 +341,7 @@ impl Batcher {
     /// Resolves the messages of one answered request.
     fn resolve_reply(&self, f: InFlight, reply: Result<Reply, ClientError>) {
         let outcomes = reply.and_then(|r| match r.error {
-            ErrorCode::None => Ok(msg::decode_produced_many(&mut Reader::new(r.body()))?),
+            ErrorCode::None => Ok(msg::decode_produced_many(&mut Reader::new(&r.body))?),
             code => Err(ClientError::Broker { code, message: r.message }),
         });
         let outcomes = outcomes.and_then(|o| {

@@ -76,7 +76,7 @@ impl Client {
             let timeout = self.config.request_timeout.min(METADATA_TIMEOUT);
             match self.call_addr_within(&addr, ApiKey::Metadata, &w.buf, timeout) {
                 Ok(reply) => {
-                    let m = Arc::new(MetadataResponse::decode(&mut Reader::new(reply.body()))?);
+                    let m = Arc::new(MetadataResponse::decode(&mut Reader::new(&reply.body))?);
                     *self.metadata.write().expect("metadata lock") = m.clone();
                     return Ok(m);
                 }
@@ -246,7 +246,7 @@ impl Client {
     /// Names of all topics.
     pub fn list_topics(&self) -> Result<Vec<String>, ClientError> {
         let reply = self.call_addr(&self.control_addr(), ApiKey::ListTopics, &[])?;
-        Ok(msg::decode_names(&mut Reader::new(reply.body()))?)
+        Ok(msg::decode_names(&mut Reader::new(&reply.body))?)
     }
 
     /// The queue's stored offsets: [start, end).
@@ -254,7 +254,7 @@ impl Client {
         let mut w = Writer::default();
         QueueRef { topic: topic.to_string(), queue }.encode(&mut w);
         let reply = self.call_queue(topic, queue, ApiKey::ListOffsets, &w.buf)?;
-        let mut r = Reader::new(reply.body());
+        let mut r = Reader::new(&reply.body);
         Ok((r.u64()?, r.u64()?))
     }
 
@@ -272,7 +272,7 @@ impl Client {
         w.string(group);
         QueueRef { topic: topic.to_string(), queue }.encode(&mut w);
         let reply = self.call_group(group, ApiKey::FetchOffset, &w.buf, Duration::ZERO)?;
-        let offset = Reader::new(reply.body()).u64()?;
+        let offset = Reader::new(&reply.body).u64()?;
         Ok((offset != msg::NO_OFFSET).then_some(offset))
     }
 
@@ -303,7 +303,7 @@ impl Client {
         msg::SendBack { group: group.to_string(), queue: queue_ref, offset, max_retries, delay_level: 0, dead_letter }
             .encode(&mut w);
         let reply = self.call_queue(topic, queue, ApiKey::SendBack, &w.buf)?;
-        Ok(msg::SentBack::decode(&mut Reader::new(reply.body()))?)
+        Ok(msg::SentBack::decode(&mut Reader::new(&reply.body))?)
     }
 
     /// Takes or renews (`lease` non-zero) or releases (`lease` zero) the locks
@@ -321,7 +321,7 @@ impl Client {
         msg::QueueLocking { group: group.to_string(), holder: holder.to_string(), lease_ms, queues }.encode(&mut w);
         let api = if lease_ms == 0 { ApiKey::UnlockQueues } else { ApiKey::LockQueues };
         let reply = self.call_group(group, api, &w.buf, Duration::ZERO)?;
-        Ok(reply.body().iter().map(|b| *b == 1).collect())
+        Ok(reply.body.iter().map(|b| *b == 1).collect())
     }
 
     /// Moves a broker's manual clock (`serve --manual-clock`) forward.

@@ -20,25 +20,9 @@ use std::time::Duration;
 pub struct Reply {
     pub error: ErrorCode,
     pub message: String,
+    pub body: Vec<u8>,
     /// How long the broker held this request back for the client's quota.
     pub throttle_ms: u32,
-    /// The frame's payload as read, kept whole: the body (a fetch's
-    /// messages) is not copied out of it.
-    payload: Vec<u8>,
-    body_at: usize,
-}
-
-impl Reply {
-    /// The response body.
-    pub fn body(&self) -> &[u8] {
-        &self.payload[self.body_at..]
-    }
-
-    /// The response body, owned.
-    pub fn into_body(mut self) -> Vec<u8> {
-        self.payload.drain(..self.body_at);
-        self.payload
-    }
 }
 
 /// A reply with the tag its receiver knows it by.
@@ -180,21 +164,20 @@ fn read_loop(
         if len < 10 || len > max_frame_bytes.max(1 << 20) {
             break format!("broker sent a frame of {len} bytes");
         }
-        // Read into spare capacity: no zero-filling of what the read overwrites.
-        let mut payload = Vec::with_capacity(len);
-        match stream.by_ref().take(len as u64).read_to_end(&mut payload) {
-            Ok(n) if n == len => {}
-            Ok(_) => break "the broker closed the connection mid-frame".into(),
-            Err(e) => break e.to_string(),
+        let mut payload = vec![0u8; len];
+        if let Err(e) = stream.read_exact(&mut payload) {
+            break e.to_string();
         }
         let Ok(r) = Response::parse(&payload) else { break "broker sent an undecodable response".into() };
         if r.correlation_id == 0 {
             // A connection-level error (too many connections, frame too large): the broker closes.
             break format!("{:?}: {}", r.error, r.message);
         }
-        let (error, message, throttle_ms, body_at) = (r.error, r.message, r.throttle_ms, len - r.body.len());
         if let Some((tx, tag)) = pending.lock().expect("pending lock").remove(&r.correlation_id) {
-            let _ = tx.send((tag, Ok(Reply { error, message, throttle_ms, payload, body_at })));
+            let _ = tx.send((
+                tag,
+                Ok(Reply { error: r.error, message: r.message, body: r.body.to_vec(), throttle_ms: r.throttle_ms }),
+            ));
         }
     };
     alive.store(false, Ordering::Relaxed);

@@ -388,7 +388,7 @@ impl Consumer {
         if reply.error != ErrorCode::None {
             return Err(ClientError::Broker { code: reply.error, message: reply.message });
         }
-        let outcomes = decode_fetched_many(&mut Reader::new(reply.body()))?;
+        let outcomes = decode_fetched_many(&mut Reader::new(&reply.body))?;
         if outcomes.len() != indices.len() {
             return Err(ClientError::Protocol(format!(
                 "{} fetch results for {} queues",

@@ -177,14 +177,14 @@ impl GroupMember {
         .encode(&mut w);
         let parked = c.rebalance_timeout + Duration::from_secs(2);
         let reply = self.client.call_group(&c.group, ApiKey::JoinGroup, &w.buf, parked)?;
-        let joined = Joined::decode(&mut Reader::new(reply.body()))?;
+        let joined = Joined::decode(&mut Reader::new(&reply.body))?;
         let who = Membership { group: c.group.clone(), generation: joined.generation, member: joined.member.clone() };
         *self.session.lock().expect("session lock") = Session { who: who.clone(), active: true, rejoin: false };
         let assignments = if joined.leader == joined.member { self.assign_all(&joined.members)? } else { Vec::new() };
         let mut w = Writer::default();
         SyncGroup { member: who, assignments }.encode(&mut w);
         let reply = self.client.call_group(&c.group, ApiKey::SyncGroup, &w.buf, parked)?;
-        let mine = Assignment::decode(Reader::new(reply.body()).bytes()?)?;
+        let mine = Assignment::decode(Reader::new(&reply.body).bytes()?)?;
         tracing::info!(group = %c.group, member = %joined.member, generation = joined.generation, ?mine, "joined");
         Ok(mine.topics.into_iter().flat_map(|(t, qs)| qs.into_iter().map(move |q| (t.clone(), q))).collect())
     }

@@ -33,7 +33,7 @@ impl Client {
         let mut groups = Vec::new();
         for shard in &self.refresh_metadata()?.shards {
             let reply = self.call_addr(&shard.addr, ApiKey::ListGroups, &[])?;
-            groups.extend(decode_listings(&mut Reader::new(reply.body()))?);
+            groups.extend(decode_listings(&mut Reader::new(&reply.body))?);
         }
         groups.sort_by(|a, b| a.group.cmp(&b.group));
         Ok(groups)
@@ -44,7 +44,7 @@ impl Client {
         let mut w = Writer::default();
         w.string(group);
         let reply = self.call_group(group, ApiKey::DescribeGroup, &w.buf, std::time::Duration::ZERO)?;
-        Ok(GroupDescription::decode(&mut Reader::new(reply.body()))?)
+        Ok(GroupDescription::decode(&mut Reader::new(&reply.body))?)
     }
 
     /// Each queue the group holds or committed: who holds it, the committed

@@ -34,7 +34,7 @@ impl Client {
         let mut found = Found::default();
         for shard in &self.refresh_metadata()?.shards {
             let reply = self.retrying(|| self.call_addr(&shard.addr, ApiKey::LookupMessages, &w.buf))?;
-            let answer = LookedUp::decode(&mut Reader::new(reply.body()))?;
+            let answer = LookedUp::decode(&mut Reader::new(&reply.body))?;
             found.removed += answer.removed;
             for (topic, queue, batch) in answer.found {
                 found.messages.extend(decode_messages(&topic, queue, &batch, 0)?);

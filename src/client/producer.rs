@@ -13,6 +13,7 @@ use crate::protocol::messages::{self as msg, Produce, QueueRef};
 use crate::protocol::{ApiKey, Reader, Writer};
 use ringmq_shards::batch::BatchBuilder;
 use ringmq_shards::record::{Headers, Record};
+use std::borrow::Borrow;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -157,17 +158,18 @@ impl Producer {
         let reply = self.client.call_queue(topic, queue, ApiKey::Produce, &body);
         self.note_latency(topic, queue, started, reply.is_err());
         let reply = reply?;
-        let offsets = msg::decode_produced(&mut Reader::new(reply.body()))?;
+        let offsets = msg::decode_produced(&mut Reader::new(&reply.body))?;
         let (offset, _) =
             *offsets.first().ok_or_else(|| ClientError::Protocol("produce response without results".into()))?;
         Ok(SendResult { message_id: id, queue, offset })
     }
 
     /// Queues the message for a batched, pipelined send; the future resolves
-    /// once it is durable.
-    pub fn send_async(&self, topic: &str, message: Message) -> SendFuture {
+    /// once it is durable. The message is encoded into its batch before this
+    /// returns: a borrowed one can be changed and sent again at once.
+    pub fn send_async(&self, topic: &str, message: impl Borrow<Message>) -> SendFuture {
         let (done, future) = promise();
-        self.enqueue(topic, message, Done::Future(done));
+        self.enqueue(topic, message.borrow(), Done::Future(done));
         future
     }
 
@@ -176,16 +178,16 @@ impl Producer {
     pub fn send_with_callback(
         &self,
         topic: &str,
-        message: Message,
+        message: impl Borrow<Message>,
         callback: impl FnOnce(Result<SendResult, ClientError>) + Send + 'static,
     ) {
-        self.enqueue(topic, message, Done::Callback(Box::new(callback)));
+        self.enqueue(topic, message.borrow(), Done::Callback(Box::new(callback)));
     }
 
-    fn enqueue(&self, topic: &str, message: Message, done: Done) {
-        match self.select(topic, &message) {
+    fn enqueue(&self, topic: &str, message: &Message, done: Done) {
+        match self.select(topic, message) {
             Ok(queue) => {
-                self.batcher.add(topic, queue, message.id.unwrap_or_else(|| self.ids.next_id()), &message, done)
+                self.batcher.add(topic, queue, message.id.unwrap_or_else(|| self.ids.next_id()), message, done)
             }
             Err(e) => done.finish(Err(e)),
         }
@@ -238,7 +240,7 @@ impl Producer {
         let queue_ref = QueueRef { topic: topic.to_string(), queue };
         msg::ProduceDelayed { queue: queue_ref, delay_level, deliver_at_ms, batch: &batch }.encode(&mut w);
         let reply = self.client.call_queue(topic, queue, ApiKey::ProduceDelayed, &w.buf)?;
-        Ok(Reader::new(reply.body()).u64()?)
+        Ok(Reader::new(&reply.body).u64()?)
     }
 
     /// Sends without asking for an acknowledgement.

@@ -18,6 +18,6 @@ impl Client {
     /// Every quota entry.
     pub fn list_quotas(&self) -> Result<Vec<Entry>, ClientError> {
         let reply = self.call_addr(&self.control_addr(), ApiKey::ListQuotas, &[])?;
-        Ok(decode_quotas(&mut Reader::new(reply.body()))?)
+        Ok(decode_quotas(&mut Reader::new(&reply.body))?)
     }
 }

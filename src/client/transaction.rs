@@ -98,7 +98,7 @@ impl TransactionProducer {
         let mut w = Writer::default();
         let queue_ref = QueueRef { topic: topic.to_string(), queue };
         Transactional { queue: queue_ref, group: self.group.clone(), batch, half, commit }.encode(&mut w);
-        Ok(self.client.call_queue(topic, queue, api, &w.buf)?.into_body())
+        Ok(self.client.call_queue(topic, queue, api, &w.buf)?.body)
     }
 }
 
@@ -131,7 +131,7 @@ fn answer_checks(client: &Client, group: &str, check: &CheckFn, stop: &AtomicBoo
             let mut w = Writer::default();
             w.string(group).u32(200);
             match client.call_addr(&shard.addr, ApiKey::PollChecks, &w.buf) {
-                Ok(reply) => answer(client, group, check, reply.body()),
+                Ok(reply) => answer(client, group, check, &reply.body),
                 Err(error) => {
                     tracing::debug!(%error, "polling transaction checks");
                     std::thread::sleep(Duration::from_millis(200));

@@ -33,7 +33,7 @@ impl Client {
     /// Every user and the mechanisms it has credentials for.
     pub fn list_users(&self) -> Result<UserList, ClientError> {
         let reply = self.call_addr(&self.control_addr(), ApiKey::ListUsers, &[])?;
-        Ok(UserList::decode(&mut Reader::new(reply.body()))?)
+        Ok(UserList::decode(&mut Reader::new(&reply.body))?)
     }
 
     /// Sets (credentials the caller derived) or deletes a user.
