@@ -82,9 +82,14 @@ struct InFlight {
     entries: Vec<Entry>,
 }
 
+/// Buffers of sent batches kept for the next ones (at most this many).
+const SPARE_BUFFERS_MAX: usize = 16;
+
 #[derive(Default)]
 struct Batches {
     topics: Vec<Arc<str>>,
+    /// Buffers of batches already copied into their requests.
+    spare: Vec<Vec<u8>>,
     open: HashMap<Key, Open>,
     /// Batches sent and not yet answered, per queue.
     in_flight: HashMap<Key, usize>,
@@ -162,11 +167,12 @@ impl Batcher {
         let mut b = self.batches.lock().expect("batches lock");
         let key = b.key(topic, queue);
         let idle = self.has_slot(&b, &key);
-        let open = b.open.entry(key.clone()).or_insert_with(|| Open {
+        let Batches { open, spare, .. } = &mut *b;
+        let open = open.entry(key.clone()).or_insert_with(|| Open {
             since: Instant::now(),
             first_ms: now_ms,
             shard: self.client.with_topic(topic, |t| t.queue_shards.get(queue as usize).copied()).ok().flatten(),
-            batch: BatchBuilder::new(now_ms),
+            batch: BatchBuilder::reusing(spare.pop().unwrap_or_default(), now_ms),
             waiters: Vec::new(),
         });
         let first = open.waiters.is_empty();
@@ -288,14 +294,17 @@ impl Batcher {
     /// (they are stored in that order). A failure comes back to be resolved
     /// after the lock is released (callbacks may send again).
     fn dispatch(&self, b: &mut Batches, r: Request) -> Option<Vec<Failed>> {
-        let Request { shard, batches, entries, .. } = r;
-        let mut w = Writer::default();
+        let Request { shard, bytes, batches, entries } = r;
+        // The batches, and per entry its topic, queue and lengths.
+        let framing: usize = entries.iter().map(|e| e.key.0.len() + 32).sum();
+        let mut w = Writer::new(Vec::with_capacity(bytes + framing));
         let refs = entries
             .iter()
             .zip(&batches)
             .map(|(e, batch)| (QueueRef { topic: e.key.0.to_string(), queue: e.key.1 }, batch.as_slice()));
         msg::ProduceMany { acks: msg::ACKS_DURABLE, entries: refs.collect() }.encode(&mut w);
-        drop(batches);
+        let room = SPARE_BUFFERS_MAX.saturating_sub(b.spare.len());
+        b.spare.extend(batches.into_iter().take(room));
         let Some(reply_to) = self.replies.lock().expect("replies lock").clone() else {
             let closed = ClientError::Invalid("the producer is closed".into());
             return Some(entries.into_iter().map(|e| (e.key.1, e.waiters, closed.clone())).collect());

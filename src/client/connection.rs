@@ -8,7 +8,7 @@ use crate::protocol::frame::{self, Response};
 use crate::protocol::ErrorCode;
 use crate::security::tls::ClientTls;
 use std::collections::HashMap;
-use std::io::{Read, Write};
+use std::io::{IoSlice, Read, Write};
 use std::net::{TcpStream, ToSocketAddrs};
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::mpsc;
@@ -107,11 +107,11 @@ impl Connection {
     /// Sends a request (`api` at `version`); its reply, if one is expected, goes to `reply_to`.
     pub fn send(&self, (api, version): (u16, u16), body: &[u8], reply_to: Option<ReplyTo>) -> Result<(), ClientError> {
         let corr = self.next_corr.fetch_add(1, Ordering::Relaxed).max(1);
-        let request = frame::request(api, version, corr, body);
-        if request.len() - 4 > self.max_frame_bytes {
+        let head = frame::request_head(api, version, corr, body.len());
+        if head.len() + body.len() - 4 > self.max_frame_bytes {
             return Err(ClientError::Invalid(format!(
                 "request of {} bytes exceeds the frame limit {}",
-                request.len(),
+                head.len() + body.len(),
                 self.max_frame_bytes
             )));
         }
@@ -119,7 +119,7 @@ impl Connection {
             self.pending.lock().expect("pending lock").insert(corr, r);
         }
         let mut w = self.writer.lock().expect("writer lock");
-        if let Err(e) = w.write_all(&request) {
+        if let Err(e) = write_all_parts(&mut *w, &mut [IoSlice::new(&head), IoSlice::new(body)]) {
             self.pending.lock().expect("pending lock").remove(&corr);
             self.alive.store(false, Ordering::Relaxed);
             return Err(ClientError::ConnectionClosed { addr: self.addr.clone(), reason: e.to_string() });
@@ -142,6 +142,20 @@ impl Drop for Connection {
     fn drop(&mut self) {
         let _ = self.socket.shutdown(std::net::Shutdown::Both);
     }
+}
+
+/// Writes `parts` in order, each write taking as many as the stream does (a
+/// socket: one writev for a request's head and body, no copy into one frame).
+fn write_all_parts(w: &mut dyn Write, mut parts: &mut [IoSlice<'_>]) -> std::io::Result<()> {
+    while !parts.is_empty() {
+        match w.write_vectored(parts) {
+            Ok(0) => return Err(std::io::ErrorKind::WriteZero.into()),
+            Ok(n) => IoSlice::advance_slices(&mut parts, n),
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(())
 }
 
 /// Read buffer of the reader thread: responses that arrive together cost one recv.

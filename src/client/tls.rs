@@ -104,11 +104,16 @@ pub struct TlsWriter {
 
 impl Write for TlsWriter {
     fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        self.write_vectored(&[io::IoSlice::new(buf)])
+    }
+
+    /// A request's header and body go into the same TLS records.
+    fn write_vectored(&mut self, bufs: &[io::IoSlice<'_>]) -> io::Result<usize> {
         let mut socket = self.socket.lock().expect("tls socket lock");
-        let mut out = Vec::with_capacity(buf.len() + 64);
+        let mut out = Vec::with_capacity(bufs.iter().map(|b| b.len()).sum::<usize>() + 64);
         let n = {
             let mut session = self.session.lock().expect("tls session lock");
-            let n = session.writer().write(buf)?;
+            let n = session.writer().write_vectored(bufs)?;
             while session.wants_write() {
                 session.write_tls(&mut out)?;
             }

@@ -29,10 +29,25 @@ impl RequestHeader {
 
 /// Builds a complete request frame.
 pub fn request(api_key: u16, api_version: u16, correlation_id: u32, body: &[u8]) -> Vec<u8> {
-    let mut w = Writer::new(Vec::with_capacity(4 + REQUEST_HEADER_BYTES + body.len()));
-    w.u32((REQUEST_HEADER_BYTES + body.len()) as u32).u16(api_key).u16(api_version).u32(correlation_id);
-    w.buf.extend_from_slice(body);
-    w.buf
+    let mut frame = request_head(api_key, api_version, correlation_id, body.len()).to_vec();
+    frame.extend_from_slice(body);
+    frame
+}
+
+/// The start of a request frame whose body of `body_bytes` follows: the
+/// length prefix and the header.
+pub fn request_head(
+    api_key: u16,
+    api_version: u16,
+    correlation_id: u32,
+    body_bytes: usize,
+) -> [u8; 4 + REQUEST_HEADER_BYTES] {
+    let mut head = [0u8; 4 + REQUEST_HEADER_BYTES];
+    head[0..4].copy_from_slice(&((REQUEST_HEADER_BYTES + body_bytes) as u32).to_le_bytes());
+    head[4..6].copy_from_slice(&api_key.to_le_bytes());
+    head[6..8].copy_from_slice(&api_version.to_le_bytes());
+    head[8..12].copy_from_slice(&correlation_id.to_le_bytes());
+    head
 }
 
 /// Builds a complete response frame.

@@ -236,7 +236,13 @@ pub struct BatchBuilder {
 impl BatchBuilder {
     /// Starts a batch whose records' timestamps are relative to `first_timestamp_ms`.
     pub fn new(first_timestamp_ms: i64) -> Self {
-        let mut buf = Vec::with_capacity(HEADER_BYTES + 256);
+        Self::reusing(Vec::with_capacity(HEADER_BYTES + 256), first_timestamp_ms)
+    }
+
+    /// Like `new`, in `buf` (its bytes dropped, its capacity kept): a
+    /// producer reuses the buffers of the batches it sent.
+    pub fn reusing(mut buf: Vec<u8>, first_timestamp_ms: i64) -> Self {
+        buf.clear();
         buf.resize(HEADER_BYTES, 0);
         BatchBuilder { buf, count: 0, first_timestamp_ms }
     }
@@ -323,6 +329,13 @@ mod tests {
         stamp(&mut copy, 42, 7);
         let header = verify_stored(&copy).unwrap();
         assert_eq!((header.base_offset, header.queue, header.record_count), (42, 7, 1));
+    }
+
+    #[test]
+    fn a_builder_reusing_a_buffer_of_another_batch_builds_the_same_bytes() {
+        let mut b = BatchBuilder::reusing(one_record_batch(&[7u8; 300]), 1_000);
+        b.push(&Record { value: b"hello", tag: b"TagA", ..Record::default() });
+        assert_eq!(b.finish(), one_record_batch(b"hello"));
     }
 
     #[test]
