@@ -219,6 +219,7 @@ pub(crate) struct Shared {
     /// Each producer's acknowledged messages: its acks come on its own
     /// thread, so these locks are not contended.
     acks: Vec<Mutex<Acks>>,
+    /// What each subscription received of each producer's messages (see `received_set`).
     received_sets: Vec<Mutex<Seen>>,
     pub(crate) e2e: Mutex<Histogram<u64>>,
     pub(crate) send_delay: Mutex<Histogram<u64>>,
@@ -226,6 +227,13 @@ pub(crate) struct Shared {
     window: Option<Window>,
     /// The most messages any producer had outstanding right after a send.
     outstanding_seen: AtomicU64,
+}
+
+impl Shared {
+    /// What `subscription` received of `producer`'s messages.
+    fn received_set(&self, subscription: usize, producer: usize) -> Option<&Mutex<Seen>> {
+        self.received_sets.get(subscription * self.args.producers + producer)
+    }
 }
 
 /// One producer's acknowledged messages and their publish latencies.
@@ -405,11 +413,12 @@ pub(crate) fn subscribers(s: &Shared) -> impl Iterator<Item = (usize, usize)> {
 
 fn outcome(s: &Shared) -> Outcome {
     // Each subscription must receive every acknowledged message.
-    let lost = s
-        .received_sets
-        .chunks(s.acks.len())
-        .flat_map(|subscription| s.acks.iter().zip(subscription))
-        .map(|(a, r)| a.lock().expect("lock").seen.missing_from(&r.lock().expect("lock")))
+    let lost = (0..s.args.consumers_per_queue as usize)
+        .flat_map(|subscription| (0..s.args.producers).map(move |producer| (subscription, producer)))
+        .map(|(subscription, producer)| {
+            let received = s.received_set(subscription, producer).expect("a set for every pair").lock().expect("lock");
+            s.acks[producer].lock().expect("lock").seen.missing_from(&received)
+        })
         .sum();
     let e2e = s.e2e.lock().expect("lock").clone();
     let summary = Summary {
@@ -632,7 +641,7 @@ impl Tally {
         if producer >= s.args.producers {
             return;
         }
-        let Some(set) = s.received_sets.get(self.subscription * s.args.producers + producer) else { return };
+        let Some(set) = s.received_set(self.subscription, producer) else { return };
         if !set.lock().expect("lock").mark(seq) {
             s.duplicates.fetch_add(1, Ordering::Relaxed);
             return;
