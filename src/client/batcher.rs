@@ -61,8 +61,6 @@ const REQUEST_BYTES_MAX: usize = 1 << 20;
 
 struct Open {
     since: Instant,
-    /// The batch's first timestamp (Unix ms); records carry theirs relative to it.
-    first_ms: i64,
     /// The shard that owns the queue (None: the topic is not known yet).
     shard: Option<u32>,
     /// The records so far, encoded on the senders' threads as they were added.
@@ -170,13 +168,12 @@ impl Batcher {
         let Batches { open, spare, .. } = &mut *b;
         let open = open.entry(key.clone()).or_insert_with(|| Open {
             since: Instant::now(),
-            first_ms: now_ms,
-            shard: self.client.with_topic(topic, |t| t.queue_shards.get(queue as usize).copied()).ok().flatten(),
+            shard: self.client.queue_shard(topic, queue).ok(),
             batch: BatchBuilder::reusing(spare.pop().unwrap_or_default(), now_ms),
             waiters: Vec::new(),
         });
         let first = open.waiters.is_empty();
-        let delta_ms = (now_ms - open.first_ms).clamp(0, i64::from(u32::MAX)) as u32;
+        let delta_ms = (now_ms - open.batch.first_timestamp_ms()).clamp(0, i64::from(u32::MAX)) as u32;
         push_record(&mut open.batch, id, message, delta_ms);
         open.waiters.push(Waiter { id, done });
         if idle || open.batch.size_bytes() >= self.batch_bytes {

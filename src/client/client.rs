@@ -134,15 +134,20 @@ impl Client {
         }
     }
 
-    /// Address of the shard that owns `queue` of `topic`.
-    pub fn owner(&self, topic: &str, queue: u32) -> Result<String, ClientError> {
-        let shard = self.with_topic(topic, |t| {
+    /// The shard that owns `queue` of `topic`.
+    pub fn queue_shard(&self, topic: &str, queue: u32) -> Result<u32, ClientError> {
+        self.with_topic(topic, |t| {
             t.queue_shards.get(queue as usize).copied().ok_or(ClientError::UnknownQueue {
                 topic: topic.to_string(),
                 queue,
                 queues: t.queue_shards.len() as u32,
             })
-        })??;
+        })?
+    }
+
+    /// Address of the shard that owns `queue` of `topic`.
+    pub fn owner(&self, topic: &str, queue: u32) -> Result<String, ClientError> {
+        let shard = self.queue_shard(topic, queue)?;
         let m = self.metadata();
         m.shards
             .iter()

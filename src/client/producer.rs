@@ -259,7 +259,7 @@ impl Producer {
 
     fn note_latency(&self, topic: &str, queue: u32, started: Instant, failed: bool) {
         if self.config.fault_avoidance {
-            if let Ok(Some(shard)) = self.client.with_topic(topic, |t| t.queue_shards.get(queue as usize).copied()) {
+            if let Ok(shard) = self.client.queue_shard(topic, queue) {
                 self.faults.record(shard, started.elapsed(), failed);
             }
         }

@@ -254,6 +254,11 @@ impl BatchBuilder {
         self
     }
 
+    /// The timestamp the records' deltas are relative to (Unix ms).
+    pub fn first_timestamp_ms(&self) -> i64 {
+        self.first_timestamp_ms
+    }
+
     /// Number of records pushed so far.
     pub fn len(&self) -> usize {
         self.count as usize
