@@ -29,7 +29,9 @@ impl RequestHeader {
 
 /// Builds a complete request frame.
 pub fn request(api_key: u16, api_version: u16, correlation_id: u32, body: &[u8]) -> Vec<u8> {
-    let mut frame = request_head(api_key, api_version, correlation_id, body.len()).to_vec();
+    let head = request_head(api_key, api_version, correlation_id, body.len());
+    let mut frame = Vec::with_capacity(head.len() + body.len());
+    frame.extend_from_slice(&head);
     frame.extend_from_slice(body);
     frame
 }
