@@ -47,6 +47,7 @@ pub(crate) async fn run(inner: Rc<Inner>) {
         unsynced_records: 0,
         last_sync: Rc::new(Cell::new(Instant::now())),
         in_flight: Rc::new(Cell::new(0)),
+        writing: Rc::new(Writing::default()),
         newest: published,
         tail_shared: false,
         started: Rc::new(Signal::default()),
@@ -63,8 +64,10 @@ struct Flusher {
     unsynced_bytes: usize,
     unsynced_records: u64,
     last_sync: Rc<Cell<Instant>>,
-    /// Durable writes in flight.
+    /// Durable writes in flight (until published).
     in_flight: Rc<Cell<usize>>,
+    /// Durable writes at the disk (until completed).
+    writing: Rc<Writing>,
     /// Completes once the newest durable write is published (or failed).
     newest: Rc<Completion>,
     /// The newest write ends mid-page: the next round rewrites that page, so
@@ -159,15 +162,17 @@ impl Flusher {
         let previous = std::mem::replace(&mut self.newest, Rc::new(Completion::default()));
         let published = self.newest.clone();
         let (inner, in_flight, last_sync) = (self.inner.clone(), self.in_flight.clone(), self.last_sync.clone());
+        let writing = self.writing.clone();
         if in_flight.get() > 0 {
             add(&inner.counters.overlapped_writes, 1);
         }
         in_flight.set(in_flight.get() + 1);
         self.started.notify();
         glommio::spawn_local(async move {
-            let started = Instant::now();
+            let started = writing.start();
             let written = write_rounds(&inner, &rounds, true).await;
             let took = started.elapsed();
+            writing.end(&inner);
             let _ = previous.wait().await;
             let failed = inner.state.borrow().failed().map(str::to_string);
             let outcome = match (written, failed) {
@@ -223,6 +228,35 @@ impl Flusher {
         self.unsynced_records = 0;
         publish(inner, rounds, true);
         true
+    }
+}
+
+/// The durable writes at the disk, timed as one busy period while any is.
+#[derive(Default)]
+struct Writing {
+    count: Cell<usize>,
+    busy_since: Cell<Option<Instant>>,
+}
+
+impl Writing {
+    /// A write starts; returns when.
+    fn start(&self) -> Instant {
+        let now = Instant::now();
+        if self.count.get() == 0 {
+            self.busy_since.set(Some(now));
+        }
+        self.count.set(self.count.get() + 1);
+        now
+    }
+
+    /// A write completed: the last one ends the busy period.
+    fn end(&self, inner: &Inner) {
+        assert!(self.count.get() > 0, "a write ends after it starts");
+        self.count.set(self.count.get() - 1);
+        if self.count.get() == 0 {
+            let since = self.busy_since.take().expect("set by the first write");
+            add(&inner.counters.write_busy_us, since.elapsed().as_micros() as u64);
+        }
     }
 }
 

@@ -20,6 +20,10 @@ pub struct ShardStats {
     pub fsyncs: u64,
     /// Durable writes started while an earlier one was still in flight.
     pub overlapped_writes: u64,
+    /// Microseconds during which at least one durable write was in flight
+    /// (submitted and not completed): against the elapsed time, how much of
+    /// it the log kept the disk busy.
+    pub write_busy_us: u64,
     /// Records made durable by those fdatasyncs.
     pub synced_records: u64,
     /// Batch bytes made durable by those fdatasyncs.
@@ -68,6 +72,7 @@ pub(crate) struct Counters {
     pub write_bytes: Cell<u64>,
     pub fsyncs: Cell<u64>,
     pub overlapped_writes: Cell<u64>,
+    pub write_busy_us: Cell<u64>,
     pub synced_records: Cell<u64>,
     pub synced_bytes: Cell<u64>,
     pub backpressure_waits: Cell<u64>,
@@ -103,6 +108,7 @@ impl Counters {
             write_bytes: self.write_bytes.get(),
             fsyncs: self.fsyncs.get(),
             overlapped_writes: self.overlapped_writes.get(),
+            write_busy_us: self.write_busy_us.get(),
             synced_records: self.synced_records.get(),
             synced_bytes: self.synced_bytes.get(),
             backpressure_waits: self.backpressure_waits.get(),
