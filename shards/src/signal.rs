@@ -6,7 +6,7 @@ use std::cell::{Cell, RefCell};
 use std::future::Future;
 use std::pin::Pin;
 use std::task::{Context, Poll, Waker};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// Wakes every task waiting on it when notified.
 #[derive(Default)]
@@ -97,6 +97,7 @@ impl Drop for Wait<'_> {
 #[derive(Default)]
 pub(crate) struct Completion {
     outcome: RefCell<Option<crate::error::Result<()>>>,
+    completed_at: Cell<Option<Instant>>,
     signal: Signal,
 }
 
@@ -104,7 +105,15 @@ impl Completion {
     /// Sets the outcome and wakes the waiters.
     pub fn complete(&self, outcome: crate::error::Result<()>) {
         *self.outcome.borrow_mut() = Some(outcome);
+        self.completed_at.set(Some(Instant::now()));
         self.signal.notify();
+    }
+
+    /// When it completed, if it did: the waiters' answer time without a
+    /// clock read each (a round's 64 appends took 64 reads, ~26 ns each on
+    /// this VM, while the disk waited).
+    pub fn completed_at(&self) -> Option<Instant> {
+        self.completed_at.get()
     }
 
     /// Waits for the outcome.

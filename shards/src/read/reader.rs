@@ -281,9 +281,6 @@ impl Inner {
     }
 }
 
-/// Copies newly written log bytes at `pos` into the chunks that cache them. A
-/// chunk that starts inside this write is created; one that started earlier is
-/// updated only if cached (the write frontier's chunk is pinned, so it is).
 /// Which chunk last missed the cache, to tell sequential readers (read ahead
 /// for them) from random ones.
 pub(crate) struct Readahead {
@@ -304,6 +301,10 @@ impl Readahead {
     }
 }
 
+/// Copies newly written log bytes at `pos` into the chunks that cache them. A
+/// chunk that starts inside this write is created, unzeroed: the log fills it
+/// in order and nothing reads past the written end; one that started earlier
+/// is updated only if cached (the write frontier's chunk is pinned, so it is).
 pub(crate) fn cache_write_through(cache: &mut ChunkCache<u64>, pos: LogPos, bytes: &[u8]) {
     let chunk_bytes = cache.chunk_bytes() as u64;
     let pos = pos.0;
@@ -314,7 +315,7 @@ pub(crate) fn cache_write_through(cache: &mut ChunkCache<u64>, pos: LogPos, byte
         let chunk_end = ((chunk + 1) * chunk_bytes).min(end);
         let src = &bytes[(at - pos) as usize..(chunk_end - pos) as usize];
         let from = (at % chunk_bytes) as usize;
-        let slot = if from == 0 { cache.insert(chunk) } else { cache.get_mut(chunk) };
+        let slot = if from == 0 { cache.insert_unzeroed(chunk) } else { cache.get_mut(chunk) };
         if let Some(slot) = slot {
             slot[from..from + src.len()].copy_from_slice(src);
         }
