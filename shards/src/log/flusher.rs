@@ -169,10 +169,13 @@ impl Flusher {
         in_flight.set(in_flight.get() + 1);
         self.started.notify();
         glommio::spawn_local(async move {
+            let mut rounds = rounds;
             let started = writing.start();
-            let written = write_rounds(&inner, &rounds, true).await;
+            let write = write_rounds(&inner, &rounds, true);
+            let (written, cached) = futures_lite::future::zip(write, cache_while_written(&inner, &rounds)).await;
             let took = started.elapsed();
             writing.end(&inner);
+            rounds.iter_mut().for_each(|r| r.cached = cached);
             let _ = previous.wait().await;
             let failed = inner.state.borrow().failed().map(str::to_string);
             let outcome = match (written, failed) {
@@ -260,6 +263,25 @@ impl Writing {
     }
 }
 
+/// Copies `rounds` into the log cache while their write is at the disk,
+/// instead of after it, between the write's completion and the acks (~70 KiB
+/// at 64 appends a round: a few us of the disk's idle time between rounds);
+/// true if it did. A timer fires only after the executor has submitted the
+/// write. The cache is filled in log order, so only the oldest unpublished
+/// rounds are copied early; later ones are copied as they are published.
+async fn cache_while_written(inner: &Inner, rounds: &[Round]) -> bool {
+    glommio::timer::sleep(Duration::from_micros(1)).await;
+    let mut st = inner.state.borrow_mut();
+    let st = &mut *st;
+    if rounds.first().is_none_or(|r| r.start != st.log.written_end()) {
+        return false;
+    }
+    for round in rounds {
+        crate::read::reader::cache_write_through(&mut st.cache, round.start, round.new_bytes());
+    }
+    true
+}
+
 /// Writes every round, all submitted before any is awaited; `dsync` writes
 /// through the O_DSYNC descriptor, durable on completion.
 async fn write_rounds(inner: &Inner, rounds: &[Round], dsync: bool) -> Result<(), StorageError> {
@@ -302,7 +324,9 @@ fn publish(inner: &Inner, rounds: Vec<Round>, synced: bool) {
     let st = &mut *st;
     for round in &rounds {
         st.log.written(round);
-        crate::read::reader::cache_write_through(&mut st.cache, round.start, round.new_bytes());
+        if !round.cached {
+            crate::read::reader::cache_write_through(&mut st.cache, round.start, round.new_bytes());
+        }
     }
     if synced {
         st.log.synced();

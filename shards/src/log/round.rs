@@ -28,6 +28,8 @@ pub(crate) struct Round {
     pub needs_sync: bool,
     pub touched: Vec<QueueId>,
     pub done: Rc<Completion>,
+    /// Its new bytes are in the log cache already (copied while it was written).
+    pub cached: bool,
     data_room: usize,
 }
 
@@ -53,6 +55,7 @@ impl Round {
             needs_sync: false,
             touched: Vec::new(),
             done: Rc::new(Completion::default()),
+            cached: false,
             data_room: round_bytes_max + PAGE_BYTES as usize,
         }
     }
