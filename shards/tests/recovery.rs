@@ -92,15 +92,16 @@ fn reopen_and_check(dir: &Path, expected: Vec<Acked>, what: &str) {
 
 /// Zeroes the log from `position` to the end of every segment file.
 fn cut_log(dir: &Path, position: u64) {
-    for base in segment_bases(dir) {
+    for (base, generation) in segment_files(dir) {
         let end = base + SEGMENT_BYTES;
         if end <= position {
             continue;
         }
         let from = position.max(base) - base;
+        // A spare may be a recycled file, in a later life.
         let mut f = std::fs::OpenOptions::new()
             .write(true)
-            .open(dir.join(ringmq_shards::segment_name(base, ringmq_shards::batch::Generation::WIRE)))
+            .open(dir.join(ringmq_shards::segment_name(base, generation)))
             .unwrap();
         f.seek(SeekFrom::Start(from)).unwrap();
         f.write_all(&vec![0u8; (SEGMENT_BYTES - from) as usize]).unwrap();
@@ -117,12 +118,10 @@ fn flip_bit(dir: &Path, position: u64, bit: u8) {
     std::fs::write(&path, bytes).unwrap();
 }
 
-fn segment_bases(dir: &Path) -> Vec<u64> {
-    let mut v: Vec<u64> = std::fs::read_dir(dir)
+fn segment_files(dir: &Path) -> Vec<(u64, ringmq_shards::batch::Generation)> {
+    let mut v: Vec<_> = std::fs::read_dir(dir)
         .unwrap()
-        .filter_map(|e| {
-            ringmq_shards::parse_segment_name(&e.unwrap().file_name().to_string_lossy()).map(|(base, _)| base)
-        })
+        .filter_map(|e| ringmq_shards::parse_segment_name(&e.unwrap().file_name().to_string_lossy()))
         .collect();
     v.sort();
     v

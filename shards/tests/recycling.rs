@@ -115,6 +115,63 @@ fn pooled_files_past_the_bound_are_deleted_at_open() {
     assert_eq!(pooled_files(dir.path()).len() + recycled, 1, "two of three pooled files were deleted");
 }
 
+/// Waits (bounded) until the shard has its next segment ready.
+async fn spare_ready(shard: &ringmq_shards::Shard) {
+    for _ in 0..1_000 {
+        if shard.segment_bytes().spare > 0 {
+            return;
+        }
+        glommio::timer::sleep(std::time::Duration::from_millis(10)).await;
+    }
+    panic!("no spare segment after 10 s: {:?}", shard.segment_bytes());
+}
+
+#[test]
+fn the_spare_made_before_a_stop_is_recycled_after_it_not_zero_filled_again() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path().to_path_buf();
+    let written = run(move || async move {
+        let shard = open_with(ShardConfig { segment_pool_max: 1, ..config(&p) }, &[1]).await;
+        let written: Vec<Vec<u8>> = (0..150).map(|i| value(1, i, 10_000)).collect();
+        for v in &written {
+            shard.append(QueueId(1), &batch_of(v)).await.unwrap();
+        }
+        spare_ready(&shard).await;
+        shard.close().await.unwrap();
+        written
+    });
+    let spare_base = segment_files(dir.path()).last().unwrap().0;
+    assert!(spare_base > 150 * 10_000, "the spare lies past the log's end");
+    let p = dir.path().to_path_buf();
+    run(move || async move {
+        let shard = open_with(ShardConfig { segment_pool_max: 1, ..config(&p) }, &[]).await;
+        spare_ready(&shard).await;
+        let stats = shard.stats();
+        assert_eq!((stats.segments_created, stats.zero_fill_bytes), (0, 0), "nothing made anew: {stats:?}");
+        assert_eq!(stats.segments_recycled, 1, "the old spare is the new one: {stats:?}");
+        assert_eq!(generation_at(&p, spare_base), Some(Generation(1)), "in its next life");
+        // Appends run into the recycled spare and read back as written.
+        let mut all = written;
+        for i in 150..300 {
+            all.push(value(1, i, 10_000));
+            shard.append(QueueId(1), &batch_of(&all[i as usize])).await.unwrap();
+        }
+        let got = read_all(&shard, QueueId(1), 0).await;
+        assert_eq!(got.len(), all.len());
+        assert!(got.iter().all(|(o, v)| *v == all[*o as usize]), "reads across the recycled spare");
+        shard.close().await.unwrap();
+    });
+    // Without a pool, the file past the end is deleted as before.
+    let p = dir.path().to_path_buf();
+    run(move || async move {
+        let shard = open_with(ShardConfig { segment_pool_max: 0, ..config(&p) }, &[]).await;
+        spare_ready(&shard).await;
+        assert_eq!(shard.segment_bytes().pooled, 0);
+        shard.close().await.unwrap();
+    });
+    assert!(pooled_files(dir.path()).is_empty());
+}
+
 /// The generation of the segment holding `pos`, from the file names.
 fn generation_at(dir: &Path, pos: u64) -> Option<Generation> {
     segment_files(dir).into_iter().find(|(base, _)| *base <= pos && pos < base + SEGMENT).map(|(_, g)| g)

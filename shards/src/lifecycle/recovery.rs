@@ -47,7 +47,7 @@ pub(crate) async fn recover(config: &ShardConfig, cut: Option<LogPos>) -> Result
     for (base, generation) in segment::list_segments(dir).await? {
         segments.insert(base, Segment::open(dir, base, generation, config.segment_bytes).await?);
     }
-    let pool = pool::load(dir, config.segment_pool_max, config.segment_bytes).await?;
+    let mut pool = pool::load(dir, config.segment_pool_max, config.segment_bytes).await?;
     let first = segments.keys().next().copied().unwrap_or_default();
     let checkpointed = checkpoint.as_ref().map_or(first, |c| c.position.max(first));
     let mut lookup = Lookup::open(lookup::dir_of(dir), config.recent_batches).await?;
@@ -75,7 +75,7 @@ pub(crate) async fn recover(config: &ShardConfig, cut: Option<LogPos>) -> Result
     }
     // Past a rollback, valid batches may remain up to the old checkpoint.
     let old_end = if lost.is_some() { checkpointed.max(found_end) } else { found_end };
-    let tail_page = wipe_torn_tail(config, &mut segments, end, old_end).await?;
+    let tail_page = wipe_torn_tail(config, &mut segments, &mut pool, end, old_end).await?;
     queues.values_mut().for_each(QueueIndex::recovered);
     lookup.load_recent(end).await?;
     if lost.is_some() {
@@ -335,18 +335,18 @@ fn index_batch(
 
 /// Zeroes what a torn write may have left past `end` (the log up to
 /// `old_end`, then at most the bytes that can be in flight beyond it),
-/// deletes later segments, and returns the tail page. Stale bytes past the
+/// retires later segments, and returns the tail page. Stale bytes past the
 /// end could otherwise be read as batches after the next crash.
 async fn wipe_torn_tail(
     config: &ShardConfig,
     segments: &mut BTreeMap<LogPos, Rc<Segment>>,
+    pool: &mut SegmentPool,
     end: LogPos,
     old_end: LogPos,
 ) -> Result<Box<[u8]>> {
     let seg = segment::at_or_before(segments, end).expect("a segment holds the end");
-    let later: Vec<LogPos> = segments.range(seg.base + 1..).map(|(b, _)| *b).collect();
-    let doomed = later.iter().map(|base| segments.remove(base).expect("listed above").path.clone()).collect();
-    fs::remove_files("removing segments past the end", doomed).await?;
+    let later = segments.split_off(&(seg.base + 1)).into_values().collect();
+    retire_past_end(config, pool, later).await?;
     let segment_end = seg.base + config.segment_bytes;
     let window = (config.pending_bytes_max + config.round_bytes_max) as u64 + 2 * PAGE_BYTES;
     let page_start = end.page_down();
@@ -369,6 +369,24 @@ async fn wipe_torn_tail(
     }
     fs::sync_dir(&config.dir).await?;
     Ok(tail_page)
+}
+
+/// Hands the segments past the end (the spare made before the stop, or what
+/// a rollback left behind) to the pool while it has room, so the next spare
+/// is recycled instead of zero-filled again, and deletes the rest. A pooled
+/// file's next life has a new generation: no batch it holds now can ever be
+/// read as live.
+async fn retire_past_end(config: &ShardConfig, pool: &mut SegmentPool, later: Vec<Rc<Segment>>) -> Result<()> {
+    let (to_pool, to_delete) = later.split_at(pool.room().min(later.len()));
+    for segment in to_pool {
+        let pooled = pool::rename_retired(&config.dir, segment).await?;
+        pool.put(pooled).expect("the pool had room");
+    }
+    if !later.is_empty() {
+        tracing::info!(pooled = to_pool.len(), deleted = to_delete.len(), "segments past the log's end retired");
+    }
+    let doomed = to_delete.iter().map(|s| s.path.clone()).collect();
+    fs::remove_files("removing segments past the end", doomed).await
 }
 
 async fn wipe(seg: &Segment, from: LogPos, to: LogPos) -> Result<()> {

@@ -7,7 +7,7 @@
 
 use crate::error::{Result, StorageError};
 use crate::fs;
-use crate::log::pool::Pooled;
+use crate::log::pool;
 use crate::log::segment::Segment;
 use crate::position::{LogPos, Offset, QueueId};
 use crate::probe::stats::add;
@@ -107,9 +107,7 @@ impl Inner {
         let (to_pool, to_delete) = doomed.split_at(room.min(doomed.len()));
         let mut deleted: Vec<std::path::PathBuf> = to_delete.iter().map(|s| s.path.clone()).collect();
         for segment in to_pool {
-            let pooled = Pooled::retired(&self.config.dir, segment.base, segment.generation);
-            let (from, to) = (segment.path.clone(), pooled.path.clone());
-            fs::blocking("pooling old segment", &segment.path, move |_| std::fs::rename(&from, &to)).await?;
+            let pooled = pool::rename_retired(&self.config.dir, segment).await?;
             // Another pass may have filled the pool meanwhile.
             if let Err(extra) = self.state.borrow_mut().pool.put(pooled) {
                 deleted.push(extra.path);

@@ -7,7 +7,7 @@
 use crate::error::Result;
 use crate::format::batch::Generation;
 use crate::fs;
-use crate::log::segment::{parse_pooled_name, pooled_name};
+use crate::log::segment::{parse_pooled_name, pooled_name, Segment};
 use crate::position::LogPos;
 use std::collections::VecDeque;
 use std::path::{Path, PathBuf};
@@ -25,6 +25,15 @@ impl Pooled {
     pub fn retired(dir: &Path, base: LogPos, generation: Generation) -> Pooled {
         Pooled { path: dir.join(pooled_name(base.0, generation)), generation }
     }
+}
+
+/// Renames a retired segment's file to its pooled name (the life it is
+/// retired from); the caller puts it into the pool and syncs the directory.
+pub(crate) async fn rename_retired(dir: &Path, segment: &Segment) -> Result<Pooled> {
+    let pooled = Pooled::retired(dir, segment.base, segment.generation);
+    let (from, to) = (segment.path.clone(), pooled.path.clone());
+    fs::blocking("pooling a retired segment", &segment.path, move |_| std::fs::rename(&from, &to)).await?;
+    Ok(pooled)
 }
 
 /// The pooled files, oldest retired first.
