@@ -96,3 +96,47 @@ fn a_checkpoint_of_several_background_writes_reads_back_whole_after_a_restart() 
         shard.close().await.unwrap();
     });
 }
+
+#[test]
+fn the_tail_reads_back_as_written_while_old_reads_churn_a_tiny_cache() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path().to_path_buf();
+    run(move || async move {
+        // 3 chunks of 64 KiB. Each round is copied into the cache while it is
+        // written, before its chunk is pinned; the reader of old offsets
+        // evicts chunks all the while.
+        let cfg = ShardConfig { cache_bytes: 192 << 10, segment_bytes: 4 << 20, ..config(&p) };
+        let shard = open_with(cfg, &[1]).await;
+        let done = std::rc::Rc::new(std::cell::Cell::new(false));
+        let churn = glommio::spawn_local({
+            let (shard, done) = (shard.clone(), done.clone());
+            async move {
+                let mut rng = 0x9e37_79b9_7f4a_7c15u64;
+                let mut reads = 0u64;
+                while !done.get() {
+                    let (_, end) = shard.offsets(QueueId(1)).unwrap();
+                    if end > 0 {
+                        rng ^= rng << 13;
+                        rng ^= rng >> 7;
+                        rng ^= rng << 17;
+                        shard.read(QueueId(1), rng % end, 1, ReadWait::No).await.unwrap();
+                        reads += 1;
+                    }
+                    glommio::yield_if_needed().await;
+                    futures_lite::future::yield_now().await;
+                }
+                reads
+            }
+        });
+        for i in 0..300u64 {
+            let v = value(1, i, 9000);
+            shard.append(QueueId(1), &batch_with(&[&v])).await.unwrap();
+            assert_eq!(read_all(&shard, QueueId(1), i).await, vec![(i, v)], "offset {i} right after its append");
+        }
+        done.set(true);
+        let reads = churn.await;
+        let stats = shard.stats();
+        assert!(reads > 0 && stats.cache_misses > 0 && stats.cache_evictions > 0, "{reads} reads: {stats:?}");
+        shard.close().await.unwrap();
+    });
+}

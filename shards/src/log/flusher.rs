@@ -24,6 +24,7 @@ use crate::log::completion_yield;
 use crate::log::round::Round;
 use crate::log::segment::Segment;
 use crate::probe::stats::add;
+use crate::read::cache::ChunkCache;
 use crate::shard::Inner;
 use crate::signal::{Completion, Signal};
 use std::cell::Cell;
@@ -282,6 +283,15 @@ async fn cache_while_written(inner: &Inner, rounds: &[Round]) -> bool {
     true
 }
 
+/// True if `round` was copied into the cache while written and its last
+/// chunk is still there. That chunk becomes the write frontier's, which must
+/// stay cached (later rounds update it in place, and readers never load it
+/// from disk); before this publish it was not pinned, so a reader's miss may
+/// have evicted it. Then the round is copied again.
+fn still_cached(cache: &ChunkCache<u64>, round: &Round) -> bool {
+    round.cached && (round.is_empty() || cache.contains((round.data_end.0 - 1) / cache.chunk_bytes() as u64))
+}
+
 /// Writes every round, all submitted before any is awaited; `dsync` writes
 /// through the O_DSYNC descriptor, durable on completion.
 async fn write_rounds(inner: &Inner, rounds: &[Round], dsync: bool) -> Result<(), StorageError> {
@@ -324,7 +334,7 @@ fn publish(inner: &Inner, rounds: Vec<Round>, synced: bool) {
     let st = &mut *st;
     for round in &rounds {
         st.log.written(round);
-        if !round.cached {
+        if !still_cached(&st.cache, round) {
             crate::read::reader::cache_write_through(&mut st.cache, round.start, round.new_bytes());
         }
     }
