@@ -96,8 +96,9 @@ print(f"ratio   steady state: engine MB/s / fio MB/s at the engine's batch size:
 # fio keeps a write in flight all the time; the engine leaves the disk idle
 # while it acknowledges a round and its writers append the next one.
 busy = (steady1["write_busy"] + steady2["write_busy"]) / 2
+idle_us = sum((1 - r["write_busy"]) * r["seconds"] * 1e6 / max(r["fsyncs"], 1) for r in (steady1, steady2)) / 2
 print(f"engine  steady state: a durable write in flight {busy * 100:.1f}% of the time, "
-      f"the disk idle {(1 - busy) * 1e6 / max(steady1['fsyncs'] / steady1['seconds'], 1):.0f} us between rounds")
+      f"the disk idle {idle_us:.0f} us between rounds")
 print(f"ratio   growing log: engine MB/s / fio MB/s: {many['mb_per_s'] / disk_mb:.2f}")
 print(f"fio     same writes + {filled['fill_mbps']} MB/s sequential fill (the zero-fill of new segments): {filled['mb_per_s']:.1f} MB/s")
 print(f"ratio   growing log: engine MB/s / fio MB/s doing the same disk work (sync writes + segment zero-fill): {many['mb_per_s'] / filled['mb_per_s']:.2f}")

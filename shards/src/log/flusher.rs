@@ -23,6 +23,7 @@ use crate::join::join_all;
 use crate::log::completion_yield;
 use crate::log::round::Round;
 use crate::log::segment::Segment;
+use crate::position::LogPos;
 use crate::probe::stats::add;
 use crate::read::cache::ChunkCache;
 use crate::shard::Inner;
@@ -289,7 +290,7 @@ async fn cache_while_written(inner: &Inner, rounds: &[Round]) -> bool {
 /// from disk); before this publish it was not pinned, so a reader's miss may
 /// have evicted it. Then the round is copied again.
 fn still_cached(cache: &ChunkCache<u64>, round: &Round) -> bool {
-    round.cached && (round.is_empty() || cache.contains((round.data_end.0 - 1) / cache.chunk_bytes() as u64))
+    round.cached && (round.is_empty() || cache.contains(LogPos(round.data_end.0 - 1).chunk(cache.chunk_bytes() as u64)))
 }
 
 /// Writes every round, all submitted before any is awaited; `dsync` writes
