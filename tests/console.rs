@@ -12,7 +12,7 @@ use ringmq::client::{Consumer, GroupConfig, Message, Producer, ProducerConfig, S
 use serde_json::{json, Value};
 use std::io::{Read, Write};
 use std::net::TcpStream;
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Stdio};
 use std::time::{Duration, Instant};
 
 /// A chromedriver process and one browser session.
@@ -56,15 +56,19 @@ fn webdriver(port: u16, method: &str, path: &str, body: Option<&Value>) -> Resul
     }
 }
 
+/// Debian's Chromium, which chromedriver starts.
+const CHROMIUM: &str = "/usr/bin/chromium";
+
 impl Browser {
     fn start() -> Browser {
+        common::tools::require(CHROMIUM);
         let port = common::free_port_pair("127.0.0.1");
-        let driver = Command::new("chromedriver")
+        let driver = common::tools::command("chromedriver")
             .arg(format!("--port={port}"))
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .spawn()
-            .expect("chromedriver (Debian chromium-driver; .ci/run installs it)");
+            .expect("start chromedriver");
         let deadline = Instant::now() + Duration::from_secs(30);
         while webdriver(port, "GET", "/status", None).map_or(true, |s| s["ready"] != json!(true)) {
             assert!(Instant::now() < deadline, "chromedriver did not become ready");
@@ -88,7 +92,7 @@ impl Browser {
         .chain([format!("--user-data-dir={}", profile.path().display())])
         .collect::<Vec<_>>();
         let capabilities = json!({"capabilities": {"alwaysMatch": {"browserName": "chrome",
-            "goog:chromeOptions": {"binary": "/usr/bin/chromium", "args": args}}}});
+            "goog:chromeOptions": {"binary": CHROMIUM, "args": args}}}});
         let session = webdriver(port, "POST", "/session", Some(&capabilities)).expect("a browser session");
         let session = session["sessionId"].as_str().expect("a session id").to_string();
         Browser { driver, port, session, _profile: profile }

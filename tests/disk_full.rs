@@ -30,8 +30,8 @@ impl LoopFs {
             Ok(o) => Err(String::from_utf8_lossy(&o.stderr).into_owned()),
             Err(e) => Err(e.to_string()),
         };
-        run(Command::new("mkfs.ext4").args(["-q", "-F"]).arg(&image))?;
-        run(Command::new("mount").args(["-o", "loop"]).arg(&image).arg(&mount))?;
+        run(common::tools::command("mkfs.ext4").args(["-q", "-F"]).arg(&image))?;
+        run(common::tools::command("mount").args(["-o", "loop"]).arg(&image).arg(&mount))?;
         Ok(LoopFs { image, mount })
     }
 }
@@ -72,7 +72,7 @@ fn a_full_disk_refuses_appends_keeps_reads_and_resumes_when_space_is_freed() {
     let junk = fs.mount.join("junk");
     let free = free_bytes(&fs.mount);
     std::fs::File::create(&junk).and_then(|f| f.set_len(0)).unwrap();
-    let status = Command::new("fallocate").args(["-l", &(free - (8 << 20)).to_string()]).arg(&junk).status();
+    let status = common::tools::command("fallocate").args(["-l", &(free - (8 << 20)).to_string()]).arg(&junk).status();
     assert!(status.unwrap().success(), "fallocate the junk file");
 
     let producer = Producer::new(client.clone(), ProducerConfig::default());

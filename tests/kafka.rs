@@ -4,7 +4,6 @@
 
 mod common;
 
-use std::process::Command;
 
 #[test]
 fn kcat_lists_the_brokers_and_the_partitions_of_a_ringmq_topic() {
@@ -12,7 +11,7 @@ fn kcat_lists_the_brokers_and_the_partitions_of_a_ringmq_topic() {
     let (broker, kafka) = common::kafka_broker(dir.path(), &[]);
     let client = broker.client();
     client.create_topic("orders", 4, 0).unwrap();
-    let out = Command::new("kcat").args(["-b", &kafka, "-L", "-m", "10"]).output().expect("run kcat (Debian: kcat)");
+    let out = common::tools::command("kcat").args(["-b", &kafka, "-L", "-m", "10"]).output().expect("run kcat");
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(out.status.success(), "kcat -L: {}", String::from_utf8_lossy(&out.stderr));
     assert!(text.contains(" 2 brokers:"), "{text}");
@@ -32,7 +31,7 @@ fn kcat_produces_10_000_keyed_messages_that_kcat_and_the_native_sdk_read_back() 
     let (broker, kafka) = common::kafka_broker(dir.path(), &[]);
     let client = broker.client();
     client.create_topic("orders", 4, 0).unwrap();
-    let mut producer = Command::new("kcat")
+    let mut producer = common::tools::command("kcat")
         .args(["-b", &kafka, "-P", "-t", "orders", "-K:"])
         .stdin(std::process::Stdio::piped())
         .spawn()
@@ -41,7 +40,7 @@ fn kcat_produces_10_000_keyed_messages_that_kcat_and_the_native_sdk_read_back() 
     producer.stdin.take().unwrap().write_all(lines.as_bytes()).unwrap();
     assert!(producer.wait().unwrap().success(), "kcat -P");
 
-    let out = Command::new("kcat")
+    let out = common::tools::command("kcat")
         .args(["-b", &kafka, "-C", "-t", "orders", "-o", "beginning", "-e", "-f", "%p %o %k %s\\n"])
         .output()
         .unwrap();
@@ -76,15 +75,12 @@ fn kcat_produces_10_000_keyed_messages_that_kcat_and_the_native_sdk_read_back() 
     assert_eq!(native, got);
 }
 
-/// Debian's python3-kafka (kafka-python 2.0) is in the system Python, which a pyenv shim may shadow.
-const SYSTEM_PYTHON: &str = "/usr/bin/python3";
-
 #[test]
 fn kafka_python_creates_produces_consumes_and_deletes() {
     let dir = tempfile::tempdir().unwrap();
     let (broker, kafka) = common::kafka_broker(dir.path(), &[]);
     let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/kafka_clients/python_admin_produce_consume.py");
-    let out = Command::new(SYSTEM_PYTHON).args([script, &kafka]).output().expect("run python3 (Debian: python3-kafka)");
+    let out = common::tools::python(&["kafka"]).args([script, &kafka]).output().expect("run python3");
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(out.status.success(), "{text}{}", String::from_utf8_lossy(&out.stderr));
     assert!(text.contains("second create: TopicAlreadyExistsError"), "{text}");
@@ -100,7 +96,7 @@ fn kafka_python_group_members_split_commit_and_take_over() {
     let dir = tempfile::tempdir().unwrap();
     let (broker, kafka) = common::kafka_broker(dir.path(), &[]);
     let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/kafka_clients/python_group.py");
-    let out = Command::new(SYSTEM_PYTHON).args([script, &kafka]).output().expect("run python3 (Debian: python3-kafka)");
+    let out = common::tools::python(&["kafka"]).args([script, &kafka]).output().expect("run python3");
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(out.status.success(), "{text}{}", String::from_utf8_lossy(&out.stderr));
     let client = broker.client();
@@ -153,7 +149,7 @@ fn two_kcat_group_members_split_the_partitions_of_what_the_native_sdk_sends() {
     client.create_topic("split", 4, 0).unwrap();
     let member = |name: &str| {
         let (out, err) = (dir.path().join(format!("{name}.out")), dir.path().join(format!("{name}.err")));
-        let child = Command::new("kcat")
+        let child = common::tools::command("kcat")
             .args(["-b", &kafka, "-G", "kg", "split", "-u", "-X", "auto.offset.reset=earliest"])
             .args(["-f", "%p %o %k %s %h\\n"])
             .stdout(std::fs::File::create(&out).unwrap())
@@ -205,9 +201,8 @@ fn confluent_phase(phase: &str) -> String {
     let dir = tempfile::tempdir().unwrap();
     let (_broker, kafka) = common::kafka_broker(dir.path(), &[]);
     let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/kafka_clients/python_confluent.py");
-    let out = Command::new(SYSTEM_PYTHON).args([script, &kafka, phase]).output().expect(
-        "run python3 (pip: confluent-kafka; Debian: python3-kafka, python3-snappy, python3-lz4, python3-zstandard)",
-    );
+    let modules = ["kafka", "snappy", "lz4", "zstandard", "confluent_kafka"];
+    let out = common::tools::python(&modules).args([script, &kafka, phase]).output().expect("run python3");
     let text = String::from_utf8_lossy(&out.stdout).into_owned();
     assert!(out.status.success(), "{text}{}", String::from_utf8_lossy(&out.stderr));
     text

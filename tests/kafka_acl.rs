@@ -6,7 +6,6 @@ mod common;
 
 use common::{free_port_pair, Broker};
 use ringmq::security::acl::{Acl, Operation, PatternType, Permission, ResourceType};
-use std::process::Command;
 
 fn rule(resource: ResourceType, pattern: PatternType, name: &str, operation: Operation, permission: Permission) -> Acl {
     Acl { principal: "User:alice".into(), resource, pattern, name: name.into(), operation, permission }
@@ -14,7 +13,7 @@ fn rule(resource: ResourceType, pattern: PatternType, name: &str, operation: Ope
 
 fn phase(kafka: &str, name: &str) {
     let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/kafka_clients/python_acl.py");
-    let out = Command::new("/usr/bin/python3").args([script, kafka, name]).output().expect("run python3");
+    let out = common::tools::python(&["kafka", "confluent_kafka"]).args([script, kafka, name]).output().expect("run python3");
     println!("{}", String::from_utf8_lossy(&out.stdout));
     assert!(out.status.success(), "python_acl.py {name}: {}", String::from_utf8_lossy(&out.stderr));
 }

@@ -8,7 +8,6 @@ mod common;
 use common::certs::{path, Ca};
 use common::{free_port_pair, Broker};
 use std::path::Path;
-use std::process::Command;
 
 /// A data directory with alice (password alice-secret), made offline.
 fn with_alice(dir: &Path) -> std::path::PathBuf {
@@ -29,14 +28,14 @@ fn broker(data: &Path, extra: &[String]) -> (Broker, String) {
 }
 
 fn kcat(kafka: &str, sasl: &[&str], action: &[&str], stdin: &str) -> std::process::Output {
-    let mut command = Command::new("kcat");
+    let mut command = common::tools::command("kcat");
     command.args(["-b", kafka, "-m", "5"]).args(sasl.iter().flat_map(|x| ["-X", x])).args(action);
     common::output_with_stdin(&mut command, stdin)
 }
 
 fn python(script_args: &[&str]) {
     let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/kafka_clients/python_sasl.py");
-    let out = Command::new("/usr/bin/python3").arg(script).args(script_args).output().expect("run python3");
+    let out = common::tools::python(&["kafka", "confluent_kafka"]).arg(script).args(script_args).output().expect("run python3");
     println!("{}", String::from_utf8_lossy(&out.stdout));
     assert!(out.status.success(), "python_sasl.py {script_args:?}: {}", String::from_utf8_lossy(&out.stderr));
 }

@@ -7,7 +7,7 @@ mod common;
 
 use common::{free_port_pair, Broker, ChildGuard};
 use std::io::Write;
-use std::process::{Command, Stdio};
+use std::process::Stdio;
 
 const TOPIC: &str = "kc";
 const MESSAGES: usize = 400;
@@ -43,7 +43,7 @@ fn kafka_clients_of_one_node_reach_the_partitions_and_coordinators_of_every_grou
     east.client().create_topic(TOPIC, 8, 0).unwrap();
     let bootstrap = format!("{}:{kafka}", ips[0]);
 
-    let out = Command::new("kcat").args(["-b", &bootstrap, "-L", "-t", TOPIC]).output().expect("run kcat");
+    let out = common::tools::command("kcat").args(["-b", &bootstrap, "-L", "-t", TOPIC]).output().expect("run kcat");
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(out.status.success() && text.contains(" 4 brokers:"), "{text}");
     for ip in ips {
@@ -53,7 +53,7 @@ fn kafka_clients_of_one_node_reach_the_partitions_and_coordinators_of_every_grou
     }
     assert!(text.contains(&format!("topic \"{TOPIC}\" with 8 partitions:")), "{text}");
 
-    let mut producer = Command::new("kcat")
+    let mut producer = common::tools::command("kcat")
         .args(["-b", &bootstrap, "-P", "-t", TOPIC, "-K:", "-X", "acks=all"])
         .stdin(Stdio::piped())
         .spawn()
@@ -62,7 +62,7 @@ fn kafka_clients_of_one_node_reach_the_partitions_and_coordinators_of_every_grou
     producer.stdin.take().unwrap().write_all(lines.as_bytes()).unwrap();
     assert!(producer.wait().unwrap().success(), "kcat -P");
 
-    let read = Command::new("kcat")
+    let read = common::tools::command("kcat")
         .args(["-b", &bootstrap, "-C", "-t", TOPIC, "-o", "beginning", "-e", "-f", "%p %k %s\\n"])
         .output()
         .unwrap();
@@ -76,7 +76,7 @@ fn kafka_clients_of_one_node_reach_the_partitions_and_coordinators_of_every_grou
     // A group member: its coordinator is one shard of the cluster, in either group.
     let (out_file, err_file) = (dir.path().join("g.out"), dir.path().join("g.err"));
     let _member = ChildGuard(
-        Command::new("kcat")
+        common::tools::command("kcat")
             .args(["-b", &bootstrap, "-G", "kc-group", TOPIC, "-u", "-X", "auto.offset.reset=earliest"])
             .args(["-f", "%p %o\\n"])
             .stdout(std::fs::File::create(&out_file).unwrap())

@@ -247,7 +247,7 @@ fn health_and_readiness_answer_and_bad_http_is_refused_with_the_broker_up() {
 
 /// `curl` against the admin listener: the HTTP status and the body.
 fn curl(args: &[&str]) -> (u16, String) {
-    let out = std::process::Command::new("curl")
+    let out = common::tools::command("curl")
         .args(["-s", "-w", "\n%{http_code}"])
         .args(args)
         .output()

@@ -65,7 +65,7 @@ fn the_sdk_the_cli_and_kcat_speak_tls_to_every_listener() {
     send(&client, "orders", "from the sdk");
     let out = ringmq(&["produce", "orders", "--broker", broker.addr(), "--tls-ca", &ca_pem], "from the cli\n");
     assert!(out.status.success(), "ringmq produce --tls-ca: {}", String::from_utf8_lossy(&out.stderr));
-    let mut kcat = Command::new("kcat");
+    let mut kcat = common::tools::command("kcat");
     kcat.args(["-b", &kafka, "-X", "security.protocol=ssl", "-X", &format!("ssl.ca.location={ca_pem}")]);
     let out = common::output_with_stdin(kcat.args(["-P", "-t", "orders", "-p", "0"]), "from kcat\n");
     assert!(out.status.success(), "kcat -P over TLS");
@@ -75,7 +75,7 @@ fn the_sdk_the_cli_and_kcat_speak_tls_to_every_listener() {
     let mut got: Vec<String> = String::from_utf8_lossy(&out.stdout).lines().map(str::to_string).collect();
     got.sort();
     assert_eq!(got, ["from kcat", "from the cli", "from the sdk"]);
-    let out = Command::new("kcat")
+    let out = common::tools::command("kcat")
         .args(["-b", &kafka, "-X", "security.protocol=ssl", "-X", &format!("ssl.ca.location={ca_pem}")])
         .args(["-C", "-t", "orders", "-o", "beginning", "-e", "-c", "3"])
         .output()

@@ -2,7 +2,6 @@
 //! certificates it signs (P-256 keys, as a deployment would make them).
 
 use std::path::{Path, PathBuf};
-use std::process::Command;
 
 /// A certificate authority in a directory of its own.
 pub struct Ca {
@@ -18,7 +17,7 @@ pub struct Issued {
 }
 
 fn openssl(args: &[&str], dir: &Path) {
-    let out = Command::new("openssl").args(args).current_dir(dir).output().expect("run openssl");
+    let out = super::tools::command("openssl").args(args).current_dir(dir).output().expect("run openssl");
     assert!(out.status.success(), "openssl {args:?}: {}", String::from_utf8_lossy(&out.stderr));
 }
 

@@ -29,7 +29,7 @@ impl Etcd {
         let (client, peer) = (free_port(ip), free_port("127.0.0.1"));
         let client_url = format!("http://{ip}:{client}");
         let peer_url = format!("http://127.0.0.1:{peer}");
-        let child = Command::new("etcd")
+        let child = super::tools::command("etcd")
             .arg("--data-dir")
             .arg(dir)
             .args(["--listen-client-urls", &client_url, "--advertise-client-urls", &client_url])
@@ -38,7 +38,7 @@ impl Etcd {
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .spawn()
-            .expect("start etcd (Debian: apt-get install etcd-server; .ci/run installs it)");
+            .expect("start etcd");
         let etcd = Etcd { child, url: format!("etcd://{ip}:{client}") };
         let deadline = Instant::now() + Duration::from_secs(30);
         while std::net::TcpStream::connect((ip, client)).is_err() {

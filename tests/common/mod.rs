@@ -5,6 +5,7 @@
 pub mod certs;
 pub mod etcd;
 pub mod netns;
+pub mod tools;
 
 use ringmq::client::{Client, ClientConfig, ConsumedMessage, Consumer, SendResult};
 use ringmq::protocol::frame::{self, Response};
@@ -135,7 +136,7 @@ impl Broker {
         let binary = env!("CARGO_BIN_EXE_ringmq");
         let mut command = match &self.netns {
             Some(ns) => {
-                let mut c = Command::new("ip");
+                let mut c = tools::command("ip");
                 c.args(["netns", "exec", ns, binary]);
                 c
             }

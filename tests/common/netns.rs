@@ -15,7 +15,7 @@ pub struct Lan {
 
 /// Runs `ip args`, which must succeed.
 fn ip(args: &[&str]) {
-    let out = Command::new("ip").args(args).output().expect("run ip (iproute2)");
+    let out = super::tools::command("ip").args(args).output().expect("run ip");
     assert!(out.status.success(), "ip {}: {}", args.join(" "), String::from_utf8_lossy(&out.stderr).trim());
 }
 

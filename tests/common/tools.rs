@@ -1,0 +1,67 @@
+//! The programs the tests start besides ringmq, checked before use: a test
+//! whose tool is missing fails with one line naming the package that
+//! provides it (from `tests/prerequisites.txt`, the list `tests/run.sh`
+//! installs), not with a panic deep in a helper.
+
+use std::path::Path;
+use std::process::Command;
+
+/// The prerequisites list, as `tests/run.sh` reads it.
+const PREREQUISITES: &str = include_str!("../prerequisites.txt");
+
+/// Debian's Python, the one the apt packages of Python Kafka clients install into.
+pub const PYTHON: &str = "/usr/bin/python3";
+
+/// The source (`apt PACKAGE` or `pip REQUIREMENT`) of the prerequisite `kind name`.
+fn source_of(kind: &str, name: &str) -> String {
+    PREREQUISITES
+        .lines()
+        .map(str::split_whitespace)
+        .find_map(|mut words| {
+            (words.next() == Some(kind) && words.next() == Some(name))
+                .then(|| format!("{} {}", words.next().unwrap_or("?"), words.next().unwrap_or("?")))
+        })
+        .unwrap_or_else(|| panic!("{kind} {name} is not listed in tests/prerequisites.txt; add it there"))
+}
+
+/// Fails the test in one line when a prerequisite is missing.
+fn missing(kind: &str, name: &str) -> ! {
+    panic!(
+        "this test needs {name}, which is not installed ({}; `tests/run.sh` installs every test prerequisite)",
+        source_of(kind, name)
+    )
+}
+
+fn on_path(name: &str) -> bool {
+    if name.contains('/') {
+        return Path::new(name).is_file();
+    }
+    std::env::var_os("PATH").is_some_and(|path| std::env::split_paths(&path).any(|dir| dir.join(name).is_file()))
+}
+
+/// Fails the test in one line unless the listed command `name` is installed.
+pub fn require(name: &str) {
+    source_of("cmd", name);
+    if !on_path(name) {
+        missing("cmd", name);
+    }
+}
+
+/// `Command::new(name)` for a listed command, which must be installed.
+pub fn command(name: &str) -> Command {
+    require(name);
+    Command::new(name)
+}
+
+/// Debian's Python, checked to import each of `modules` (all listed).
+pub fn python(modules: &[&str]) -> Command {
+    let python = command(PYTHON);
+    for module in modules {
+        source_of("py", module);
+        let imported = Command::new(PYTHON).args(["-c", &format!("import {module}")]).output();
+        if !imported.is_ok_and(|o| o.status.success()) {
+            missing("py", module);
+        }
+    }
+    python
+}
