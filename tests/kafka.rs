@@ -4,7 +4,6 @@
 
 mod common;
 
-
 #[test]
 fn kcat_lists_the_brokers_and_the_partitions_of_a_ringmq_topic() {
     let dir = tempfile::tempdir().unwrap();

@@ -13,7 +13,8 @@ fn rule(resource: ResourceType, pattern: PatternType, name: &str, operation: Ope
 
 fn phase(kafka: &str, name: &str) {
     let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/kafka_clients/python_acl.py");
-    let out = common::tools::python(&["kafka", "confluent_kafka"]).args([script, kafka, name]).output().expect("run python3");
+    let out =
+        common::tools::python(&["kafka", "confluent_kafka"]).args([script, kafka, name]).output().expect("run python3");
     println!("{}", String::from_utf8_lossy(&out.stdout));
     assert!(out.status.success(), "python_acl.py {name}: {}", String::from_utf8_lossy(&out.stderr));
 }

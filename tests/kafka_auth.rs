@@ -35,7 +35,11 @@ fn kcat(kafka: &str, sasl: &[&str], action: &[&str], stdin: &str) -> std::proces
 
 fn python(script_args: &[&str]) {
     let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/kafka_clients/python_sasl.py");
-    let out = common::tools::python(&["kafka", "confluent_kafka"]).arg(script).args(script_args).output().expect("run python3");
+    let out = common::tools::python(&["kafka", "confluent_kafka"])
+        .arg(script)
+        .args(script_args)
+        .output()
+        .expect("run python3");
     println!("{}", String::from_utf8_lossy(&out.stdout));
     assert!(out.status.success(), "python_sasl.py {script_args:?}: {}", String::from_utf8_lossy(&out.stderr));
 }

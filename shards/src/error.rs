@@ -5,18 +5,8 @@ use std::sync::Arc;
 /// Everything the storage engine can refuse or fail with.
 #[derive(Debug, Clone, thiserror::Error)]
 pub enum StorageError {
-    #[error("batch of {len} bytes is shorter than its {min}-byte header")]
-    BatchTooShort { len: usize, min: usize },
-    #[error("batch length field says {declared} bytes but {actual} bytes were given")]
-    LengthMismatch { declared: usize, actual: usize },
-    #[error("batch of {len} bytes exceeds the limit of {max} bytes (raise batch_bytes_max or send smaller batches)")]
-    BatchTooLarge { len: usize, max: usize },
-    #[error(
-        "batch CRC mismatch: stored {stored:#010x}, computed {computed:#010x}; the batch was damaged or built wrongly"
-    )]
-    CrcMismatch { stored: u32, computed: u32 },
-    #[error("malformed batch: {0}")]
-    Malformed(&'static str),
+    #[error(transparent)]
+    Format(#[from] ringmq_format::FormatError),
     #[error("unknown queue {0}; create it before appending or reading")]
     UnknownQueue(u32),
     #[error("queue {0} already exists")]

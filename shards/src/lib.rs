@@ -7,7 +7,6 @@
 pub mod config;
 pub mod crypt;
 pub mod error;
-mod format;
 mod fs;
 mod index;
 mod join;
@@ -23,7 +22,6 @@ mod signal;
 
 pub use config::{FlushPolicy, ShardConfig};
 pub use error::{Result, StorageError};
-pub use format::{batch, record};
 pub use fs::{free_space, is_no_space, replace_durably};
 pub use index::IndexEntry;
 pub use join::{first_of, join_all};
@@ -36,5 +34,6 @@ pub use probe::stats::{SegmentBytes, ShardHistograms, ShardStats};
 pub use read::reader::{ReadBatches, ReadWait};
 pub use record::Record;
 pub use replica::{shipped_batches, LogRange};
+pub use ringmq_format::{batch, record, FormatError};
 pub use shard::Shard;
 pub use signal::Signal;

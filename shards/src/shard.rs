@@ -2,9 +2,9 @@
 //! glommio executor; state sits in a RefCell that is never borrowed across
 //! an await.
 
+use crate::batch;
 use crate::config::{FlushPolicy, ShardConfig};
 use crate::error::{Result, StorageError};
-use crate::format::batch;
 use crate::index::queue_index::{self as index, IndexEntry, QueueIndex};
 use crate::log::pool::SegmentPool;
 use crate::log::{Appended, Blocked, Log};

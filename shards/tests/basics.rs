@@ -3,7 +3,7 @@
 mod common;
 
 use common::*;
-use ringmq_shards::{QueueId, ReadWait, StorageError};
+use ringmq_shards::{FormatError, QueueId, ReadWait, StorageError};
 use std::time::{Duration, Instant};
 
 #[test]
@@ -52,14 +52,23 @@ fn bad_input_gets_typed_errors_and_stored_data_stays_readable() {
         let good = batch_of(b"payload");
         let mut bad_crc = good.clone();
         *bad_crc.last_mut().unwrap() ^= 1;
-        assert!(matches!(shard.append(QueueId(1), &bad_crc).await, Err(StorageError::CrcMismatch { .. })));
+        assert!(matches!(
+            shard.append(QueueId(1), &bad_crc).await,
+            Err(StorageError::Format(FormatError::CrcMismatch { .. }))
+        ));
         assert!(matches!(
             shard.append(QueueId(1), &good[..good.len() - 3]).await,
-            Err(StorageError::LengthMismatch { .. })
+            Err(StorageError::Format(FormatError::LengthMismatch { .. }))
         ));
-        assert!(matches!(shard.append(QueueId(1), &good[..12]).await, Err(StorageError::BatchTooShort { .. })));
+        assert!(matches!(
+            shard.append(QueueId(1), &good[..12]).await,
+            Err(StorageError::Format(FormatError::BatchTooShort { .. }))
+        ));
         let huge = batch_of(&vec![0u8; 300 << 10]);
-        assert!(matches!(shard.append(QueueId(1), &huge).await, Err(StorageError::BatchTooLarge { .. })));
+        assert!(matches!(
+            shard.append(QueueId(1), &huge).await,
+            Err(StorageError::Format(FormatError::BatchTooLarge { .. }))
+        ));
         assert!(matches!(shard.append(QueueId(9), &good).await, Err(StorageError::UnknownQueue(9))));
         assert!(matches!(shard.read(QueueId(9), 0, 1024, ReadWait::No).await, Err(StorageError::UnknownQueue(9))));
         assert!(matches!(

@@ -16,7 +16,7 @@
 //! producer's batch, stamped with the stored base offset and queue.
 
 use super::keyring::Keyring;
-use crate::format::batch::{self, BatchHeader, ATTR_SEALED, HEADER_BYTES};
+use crate::batch::{self, BatchHeader, ATTR_SEALED, HEADER_BYTES};
 use aes_gcm::aead::AeadInPlace;
 use aes_gcm::{Nonce, Tag};
 
@@ -114,8 +114,8 @@ pub fn open(keyring: &Keyring, stored: &[u8]) -> Result<Vec<u8>, OpenError> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::format::batch::{check, stamp, verify_stored, BatchBuilder};
-    use crate::format::record::Record;
+    use crate::batch::{check, stamp, verify_stored, BatchBuilder};
+    use crate::record::Record;
 
     fn keyring(lines: &str) -> Keyring {
         Keyring::parse(lines).unwrap()

@@ -48,7 +48,7 @@ impl Checkpoint {
     }
 
     fn decode(b: &[u8]) -> Option<Checkpoint> {
-        use crate::format::batch::{u32_at, u64_at};
+        use crate::batch::{u32_at, u64_at};
         if b.len() < 24 || u32_at(b, 0) != MAGIC || u32_at(b, 4) != VERSION {
             return None;
         }

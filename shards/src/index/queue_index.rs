@@ -46,9 +46,9 @@ impl IndexEntry {
     pub fn decode(page: &[u8], slot: usize) -> IndexEntry {
         let b = &page[slot * ENTRY_BYTES..(slot + 1) * ENTRY_BYTES];
         IndexEntry {
-            position: LogPos(crate::format::batch::u64_at(b, 0)),
-            size: crate::format::batch::u32_at(b, 8),
-            tag_hash: crate::format::batch::u32_at(b, 12),
+            position: LogPos(crate::batch::u64_at(b, 0)),
+            size: crate::batch::u32_at(b, 8),
+            tag_hash: crate::batch::u32_at(b, 12),
         }
     }
 }

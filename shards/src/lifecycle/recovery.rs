@@ -2,10 +2,9 @@
 //! stop at the first batch with a bad header, length or CRC, wipe the torn
 //! tail, and rebuild the index entries the checkpoint did not cover.
 
+use crate::batch::{verify_in, BatchHeader, HEADER_BYTES};
 use crate::config::ShardConfig;
 use crate::error::{Result, StorageError};
-use crate::format::batch::{verify_in, BatchHeader, HEADER_BYTES};
-use crate::format::record::RecordIter;
 use crate::fs;
 use crate::index::checkpoint::Checkpoint;
 use crate::index::queue_index::{self as index, IndexEntry, QueueIndex, ENTRIES_PER_PAGE, ENTRY_BYTES};
@@ -13,6 +12,7 @@ use crate::log::pool::{self, SegmentPool};
 use crate::log::segment::{self, Segment};
 use crate::lookup::{self, Lookup};
 use crate::position::{LogPos, Offset, QueueId, PAGE_BYTES};
+use crate::record::RecordIter;
 use std::collections::{BTreeMap, HashMap};
 use std::rc::Rc;
 

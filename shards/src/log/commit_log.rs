@@ -1,16 +1,16 @@
 //! The shard's commit log in memory: its segments, the append frontier and the
 //! group-commit rounds between the frontier and the durable end.
 
+use crate::batch::{self, CheckedBatch, HEADER_BYTES};
 use crate::config::FlushPolicy;
 use crate::crypt::keyring::Keyring;
 use crate::crypt::sealed;
-use crate::format::batch::{self, CheckedBatch, HEADER_BYTES};
-use crate::format::record::RecordIter;
 use crate::index::{IndexEntry, QueueIndex};
 use crate::log::round::Round;
 use crate::log::segment::Segment;
 use crate::lookup::{BatchKey, Lookup, Stored};
 use crate::position::{LogPos, PAGE_BYTES};
+use crate::record::RecordIter;
 use crate::signal::Completion;
 use std::collections::{BTreeMap, VecDeque};
 use std::rc::Rc;

@@ -4,8 +4,8 @@
 //! whose retention is active never zero-fills a new segment. The pool holds
 //! at most `ShardConfig::segment_pool_max` files; retention deletes the rest.
 
+use crate::batch::Generation;
 use crate::error::Result;
-use crate::format::batch::Generation;
 use crate::fs;
 use crate::log::segment::{parse_pooled_name, pooled_name, Segment};
 use crate::position::LogPos;

@@ -2,7 +2,7 @@
 //! being written, laid out contiguously in one page-aligned DMA buffer exactly
 //! as they will sit in the segment, so the flusher writes them with one I/O.
 
-use crate::format::batch::{self, BatchHeader, HEADER_BYTES};
+use crate::batch::{self, BatchHeader, HEADER_BYTES};
 use crate::log::segment::Segment;
 use crate::position::{LogPos, QueueId, PAGE_BYTES};
 use crate::signal::Completion;

@@ -3,8 +3,8 @@
 //! preallocated and zero-filled, or recycled whole, so that appends never
 //! extend a file and fdatasync never has to journal metadata.
 
+use crate::batch::Generation;
 use crate::error::{Result, StorageError};
-use crate::format::batch::Generation;
 use crate::fs;
 use crate::position::LogPos;
 use glommio::io::{DmaFile, OpenOptions};

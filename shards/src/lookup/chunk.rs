@@ -50,8 +50,8 @@ impl Chunk {
         if !sorted && (head.len() < HEADER_BYTES || &head[..8] != MAGIC_BUCKETED) {
             return Err(bad("bad magic"));
         }
-        let count = crate::format::batch::u64_at(&head, 8) as usize;
-        let bits = if sorted { 0 } else { crate::format::batch::u32_at(&head, 16) };
+        let count = crate::batch::u64_at(&head, 8) as usize;
+        let bits = if sorted { 0 } else { crate::batch::u32_at(&head, 16) };
         if bits > BUCKET_BITS_MAX {
             return Err(bad("bucket bits out of range"));
         }
@@ -66,11 +66,11 @@ impl Chunk {
             return Err(bad("shorter than its entry count"));
         }
         let layout = if sorted {
-            let mut hashes: Vec<u64> = foot.chunks_exact(8).map(|c| crate::format::batch::u64_at(c, 0)).collect();
+            let mut hashes: Vec<u64> = foot.chunks_exact(8).map(|c| crate::batch::u64_at(c, 0)).collect();
             let last_hash = hashes.pop().unwrap_or(0);
             Layout::Sorted { count, block_first: hashes, last_hash }
         } else {
-            let starts: Vec<u32> = foot.chunks_exact(4).map(|c| crate::format::batch::u32_at(c, 0)).collect();
+            let starts: Vec<u32> = foot.chunks_exact(4).map(|c| crate::batch::u32_at(c, 0)).collect();
             if starts.windows(2).any(|w| w[0] > w[1]) || starts.last() != Some(&(count as u32)) {
                 return Err(bad("bucket starts out of order"));
             }

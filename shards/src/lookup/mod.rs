@@ -73,9 +73,9 @@ impl Entry {
     /// The entry in the first `ENTRY_BYTES` of `bytes`.
     fn decode(bytes: &[u8]) -> Entry {
         Entry {
-            hash: crate::format::batch::u64_at(bytes, 0),
-            queue: QueueId(crate::format::batch::u32_at(bytes, 8)),
-            offset: crate::format::batch::u64_at(bytes, 12),
+            hash: crate::batch::u64_at(bytes, 0),
+            queue: QueueId(crate::batch::u32_at(bytes, 8)),
+            offset: crate::batch::u64_at(bytes, 12),
         }
     }
 }

@@ -9,11 +9,11 @@
 //! stop saves the window (a node that changes role restarts its shards)
 //! and the next open loads it once.
 
+use crate::batch::{BatchHeader, CheckedBatch, HEADER_BYTES};
 use crate::error::Result;
-use crate::format::batch::{BatchHeader, CheckedBatch, HEADER_BYTES};
-use crate::format::record::RecordIter;
 use crate::fs;
 use crate::position::{LogPos, QueueId};
+use crate::record::RecordIter;
 use std::collections::{HashMap, VecDeque};
 use std::path::Path;
 
@@ -161,8 +161,8 @@ impl RecentBatches {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::format::batch::BatchBuilder;
-    use crate::format::record::Record;
+    use crate::batch::BatchBuilder;
+    use crate::record::Record;
 
     fn batch(id: u8, value: &[u8]) -> Vec<u8> {
         let mut b = BatchBuilder::new(0);
@@ -173,7 +173,7 @@ mod tests {
     /// The key of `batch(id, value)` in `queue`, as a producer's append sees it.
     fn key(queue: QueueId, id: u8, value: &[u8]) -> BatchKey {
         let bytes = batch(id, value);
-        let checked = crate::format::batch::check(&bytes, 1 << 20).unwrap();
+        let checked = crate::batch::check(&bytes, 1 << 20).unwrap();
         let key = BatchKey::checked(queue, &checked).unwrap();
         assert_eq!(BatchKey::of(queue, &bytes), Some(key), "a stored batch has the key its check gave");
         key
@@ -196,7 +196,7 @@ mod tests {
         none.note(key(q, 1, b"a"), at(0));
         assert_eq!(none.find(&key(q, 1, b"a")), None, "a window of 0 remembers nothing");
         let internal = batch(0, b"internal");
-        let checked = crate::format::batch::check(&internal, 1 << 20).unwrap();
+        let checked = crate::batch::check(&internal, 1 << 20).unwrap();
         assert_eq!(BatchKey::checked(q, &checked), None, "records without an id are not remembered");
         assert_eq!(BatchKey::of(q, &internal), None);
     }

@@ -3,8 +3,8 @@
 //! O_DIRECT (reading ahead after sequential misses). Every batch handed out is
 //! re-checked (CRC, queue, offset), so corrupt data is never returned.
 
+use crate::batch::{self, verify_in, Generation, ATTR_SEALED};
 use crate::error::{Result, StorageError};
-use crate::format::batch::{self, verify_in, Generation, ATTR_SEALED};
 use crate::index::queue_index::{IndexEntry, ENTRIES_PER_PAGE};
 use crate::join::join_all;
 use crate::position::{LogPos, Offset, QueueId, PAGE_BYTES};
@@ -17,7 +17,7 @@ use std::time::Duration;
 /// Whole batches read from a queue.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct ReadBatches {
-    /// Concatenated stored batches; split them with [`crate::format::batch::split`].
+    /// Concatenated stored batches; split them with [`crate::batch::split`].
     /// The first batch may start before the requested offset.
     pub bytes: Vec<u8>,
     /// Offset to read next.

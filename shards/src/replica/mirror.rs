@@ -2,8 +2,8 @@
 //! the follower's end, which must be where they sat in the leader's log, and
 //! made durable by the follower's own group commit.
 
+use crate::batch::BatchHeader;
 use crate::error::{Result, StorageError};
-use crate::format::batch::BatchHeader;
 use crate::log::Blocked;
 use crate::position::{LogPos, QueueId};
 use crate::probe::stats::add;

@@ -1,8 +1,8 @@
 //! The leader's end: whole stored batches of the log from a position, up to
 //! what is written, read through the cache like any read.
 
+use crate::batch::{self, verify_in, verify_stored, BatchHeader, HEADER_BYTES};
 use crate::error::{Result, StorageError};
-use crate::format::batch::{self, verify_in, verify_stored, BatchHeader, HEADER_BYTES};
 use crate::position::LogPos;
 use crate::read::reader::ReadWait;
 use crate::shard::Inner;

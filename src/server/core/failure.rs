@@ -2,7 +2,7 @@
 //! on. Every service call fails with one; the wire sends it as the response.
 
 use crate::protocol::{DecodeError, ErrorCode};
-use ringmq_shards::StorageError;
+use ringmq_shards::{FormatError, StorageError};
 
 /// A failed request: the code and a message a user can act on.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -34,20 +34,29 @@ impl From<DecodeError> for Failure {
     }
 }
 
-impl From<StorageError> for Failure {
-    fn from(e: StorageError) -> Self {
+impl From<FormatError> for Failure {
+    fn from(e: FormatError) -> Self {
         let code = match &e {
-            StorageError::BatchTooShort { .. } | StorageError::LengthMismatch { .. } | StorageError::Malformed(_) => {
+            FormatError::BatchTooShort { .. } | FormatError::LengthMismatch { .. } | FormatError::Malformed(_) => {
                 ErrorCode::InvalidBatch
             }
-            StorageError::BatchTooLarge { .. } => ErrorCode::BatchTooLarge,
-            StorageError::CrcMismatch { .. } => ErrorCode::CrcMismatch,
+            FormatError::BatchTooLarge { .. } => ErrorCode::BatchTooLarge,
+            FormatError::CrcMismatch { .. } => ErrorCode::CrcMismatch,
+        };
+        Failure(code, e.to_string())
+    }
+}
+
+impl From<StorageError> for Failure {
+    fn from(e: StorageError) -> Self {
+        let code = match e {
+            StorageError::Format(format) => return format.into(),
             StorageError::UnknownQueue(_) => ErrorCode::UnknownQueue,
             StorageError::OffsetOutOfRange { .. } => ErrorCode::OffsetOutOfRange,
             StorageError::Closed => ErrorCode::ShuttingDown,
             StorageError::CorruptBatch { .. } => ErrorCode::CorruptData,
             StorageError::Full { .. } => ErrorCode::StorageFull,
-            e if e.is_no_space() => ErrorCode::StorageFull,
+            ref e if e.is_no_space() => ErrorCode::StorageFull,
             StorageError::Failed(_)
             | StorageError::Io { .. }
             | StorageError::Corruption { .. }

@@ -10,8 +10,8 @@
 //! u16 header_count, then per header: u16 name_len, name, u32 value_len, value
 //! ```
 
-use crate::error::{Result, StorageError};
-use crate::format::batch::{u16_at, u32_at};
+use crate::batch::{u16_at, u32_at};
+use crate::error::{FormatError, Result};
 
 /// One message, borrowed from a batch or from the producer.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -164,14 +164,14 @@ impl<'a> Iterator for RecordIter<'a> {
         }
         let Some((body, rest)) = take_u32_prefixed(self.rest) else {
             self.rest = &[];
-            return Some(Err(StorageError::Malformed("record length runs past the batch end")));
+            return Some(Err(FormatError::Malformed("record length runs past the batch end")));
         };
         self.rest = rest;
         match Record::decode(body) {
             Some(r) => Some(Ok(r)),
             None => {
                 self.rest = &[];
-                Some(Err(StorageError::Malformed("record fields do not add up to the record length")))
+                Some(Err(FormatError::Malformed("record fields do not add up to the record length")))
             }
         }
     }

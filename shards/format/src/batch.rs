@@ -8,7 +8,7 @@
 //! 20 u32 header_crc    CRC32 of bytes [0, 20), set by the shard when it stamps
 //! 24 u16 magic         BATCH_MAGIC
 //! 26 u16 attributes    bit 0: padding batch (fills a segment's end or a round's last page);
-//!                      bit 1: sealed (encrypted at rest, see crypt/sealed.rs)
+//!                      bit 1: sealed (encrypted at rest, see ringmq-shards crypt/sealed.rs)
 //! 28 u32 record_count
 //! 32 i64 first_timestamp_ms
 //! 40 records           see record.rs
@@ -23,8 +23,8 @@
 //! under the new seed they fail their check and end the log like a torn
 //! tail. On the wire (and in a file's first life) the seed is 0.
 
-use crate::error::{Result, StorageError};
-use crate::format::record::{Record, RecordIter};
+use crate::error::{FormatError, Result};
+use crate::record::{Record, RecordIter};
 
 /// Size of the batch header.
 pub const HEADER_BYTES: usize = 40;
@@ -32,7 +32,7 @@ pub const HEADER_BYTES: usize = 40;
 pub const BATCH_MAGIC: u16 = 0x5242;
 /// Attribute bit of the batch that pads the end of a segment or of a round's last page.
 pub const ATTR_PADDING: u16 = 1;
-/// Attribute bit of a sealed (encrypted) batch, see `crypt::sealed`.
+/// Attribute bit of a sealed (encrypted) batch, see ringmq-shards `crypt::sealed`.
 pub const ATTR_SEALED: u16 = 2;
 /// Bytes covered by the producer's CRC start here.
 const BODY_START: usize = 24;
@@ -125,22 +125,22 @@ pub struct CheckedBatch {
 /// Validates a producer's batch: length, CRC and record framing.
 pub fn check(bytes: &[u8], batch_bytes_max: usize) -> Result<CheckedBatch> {
     if bytes.len() < HEADER_BYTES {
-        return Err(StorageError::BatchTooShort { len: bytes.len(), min: HEADER_BYTES });
+        return Err(FormatError::BatchTooShort { len: bytes.len(), min: HEADER_BYTES });
     }
     let declared = u32_at(bytes, 0) as usize;
     if declared != bytes.len() {
-        return Err(StorageError::LengthMismatch { declared, actual: bytes.len() });
+        return Err(FormatError::LengthMismatch { declared, actual: bytes.len() });
     }
     if bytes.len() > batch_bytes_max {
-        return Err(StorageError::BatchTooLarge { len: bytes.len(), max: batch_bytes_max });
+        return Err(FormatError::BatchTooLarge { len: bytes.len(), max: batch_bytes_max });
     }
-    let header = BatchHeader::decode(bytes).ok_or(StorageError::Malformed("bad magic number"))?;
+    let header = BatchHeader::decode(bytes).ok_or(FormatError::Malformed("bad magic number"))?;
     if header.is_padding() || header.attributes & ATTR_SEALED != 0 {
-        return Err(StorageError::Malformed("producers cannot send padding or sealed batches"));
+        return Err(FormatError::Malformed("producers cannot send padding or sealed batches"));
     }
     let computed = crc32fast::hash(&bytes[BODY_START..]);
     if computed != header.crc {
-        return Err(StorageError::CrcMismatch { stored: header.crc, computed });
+        return Err(FormatError::CrcMismatch { stored: header.crc, computed });
     }
     let mut count = 0u32;
     let mut first_id = [0; 16];
@@ -152,7 +152,7 @@ pub fn check(bytes: &[u8], batch_bytes_max: usize) -> Result<CheckedBatch> {
         count += 1;
     }
     if count != header.record_count || count == 0 {
-        return Err(StorageError::Malformed("record count does not match the records in the batch"));
+        return Err(FormatError::Malformed("record count does not match the records in the batch"));
     }
     Ok(CheckedBatch { record_count: count, crc: header.crc, first_id })
 }
@@ -304,15 +304,19 @@ pub fn split(mut bytes: &[u8]) -> impl Iterator<Item = &[u8]> {
     })
 }
 
-pub(crate) fn u16_at(b: &[u8], at: usize) -> u16 {
+/// The little-endian u16 at byte `at` of `b` (the formats' integer reads,
+/// shared with the storage engine's own files).
+pub fn u16_at(b: &[u8], at: usize) -> u16 {
     u16::from_le_bytes([b[at], b[at + 1]])
 }
 
-pub(crate) fn u32_at(b: &[u8], at: usize) -> u32 {
+/// The little-endian u32 at byte `at` of `b`.
+pub fn u32_at(b: &[u8], at: usize) -> u32 {
     u32::from_le_bytes(b[at..at + 4].try_into().expect("4 bytes"))
 }
 
-pub(crate) fn u64_at(b: &[u8], at: usize) -> u64 {
+/// The little-endian u64 at byte `at` of `b`.
+pub fn u64_at(b: &[u8], at: usize) -> u64 {
     u64::from_le_bytes(b[at..at + 8].try_into().expect("8 bytes"))
 }
 
@@ -348,15 +352,15 @@ mod tests {
         let mut bytes = one_record_batch(b"hello");
         let last = bytes.len() - 1;
         bytes[last] ^= 0x10;
-        assert!(matches!(check(&bytes, 1 << 20), Err(StorageError::CrcMismatch { .. })));
+        assert!(matches!(check(&bytes, 1 << 20), Err(FormatError::CrcMismatch { .. })));
     }
 
     #[test]
     fn wrong_length_field_and_short_and_oversized_batches_are_rejected() {
         let bytes = one_record_batch(b"hello");
-        assert!(matches!(check(&bytes[..bytes.len() - 1], 1 << 20), Err(StorageError::LengthMismatch { .. })));
-        assert!(matches!(check(&bytes[..10], 1 << 20), Err(StorageError::BatchTooShort { .. })));
-        assert!(matches!(check(&bytes, 50), Err(StorageError::BatchTooLarge { .. })));
+        assert!(matches!(check(&bytes[..bytes.len() - 1], 1 << 20), Err(FormatError::LengthMismatch { .. })));
+        assert!(matches!(check(&bytes[..10], 1 << 20), Err(FormatError::BatchTooShort { .. })));
+        assert!(matches!(check(&bytes, 50), Err(FormatError::BatchTooLarge { .. })));
     }
 
     #[test]
@@ -365,7 +369,7 @@ mod tests {
         bytes[28..32].copy_from_slice(&2u32.to_le_bytes());
         let crc = crc32fast::hash(&bytes[BODY_START..]);
         bytes[4..8].copy_from_slice(&crc.to_le_bytes());
-        assert!(matches!(check(&bytes, 1 << 20), Err(StorageError::Malformed(_))));
+        assert!(matches!(check(&bytes, 1 << 20), Err(FormatError::Malformed(_))));
     }
 
     #[test]
