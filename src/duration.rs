@@ -1,17 +1,8 @@
-//! Durations as people write them (30s, 500ms, 2m, 1h), as the wire
-//! carries them (u32 milliseconds), and the Unix time in milliseconds.
+//! Durations as people write them (30s, 500ms, 2m, 1h); as the wire
+//! carries them, and the Unix time, from `ringmq_protocol::time`.
 
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
-
-/// Milliseconds of `d` for a u32 wire field (saturating).
-pub fn millis_u32(d: Duration) -> u32 {
-    d.as_millis().min(u128::from(u32::MAX)) as u32
-}
-
-/// Milliseconds since the Unix epoch by this host's clock.
-pub fn unix_ms() -> u64 {
-    SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_millis() as u64)
-}
+pub use ringmq_protocol::time::{millis_u32, unix_ms};
+use std::time::Duration;
 
 /// Parses 30s, 500ms, 2m, 1h or plain seconds; anything else (negative,
 /// not a number, past what a `Duration` holds) is an error, never a panic.

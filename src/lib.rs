@@ -1,15 +1,17 @@
-//! ringmq: a durable thread-per-core message broker.
+//! ringmq: a durable thread-per-core message broker, and its CLI.
 //!
-//! The per-core storage engine is re-exported as [`shards`]; [`protocol`] is
-//! the native wire protocol shared by the broker and the client SDK.
+//! The per-core storage engine is re-exported as [`shards`], the native wire
+//! protocol (crate `ringmq-protocol`) as [`protocol`] and the client SDK
+//! (crate `ringmq-client`, which a program that only produces and consumes
+//! depends on alone) as [`client`].
 
-pub mod client;
 pub mod cluster;
 pub mod dlq;
 pub mod doctor;
 pub mod duration;
-pub mod protocol;
 pub mod security;
 pub mod server;
 
+pub use ringmq_client as client;
+pub use ringmq_protocol as protocol;
 pub use ringmq_shards as shards;

@@ -2,9 +2,9 @@
 
 use super::client::Client;
 use super::error::ClientError;
-use crate::protocol::security::{decode_acls, encode_acls, encode_filter};
-use crate::protocol::{ApiKey, Reader, Writer};
-use crate::security::acl::{Acl, AclFilter};
+use ringmq_protocol::acl::{Acl, AclFilter};
+use ringmq_protocol::security::{decode_acls, encode_acls, encode_filter};
+use ringmq_protocol::{ApiKey, Reader, Writer};
 
 impl Client {
     /// Adds rules (those already there are kept once).

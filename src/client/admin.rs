@@ -4,7 +4,7 @@
 
 use super::error::ClientError;
 use super::tls;
-use crate::security::tls::ClientTls;
+use crate::tls::ClientTls;
 use base64::Engine;
 use std::io::{Read, Write};
 use std::net::TcpStream;

@@ -18,9 +18,9 @@ use super::fault_avoidance::FaultTable;
 use super::message_id::MessageId;
 use super::producer::{push_record, Message, ProducerConfig, SendResult};
 use super::promise::Resolver;
-use crate::protocol::messages::{self as msg, QueueRef};
-use crate::protocol::{ApiKey, ErrorCode, Reader, Writer};
-use ringmq_shards::batch::BatchBuilder;
+use ringmq_format::batch::BatchBuilder;
+use ringmq_protocol::messages::{self as msg, QueueRef};
+use ringmq_protocol::{ApiKey, ErrorCode, Reader, Writer};
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{mpsc, Arc, Condvar, Mutex};
@@ -161,7 +161,7 @@ impl Batcher {
     /// ends; at the limit the next one fills, and goes out as soon as an
     /// answer frees a slot.
     pub fn add(&self, topic: &str, queue: u32, id: MessageId, message: &Message, done: Done) {
-        let now_ms = crate::duration::unix_ms() as i64;
+        let now_ms = ringmq_protocol::time::unix_ms() as i64;
         let mut b = self.batches.lock().expect("batches lock");
         let key = b.key(topic, queue);
         let idle = self.has_slot(&b, &key);

@@ -5,9 +5,9 @@
 use super::connection::{Connection, Reply, ReplyTo};
 use super::error::ClientError;
 use super::sasl::SaslLogin;
-use crate::protocol::messages::{self as msg, CreateTopic, Membership, MetadataResponse, QueueRef, TopicInfo};
-use crate::protocol::{coordinator_of, ApiKey, ErrorCode, Reader, Writer};
-use crate::security::tls::ClientTls;
+use crate::tls::ClientTls;
+use ringmq_protocol::messages::{self as msg, CreateTopic, Membership, MetadataResponse, QueueRef, TopicInfo};
+use ringmq_protocol::{coordinator_of, ApiKey, ErrorCode, Reader, Writer};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::Duration;
@@ -322,7 +322,7 @@ impl Client {
     ) -> Result<Vec<bool>, ClientError> {
         let mut w = Writer::default();
         let queues = queues.iter().map(|(t, q)| QueueRef { topic: t.clone(), queue: *q }).collect();
-        let lease_ms = crate::duration::millis_u32(lease);
+        let lease_ms = ringmq_protocol::time::millis_u32(lease);
         msg::QueueLocking { group: group.to_string(), holder: holder.to_string(), lease_ms, queues }.encode(&mut w);
         let api = if lease_ms == 0 { ApiKey::UnlockQueues } else { ApiKey::LockQueues };
         let reply = self.call_group(group, api, &w.buf, Duration::ZERO)?;

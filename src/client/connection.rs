@@ -4,9 +4,9 @@
 use super::error::ClientError;
 use super::sasl::{self, LoginError, SaslLogin};
 use super::tls;
-use crate::protocol::frame::{self, Response};
-use crate::protocol::ErrorCode;
-use crate::security::tls::ClientTls;
+use crate::tls::ClientTls;
+use ringmq_protocol::frame::{self, Response};
+use ringmq_protocol::ErrorCode;
 use std::collections::HashMap;
 use std::io::{IoSlice, Read, Write};
 use std::net::{TcpStream, ToSocketAddrs};

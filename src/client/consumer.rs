@@ -10,10 +10,10 @@ use super::connection::Tagged;
 use super::error::ClientError;
 use super::group::{ConsumeMode, GroupConfig, GroupMember, StartNew};
 use super::message_id::MessageId;
-use crate::protocol::messages::{decode_fetched_many, Fetch, FetchFailed, FetchMany, Membership, QueueRef};
-use crate::protocol::{ApiKey, ErrorCode, Reader, Writer};
-use ringmq_shards::batch;
-use ringmq_shards::record::RecordIter;
+use ringmq_format::batch;
+use ringmq_format::record::RecordIter;
+use ringmq_protocol::messages::{decode_fetched_many, Fetch, FetchFailed, FetchMany, Membership, QueueRef};
+use ringmq_protocol::{ApiKey, ErrorCode, Reader, Writer};
 use std::collections::HashMap;
 use std::sync::{mpsc, Arc};
 use std::time::{Duration, Instant};
@@ -309,7 +309,7 @@ impl Consumer {
     pub fn poll(&mut self, timeout: Duration) -> Result<Vec<ConsumedMessage>, ClientError> {
         self.follow_group()?;
         let timeout = timeout.min(POLL_WAIT_MAX);
-        let wait_ms = crate::duration::millis_u32(timeout);
+        let wait_ms = ringmq_protocol::time::millis_u32(timeout);
         // One long poll per shard over its queues that are neither in flight nor paused.
         let mut by_shard: HashMap<u32, Vec<usize>> = HashMap::new();
         for (i, a) in self.assigned.iter().enumerate().filter(|(_, a)| !a.fetching && !a.paused) {

@@ -1,6 +1,6 @@
 //! Typed errors of the client SDK.
 
-use crate::protocol::ErrorCode;
+use ringmq_protocol::ErrorCode;
 
 /// Everything a client call can fail with.
 #[derive(Debug, Clone, thiserror::Error)]
@@ -36,8 +36,8 @@ impl ClientError {
     }
 }
 
-impl From<crate::protocol::DecodeError> for ClientError {
-    fn from(e: crate::protocol::DecodeError) -> Self {
+impl From<ringmq_protocol::DecodeError> for ClientError {
+    fn from(e: ringmq_protocol::DecodeError) -> Self {
         ClientError::Protocol(e.to_string())
     }
 }

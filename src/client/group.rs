@@ -6,9 +6,9 @@
 use super::assignment::Strategy;
 use super::client::Client;
 use super::error::ClientError;
-use crate::duration::millis_u32;
-use crate::protocol::messages::{Assignment, JoinGroup, Joined, Membership, SyncGroup};
-use crate::protocol::{ApiKey, ErrorCode, Reader, Writer};
+use ringmq_protocol::messages::{Assignment, JoinGroup, Joined, Membership, SyncGroup};
+use ringmq_protocol::time::millis_u32;
+use ringmq_protocol::{ApiKey, ErrorCode, Reader, Writer};
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};

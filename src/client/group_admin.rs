@@ -3,8 +3,8 @@
 
 use super::client::Client;
 use super::error::ClientError;
-use crate::protocol::groups::{decode_listings, GroupDescription, GroupListing};
-use crate::protocol::{ApiKey, Reader, Writer};
+use ringmq_protocol::groups::{decode_listings, GroupDescription, GroupListing};
+use ringmq_protocol::{ApiKey, Reader, Writer};
 use std::collections::BTreeMap;
 
 /// A queue a group consumes (or committed an offset of).

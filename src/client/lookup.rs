@@ -5,8 +5,8 @@ use super::client::Client;
 use super::consumer::{decode_messages, ConsumedMessage};
 use super::error::ClientError;
 use super::message_id::MessageId;
-use crate::protocol::messages::{LookedUp, LookupQuery};
-use crate::protocol::{ApiKey, Reader, Writer};
+use ringmq_protocol::messages::{LookedUp, LookupQuery};
+use ringmq_protocol::{ApiKey, Reader, Writer};
 
 /// What a lookup found.
 #[derive(Debug, Clone, Default)]

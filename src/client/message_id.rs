@@ -47,7 +47,7 @@ impl MessageIdGenerator {
 
     /// The next ID.
     pub fn next_id(&self) -> MessageId {
-        let now = crate::duration::unix_ms();
+        let now = ringmq_protocol::time::unix_ms();
         // Never go back in time within a generator, even if the wall clock does.
         let ms = self.last_ms.fetch_max(now, Ordering::Relaxed).max(now);
         let n = self.counter.fetch_add(1, Ordering::Relaxed);

@@ -9,10 +9,10 @@ use super::error::ClientError;
 use super::fault_avoidance::FaultTable;
 use super::message_id::{MessageId, MessageIdGenerator};
 use super::promise::{promise, Promise};
-use crate::protocol::messages::{self as msg, Produce, QueueRef};
-use crate::protocol::{ApiKey, Reader, Writer};
-use ringmq_shards::batch::BatchBuilder;
-use ringmq_shards::record::{Headers, Record};
+use ringmq_format::batch::BatchBuilder;
+use ringmq_format::record::{Headers, Record};
+use ringmq_protocol::messages::{self as msg, Produce, QueueRef};
+use ringmq_protocol::{ApiKey, Reader, Writer};
 use std::borrow::Borrow;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::Arc;
@@ -231,7 +231,7 @@ impl Producer {
             Delay::Level(l) => (l.max(1), 0),
             Delay::At(ms) => (0, ms),
             Delay::After(d) => {
-                let now = crate::duration::unix_ms();
+                let now = ringmq_protocol::time::unix_ms();
                 (0, now + d.as_millis() as u64)
             }
         };
@@ -288,7 +288,7 @@ impl Producer {
 
 /// Builds one record batch from messages.
 pub(super) fn build_batch(messages: &[(MessageId, &Message)]) -> Vec<u8> {
-    let mut b = BatchBuilder::new(crate::duration::unix_ms() as i64);
+    let mut b = BatchBuilder::new(ringmq_protocol::time::unix_ms() as i64);
     for (id, m) in messages {
         push_record(&mut b, *id, m, 0);
     }

@@ -19,7 +19,7 @@ use super::consumer::{ConsumedMessage, Consumer};
 use super::error::ClientError;
 use super::group::GroupConfig;
 use super::message_id::MessageIdGenerator;
-use crate::protocol::ErrorCode;
+use ringmq_protocol::ErrorCode;
 use std::collections::{BTreeSet, HashMap, HashSet, VecDeque};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicBool, Ordering};

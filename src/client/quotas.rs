@@ -2,9 +2,9 @@
 
 use super::client::Client;
 use super::error::ClientError;
-use crate::protocol::security::{decode_quotas, encode_quota};
-use crate::protocol::{ApiKey, Reader, Writer};
-use crate::security::quota::Entry;
+use ringmq_protocol::quota::Entry;
+use ringmq_protocol::security::{decode_quotas, encode_quota};
+use ringmq_protocol::{ApiKey, Reader, Writer};
 
 impl Client {
     /// Sets an entry's limits (all None: removes the entry).

@@ -2,10 +2,10 @@
 //! starts: SaslHandshake with the mechanism, then SaslAuthenticate with each
 //! token (SCRAM: two rounds, the server's signature checked; PLAIN: one).
 
-use crate::protocol::frame::{self, Response};
-use crate::protocol::{ApiKey, ErrorCode, Reader, Writer};
-use crate::security::sasl::{self, SaslMechanism};
-use crate::security::scram::ScramClient;
+use ringmq_protocol::frame::{self, Response};
+use ringmq_protocol::sasl::{self, SaslMechanism};
+use ringmq_protocol::scram::ScramClient;
+use ringmq_protocol::{ApiKey, ErrorCode, Reader, Writer};
 use std::io::{Read, Write};
 
 /// A user's SASL login.

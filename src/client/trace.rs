@@ -4,7 +4,7 @@
 use super::client::Client;
 use super::error::ClientError;
 use super::message_id::MessageId;
-use crate::protocol::messages::TRACE_TOPIC;
+use ringmq_protocol::messages::TRACE_TOPIC;
 
 impl Client {
     /// The trace events of message `id` (JSON objects with at least `event`
@@ -13,7 +13,7 @@ impl Client {
         let found = match self.find_by_key(TRACE_TOPIC, id.to_string().as_bytes()) {
             // No broker traced anything yet.
             Err(ClientError::UnknownTopic(_)) => return Ok(Vec::new()),
-            Err(ClientError::Broker { code: crate::protocol::ErrorCode::UnknownTopic, .. }) => return Ok(Vec::new()),
+            Err(ClientError::Broker { code: ringmq_protocol::ErrorCode::UnknownTopic, .. }) => return Ok(Vec::new()),
             other => other?,
         };
         let mut events: Vec<serde_json::Value> =

@@ -3,9 +3,9 @@
 
 use super::client::Client;
 use super::error::ClientError;
-use crate::protocol::security::{AlterUser, UserList};
-use crate::protocol::{ApiKey, Reader, Writer};
-use crate::security::scram::{Credential, Mechanism};
+use ringmq_protocol::scram::{Credential, Mechanism};
+use ringmq_protocol::security::{AlterUser, UserList};
+use ringmq_protocol::{ApiKey, Reader, Writer};
 
 impl Client {
     /// Creates a user, or sets a user's password: one credential per

@@ -10,8 +10,8 @@ use super::messages::{
     ProduceDelayed, ProduceMany, QueueLocking, QueueRef, ReplicaFetch, SendBack, SyncGroup, Transactional,
 };
 use super::security::{decode_acls, decode_filter, decode_quota, AlterUser};
-use crate::security::acl::{Acl, AclFilter};
-use crate::security::quota::Entry;
+use crate::acl::{Acl, AclFilter};
+use crate::quota::Entry;
 
 /// A decoded request of any API.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -178,8 +178,8 @@ impl<'a> Request<'a> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::protocol::messages::ACKS_DURABLE;
-    use crate::protocol::Writer;
+    use crate::messages::ACKS_DURABLE;
+    use crate::Writer;
 
     fn body(encode: impl FnOnce(&mut Writer)) -> Vec<u8> {
         let mut w = Writer::default();

@@ -4,9 +4,9 @@
 //! credentials derived by the client, so the broker never sees a password).
 
 use super::codec::{DecodeError, Reader, Writer};
-use crate::security::acl::{Acl, AclFilter, Operation, PatternType, Permission, ResourceType};
-use crate::security::quota::{Entity, Entry, Limits};
-use crate::security::scram::{Credential, Mechanism};
+use crate::acl::{Acl, AclFilter, Operation, PatternType, Permission, ResourceType};
+use crate::quota::{Entity, Entry, Limits};
+use crate::scram::{Credential, Mechanism};
 
 /// AlterUser: set a user's credentials (a new user, or new passwords), or delete the user.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -217,7 +217,7 @@ pub fn decode_quotas(r: &mut Reader) -> Result<Vec<Entry>, DecodeError> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::security::scram::ITERATIONS_MIN;
+    use crate::scram::ITERATIONS_MIN;
 
     #[test]
     fn user_changes_and_lists_round_trip() {

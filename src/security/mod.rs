@@ -1,19 +1,14 @@
-//! Security shared by the broker, the SDK and the CLI: TLS configuration
-//! (certificates, keys and trust from PEM files, with a pure-Rust crypto
-//! provider), SASL and SCRAM, users, ACLs and quotas.
+//! The broker's security: its TLS configuration (`tls.rs`; a client's is
+//! the SDK's), its users, ACLs and quotas with their files and checks, and
+//! how they change. SASL, SCRAM and the ACL and quota types are the
+//! protocol's (`ringmq_protocol`), re-exported here.
 
 pub mod acl;
 pub mod change;
 pub mod json_file;
 pub mod quota;
-pub mod sasl;
-pub mod scram;
 pub mod tls;
 pub mod users;
 
-/// `N` bytes from the operating system's random source.
-pub fn random_bytes<const N: usize>() -> [u8; N] {
-    let mut bytes = [0u8; N];
-    getrandom::getrandom(&mut bytes).expect("the operating system's random source");
-    bytes
-}
+pub use ringmq_protocol::scram::random_bytes;
+pub use ringmq_protocol::{sasl, scram};

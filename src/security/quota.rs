@@ -6,6 +6,7 @@
 //! user is shared by all its clients; one for every user gives each user its
 //! own. Stored as JSON in `DATA_DIR/quotas`, replaced whole on each change.
 
+pub use ringmq_protocol::quota::*;
 use std::collections::HashMap;
 use std::path::Path;
 use std::sync::Mutex;
@@ -15,27 +16,6 @@ use std::time::{Duration, Instant};
 pub const FILE: &str = "quotas";
 /// Most entries a broker keeps.
 pub const ENTRIES_MAX: usize = 10_000;
-
-/// The limits of one entry; None: no limit of that kind.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-pub struct Limits {
-    pub produce_bytes_per_sec: Option<u64>,
-    pub fetch_bytes_per_sec: Option<u64>,
-    pub requests_per_sec: Option<u64>,
-}
-
-/// Who an entry is for: a user (None: every user) and a client id (None: every client).
-#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize, serde::Deserialize)]
-pub struct Entity {
-    pub user: Option<String>,
-    pub client_id: Option<String>,
-}
-
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-pub struct Entry {
-    pub entity: Entity,
-    pub limits: Limits,
-}
 
 /// Every entry.
 #[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]

@@ -1,24 +1,14 @@
-//! TLS settings from PEM files: the broker's (certificate, key, the CA that
+//! The broker's TLS settings from PEM files (certificate, key, the CA that
 //! signs its peers' certificates, whether clients must present one),
-//! reloadable while connections stay up, and a client's (the CA it trusts,
-//! an optional certificate of its own). Every handshake uses rustls with the
-//! pure-Rust RustCrypto provider.
+//! reloadable while connections stay up. A client's settings, the PEM
+//! loading and the crypto provider (rustls with the pure-Rust RustCrypto
+//! provider) are the SDK's (`ringmq_client::tls`), re-exported here.
 
-use rustls::pki_types::pem::PemObject;
-use rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName};
+use ringmq_client::tls::{certificates, client_config, private_key, provider, roots};
+pub use ringmq_client::tls::{server_name, ClientFiles, ClientTls, TlsError, SYSTEM_CA_BUNDLE};
 use rustls::server::WebPkiClientVerifier;
-use rustls::RootCertStore;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::{Arc, RwLock};
-
-/// Where a client looks for trusted CAs when it is given none: Debian's
-/// bundle of the system's roots (`SSL_CERT_FILE` names another).
-pub const SYSTEM_CA_BUNDLE: &str = "/etc/ssl/certs/ca-certificates.crt";
-
-/// A TLS setting that cannot be used, with the file and the reason.
-#[derive(Debug, thiserror::Error)]
-#[error("{0}")]
-pub struct TlsError(String);
 
 /// Whether the broker asks clients for a certificate.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -85,60 +75,6 @@ impl ServerTls {
     }
 }
 
-/// A client's TLS files.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct ClientFiles {
-    /// The CA that signs the broker's certificate (None: the system's roots).
-    pub ca: Option<PathBuf>,
-    /// A certificate and key to present (mTLS).
-    pub cert: Option<PathBuf>,
-    pub key: Option<PathBuf>,
-}
-
-/// A client's TLS configuration, loaded once.
-#[derive(Clone)]
-pub struct ClientTls(Arc<rustls::ClientConfig>);
-
-impl std::fmt::Debug for ClientTls {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("ClientTls")
-    }
-}
-
-impl ClientTls {
-    pub fn load(files: &ClientFiles) -> Result<ClientTls, TlsError> {
-        let ca = match &files.ca {
-            Some(ca) => ca.clone(),
-            None => std::env::var_os("SSL_CERT_FILE").map_or_else(|| PathBuf::from(SYSTEM_CA_BUNDLE), PathBuf::from),
-        };
-        let identity = match (&files.cert, &files.key) {
-            (Some(cert), Some(key)) => Some((certificates(cert)?, private_key(key)?)),
-            (None, None) => None,
-            _ => return Err(TlsError("a client certificate needs its key, and a key its certificate".into())),
-        };
-        Ok(ClientTls(client_config(&ca, identity)?))
-    }
-
-    pub fn config(&self) -> Arc<rustls::ClientConfig> {
-        self.0.clone()
-    }
-}
-
-/// The name a certificate must carry for `addr` (host:port): its IP address
-/// or DNS name.
-pub fn server_name(addr: &str) -> Result<ServerName<'static>, TlsError> {
-    let host = match addr.rsplit_once(':') {
-        Some((host, port)) if port.parse::<u16>().is_ok() => host,
-        _ => addr,
-    };
-    let host = host.trim_start_matches('[').trim_end_matches(']');
-    ServerName::try_from(host.to_string()).map_err(|e| TlsError(format!("{host:?} is not a host name or address: {e}")))
-}
-
-fn provider() -> Arc<rustls::crypto::CryptoProvider> {
-    Arc::new(rustls_rustcrypto::provider())
-}
-
 fn server_configs(files: &ServerFiles) -> Result<(Arc<rustls::ServerConfig>, Arc<rustls::ClientConfig>), TlsError> {
     let (certs, key) = (certificates(&files.cert)?, private_key(&files.key)?);
     let builder = rustls::ServerConfig::builder_with_provider(provider())
@@ -160,46 +96,6 @@ fn server_configs(files: &ServerFiles) -> Result<(Arc<rustls::ServerConfig>, Arc
     let ca = files.ca.clone().unwrap_or_else(|| PathBuf::from(SYSTEM_CA_BUNDLE));
     let client = client_config(&ca, Some((certs, key)))?;
     Ok((Arc::new(server), client))
-}
-
-type Identity = (Vec<CertificateDer<'static>>, PrivateKeyDer<'static>);
-
-fn client_config(ca: &Path, identity: Option<Identity>) -> Result<Arc<rustls::ClientConfig>, TlsError> {
-    let builder = rustls::ClientConfig::builder_with_provider(provider())
-        .with_safe_default_protocol_versions()
-        .map_err(|e| TlsError(format!("TLS versions: {e}")))?
-        .with_root_certificates(roots(ca)?);
-    let config = match identity {
-        Some((certs, key)) => {
-            builder.with_client_auth_cert(certs, key).map_err(|e| TlsError(format!("the client certificate: {e}")))?
-        }
-        None => builder.with_no_client_auth(),
-    };
-    Ok(Arc::new(config))
-}
-
-fn certificates(path: &Path) -> Result<Vec<CertificateDer<'static>>, TlsError> {
-    let certs = CertificateDer::pem_file_iter(path)
-        .and_then(|certs| certs.collect::<Result<Vec<_>, _>>())
-        .map_err(|e| TlsError(format!("reading certificates from {}: {e}", path.display())))?;
-    if certs.is_empty() {
-        return Err(TlsError(format!("{} holds no PEM certificate", path.display())));
-    }
-    Ok(certs)
-}
-
-fn private_key(path: &Path) -> Result<PrivateKeyDer<'static>, TlsError> {
-    PrivateKeyDer::from_pem_file(path)
-        .map_err(|e| TlsError(format!("reading a private key from {}: {e}", path.display())))
-}
-
-fn roots(ca: &Path) -> Result<RootCertStore, TlsError> {
-    let mut roots = RootCertStore::empty();
-    let (added, _ignored) = roots.add_parsable_certificates(certificates(ca)?);
-    if added == 0 {
-        return Err(TlsError(format!("{} holds no usable CA certificate", ca.display())));
-    }
-    Ok(roots)
 }
 
 /// The common name (CN) of a certificate's subject: the user a verified

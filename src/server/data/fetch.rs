@@ -40,14 +40,14 @@ impl From<Failure> for FetchFailed {
     }
 }
 
-impl From<StorageError> for FetchFailed {
-    fn from(e: StorageError) -> Self {
-        let damaged = match e {
-            StorageError::CorruptBatch { first_offset, next_offset, .. } => Some((first_offset, next_offset)),
-            _ => None,
-        };
-        FetchFailed { damaged, ..Failure::from(e).into() }
-    }
+/// A read's storage error as a fetch's failure: damaged offsets are named,
+/// so that a consumer may skip them.
+fn read_failed(e: StorageError) -> FetchFailed {
+    let damaged = match e {
+        StorageError::CorruptBatch { first_offset, next_offset, .. } => Some((first_offset, next_offset)),
+        _ => None,
+    };
+    FetchFailed { damaged, ..Failure::from(e).into() }
 }
 
 /// Reads one queue of this shard from `f.offset`, through its tag filter,
@@ -55,15 +55,16 @@ impl From<StorageError> for FetchFailed {
 pub async fn read_queue(core: &Core, slot: QueueSlot, f: &Fetch, wait: Duration) -> Result<QueueRead, FetchFailed> {
     let filter = TagFilter::parse(&f.tags).map_err(Failure::invalid)?;
     let (bytes, next_offset, end) = if filter == TagFilter::All {
-        let read = core.read_here(slot, f.offset, f.max_bytes as usize, wait).await?;
+        let read = core.read_here(slot, f.offset, f.max_bytes as usize, wait).await.map_err(read_failed)?;
         (read.bytes, read.next_offset, read.end_offset)
     } else {
         let q = QueueId(slot.storage_id);
         let max = f.max_bytes as usize;
-        let read = tag_filter::read_filtered(core.storage(), q, f.offset, max, wait, &filter).await?;
+        let read =
+            tag_filter::read_filtered(core.storage(), q, f.offset, max, wait, &filter).await.map_err(read_failed)?;
         (read.bytes, read.next_offset, read.end_offset)
     };
-    let (start, _) = core.storage().offsets(QueueId(slot.storage_id))?;
+    let (start, _) = core.storage().offsets(QueueId(slot.storage_id)).map_err(read_failed)?;
     Ok(QueueRead { start, end, next_offset, bytes })
 }
 

@@ -1,12 +1,13 @@
-//! The Rust client SDK: a metadata-following client with one pipelined
-//! connection per shard, a producer and a consumer.
+//! ringmq-client: the Rust client SDK, a metadata-following client with one
+//! pipelined connection per shard, producers (sync, async, one-way, delayed,
+//! transactional) and consumers (pull, push, groups, broadcast), plus the
+//! management calls. Blocking std threads and sockets: it builds neither the
+//! broker nor an async runtime. TLS is the `tls` feature.
 
-#[allow(clippy::module_inception)] // the Client lives in client.rs, as the style asks
 mod acls;
 mod admin;
 mod assignment;
 mod batcher;
-#[allow(clippy::module_inception)] // the Client lives in client.rs, as the style asks
 mod client;
 mod connection;
 mod consumer;
@@ -21,7 +22,7 @@ mod promise;
 mod push_consumer;
 mod quotas;
 mod sasl;
-mod tls;
+pub mod tls;
 mod trace;
 mod transaction;
 mod users;

@@ -4,7 +4,7 @@
 //! blocked read never holds up a write; the session itself is locked only
 //! while bytes are moved in or out of it, never across socket I/O.
 
-use crate::security::tls::{self, ClientTls};
+use super::{server_name, ClientTls};
 use rustls::ClientConnection;
 use std::io::{self, Read, Write};
 use std::net::TcpStream;
@@ -20,7 +20,7 @@ type SocketWriter = Arc<Mutex<TcpStream>>;
 /// Runs the handshake with `addr` (its certificate must name the host; the
 /// socket's timeouts bound it), then gives the reader and the writer of the session.
 pub fn handshake(socket: TcpStream, addr: &str, tls: &ClientTls) -> Result<(TlsReader, TlsWriter), String> {
-    let name = tls::server_name(addr).map_err(|e| e.to_string())?;
+    let name = server_name(addr).map_err(|e| e.to_string())?;
     let mut session = ClientConnection::new(tls.config(), name).map_err(|e| format!("TLS: {e}"))?;
     let mut sock = socket;
     while session.is_handshaking() {

@@ -5,12 +5,18 @@
 //! Kafka. A nonce is 24 random bytes per exchange, so a recorded exchange
 //! replayed on another connection fails its proof.
 
-use super::random_bytes;
 use base64::engine::general_purpose::STANDARD as B64;
 use base64::Engine;
 use hmac::{Hmac, Mac};
 use sha2::{Digest, Sha256, Sha512};
 use subtle::ConstantTimeEq;
+
+/// `N` bytes from the operating system's random source (salts, nonces, decoy keys).
+pub fn random_bytes<const N: usize>() -> [u8; N] {
+    let mut bytes = [0u8; N];
+    getrandom::getrandom(&mut bytes).expect("the operating system's random source");
+    bytes
+}
 
 /// Fewest iterations a credential may be derived with (Kafka's minimum).
 pub const ITERATIONS_MIN: u32 = 4096;
@@ -20,11 +26,12 @@ pub const ITERATIONS_MAX: u32 = 1 << 18;
 pub const MESSAGE_BYTES_MAX: usize = 4096;
 
 /// A SCRAM mechanism.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize, serde::Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 pub enum Mechanism {
-    #[serde(rename = "SCRAM-SHA-256")]
+    #[cfg_attr(feature = "serde", serde(rename = "SCRAM-SHA-256"))]
     ScramSha256,
-    #[serde(rename = "SCRAM-SHA-512")]
+    #[cfg_attr(feature = "serde", serde(rename = "SCRAM-SHA-512"))]
     ScramSha512,
 }
 
@@ -88,14 +95,15 @@ fn fail<T>(why: impl Into<String>) -> Result<T, ScramError> {
 }
 
 /// What the broker stores for one user and mechanism.
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 pub struct Credential {
-    #[serde(with = "base64_bytes")]
+    #[cfg_attr(feature = "serde", serde(with = "base64_bytes"))]
     pub salt: Vec<u8>,
     pub iterations: u32,
-    #[serde(with = "base64_bytes")]
+    #[cfg_attr(feature = "serde", serde(with = "base64_bytes"))]
     pub stored_key: Vec<u8>,
-    #[serde(with = "base64_bytes")]
+    #[cfg_attr(feature = "serde", serde(with = "base64_bytes"))]
     pub server_key: Vec<u8>,
 }
 
@@ -342,6 +350,7 @@ impl ScramServer {
 }
 
 /// Bytes as base64 strings in JSON.
+#[cfg(feature = "serde")]
 mod base64_bytes {
     use super::B64;
     use base64::Engine;
