@@ -3,6 +3,27 @@
 //! transactional) and consumers (pull, push, groups, broadcast), plus the
 //! management calls. Blocking std threads and sockets: it builds neither the
 //! broker nor an async runtime. TLS is the `tls` feature.
+//!
+//! ```no_run
+//! use ringmq_client::{Client, ClientConfig, Consumer, Message, Producer, ProducerConfig, StartFrom};
+//! use std::time::Duration;
+//!
+//! # fn main() -> Result<(), ringmq_client::ClientError> {
+//! let client = Client::connect(ClientConfig::new("127.0.0.1:9292"))?;
+//! client.create_topic("orders", 8, 0)?; // 8 queues, acknowledged once durable
+//! let producer = Producer::new(client.clone(), ProducerConfig::default());
+//! let sent = producer.send("orders", &Message::new("hello"))?;
+//! println!("stored in queue {} at offset {}", sent.queue, sent.offset);
+//!
+//! let mut consumer = Consumer::new(client, Some("billing".into()));
+//! consumer.assign_all("orders", StartFrom::Committed)?;
+//! for message in consumer.poll(Duration::from_secs(1))? {
+//!     println!("{}/{}: {:?}", message.queue, message.offset, message.value);
+//! }
+//! consumer.commit()?;
+//! # Ok(())
+//! # }
+//! ```
 
 mod acls;
 mod admin;
