@@ -12,22 +12,26 @@ const PREREQUISITES: &str = include_str!("../prerequisites.txt");
 /// Debian's Python, the one the apt packages of Python Kafka clients install into.
 pub const PYTHON: &str = "/usr/bin/python3";
 
-/// The source (`apt PACKAGE` or `pip REQUIREMENT`) of the prerequisite `kind name`.
+/// Where the prerequisite `kind name` comes from, as a user would install it.
 fn source_of(kind: &str, name: &str) -> String {
-    PREREQUISITES
-        .lines()
-        .map(str::split_whitespace)
-        .find_map(|mut words| {
-            (words.next() == Some(kind) && words.next() == Some(name))
-                .then(|| format!("{} {}", words.next().unwrap_or("?"), words.next().unwrap_or("?")))
-        })
-        .unwrap_or_else(|| panic!("{kind} {name} is not listed in tests/prerequisites.txt; add it there"))
+    let source = PREREQUISITES.lines().map(str::split_whitespace).find_map(|mut words| {
+        (words.next() == Some(kind) && words.next() == Some(name)).then(|| (words.next(), words.next()))
+    });
+    match source {
+        Some((Some("apt"), Some(package))) => format!("Debian package {package}"),
+        Some((Some("pip"), Some(requirement))) => format!("pip install {requirement}"),
+        _ => panic!("{kind} {name} is not listed with a source in tests/prerequisites.txt; add it there"),
+    }
 }
 
 /// Fails the test in one line when a prerequisite is missing.
 fn missing(kind: &str, name: &str) -> ! {
+    let what = match kind {
+        "py" => format!("the Python module {name} (in {PYTHON})"),
+        _ => format!("`{name}`"),
+    };
     panic!(
-        "this test needs {name}, which is not installed ({}; `tests/run.sh` installs every test prerequisite)",
+        "this test needs {what}, which is not installed: {} (`tests/run.sh` installs every test prerequisite)",
         source_of(kind, name)
     )
 }
