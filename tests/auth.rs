@@ -106,6 +106,57 @@ fn token(body: &[u8]) -> Vec<u8> {
     Reader::new(body).bytes().unwrap().to_vec()
 }
 
+/// SASL's requests are answered as PROTOCOL.md says: an unknown version is
+/// UnsupportedVersion, a SaslAuthenticate out of order is refused without
+/// spoiling the handshake that may follow, and only a refused mechanism is
+/// answered with the mechanisms offered.
+#[test]
+fn sasl_requests_check_their_version_and_an_early_authenticate_leaves_the_handshake_open() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = with_users(dir.path());
+    let broker = Broker::start(Path::new(&data), &[]);
+    let mut raw = Raw::connect(broker.addr());
+    let mut mechanism = Writer::default();
+    mechanism.string("SCRAM-SHA-256");
+    for version in [1, u16::MAX] {
+        let (_, code, message, _) = raw.call(ApiKey::SaslHandshake as u16, version, 1, &mechanism.buf);
+        assert_eq!(code, ErrorCode::UnsupportedVersion, "SaslHandshake v{version}: {message}");
+        let (_, code, _, _) = raw.call(ApiKey::SaslAuthenticate as u16, version, 2, &[0, 0, 0, 0]);
+        assert_eq!(code, ErrorCode::UnsupportedVersion, "SaslAuthenticate v{version}");
+    }
+
+    let (code, body) = sasl_call(&mut raw, ApiKey::SaslAuthenticate, 3, |w| {
+        w.bytes(b"n,,n=alice,r=abc");
+    });
+    assert_eq!((code, body.len()), (ErrorCode::InvalidRequest, 0), "no handshake yet");
+    let (code, body) = sasl_call(&mut raw, ApiKey::SaslHandshake, 4, |w| {
+        w.string("NOT-A-MECHANISM");
+    });
+    assert_eq!(code, ErrorCode::UnsupportedSaslMechanism);
+    let offered = Reader::new(&body).u32().unwrap();
+    assert!(offered >= 2, "a refused mechanism is answered with those offered ({offered})");
+
+    let (code, _) = sasl_call(&mut raw, ApiKey::SaslHandshake, 5, |w| {
+        w.string("SCRAM-SHA-256");
+    });
+    assert_eq!(code, ErrorCode::None, "the handshake after a refused authenticate is served");
+    let mut client = ScramClient::new(Mechanism::ScramSha256, "alice", "alice-secret");
+    let (code, body) = sasl_call(&mut raw, ApiKey::SaslAuthenticate, 6, |w| {
+        w.bytes(&client.first());
+    });
+    assert_eq!(code, ErrorCode::None);
+    let last = client.last(&token(&body)).unwrap();
+    let (code, _) = sasl_call(&mut raw, ApiKey::SaslAuthenticate, 7, |w| {
+        w.bytes(&last);
+    });
+    assert_eq!(code, ErrorCode::None, "alice logs in");
+    let (code, body) = sasl_call(&mut raw, ApiKey::SaslHandshake, 8, |w| {
+        w.string("SCRAM-SHA-256");
+    });
+    assert_eq!((code, body.len()), (ErrorCode::InvalidRequest, 0), "already authenticated: no body");
+    assert_eq!(raw.call(ApiKey::ListTopics as u16, 0, 9, &[]).1, ErrorCode::None, "the connection serves on");
+}
+
 #[test]
 fn a_recorded_scram_exchange_replayed_on_a_new_connection_is_refused() {
     let dir = tempfile::tempdir().unwrap();

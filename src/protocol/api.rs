@@ -82,6 +82,16 @@ impl ApiKey {
             _ => (0, 0),
         }
     }
+
+    /// Refuses a version this broker does not speak, saying which it does
+    /// (UnsupportedVersion, on every path a request takes, SASL's too).
+    pub fn check_version(self, version: u16) -> Result<(), String> {
+        let (min, max) = self.versions();
+        if version < min || version > max {
+            return Err(format!("{self:?} version {version} is not supported; this broker speaks {min}..={max}"));
+        }
+        Ok(())
+    }
 }
 
 /// The shard that coordinates `group` and stores its offsets (any shard

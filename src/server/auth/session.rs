@@ -85,8 +85,14 @@ impl Session {
     /// it and closes the connection.
     pub async fn authenticate(&mut self, core: &Core, token: &[u8]) -> Result<Step, Failure> {
         let result = match std::mem::replace(&mut self.state, State::Done) {
-            State::Start | State::Done => {
-                return Err(Failure(ErrorCode::InvalidRequest, "SaslAuthenticate without a SaslHandshake first".into()))
+            // Out of order: refused, and the session stays where it was (a
+            // handshake may still follow on a connection that did not log in).
+            previous @ (State::Start | State::Done) => {
+                self.state = previous;
+                return Err(Failure(
+                    ErrorCode::InvalidRequest,
+                    "SaslAuthenticate without a SaslHandshake first".into(),
+                ));
             }
             State::Chosen(SaslMechanism::Scram(m)) => self.scram_first(core, m, token),
             State::Chosen(SaslMechanism::Plain) => self.plain(core, token).await,
@@ -138,14 +144,12 @@ impl Session {
 /// Checks a password against the user's stored SCRAM credential (PLAIN, and
 /// the admin listener's HTTP Basic); the derivation runs on the blocking pool.
 pub async fn check_password(core: &Core, user: &str, password: String) -> Result<(), String> {
-    let users = core.accounts().users.get();
-    let credential = Mechanism::ALL.into_iter().find_map(|m| Some((m, users.credential(user, m)?.clone())));
-    let Some((m, credential)) = credential else { return Err("unknown user".into()) };
+    let (m, credential, known) = core.accounts().users.get().password_check(user, core.accounts().decoy_key());
     let matches = glommio::executor().spawn_blocking(move || credential.matches(m, &password)).await;
-    if matches {
-        Ok(())
-    } else {
-        Err("wrong password".into())
+    match (matches, known) {
+        (true, true) => Ok(()),
+        (_, false) => Err("unknown user".into()),
+        (false, true) => Err("wrong password".into()),
     }
 }
 

@@ -99,9 +99,7 @@ async fn respond(s: &Services, frame: Vec<u8>, caller: &Caller) -> (Option<Vec<u
         let m = format!("unknown API key {}", header.api_key);
         return (Some(frame::response(corr, ErrorCode::UnknownApi, &m, &[])), None);
     };
-    let (min, max) = api.versions();
-    if header.api_version < min || header.api_version > max {
-        let m = format!("{api:?} version {} is not supported; this broker speaks {min}..={max}", header.api_version);
+    if let Err(m) = api.check_version(header.api_version) {
         return (Some(frame::response(corr, ErrorCode::UnsupportedVersion, &m, &[])), Some(api));
     }
     let mut throttle = Duration::ZERO;

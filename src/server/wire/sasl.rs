@@ -24,6 +24,9 @@ pub async fn serve(s: &Services, session: &mut Session, frame: &[u8]) -> (Vec<u8
     };
     let corr = header.correlation_id;
     let api = ApiKey::from_wire(header.api_key).expect("a SASL API key");
+    if let Err(m) = api.check_version(header.api_version) {
+        return (frame::response(corr, ErrorCode::UnsupportedVersion, &m, &[]), false);
+    }
     let mut w = Writer::new(frame::ok_response_buffer());
     let served = match Request::decode(api, header.api_version, body) {
         Err(e) => Err(Failure::from(e)),
@@ -49,7 +52,9 @@ pub async fn serve(s: &Services, session: &mut Session, frame: &[u8]) -> (Vec<u8
     match served {
         Ok(()) => (frame::finish_ok_response(corr, w.buf), false),
         Err(Failure(code, m)) => {
-            let body = if api == ApiKey::SaslHandshake { &w.buf[frame::ok_response_buffer().len()..] } else { &[] };
+            // Only a refused mechanism is answered with the mechanisms offered (PROTOCOL.md).
+            let listed = code == ErrorCode::UnsupportedSaslMechanism;
+            let body = if listed { &w.buf[frame::ok_response_buffer().len()..] } else { &[] };
             (frame::response(corr, code, &m, body), code == ErrorCode::AuthenticationFailed)
         }
     }
