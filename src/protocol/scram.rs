@@ -128,6 +128,21 @@ impl Credential {
         }
     }
 
+    /// What an unknown user's password is checked against (SASL PLAIN): a
+    /// salt stable per user (from `decoy_key`, as SCRAM's decoy), the
+    /// iterations a user gets by default and keys no password derives, so
+    /// that a refusal costs what a wrong password does and tells no one
+    /// which users exist.
+    pub fn decoy(mechanism: Mechanism, user: &str, decoy_key: &[u8]) -> Credential {
+        let keys = mechanism.hmac(decoy_key, format!("decoy keys of {user}").as_bytes());
+        Credential {
+            salt: mechanism.hmac(decoy_key, user.as_bytes())[..24].to_vec(),
+            iterations: ITERATIONS_MIN,
+            stored_key: keys.clone(),
+            server_key: keys,
+        }
+    }
+
     /// Whether `password` is the one this credential was derived from (for
     /// SASL PLAIN); costs `iterations` HMACs.
     pub fn matches(&self, mechanism: Mechanism, password: &str) -> bool {
@@ -295,7 +310,10 @@ impl ScramServer {
         let credential = lookup(&user);
         let (salt, iterations) = match &credential {
             Some(c) => (c.salt.clone(), c.iterations),
-            None => (mechanism.hmac(decoy_key, user.as_bytes())[..24].to_vec(), ITERATIONS_MIN),
+            None => {
+                let decoy = Credential::decoy(mechanism, &user, decoy_key);
+                (decoy.salt, decoy.iterations)
+            }
         };
         let nonce = format!("{client_nonce}{}", nonce());
         let server_first = format!("r={nonce},s={},i={iterations}", B64.encode(salt));

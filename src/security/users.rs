@@ -32,6 +32,22 @@ impl Users {
         self.users.get(user)?.get(&mechanism)
     }
 
+    /// The credential a PLAIN password of `user` is checked against, and
+    /// whether the user exists: the user's own (its first mechanism), or for
+    /// an unknown user a decoy that costs as much to check and matches no
+    /// password. Checking always derives, so a refusal takes as long either
+    /// way.
+    pub fn password_check(&self, user: &str, decoy_key: &[u8]) -> (Mechanism, Credential, bool) {
+        let own = Mechanism::ALL.into_iter().find_map(|m| Some((m, self.credential(user, m)?.clone())));
+        match own {
+            Some((m, credential)) => (m, credential, true),
+            None => {
+                let m = Mechanism::ALL[0];
+                (m, Credential::decoy(m, user, decoy_key), false)
+            }
+        }
+    }
+
     pub fn contains(&self, user: &str) -> bool {
         self.users.contains_key(user)
     }
@@ -97,5 +113,26 @@ mod tests {
         assert!(loaded.without_user("bob").is_err());
         assert!(!loaded.without_user("alice").unwrap().contains("alice"));
         assert!(users.with_user("", vec![]).is_err());
+    }
+
+    /// PLAIN checks an unknown user's password as it checks a known one's:
+    /// a derivation of the same iterations, against keys no password matches.
+    #[test]
+    fn an_unknown_users_password_is_checked_against_a_decoy_as_costly_as_a_real_credential() {
+        let m = Mechanism::ScramSha256;
+        let users = Users::default()
+            .with_user("alice", vec![(m, Credential::new(m, "hunter2", ITERATIONS_MIN).unwrap())])
+            .unwrap();
+        let (mechanism, alice, known) = users.password_check("alice", b"decoy key");
+        assert!(known && alice.matches(mechanism, "hunter2") && !alice.matches(mechanism, "wrong"));
+        let (mechanism, decoy, known) = users.password_check("mallory", b"decoy key");
+        assert!(!known);
+        assert_eq!(decoy.iterations, alice.iterations, "the same derivation work as alice's check");
+        decoy.check(mechanism).expect("a decoy is shaped as a stored credential");
+        for guess in ["", "hunter2", "mallory", "decoy key"] {
+            assert!(!decoy.matches(mechanism, guess), "{guess:?} opens nothing");
+        }
+        assert_eq!(users.password_check("mallory", b"decoy key").1, decoy, "stable per user");
+        assert_ne!(users.password_check("trudy", b"decoy key").1.salt, decoy.salt);
     }
 }
