@@ -234,3 +234,12 @@ fn confluent_group_members_split_commit_and_take_over() {
 fn confluent_and_kafka_python_describe_a_topics_configs_and_an_unknown_topic_is_refused() {
     assert!(confluent_phase("configs").contains("unknown topic refused"));
 }
+
+/// Transactions are not served yet: a transactional producer's FindCoordinator
+/// is refused with the one error librdkafka (and the Java client) treat as
+/// final, so it fails at once instead of asking ten times a second until
+/// its timeout.
+#[test]
+fn a_transactional_confluent_producer_is_refused_at_once_with_a_final_error() {
+    assert!(confluent_phase("transactional").contains("refused at once"));
+}

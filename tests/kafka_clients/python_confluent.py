@@ -6,6 +6,8 @@ listener. Usage: python3 THIS HOST:PORT PHASE, where PHASE is one of
   group       two confluent members split the partitions and commit, one leaves,
               the other takes over from its commits
   configs     DescribeConfigs of a topic (both clients), and of one that does not exist
+  transactional  a transactional producer is refused at once with a final error
+              (transactions are not served yet), not left to retry until its timeout
 Each phase prints what it checked; any failed check exits non-zero."""
 import sys
 import time
@@ -201,4 +203,20 @@ def configs():
     print("configs: max.message.bytes %s (read-only), unknown topic refused, kafka-python sees %d" % (limit.value, len(names)))
 
 
-{"idempotent": idempotent, "compressed": compressed, "seek": seek, "group": group, "configs": configs}[PHASE]()
+def transactional():
+    p = ck.Producer({"bootstrap.servers": BOOT, "transactional.id": "tx-refused"})
+    try:
+        p.init_transactions(60)
+        raise SystemExit("a transactional producer started")
+    except ck.KafkaException as e:
+        error = e.args[0]
+        # A retried FindCoordinator would end in _TIMED_OUT after 60 s instead.
+        assert error.code() == ck.KafkaError.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, error
+        assert error.fatal() and not error.retriable(), error
+        assert "not served" in error.str(), error
+        print("transactional: refused at once: %s" % error.str())
+
+
+PHASES = {"idempotent": idempotent, "compressed": compressed, "seek": seek, "group": group, "configs": configs}
+PHASES["transactional"] = transactional
+PHASES[PHASE]()

@@ -43,8 +43,14 @@ pub fn find_coordinator(s: &Services, p: &Principal, r: &FindCoordinatorRequest)
         }
     }
     if r.key_type != 0 {
-        let m = "only consumer groups have a coordinator here (transactions are not served)";
-        return response.with_error_code(codes::COORDINATOR_NOT_AVAILABLE).with_error_message(Some(text(m)));
+        // Until transactions are served: the one FindCoordinator error that
+        // librdkafka, the Java client and aiokafka all treat as final (a
+        // retriable or any other code leaves librdkafka asking every 500 ms
+        // until its timeout); the message says what it really is.
+        let m = "transactions are not served by this broker yet: only consumer groups have a coordinator";
+        return response
+            .with_error_code(codes::TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
+            .with_error_message(Some(text(m)));
     }
     let brokers = brokers(&s.core);
     match brokers.get(coordinator_of(&r.key, brokers.len())) {
