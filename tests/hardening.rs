@@ -271,6 +271,19 @@ fn serve_expecting_exit(dir: &std::path::Path, args: &[&str]) -> (bool, String) 
     (out.status.success(), String::from_utf8_lossy(&out.stderr).into_owned())
 }
 
+/// A Kafka listener that cannot bind stops the broker at start, as the
+/// native one does, saying which listener and address.
+#[test]
+fn a_kafka_listener_that_cannot_bind_stops_the_broker() {
+    let dir = tempfile::tempdir().unwrap();
+    let port = common::free_port_pair("127.0.0.1");
+    let _taken = std::net::TcpListener::bind(("127.0.0.1", port)).expect("hold shard 0's Kafka port");
+    let kafka = format!("127.0.0.1:{port}");
+    let (ok, stderr) = serve_expecting_exit(dir.path(), &["--kafka-listen", &kafka]);
+    assert!(!ok, "the broker does not serve without its Kafka listener");
+    assert!(stderr.contains("Kafka listener") && stderr.contains(&kafka), "says which listener: {stderr}");
+}
+
 #[test]
 fn a_data_dir_refuses_a_start_with_another_shard_count_or_segment_size() {
     let dir = tempfile::tempdir().unwrap();

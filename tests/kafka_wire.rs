@@ -2,8 +2,9 @@
 //! (unknown APIs and versions with UNSUPPORTED_VERSION, a frame that does
 //! not decode by closing that connection only, a wrong CRC, an oversized or
 //! inflating batch, an unknown topic), nothing of a refused request is
-//! stored, idempotent producers' retries are stored once, and a fetch at
-//! the end waits for the next record.
+//! stored, idempotent producers' retries are stored once, a fetch at the
+//! end waits for the next record, and the listener admits connections as
+//! the native one does.
 
 mod common;
 
@@ -249,4 +250,30 @@ fn a_fetch_at_the_end_waits_for_the_next_record() {
     let mut records = p.records.clone().expect("records");
     let sets = kafka_protocol::records::RecordBatchDecoder::decode_all(&mut records).unwrap();
     assert_eq!(sets[0].records[0].value.as_deref(), Some(&b"late"[..]), "the fetch waited and got the new record");
+}
+
+/// Whether the broker answers an ApiVersions on `stream` (false: it closed it).
+fn answers_api_versions(stream: &mut TcpStream) -> bool {
+    send_frame(stream, &request(ApiKey::ApiVersions, 0, &ApiVersionsRequest::default()));
+    read_frame(stream).is_some()
+}
+
+/// `max_connections` holds on a shard over both client listeners: with one
+/// native and one Kafka connection open on shard 0 and a limit of 2, the next
+/// Kafka connection is closed unanswered; a closed one frees its slot.
+#[test]
+fn the_kafka_listener_counts_against_max_connections_with_the_native_one() {
+    let dir = tempfile::tempdir().unwrap();
+    // No client connects first: its close would race with the count.
+    let (broker, kafka) = common::kafka_broker(dir.path(), &["--max-connections", "2"]);
+    let native = common::Raw::connect(broker.addr());
+    let mut first = connect(&kafka);
+    assert!(answers_api_versions(&mut first), "the second connection of shard 0 is served");
+    let mut third = connect(&kafka);
+    assert!(!answers_api_versions(&mut third), "a third connection to shard 0 is refused");
+    drop(native);
+    std::thread::sleep(std::time::Duration::from_millis(200));
+    let mut again = connect(&kafka);
+    assert!(answers_api_versions(&mut again), "a closed connection frees its slot");
+    assert!(answers_api_versions(&mut first), "the connection already open serves on");
 }

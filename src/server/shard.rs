@@ -108,6 +108,13 @@ async fn serve(s: Startup) -> Result<(), String> {
         addr.set_port(addr.port() + s.index as u16);
     }
     let listener = TcpListener::bind(addr).map_err(|e| format!("listening on {addr}: {e}"))?;
+    // A follower serves no Kafka clients; a leader or a single node's shard
+    // that cannot serve them stops, as it does when the native listener
+    // cannot bind, instead of serving on with one listener missing.
+    let kafka = match lead {
+        Some(Lead::Follower { .. }) => None,
+        _ => kafka_listener(cfg, s.index)?,
+    };
     let bound = listener.local_addr().map_err(|e| e.to_string())?;
     s.report.send((s.index, Ok(Some(bound)))).map_err(|e| e.to_string())?;
     let addrs = s.addrs.recv().map_err(|_| "start-up was abandoned".to_string())?;
@@ -139,7 +146,7 @@ async fn serve(s: Startup) -> Result<(), String> {
             let leader = follower::Leader { group: group.clone(), node: node.clone(), epoch: *epoch, addr };
             start_follower_tasks(&services, listener, leader);
         }
-        _ => start_tasks(&services, listener),
+        _ => start_tasks(&services, listener, kafka),
     }
     s.report.send((s.index, Ok(None))).map_err(|e| e.to_string())?;
     let asked = async {
@@ -173,23 +180,21 @@ fn shard_role(cfg: &ServerConfig, index: usize, storage: &Shard) -> ShardRole {
     }
 }
 
-/// Starts the listener and every background task of the shard.
-fn start_tasks(s: &Rc<Services>, listener: TcpListener) {
+/// This shard's Kafka listener (`--kafka-listen`, shard N on its port + N), if one is configured.
+fn kafka_listener(cfg: &ServerConfig, index: usize) -> Result<Option<TcpListener>, String> {
+    let Some(mut addr) = cfg.kafka_listen else { return Ok(None) };
+    addr.set_port(addr.port() + index as u16);
+    let kafka = TcpListener::bind(addr).map_err(|e| format!("the Kafka listener on {addr}: {e}"))?;
+    Ok(Some(kafka))
+}
+
+/// Starts the listeners and every background task of the shard.
+fn start_tasks(s: &Rc<Services>, listener: TcpListener, kafka: Option<TcpListener>) {
     let (core, tasks) = (&s.core, s.core.tasks());
     tasks.spawn("listener", Death::Fatal, connection::accept_loop(s.clone(), listener));
-    if let Some(mut addr) = core.config().kafka_listen {
-        addr.set_port(addr.port() + core.id() as u16);
-        match TcpListener::bind(addr) {
-            Ok(kafka) => {
-                let kafka_services = super::kafka::Services::new(core.clone(), s.groups.clone());
-                tasks.spawn(
-                    "kafka listener",
-                    Death::Fatal,
-                    super::kafka::connection::accept_loop(kafka_services, kafka),
-                )
-            }
-            Err(error) => tracing::error!(shard = core.id(), %addr, %error, "the Kafka listener could not bind"),
-        }
+    if let Some(kafka) = kafka {
+        let kafka_services = super::kafka::Services::new(core.clone(), s.groups.clone());
+        tasks.spawn("kafka listener", Death::Fatal, super::kafka::connection::accept_loop(kafka_services, kafka));
     }
     start_admin(core);
     if core.trace().is_on() {

@@ -33,7 +33,7 @@ pub async fn accept_loop(core: Rc<Core>, listener: TcpListener) {
 }
 
 async fn serve(core: &Core, tcp: TcpStream) {
-    let _open = core.connections().open("admin", None);
+    let _open = core.connections().open("admin");
     let Some(mut stream) = Stream::accept_on(core, tcp, "admin").await else { return };
     let tls = stream.is_tls();
     let (response, head_only) = match http::read_request(&mut stream, core.config().admin_timeout).await {

@@ -1,10 +1,12 @@
 //! Connections per client address, counted across the node's shards and
 //! listeners (native and Kafka), so one address cannot take every
-//! connection a node has (`max_connections_per_ip`; 0: no limit); and each
-//! shard's open and accepted connections per listener, for its metrics.
+//! connection a node has (`max_connections_per_ip`; 0: no limit); each
+//! shard's client connections over both client listeners, held to
+//! `max_connections`; and its open and accepted connections per listener,
+//! for its metrics. Every client listener admits through `Core::admit_connection`.
 
 use super::metrics::Samples;
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
 use std::net::IpAddr;
 use std::rc::Rc;
@@ -57,6 +59,8 @@ impl Drop for Admitted {
 #[derive(Debug, Default)]
 pub struct ShardConnections {
     counts: RefCell<HashMap<&'static str, (u64, u64)>>,
+    /// Client connections open over every client listener (`max_connections`).
+    clients: Cell<usize>,
 }
 
 /// A connection counted open on its shard until dropped.
@@ -64,17 +68,41 @@ pub struct ShardConnections {
 pub struct Open {
     shard: Rc<ShardConnections>,
     listener: &'static str,
-    _admitted: Option<Admitted>,
+    /// A client connection's admission (per address, and among the shard's clients).
+    admitted: Option<Admitted>,
 }
 
 impl ShardConnections {
-    /// Counts a connection to `listener` open (holding its per-address admission, if any).
-    pub fn open(self: &Rc<Self>, listener: &'static str, admitted: Option<Admitted>) -> Open {
+    /// Counts a client connection to `listener` open, holding its
+    /// per-address admission, unless the shard already serves `max` client
+    /// connections over all its client listeners.
+    pub fn admit(
+        self: &Rc<Self>,
+        shard: usize,
+        listener: &'static str,
+        admitted: Admitted,
+        max: usize,
+    ) -> Result<Open, String> {
+        if self.clients.get() >= max {
+            return Err(format!(
+                "shard {shard} already serves {max} client connections over its listeners (max_connections)"
+            ));
+        }
+        self.clients.set(self.clients.get() + 1);
+        Ok(self.count_open(listener, Some(admitted)))
+    }
+
+    /// Counts a connection that is not a client's (the admin listener's) open.
+    pub fn open(self: &Rc<Self>, listener: &'static str) -> Open {
+        self.count_open(listener, None)
+    }
+
+    fn count_open(self: &Rc<Self>, listener: &'static str, admitted: Option<Admitted>) -> Open {
         let mut counts = self.counts.borrow_mut();
         let (open, accepted) = counts.entry(listener).or_default();
         *open += 1;
         *accepted += 1;
-        Open { shard: self.clone(), listener, _admitted: admitted }
+        Open { shard: self.clone(), listener, admitted }
     }
 
     pub fn collect(&self, out: &mut Samples) {
@@ -92,5 +120,10 @@ impl Drop for Open {
         let mut counts = self.shard.counts.borrow_mut();
         let (open, _) = counts.get_mut(self.listener).expect("counted when opened");
         *open -= 1;
+        if self.admitted.is_some() {
+            let clients = self.shard.clients.get();
+            assert!(clients > 0, "a client connection closed that was never counted");
+            self.shard.clients.set(clients - 1);
+        }
     }
 }

@@ -124,11 +124,12 @@ impl Core {
         &self.config
     }
 
-    /// Counts a new connection from `ip` to `listener` against the node's
-    /// per-address limit and among this shard's open connections.
+    /// Admits a new client connection from `ip` to `listener` (native or
+    /// Kafka: every client listener admits here): within the node's
+    /// per-address limit and the shard's `max_connections`; why not otherwise.
     pub fn admit_connection(&self, ip: std::net::IpAddr, listener: &'static str) -> Result<Open, String> {
         let admitted = self.per_address.admit(ip)?;
-        Ok(self.connections.open(listener, Some(admitted)))
+        self.connections.admit(self.id, listener, admitted, self.config.max_connections)
     }
 
     /// This shard's open connections per listener.

@@ -25,8 +25,7 @@ const JOIN_MAX_BYTES: usize = 64 << 10;
 
 /// Accepts connections until the shard stops.
 pub async fn accept_loop(s: Rc<Services>, listener: TcpListener) {
-    let (shard, max) = (s.core.id(), s.core.config().max_connections);
-    let open = Rc::new(Cell::new(0usize));
+    let shard = s.core.id();
     loop {
         let stream = match s.core.tasks().unless_stopping(listener.accept()).await {
             None => return,
@@ -42,27 +41,21 @@ pub async fn accept_loop(s: Rc<Services>, listener: TcpListener) {
             Err(e) => Err(format!("the client's address: {e}")),
         };
         let admitted = match admitted {
-            Ok(admitted) if open.get() < max => admitted,
-            refused => {
-                let m = match refused {
-                    Err(m) => m,
-                    Ok(_) => format!("shard {shard} already serves {max} connections (max_connections)"),
-                };
+            Ok(admitted) => admitted,
+            Err(m) => {
                 let mut stream = stream;
                 let _ = stream.write_all(&frame::response(0, ErrorCode::TooManyConnections, &m, &[])).await;
                 let _ = stream.close().await;
                 continue;
             }
         };
-        open.set(open.get() + 1);
-        let (s, open) = (s.clone(), open.clone());
+        let s = s.clone();
         glommio::spawn_local(async move {
             // At shutdown the connection is dropped here, on a live executor,
             // so its socket closes and the client sees it (a node restarting
             // in a new role must not leave clients waiting on a dead socket).
             let core = s.core.clone();
             core.tasks().unless_stopping(serve(s, stream)).await;
-            open.set(open.get() - 1);
             drop(admitted);
         })
         .detach();
