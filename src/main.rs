@@ -209,7 +209,7 @@ struct ServeArgs {
     /// Largest record batch, bytes
     #[arg(long)]
     max_batch_bytes: Option<usize>,
-    /// Connections per shard
+    /// Client connections per shard, over its native and Kafka listeners
     #[arg(long)]
     max_connections: Option<usize>,
     /// Connections from one client address to the node, over both listeners (0: no limit)

@@ -36,7 +36,7 @@ pub struct ServerConfig {
     pub max_frame_bytes: usize,
     /// Largest record batch accepted.
     pub max_batch_bytes: usize,
-    /// Connections per shard.
+    /// Client connections per shard, over its native and Kafka listeners.
     pub max_connections: usize,
     /// Connections from one client address to the node, both listeners (0: no limit).
     pub max_connections_per_ip: usize,
