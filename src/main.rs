@@ -218,6 +218,12 @@ struct ServeArgs {
     /// Requests in flight per connection, for produces and for the rest each, before the broker stops reading it
     #[arg(long)]
     max_inflight_per_connection: Option<usize>,
+    /// Bytes of requests one connection may have read and not yet answered before the broker stops reading it (at least --max-frame-bytes)
+    #[arg(long)]
+    max_request_bytes_per_connection: Option<usize>,
+    /// Bytes of requests a shard's connections may hold together before the shard stops reading them (at least the per-connection bound)
+    #[arg(long)]
+    max_request_bytes_per_shard: Option<usize>,
     /// Longest long-poll wait (Fetch, FetchMany, PollChecks) a client may ask for, ms; more is refused
     #[arg(long)]
     max_fetch_wait_ms: Option<u64>,
@@ -438,6 +444,26 @@ impl ServeArgs {
             .max_inflight_per_connection
             .or(file.max_inflight_per_connection)
             .unwrap_or(cfg.max_inflight_per_connection);
+        cfg.max_request_bytes_per_connection = self
+            .max_request_bytes_per_connection
+            .or(file.max_request_bytes_per_connection)
+            .unwrap_or(cfg.max_request_bytes_per_connection);
+        cfg.max_request_bytes_per_shard = self
+            .max_request_bytes_per_shard
+            .or(file.max_request_bytes_per_shard)
+            .unwrap_or(cfg.max_request_bytes_per_shard);
+        if cfg.max_request_bytes_per_connection < cfg.max_frame_bytes {
+            return Err(format!(
+                "--max-request-bytes-per-connection {} is below --max-frame-bytes {}: the largest request could never be read",
+                cfg.max_request_bytes_per_connection, cfg.max_frame_bytes
+            ));
+        }
+        if cfg.max_request_bytes_per_shard < cfg.max_request_bytes_per_connection {
+            return Err(format!(
+                "--max-request-bytes-per-shard {} is below --max-request-bytes-per-connection {}",
+                cfg.max_request_bytes_per_shard, cfg.max_request_bytes_per_connection
+            ));
+        }
         cfg.retention_age =
             self.retention_hours.or(file.retention_hours).map(|h| Duration::from_secs(h.saturating_mul(3600)));
         cfg.retention_bytes = self.retention_gib.or(file.retention_gib).map(|g| g.saturating_mul(1 << 30));
@@ -758,6 +784,8 @@ fn serve_defaults() -> Vec<(&'static str, String)> {
         ("max_connections", d.max_connections.to_string()),
         ("max_connections_per_ip", d.max_connections_per_ip.to_string()),
         ("max_inflight_per_connection", d.max_inflight_per_connection.to_string()),
+        ("max_request_bytes_per_connection", d.max_request_bytes_per_connection.to_string()),
+        ("max_request_bytes_per_shard", d.max_request_bytes_per_shard.to_string()),
         ("max_fetch_wait_ms", ms(d.max_fetch_wait)),
         ("max_group_wait_ms", ms(d.max_group_wait)),
         ("stall_threshold_ms", ms(d.stall_threshold)),

@@ -248,11 +248,15 @@ fn correlation_id_zero_is_refused_and_closes_the_connection() {
     assert_eq!(code, ErrorCode::None, "other connections are served");
 }
 
-/// Runs `ringmq serve` on `dir` with `args`; it must exit by itself within
-/// a minute (killed otherwise). Returns (success, stderr).
+/// Runs `ringmq serve` on `dir` with `args` (on ports of the system's
+/// choosing unless they name `--listen`); it must exit by itself within a
+/// minute (killed otherwise). Returns (success, stderr).
 fn serve_expecting_exit(dir: &std::path::Path, args: &[&str]) -> (bool, String) {
+    let any_port: &[&str] = if args.contains(&"--listen") { &[] } else { &["--listen", "127.0.0.1:0"] };
     let mut child = Command::new(env!("CARGO_BIN_EXE_ringmq"))
-        .args(["serve", "--listen", "127.0.0.1:0", "--cache-mib", "16", "--data-dir"])
+        .arg("serve")
+        .args(any_port)
+        .args(["--cache-mib", "16", "--data-dir"])
         .arg(dir)
         .args(args)
         .stdout(Stdio::null())
@@ -269,6 +273,20 @@ fn serve_expecting_exit(dir: &std::path::Path, args: &[&str]) -> (bool, String) 
     }
     let out = child.wait_with_output().unwrap();
     (out.status.success(), String::from_utf8_lossy(&out.stderr).into_owned())
+}
+
+/// A second broker started on ports a running one serves is refused
+/// (address in use), instead of silently sharing them: clients would be
+/// split between two brokers that hold different data.
+#[test]
+fn a_second_broker_on_the_ports_of_a_running_one_is_refused() {
+    let (first, second) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let listen = format!("127.0.0.1:{}", common::free_port_pair("127.0.0.1"));
+    let running = Broker::start_listening(first.path(), &listen, &[]);
+    let (ok, stderr) = serve_expecting_exit(second.path(), &["--listen", &listen]);
+    assert!(!ok, "the second broker does not start");
+    assert!(stderr.contains(&listen) && stderr.contains("in use"), "says which address is taken: {stderr}");
+    running.client().create_topic("still", 1, 0).expect("the running broker serves on");
 }
 
 /// A Kafka listener that cannot bind stops the broker at start, as the
@@ -396,4 +414,50 @@ fn deleting_a_topic_reclaims_its_queues_storage() {
     broker.restart();
     assert_eq!(index_dirs(dir.path()), internal, "recovery passes over the deleted queues' batches");
     assert!(broker.client().list_topics().unwrap().is_empty());
+}
+
+/// Many connections each sending large produces as fast as they can: the
+/// broker reads only what its request budgets hold (a connection's and a
+/// shard's), so its memory stays within the cache, the budgets and a margin,
+/// and every request is answered.
+#[test]
+fn many_connections_of_large_produces_are_read_within_the_request_budgets() {
+    const CONNECTIONS: usize = 300;
+    const REQUESTS: usize = 2;
+    const SHARD_BUDGET_BYTES: u64 = 16 << 20;
+    let dir = tempfile::tempdir().unwrap();
+    let budget = SHARD_BUDGET_BYTES.to_string();
+    let limits = ["--max-request-bytes-per-shard", &budget, "--max-request-bytes-per-connection", "8388608"];
+    let broker = Broker::start(dir.path(), &limits);
+    broker.client().create_topic("big", 2, 0).unwrap();
+    let owners: Vec<String> = (0..2).map(|q| broker.client().owner("big", q).unwrap()).collect();
+    let before_kib = broker.memory_kib("VmHWM");
+    let value = vec![7u8; 1000 << 10];
+    let request = |q: u32| {
+        let batch = batch(&value);
+        body(|w| Produce { queue: queue("big", q), acks: ACKS_DURABLE, batches: vec![&batch] }.encode(w))
+    };
+    let bodies = [request(0), request(1)];
+    let answered: usize = std::thread::scope(|scope| {
+        let senders: Vec<_> = (0..CONNECTIONS)
+            .map(|c| {
+                let (owner, body) = (&owners[c % 2], &bodies[c % 2]);
+                scope.spawn(move || {
+                    let mut stream = std::net::TcpStream::connect(owner).unwrap();
+                    stream.set_read_timeout(Some(Duration::from_secs(300))).unwrap();
+                    for corr in 1..=REQUESTS as u32 {
+                        let frame = ringmq::protocol::frame::request(ApiKey::Produce as u16, 0, corr, body);
+                        std::io::Write::write_all(&mut stream, &frame).unwrap();
+                    }
+                    let mut raw = Raw::from_stream(stream);
+                    (0..REQUESTS).filter(|_| raw.read_response().is_some_and(|r| r.1 == ErrorCode::None)).count()
+                })
+            })
+            .collect();
+        senders.into_iter().map(|s| s.join().unwrap()).sum()
+    });
+    assert_eq!(answered, CONNECTIONS * REQUESTS, "every produce is answered and stored");
+    let grown_mib = broker.memory_kib("VmHWM").saturating_sub(before_kib) >> 10;
+    let bound_mib = 2 * (SHARD_BUDGET_BYTES >> 20) + 64;
+    assert!(grown_mib <= bound_mib, "peak RSS grew {grown_mib} MiB under the load; the budgets allow {bound_mib}");
 }

@@ -8,6 +8,7 @@ use super::core::clock::Clock;
 use super::core::config::ServerConfig;
 use super::core::connection_limit::PerAddress;
 use super::core::context::{Core, Parts, ShardRole};
+use super::core::listener;
 use super::core::mesh::{Mesh, MeshMsg};
 use super::core::metadata::Metadata;
 use super::core::metadata_log;
@@ -107,7 +108,7 @@ async fn serve(s: Startup) -> Result<(), String> {
     if addr.port() != 0 {
         addr.set_port(addr.port() + s.index as u16);
     }
-    let listener = TcpListener::bind(addr).map_err(|e| format!("listening on {addr}: {e}"))?;
+    let listener = listener::bind(addr).map_err(|e| format!("listening on {addr}: {e}"))?;
     // A follower serves no Kafka clients; a leader or a single node's shard
     // that cannot serve them stops, as it does when the native listener
     // cannot bind, instead of serving on with one listener missing.
@@ -184,7 +185,7 @@ fn shard_role(cfg: &ServerConfig, index: usize, storage: &Shard) -> ShardRole {
 fn kafka_listener(cfg: &ServerConfig, index: usize) -> Result<Option<TcpListener>, String> {
     let Some(mut addr) = cfg.kafka_listen else { return Ok(None) };
     addr.set_port(addr.port() + index as u16);
-    let kafka = TcpListener::bind(addr).map_err(|e| format!("the Kafka listener on {addr}: {e}"))?;
+    let kafka = listener::bind(addr).map_err(|e| format!("the Kafka listener on {addr}: {e}"))?;
     Ok(Some(kafka))
 }
 
@@ -235,7 +236,7 @@ fn start_follower_tasks(s: &Rc<Services>, listener: TcpListener, leader: followe
 /// Shard 0 serves the admin listener, if one is configured.
 fn start_admin(core: &Rc<Core>) {
     let Some(addr) = core.config().admin_listen.filter(|_| core.id() == 0) else { return };
-    match TcpListener::bind(addr) {
+    match listener::bind(addr) {
         Ok(admin) => {
             let accepting = super::admin::listener::accept_loop(core.clone(), admin);
             core.tasks().spawn("admin listener", Death::Logged, accepting);

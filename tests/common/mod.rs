@@ -205,6 +205,14 @@ impl Broker {
         self.signal(rustix::process::Signal::HUP);
     }
 
+    /// A figure of the broker's `/proc/PID/status` in KiB (VmRSS, VmHWM, ...).
+    pub fn memory_kib(&self, field: &str) -> u64 {
+        let pid = self.child.as_ref().expect("a running broker").id();
+        let status = std::fs::read_to_string(format!("/proc/{pid}/status")).expect("the broker's status");
+        let line = status.lines().find(|l| l.starts_with(&format!("{field}:"))).expect("the field");
+        line.split_whitespace().nth(1).and_then(|kib| kib.parse().ok()).expect("a number of KiB")
+    }
+
     fn signal(&self, signal: rustix::process::Signal) {
         let child = self.child.as_ref().expect("a running broker");
         let pid = rustix::process::Pid::from_raw(child.id() as i32).expect("a child's pid");
@@ -245,6 +253,11 @@ impl Raw {
     pub fn connect(addr: &str) -> Raw {
         let stream = TcpStream::connect(addr).expect("connect");
         stream.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+        Raw { stream }
+    }
+
+    /// Speaks on a connection the test made itself.
+    pub fn from_stream(stream: TcpStream) -> Raw {
         Raw { stream }
     }
 

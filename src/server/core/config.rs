@@ -45,6 +45,12 @@ pub struct ServerConfig {
     /// Requests in flight per connection before the broker stops reading from it
     /// (produces and other requests each have this many).
     pub max_inflight_per_connection: usize,
+    /// Bytes of requests one connection may have read and not yet answered;
+    /// past it the connection is not read (at least `max_frame_bytes`).
+    pub max_request_bytes_per_connection: usize,
+    /// Bytes of requests a shard's connections may hold together; past it no
+    /// connection of the shard is read (at least the per-connection bound).
+    pub max_request_bytes_per_shard: usize,
     /// Longest long-poll wait a fetch may ask for.
     pub max_fetch_wait: Duration,
     /// Longest a group join or sync is parked, and the largest rebalance timeout a member may ask for.
@@ -156,6 +162,8 @@ impl ServerConfig {
             max_connections_per_ip: 0,
             idempotence_window: storage.recent_batches,
             max_inflight_per_connection: 256,
+            max_request_bytes_per_connection: 32 << 20,
+            max_request_bytes_per_shard: 128 << 20,
             max_fetch_wait: Duration::from_secs(60),
             max_group_wait: Duration::from_secs(300),
             delay_levels: default_delay_levels(),

@@ -11,6 +11,7 @@ use super::metadata::Metadata;
 use super::metrics::Registry;
 use super::offsets::Offsets;
 use super::replication::Replication;
+use super::request_budget::RequestBudget;
 use super::stall::StallStats;
 use super::tasks::Tasks;
 use super::trace::Trace;
@@ -51,6 +52,8 @@ pub struct Core {
     role: ShardRole,
     /// This shard's connections per listener.
     connections: Rc<ShardConnections>,
+    /// Bytes of client requests the shard's connections may hold.
+    request_budget: RequestBudget,
     /// Client produces and fetches by API and topic.
     traffic: Traffic,
     /// The features' metric probes.
@@ -90,6 +93,8 @@ impl Core {
         assert_eq!(p.addrs.len(), p.mesh.peers(), "one address per shard");
         assert!(p.id < p.mesh.peers(), "shard {} of {}", p.id, p.mesh.peers());
         let trace = Trace::new(p.config.trace.clone());
+        let request_budget =
+            RequestBudget::new(p.config.max_request_bytes_per_shard, p.config.max_request_bytes_per_connection);
         Rc::new(Core {
             id: p.id,
             config: p.config,
@@ -109,6 +114,7 @@ impl Core {
             stalls: Rc::default(),
             role: p.role,
             connections: Rc::default(),
+            request_budget,
             traffic: Traffic::default(),
             probes: Registry::default(),
             trace,
@@ -135,6 +141,11 @@ impl Core {
     /// This shard's open connections per listener.
     pub fn connections(&self) -> &Rc<ShardConnections> {
         &self.connections
+    }
+
+    /// The bytes of client requests this shard's connections may hold.
+    pub fn request_budget(&self) -> &RequestBudget {
+        &self.request_budget
     }
 
     /// Client produces and fetches by API and topic.

@@ -10,6 +10,7 @@ use super::dispatch::{self, Decoded, Outcome, Request};
 use super::{sasl, Services};
 use crate::server::auth::authorizer::Principal;
 use crate::server::auth::session::Session;
+use crate::server::core::request_budget::{ConnectionBudget, Reserved};
 use crate::server::core::stream::Stream;
 use bytes::Bytes;
 use futures_lite::io::{AsyncReadExt, AsyncWriteExt, BufReader, WriteHalf};
@@ -52,8 +53,12 @@ pub async fn accept_loop(services: Rc<Services>, listener: TcpListener) {
     }
 }
 
-/// A request being served: its task's outcome, in request order.
-type Pending = Task<anyhow::Result<Outcome>>;
+/// A request being served: its task's outcome.
+type Serving = Task<anyhow::Result<Outcome>>;
+
+/// A request in the order it came, with the bytes its frame holds in the
+/// request budgets until its response is written.
+type Pending = (Serving, Reserved);
 
 type Reader = BufReader<futures_lite::io::ReadHalf<Stream>>;
 
@@ -67,24 +72,28 @@ async fn serve(s: Rc<Services>, tcp: TcpStream) {
     let (pending, answers) = local_channel::new_bounded(s.core.config().max_inflight_per_connection.max(1));
     let writing = glommio::spawn_local(write_in_order(answers, writer));
     let mut bare_tokens = false;
+    let budget = s.core.request_budget().connection();
     loop {
-        let next = match read_frame(&s, &mut reader).await {
-            Ok(frame) if bare_tokens => {
-                let served = sasl::bare_token(&s, &mut session, &frame).await;
-                bare_tokens = served.bare_tokens;
-                Ok(ready(served.outcome))
+        let (frame, reserved) = match read_frame(&s, &budget, &mut reader).await {
+            Ok(read) => read,
+            Err(error) => {
+                tracing::debug!(shard = s.core.id(), %error, "kafka connection closed");
+                break;
             }
-            Ok(frame) => {
-                if principal.user() != session.principal().as_deref() {
-                    principal = Rc::new(Principal::new(session.principal(), peer));
-                }
-                next_request(&s, &mut session, &principal, &mut bare_tokens, frame).await
+        };
+        let next = if bare_tokens {
+            let served = sasl::bare_token(&s, &mut session, &frame).await;
+            bare_tokens = served.bare_tokens;
+            Ok(ready(served.outcome))
+        } else {
+            if principal.user() != session.principal().as_deref() {
+                principal = Rc::new(Principal::new(session.principal(), peer));
             }
-            Err(error) => Err(error),
+            next_request(&s, &mut session, &principal, &mut bare_tokens, frame).await
         };
         match next {
             Ok((task, last)) => {
-                if pending.send(task).await.is_err() || last {
+                if pending.send((task, reserved)).await.is_err() || last {
                     break;
                 }
             }
@@ -98,8 +107,9 @@ async fn serve(s: Rc<Services>, tcp: TcpStream) {
     writing.await;
 }
 
-/// Reads the next frame whole (its length checked first).
-async fn read_frame(s: &Services, reader: &mut Reader) -> anyhow::Result<Bytes> {
+/// Reads the next frame whole (its length checked first, its bytes held in
+/// the request budgets before they are allocated).
+async fn read_frame(s: &Services, budget: &ConnectionBudget, reader: &mut Reader) -> anyhow::Result<(Bytes, Reserved)> {
     let mut len = [0u8; 4];
     reader.read_exact(&mut len).await?;
     let len = u32::from_be_bytes(len) as usize;
@@ -108,9 +118,10 @@ async fn read_frame(s: &Services, reader: &mut Reader) -> anyhow::Result<Bytes> 
         anyhow::bail!("a Kafka frame of {len} bytes exceeds max_frame_bytes {max}");
     }
     // Checked against the limit above, so the allocation is bounded.
+    let reserved = budget.reserve(len).await;
     let mut frame = vec![0u8; len];
     reader.read_exact(&mut frame).await?;
-    Ok(frame.into())
+    Ok((frame.into(), reserved))
 }
 
 /// Decodes a request and starts serving it (SASL's served here, in order,
@@ -122,7 +133,7 @@ async fn next_request(
     principal: &Rc<Principal>,
     bare_tokens: &mut bool,
     frame: Bytes,
-) -> anyhow::Result<(Pending, bool)> {
+) -> anyhow::Result<(Serving, bool)> {
     let (correlation, version, client_id, request) =
         match dispatch::decode(frame).map_err(|e| anyhow::anyhow!("bad Kafka request: {e}"))? {
             Decoded::Unsupported { correlation } => return Ok(ready(dispatch::refuse(correlation))),
@@ -146,7 +157,7 @@ async fn next_request(
 }
 
 /// A request answered at once, and whether it is the last.
-fn ready(outcome: Outcome) -> (Pending, bool) {
+fn ready(outcome: Outcome) -> (Serving, bool) {
     let last = matches!(outcome, Outcome::Last(_));
     (glommio::spawn_local(async move { Ok(outcome) }), last)
 }
@@ -154,7 +165,7 @@ fn ready(outcome: Outcome) -> (Pending, bool) {
 /// Writes each request's response as its turn comes; stops at a write
 /// failure, a response that would not encode, or a refusal.
 async fn write_in_order(answers: local_channel::LocalReceiver<Pending>, mut writer: WriteHalf<Stream>) {
-    while let Some(task) = answers.recv().await {
+    while let Some((task, reserved)) = answers.recv().await {
         let (response, close) = match task.await {
             Ok(Outcome::Silent) => continue,
             Ok(Outcome::Respond(response)) => (response, false),
@@ -168,6 +179,7 @@ async fn write_in_order(answers: local_channel::LocalReceiver<Pending>, mut writ
         if writer.write_all(&response).await.is_err() || writer.flush().await.is_err() || close {
             break;
         }
+        drop(reserved);
     }
     let _ = writer.close().await;
 }

@@ -128,6 +128,7 @@ async fn serve(s: Rc<Services>, tcp: TcpStream) {
     let limit = s.core.config().max_inflight_per_connection as u64;
     let produce_slots = Rc::new(glommio::sync::Semaphore::new(limit));
     let other_slots = Rc::new(glommio::sync::Semaphore::new(limit));
+    let budget = s.core.request_budget().connection();
     loop {
         let mut len_bytes = [0u8; 4];
         if reader.read_exact(&mut len_bytes).await.is_err() {
@@ -149,7 +150,9 @@ async fn serve(s: Rc<Services>, tcp: TcpStream) {
             writer.send(frame::response(0, code, &format!("{m}; closing the connection"), &[])).await;
             return;
         }
-        // The limit was checked above, so this allocation is bounded.
+        // The limit was checked above, and the bytes are held in the
+        // connection's and the shard's budgets until the response is written.
+        let reserved = budget.reserve(4 + len).await;
         let mut request = vec![0u8; 4 + len];
         request[..4].copy_from_slice(&len_bytes);
         if reader.read_exact(&mut request[4..]).await.is_err() {
@@ -189,7 +192,7 @@ async fn serve(s: Rc<Services>, tcp: TcpStream) {
             if let Some(response) = dispatch::handle(&s, request, &caller).await {
                 writer.send(response).await;
             }
-            drop(permit);
+            drop((permit, reserved));
         })
         .detach();
     }
