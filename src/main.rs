@@ -811,6 +811,7 @@ fn cli() -> clap::Command {
 }
 
 fn main() -> ExitCode {
+    server::bound_large_allocations();
     let cli = match Cli::from_arg_matches(&cli().get_matches()) {
         Ok(cli) => cli,
         Err(e) => e.exit(),
