@@ -19,16 +19,18 @@ present() { # kind name
   esac
 }
 
+# The list's lines, without its comments and blank lines.
+prerequisites() { grep -v -e '^#' -e '^[[:space:]]*$' tests/prerequisites.txt; }
+
 apt_missing=() pip_missing=()
 while read -r kind name source package _; do
-  [[ -z "$kind" || "$kind" == \#* ]] && continue
   present "$kind" "$name" && continue
   case "$source" in
     apt) apt_missing+=("$package") ;;
     pip) pip_missing+=("$package") ;;
     *) cannot "unknown source '$source' for $name in tests/prerequisites.txt" ;;
   esac
-done <tests/prerequisites.txt
+done < <(prerequisites)
 # pip installs into Debian's Python, with Debian's pip.
 if ((${#pip_missing[@]})) && ! "$PYTHON" -m pip --version >/dev/null 2>&1; then
   apt_missing+=(python3-pip)
@@ -54,9 +56,8 @@ fi
 
 # Installed is not always usable (a package that names its command otherwise): check again.
 while read -r kind name _; do
-  [[ -z "$kind" || "$kind" == \#* ]] && continue
   present "$kind" "$name" || cannot "$kind $name is still missing after the install"
-done <tests/prerequisites.txt
+done < <(prerequisites)
 
 echo "== cargo test --workspace $*"
 exec cargo test --workspace "$@"

@@ -3,8 +3,7 @@
 //! the broker authenticates its users.
 
 use super::error::ClientError;
-use super::tls;
-use crate::tls::ClientTls;
+use crate::tls::{self, ClientTls};
 use base64::Engine;
 use std::io::{Read, Write};
 use std::net::TcpStream;

@@ -3,8 +3,7 @@
 
 use super::error::ClientError;
 use super::sasl::{self, LoginError, SaslLogin};
-use super::tls;
-use crate::tls::ClientTls;
+use crate::tls::{self, ClientTls};
 use ringmq_protocol::frame::{self, Response};
 use ringmq_protocol::ErrorCode;
 use std::collections::HashMap;
