@@ -36,8 +36,10 @@ pub use self::core::Failure;
 
 use self::core::clock::Clock;
 use self::core::connection_limit::PerAddress;
+use self::core::stall::Pulse;
 use self::core::tasks::Stop;
-use self::core::{data_keys, layout, stall};
+use self::core::watchdog::Watchdog;
+use self::core::{data_keys, layout};
 use glommio::channels::channel_mesh::MeshBuilder;
 use glommio::{LocalExecutorBuilder, Placement, PoolPlacement};
 use std::net::SocketAddr;
@@ -59,6 +61,8 @@ pub enum ServerError {
     Layout(String),
     #[error("loading the users, ACLs and quotas: {0}")]
     Users(String),
+    #[error("{0}")]
+    Watchdog(String),
     #[error("shard {0} failed to start: {1}")]
     Shard(usize, String),
 }
@@ -71,6 +75,8 @@ pub struct Server {
     pub log_ends: Vec<u64>,
     stop: Stop,
     shards: Vec<glommio::ExecutorJoinHandle<()>>,
+    /// Watches the shards' threads for holds; stops when the server is dropped.
+    _watchdog: Option<Watchdog>,
     /// Released once every shard has stopped.
     _lock: DataDirLock,
 }
@@ -127,6 +133,12 @@ pub fn start(config: ServerConfig) -> Result<Server, ServerError> {
     let (report_tx, report_rx) = mpsc::channel();
     let log_ends = Arc::new(std::sync::Mutex::new(vec![0; n]));
     let mut addr_txs = Vec::new();
+    let pulses: Vec<_> =
+        config.cores.iter().enumerate().map(|(i, &cpu)| Arc::new(Pulse::new(i, cpu, config.stall_threshold))).collect();
+    let watchdog = match config.stall_threshold.is_zero() {
+        true => None,
+        false => Some(Watchdog::start(pulses.clone(), config.stall_threshold).map_err(ServerError::Watchdog)?),
+    };
     let mut shards = Vec::new();
     for (index, &cpu) in config.cores.iter().enumerate() {
         let (addr_tx, addr_rx) = mpsc::channel();
@@ -142,22 +154,20 @@ pub fn start(config: ServerConfig) -> Result<Server, ServerError> {
             accounts: accounts.clone(),
             per_address: per_address.clone(),
             log_ends: log_ends.clone(),
+            pulse: pulses[index].clone(),
         };
-        let mut builder = LocalExecutorBuilder::new(Placement::Fixed(cpu))
+        let builder = LocalExecutorBuilder::new(Placement::Fixed(cpu))
             .name(&format!("ringmq-shard-{index}"))
-            .spin_before_park(config.spin_before_park)
+            .spin_before_park(config.idle_spin)
             .preempt_timer(config.task_quota)
             // File system calls the shard hands off run where the kernel finds room.
             .blocking_thread_pool_placement(PoolPlacement::Unbound(1));
-        if !config.stall_threshold.is_zero() {
-            builder = builder.detect_stalls(Some(Box::new(stall::Detector { threshold: config.stall_threshold })));
-        }
         let handle =
             builder.spawn(move || shard::run(startup)).map_err(|e| ServerError::Executor(index, e.to_string()))?;
         shards.push(handle);
     }
     let addrs = vec![SocketAddr::from(([0, 0, 0, 0], 0)); n];
-    let mut server = Server { addrs, log_ends: Vec::new(), stop, shards, _lock: lock };
+    let mut server = Server { addrs, log_ends: Vec::new(), stop, shards, _watchdog: watchdog, _lock: lock };
     match wait_until_serving(&report_rx, &addr_txs, &mut server.addrs) {
         Ok(()) => {
             server.log_ends = log_ends.lock().expect("no shard panics holding it").clone();

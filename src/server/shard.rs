@@ -54,6 +54,8 @@ pub struct Startup {
     pub per_address: Arc<PerAddress>,
     /// Where each shard's log ended when it opened, by shard index.
     pub log_ends: Arc<std::sync::Mutex<Vec<u64>>>,
+    /// The shard's heartbeat, which the watchdog watches.
+    pub pulse: Arc<stall::Pulse>,
 }
 
 /// Runs one shard until stopped; returns when its storage is closed.
@@ -132,6 +134,7 @@ async fn serve(s: Startup) -> Result<(), String> {
         per_address: s.per_address.clone(),
         offsets,
         role,
+        pulse: s.pulse.clone(),
     });
     levels::open(&core).await.map_err(|e| format!("opening delay levels: {e}"))?;
     let timer = Timer::open(&core).await.map_err(|e| format!("loading delayed messages: {e}"))?;
@@ -155,9 +158,9 @@ async fn serve(s: Startup) -> Result<(), String> {
         "asked to stop"
     };
     let why = futures_lite::future::or(asked, core.tasks().fatal_death()).await;
-    let longest_stall_ms = core.stalls().longest().as_secs_f64() * 1e3;
-    let stalls = core.stalls().count();
-    tracing::info!(shard = s.index, why, stalls, longest_stall_ms, "shutting down: flushing and closing storage");
+    let holds = core.pulse().count();
+    let longest_hold_ms = core.pulse().longest().as_secs_f64() * 1e3;
+    tracing::info!(shard = s.index, why, holds, longest_hold_ms, "shutting down: flushing and closing storage");
     core.tasks().shutdown(SHUTDOWN_GRACE).await;
     let closed = core.storage().close().await;
     drop(mesh_tasks);
@@ -245,13 +248,13 @@ fn start_admin(core: &Rc<Core>) {
     }
 }
 
+/// Beats the shard's pulse for the watchdog, if holds are watched.
 fn start_stall_probe(core: &Rc<Core>) {
     let tasks = core.tasks();
-    let threshold = core.config().stall_threshold;
-    if !threshold.is_zero() {
+    if !core.config().stall_threshold.is_zero() {
         let core = core.clone();
         tasks.spawn("stall probe", Death::Logged, async move {
-            core.tasks().unless_stopping(stall::probe(core.stalls().clone(), threshold)).await;
+            core.tasks().unless_stopping(stall::probe(core.pulse().clone())).await;
         });
     }
 }

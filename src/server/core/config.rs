@@ -72,19 +72,19 @@ pub struct ServerConfig {
     /// Segment files retention keeps per shard to recycle as new segments
     /// instead of deleting them (see `ShardConfig::segment_pool_max`).
     pub segment_pool_max: usize,
-    /// How long an idle shard spins for I/O completions before sleeping.
-    pub spin_before_park: Duration,
+    /// How long an idle shard polls for work before its thread sleeps: a
+    /// message arriving meanwhile is served without a wake-up, and an idle
+    /// broker spends CPU on it (see README, "What an idle broker costs").
+    pub idle_spin: Duration,
     /// While durable writes are in flight, each shard yields its core to the
     /// kernel's completion work this often (0: never; see `ShardConfig`).
     pub completion_yield: Duration,
-    /// A shard thread held longer than this (past its task quota) is a
-    /// stall: logged with a backtrace and counted (zero: not watched).
+    /// A shard thread held longer than this is a stall: the watchdog logs
+    /// where the thread was and why, and counts it (zero: not watched).
     pub stall_threshold: Duration,
     /// How long a shard's task queue runs before glommio asks its tasks to
-    /// yield; the stall detector logs a backtrace only for runs longer than
-    /// this plus `stall_threshold`. glommio's 100 ms by default: 5 ms (for
-    /// backtraces of shorter stalls) cost e2e p50 +15-20% at 175k msgs/s in
-    /// 3 of 3 alternating runs.
+    /// yield. glommio's 100 ms by default: 5 ms cost e2e p50 +15-20% at
+    /// 175k msgs/s in 3 of 3 alternating runs.
     pub task_quota: Duration,
     /// Cluster mode: this node's role in its broker group (None: a single node).
     pub cluster: Option<super::replication::ClusterRole>,
@@ -175,7 +175,7 @@ impl ServerConfig {
             retention_age: None,
             retention_bytes: None,
             segment_pool_max: storage.segment_pool_max,
-            spin_before_park: Duration::from_micros(50),
+            idle_spin: Duration::from_micros(50),
             completion_yield: storage.completion_yield,
             stall_threshold: Duration::from_millis(10),
             task_quota: Duration::from_millis(100),

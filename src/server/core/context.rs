@@ -12,7 +12,7 @@ use super::metrics::Registry;
 use super::offsets::Offsets;
 use super::replication::Replication;
 use super::request_budget::RequestBudget;
-use super::stall::StallStats;
+use super::stall::Pulse;
 use super::tasks::Tasks;
 use super::trace::Trace;
 use super::traffic::Traffic;
@@ -47,8 +47,8 @@ pub struct Core {
     pub(super) metadata_lock: glommio::sync::Semaphore,
     offsets: Offsets,
     tasks: Tasks,
-    /// Times this shard's thread was held past the stall threshold.
-    stalls: Rc<StallStats>,
+    /// This shard's heartbeat and the holds of its thread the watchdog saw.
+    pulse: Arc<Pulse>,
     role: ShardRole,
     /// This shard's connections per listener.
     connections: Rc<ShardConnections>,
@@ -85,6 +85,7 @@ pub struct Parts {
     pub per_address: Arc<PerAddress>,
     pub offsets: Offsets,
     pub role: ShardRole,
+    pub pulse: Arc<Pulse>,
 }
 
 impl Core {
@@ -111,7 +112,7 @@ impl Core {
             metadata_lock: glommio::sync::Semaphore::new(1),
             offsets: p.offsets,
             tasks: Tasks::default(),
-            stalls: Rc::default(),
+            pulse: p.pulse,
             role: p.role,
             connections: Rc::default(),
             request_budget,
@@ -226,8 +227,8 @@ impl Core {
         &self.tasks
     }
 
-    pub fn stalls(&self) -> &Rc<StallStats> {
-        &self.stalls
+    pub fn pulse(&self) -> &Arc<Pulse> {
+        &self.pulse
     }
 
     pub fn role(&self) -> &ShardRole {

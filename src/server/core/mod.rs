@@ -26,12 +26,15 @@ pub mod probe;
 pub mod replication;
 pub mod request_budget;
 pub mod service;
+pub mod stack_capture;
 pub mod stall;
 pub mod stream;
 pub mod tasks;
+pub mod thread_sample;
 pub mod topics;
 pub mod trace;
 pub mod traffic;
+pub mod watchdog;
 
 pub use context::Core;
 pub use failure::Failure;

@@ -6,6 +6,7 @@
 
 use super::context::{Core, ShardRole};
 use super::metrics::{Family, Samples};
+use super::stall::Cause;
 use ringmq_shards::{QueueId, ShardStats};
 
 impl Core {
@@ -13,11 +14,13 @@ impl Core {
     pub fn collect_metrics(&self) -> Vec<Family> {
         let mut out = Samples::default();
         storage(self, &mut out);
-        let stalls = self.stalls();
-        let help = "Times the shard's thread was held past the stall threshold.";
-        out.counter("ringmq_stalls", help, &[], stalls.count());
-        let help = "The longest stall of the shard's thread so far.";
-        out.gauge("ringmq_stall_longest_seconds", help, &[], stalls.longest().as_secs_f64());
+        let pulse = self.pulse();
+        let help = "Times the shard's thread was held past the stall threshold, by cause (running, blocked: the broker's; starved, stolen: the machine's).";
+        for cause in Cause::ALL {
+            out.counter("ringmq_stalls", help, &[("cause", cause.as_str())], pulse.count_of(cause));
+        }
+        let help = "The longest hold of the shard's thread so far.";
+        out.gauge("ringmq_stall_longest_seconds", help, &[], pulse.longest().as_secs_f64());
         self.connections().collect(&mut out);
         self.traffic().collect(&self.metadata(), &mut out);
         self.trace().collect(&mut out);

@@ -1,95 +1,197 @@
-//! Stalls of a shard's thread (a blocking call, a long loop): glommio's
-//! stall detector logs the task queue that ran past its budget with a
-//! backtrace, and a probe task counts how late its wake-ups come, so the
-//! shard's stall stats say how often and how long the thread was held.
+//! Holds of a shard's thread: a blocking call, a long loop, or the CPU
+//! taken by other threads or by the host. Each shard's probe task beats
+//! the shard's `Pulse`; the watchdog thread (`watchdog.rs`) sees a pulse
+//! that stopped beating, says where the thread was and records the hold
+//! here, where the shard's metrics and its shutdown log read it.
 
-use glommio::{StallDetectionHandler, TaskQueueHandle};
-use std::cell::Cell;
+use std::sync::atomic::{AtomicI32, AtomicU64, Ordering};
+use std::sync::{LazyLock, Mutex};
 use std::time::{Duration, Instant};
 
-/// How often the probe asks to be woken.
-const PROBE_INTERVAL: Duration = Duration::from_millis(1);
+/// The pulses' clock: nanoseconds since the first beat of the process.
+static EPOCH: LazyLock<Instant> = LazyLock::new(Instant::now);
 
-/// glommio's detector with the broker's threshold: a task queue run longer
-/// than the task quota (`ServerConfig::task_quota`) plus `threshold` is
-/// logged with its backtrace (glommio logs through the `log` crate, which
-/// the broker's subscriber takes in).
-#[derive(Debug)]
-pub struct Detector {
-    pub threshold: Duration,
+fn now_ns() -> u64 {
+    EPOCH.elapsed().as_nanos() as u64
 }
 
-impl StallDetectionHandler for Detector {
-    fn threshold(&self, _queue: TaskQueueHandle, _max_expected_runtime: Duration) -> Option<Duration> {
-        Some(self.threshold)
-    }
+/// Shortest and longest time between beats: a beat is a timer wake-up of
+/// an otherwise idle shard, so it sets what watching costs an idle broker.
+const BEAT_MIN: Duration = Duration::from_millis(1);
+const BEAT_MAX: Duration = Duration::from_millis(50);
+
+/// What held a shard's thread, from the thread's scheduler statistics over
+/// the hold.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Cause {
+    /// It ran the broker's code all along: a long loop or a busy task.
+    Running,
+    /// It slept in a system call (the stack names the call).
+    Blocked,
+    /// It was ready to run and waited for its CPU: other threads ran there.
+    Starved,
+    /// The host took the CPU from this machine (steal time).
+    Stolen,
 }
 
-/// Stalls seen on one shard.
-#[derive(Debug, Default)]
-pub struct StallStats {
-    count: Cell<u64>,
-    longest: Cell<Duration>,
-}
+impl Cause {
+    pub const ALL: [Cause; 4] = [Cause::Running, Cause::Blocked, Cause::Starved, Cause::Stolen];
 
-impl StallStats {
-    /// Wake-ups of the probe later than the threshold.
-    pub fn count(&self) -> u64 {
-        self.count.get()
-    }
-
-    /// The latest of them.
-    pub fn longest(&self) -> Duration {
-        self.longest.get()
-    }
-
-    fn record(&self, late: Duration) {
-        self.count.set(self.count.get() + 1);
-        self.longest.set(self.longest.get().max(late));
-    }
-}
-
-/// Runs until dropped: sleeps `PROBE_INTERVAL` again and again and records
-/// every wake-up that came more than `threshold` late (the thread was held
-/// by something else that long).
-pub async fn probe(stats: std::rc::Rc<StallStats>, threshold: Duration) {
-    // A new executor's first timer comes ~15 ms late: not a stall of the shard's.
-    glommio::timer::sleep(PROBE_INTERVAL).await;
-    loop {
-        let asked = Instant::now();
-        glommio::timer::sleep(PROBE_INTERVAL).await;
-        let late = asked.elapsed().saturating_sub(PROBE_INTERVAL);
-        if late > threshold {
-            stats.record(late);
-            tracing::warn!(late_ms = late.as_secs_f64() * 1e3, "the shard's thread was held past the stall threshold");
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Cause::Running => "running",
+            Cause::Blocked => "blocked",
+            Cause::Starved => "starved",
+            Cause::Stolen => "stolen",
         }
     }
+
+    /// Whether the broker itself held the thread (the other causes are the
+    /// machine's: a hold the broker cannot fix, only a host setting can).
+    pub fn is_the_brokers(self) -> bool {
+        matches!(self, Cause::Running | Cause::Blocked)
+    }
+
+    fn index(self) -> usize {
+        self as usize
+    }
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use std::rc::Rc;
+/// One hold, as the watchdog saw it.
+#[derive(Debug, Clone)]
+pub struct Hold {
+    /// How long the thread missed its beats.
+    pub held: Duration,
+    pub cause: Cause,
+    /// The thread's time on its CPU, waiting for it, and the host's steal
+    /// on that CPU, from the hold's detection to its end.
+    pub on_cpu: Duration,
+    pub waiting: Duration,
+    pub stolen: Duration,
+    /// The thread's state when the hold was seen (`R` running or ready,
+    /// `S` sleeping, `D` in the kernel) and its system call, if in one.
+    pub state: char,
+    pub syscall: Option<String>,
+    /// Where the thread was (innermost first), when it could be captured.
+    pub stack: Vec<String>,
+}
 
-    #[test]
-    fn a_blocking_call_on_the_shard_thread_is_counted_as_a_stall() {
-        let ex = glommio::LocalExecutorBuilder::new(glommio::Placement::Unbound)
-            .preempt_timer(Duration::from_millis(5))
-            .detect_stalls(Some(Box::new(Detector { threshold: Duration::from_millis(10) })))
-            .make()
-            .unwrap();
-        let stats = ex.run(async {
-            let stats = Rc::new(StallStats::default());
-            let watching = glommio::spawn_local(probe(stats.clone(), Duration::from_millis(10)));
-            glommio::timer::sleep(Duration::from_millis(20)).await;
-            assert_eq!(stats.count(), 0, "an idle thread does not stall: {:?}", stats.longest());
-            // What a std::fs call on a 1 GiB file does to the reactor.
-            std::thread::sleep(Duration::from_millis(40));
-            glommio::timer::sleep(Duration::from_millis(5)).await;
-            drop(watching);
-            stats
-        });
-        assert_eq!(stats.count(), 1, "one stall");
-        assert!(stats.longest() >= Duration::from_millis(30), "as long as the thread was held: {:?}", stats.longest());
+/// A shard's heartbeat and the holds seen on it, shared between the shard
+/// (which beats) and the watchdog (which watches and records).
+#[derive(Debug)]
+pub struct Pulse {
+    shard: usize,
+    cpu: usize,
+    every: Duration,
+    /// The shard thread's id; 0 while it is not beating.
+    tid: AtomicI32,
+    beat_ns: AtomicU64,
+    holds: [AtomicU64; Cause::ALL.len()],
+    longest_ns: AtomicU64,
+    last: Mutex<Option<Hold>>,
+}
+
+impl Pulse {
+    /// The pulse of shard `shard` on `cpu`, beating often enough for holds
+    /// past `threshold` to be seen.
+    pub fn new(shard: usize, cpu: usize, threshold: Duration) -> Pulse {
+        Pulse {
+            shard,
+            cpu,
+            every: (threshold / 2).clamp(BEAT_MIN, BEAT_MAX),
+            tid: AtomicI32::new(0),
+            beat_ns: AtomicU64::new(0),
+            holds: Default::default(),
+            longest_ns: AtomicU64::new(0),
+            last: Mutex::new(None),
+        }
+    }
+
+    pub fn shard(&self) -> usize {
+        self.shard
+    }
+
+    pub fn cpu(&self) -> usize {
+        self.cpu
+    }
+
+    /// The beating thread, or None while it does not beat.
+    pub fn tid(&self) -> Option<i32> {
+        Some(self.tid.load(Ordering::Acquire)).filter(|&t| t != 0)
+    }
+
+    /// When the latest beat came (the pulses' clock, ns).
+    pub fn latest_beat(&self) -> u64 {
+        self.beat_ns.load(Ordering::Acquire)
+    }
+
+    /// How long past its due time the next beat is, at `now_ns`; a beat
+    /// at `beat_ns` came this late when `now_ns` is the beat after it.
+    pub fn late(&self, beat_ns: u64, now_ns: u64) -> Duration {
+        Duration::from_nanos(now_ns.saturating_sub(beat_ns)).saturating_sub(self.every)
+    }
+
+    /// The pulses' clock now.
+    pub fn now(&self) -> u64 {
+        now_ns()
+    }
+
+    fn beat(&self) {
+        self.beat_ns.store(now_ns(), Ordering::Release);
+    }
+
+    /// Holds seen so far, of every cause.
+    pub fn count(&self) -> u64 {
+        self.holds.iter().map(|h| h.load(Ordering::Relaxed)).sum()
+    }
+
+    pub fn count_of(&self, cause: Cause) -> u64 {
+        self.holds[cause.index()].load(Ordering::Relaxed)
+    }
+
+    /// The longest hold so far.
+    pub fn longest(&self) -> Duration {
+        Duration::from_nanos(self.longest_ns.load(Ordering::Relaxed))
+    }
+
+    /// The latest hold, if any.
+    pub fn last(&self) -> Option<Hold> {
+        self.last.lock().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+
+    /// Records a hold the watchdog saw end.
+    pub fn record(&self, hold: Hold) {
+        self.holds[hold.cause.index()].fetch_add(1, Ordering::Relaxed);
+        self.longest_ns.fetch_max(hold.held.as_nanos() as u64, Ordering::Relaxed);
+        *self.last.lock().unwrap_or_else(|e| e.into_inner()) = Some(hold);
+    }
+}
+
+/// Beats `pulse` from the shard's thread until dropped; the watchdog stops
+/// watching it then.
+pub async fn probe(pulse: std::sync::Arc<Pulse>) {
+    // A new executor's first timer comes ~15 ms late: not a hold of the shard's.
+    glommio::timer::sleep(pulse.every).await;
+    let _beating = Beating::start(&pulse);
+    loop {
+        pulse.beat();
+        glommio::timer::sleep(pulse.every).await;
+    }
+}
+
+/// While alive, the pulse names its thread and is watched.
+struct Beating<'a>(&'a Pulse);
+
+impl<'a> Beating<'a> {
+    fn start(pulse: &'a Pulse) -> Beating<'a> {
+        pulse.beat();
+        pulse.tid.store(rustix::thread::gettid().as_raw_nonzero().get(), Ordering::Release);
+        Beating(pulse)
+    }
+}
+
+impl Drop for Beating<'_> {
+    fn drop(&mut self) {
+        self.0.tid.store(0, Ordering::Release);
     }
 }
