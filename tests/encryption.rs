@@ -59,6 +59,7 @@ fn found_in(dir: &Path, needle: &[u8]) -> Vec<String> {
 fn refused_start(data: &Path, extra: &[&str]) -> String {
     let out = Command::new(env!("CARGO_BIN_EXE_ringmq"))
         .args(["serve", "--listen", "127.0.0.1:0", "--cores", "0,1", "--segment-mib", "16", "--cache-mib", "16"])
+        .args(common::SHARED_HOST)
         .arg("--data-dir")
         .arg(data)
         .args(extra)

@@ -1,19 +1,25 @@
-//! Sync replication under kill -9, twenty times, and a rolling restart: a producer sends all the
+//! Sync replication under kill -9, twenty times, under ten pauses of the
+//! leader past its lease, and a rolling restart: a producer sends all the
 //! while, the leader is killed at a random moment of each round and started
 //! again; every acknowledged message is then present at its queue and offset,
 //! in order per queue, no message is stored twice (the client's retries are
 //! recognised), and nothing a consumer received during the loop is missing
 //! or different afterwards. Prints the fail-over times (kill to the
-//! first acknowledged produce after it).
+//! first acknowledged produce after it). A paused leader answers every
+//! request it holds once it runs again.
 
 mod common;
 
 use common::etcd::{isr_of, wait_for_status, Etcd};
-use common::{assert_acked_present, free_port_pair, Broker};
+use common::{assert_acked_present, batch, free_port_pair, Broker, Raw};
 use ringmq::client::{
     Client, ClientConfig, ConsumedMessage, Consumer, Message, Producer, ProducerConfig, SendResult, StartFrom,
 };
+use ringmq::protocol::frame;
+use ringmq::protocol::messages::{Produce, QueueRef, ACKS_DURABLE};
+use ringmq::protocol::{ApiKey, Writer};
 use std::collections::HashMap;
+use std::io::Write;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -21,6 +27,13 @@ use std::time::{Duration, Instant};
 const TOPIC: &str = "loop";
 const QUEUES: u32 = 4;
 const ROUNDS: usize = 20;
+const PAUSES: usize = 10;
+/// The pause test's raw requests go here, apart from the producer's order.
+const HELD: &str = "held";
+/// The nodes' etcd lease: a leader paused longer than this is replaced.
+const LEASE: Duration = Duration::from_millis(1000);
+/// The pause test's `--replica-ack-timeout-ms`.
+const ACK_TIMEOUT: Duration = Duration::from_millis(3000);
 
 fn client_of(bootstrap: &str) -> Option<Arc<Client>> {
     let mut cfg = ClientConfig::new(bootstrap);
@@ -110,14 +123,16 @@ fn assert_order_per_queue(got: &[ConsumedMessage]) {
 /// Three nodes of group g1 on 127.0.0.`first_ip`.., each of its own
 /// address; the topic made and every node in sync. Returns them and the
 /// bootstrap list.
-fn start_group(dir: &std::path::Path, etcd: &Etcd, first_ip: usize) -> (Vec<Broker>, String) {
+fn start_group(dir: &std::path::Path, etcd: &Etcd, first_ip: usize, extra: &[&str]) -> (Vec<Broker>, String) {
     let nodes: Vec<Broker> = ["a", "b", "c"]
         .iter()
         .enumerate()
         .map(|(i, name)| {
             let ip = format!("127.0.0.{}", first_ip + i);
             let listen = format!("{ip}:{}", free_port_pair(&ip));
-            let args = ["--cluster", &etcd.url, "--group", "g1", "--node", name, "--lease-ms", "1000"];
+            let lease = LEASE.as_millis().to_string();
+            let mut args = vec!["--cluster", etcd.url.as_str(), "--group", "g1", "--node", name, "--lease-ms", &lease];
+            args.extend_from_slice(extra);
             Broker::start_listening(&dir.join(name), &listen, &args)
         })
         .collect();
@@ -155,7 +170,7 @@ fn assert_all_acked_there_once(bootstrap: &str, acked: &Acked) -> Vec<ConsumedMe
 fn twenty_leader_kills_lose_no_acknowledged_message() {
     let dir = tempfile::tempdir().unwrap();
     let etcd = Etcd::start(&dir.path().join("etcd"));
-    let (mut nodes, bootstrap) = start_group(dir.path(), &etcd, 61);
+    let (mut nodes, bootstrap) = start_group(dir.path(), &etcd, 61, &[]);
     let stop = Arc::new(AtomicBool::new(false));
     let acked: Acked = Arc::default();
     let producer = std::thread::spawn({
@@ -208,6 +223,109 @@ fn twenty_leader_kills_lose_no_acknowledged_message() {
     );
 }
 
+/// A produce request frame of one message to `queue` of topic HELD.
+fn produce_frame(queue: u32, correlation: u32, value: &str) -> Vec<u8> {
+    let mut w = Writer::default();
+    let body = batch(value.as_bytes());
+    Produce { queue: QueueRef { topic: HELD.into(), queue }, acks: ACKS_DURABLE, batches: vec![&body] }.encode(&mut w);
+    frame::request(ApiKey::Produce as u16, 0, correlation, &w.buf)
+}
+
+/// Raw connections to each queue's shard on `node`, each with `before`
+/// produce requests sent; the connections and how many each was sent.
+fn raw_producers(node: &Broker, shards: &[u32], tag: &str, before: u32) -> Vec<(Raw, u32, u32)> {
+    (0..QUEUES)
+        .map(|queue| {
+            let mut raw = Raw::connect(&node.addrs[shards[queue as usize] as usize]);
+            for n in 0..before {
+                raw.stream.write_all(&produce_frame(queue, n, &format!("{tag}-q{queue}-{n}"))).unwrap();
+            }
+            (raw, queue, before)
+        })
+        .collect()
+}
+
+/// The longest time between two acknowledgements in `from..to`.
+fn longest_gap(acked: &Acked, from: Instant, to: Instant) -> Duration {
+    let mut at: Vec<Instant> = acked.lock().unwrap().iter().map(|(_, _, at)| *at).filter(|a| *a >= from && *a <= to).collect();
+    at.sort();
+    at.windows(2).map(|w| w[1] - w[0]).max().unwrap_or(to - from)
+}
+
+/// The leader is paused (SIGSTOP) past its lease and resumed, ten times,
+/// under a steady sync produce: every request it had read or that waited
+/// in its socket is answered once it runs again, within the replica ack
+/// timeout (NotLeader, NotEnoughReplicas or an ack: the client retries the
+/// first two); writes resume on the new leader; the followers rejoin the
+/// in-sync set; nothing acknowledged is lost or stored twice. Prints each
+/// round's longest gap between acknowledgements and its answer times.
+#[test]
+fn ten_leader_pauses_past_the_lease_answer_every_request_and_writes_resume() {
+    let dir = tempfile::tempdir().unwrap();
+    let etcd = Etcd::start(&dir.path().join("etcd"));
+    let ack_timeout = ACK_TIMEOUT.as_millis().to_string();
+    let (mut nodes, bootstrap) = start_group(dir.path(), &etcd, 91, &["--replica-ack-timeout-ms", &ack_timeout]);
+    let client = client_of(&bootstrap).expect("a leader");
+    client.create_topic(HELD, QUEUES, 0).unwrap();
+    let shards = client.topic(HELD).unwrap().queue_shards;
+    wait_for_full_isr(&etcd);
+    let stop = Arc::new(AtomicBool::new(false));
+    let acked: Acked = Arc::default();
+    let producer = std::thread::spawn({
+        let (b, s, a) = (bootstrap.clone(), stop.clone(), acked.clone());
+        move || produce(b, s, a)
+    });
+    for round in 0..PAUSES {
+        let victim = leader(&nodes);
+        let mut raws = raw_producers(&nodes[victim], &shards, &format!("r{round}"), 4);
+        let paused = Instant::now();
+        nodes[victim].pause();
+        // These wait in the paused node's sockets.
+        for (raw, queue, sent) in &mut raws {
+            for n in *sent..*sent + 4 {
+                raw.stream.write_all(&produce_frame(*queue, n, &format!("r{round}-q{queue}-{n}"))).unwrap();
+            }
+            *sent += 4;
+        }
+        std::thread::sleep(LEASE * 3);
+        nodes[victim].resume();
+        let resumed = Instant::now();
+        let (mut slowest, mut codes) = (Duration::ZERO, std::collections::BTreeMap::new());
+        for (raw, queue, sent) in &mut raws {
+            raw.stream.set_read_timeout(Some(ACK_TIMEOUT + LEASE * 5)).unwrap();
+            for n in 0..*sent {
+                let answer = raw.read_response();
+                let (correlation, code, ..) = answer.unwrap_or_else(|| {
+                    panic!("round {round}: request {n} to queue {queue} unanswered {:?} after the resume", resumed.elapsed())
+                });
+                assert_eq!(correlation, n, "answers in order");
+                *codes.entry(format!("{code:?}")).or_insert(0) += 1;
+                slowest = slowest.max(resumed.elapsed());
+            }
+        }
+        let deadline = Instant::now() + Duration::from_secs(60);
+        while !acked.lock().unwrap().iter().any(|(_, _, at)| *at > resumed) {
+            assert!(Instant::now() < deadline, "round {round}: no produce was acknowledged after the resume");
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        wait_for_full_isr(&etcd);
+        let in_sync = resumed.elapsed();
+        let gap = longest_gap(&acked, paused - LEASE, Instant::now());
+        eprintln!(
+            "pause {round}: longest gap between acks {:.0} ms; the paused node's {} requests answered within {:.0} ms \
+             of the resume ({codes:?}); all three in sync {:.0} ms after it",
+            gap.as_secs_f64() * 1e3,
+            raws.iter().map(|(_, _, n)| n).sum::<u32>(),
+            slowest.as_secs_f64() * 1e3,
+            in_sync.as_secs_f64() * 1e3
+        );
+    }
+    stop.store(true, Ordering::Relaxed);
+    producer.join().unwrap();
+    assert_all_acked_there_once(&bootstrap, &acked);
+    nodes.iter_mut().for_each(Broker::stop);
+}
+
 /// `ringmq cluster transfer-leader` to `to`; the line it prints.
 fn transfer_leader(etcd: &Etcd, to: &str) -> String {
     let out = std::process::Command::new(env!("CARGO_BIN_EXE_ringmq"))
@@ -226,7 +344,7 @@ fn transfer_leader(etcd: &Etcd, to: &str) -> String {
 fn a_rolling_restart_with_a_planned_leader_switch_keeps_the_group_writable() {
     let dir = tempfile::tempdir().unwrap();
     let etcd = Etcd::start(&dir.path().join("etcd"));
-    let (mut nodes, bootstrap) = start_group(dir.path(), &etcd, 81);
+    let (mut nodes, bootstrap) = start_group(dir.path(), &etcd, 81, &[]);
     let names = ["a", "b", "c"];
     let stop = Arc::new(AtomicBool::new(false));
     let acked: Acked = Arc::default();

@@ -18,6 +18,12 @@ use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+/// Serve flags of every broker a test starts: the tests' brokers share the
+/// machine's cores with each other and with the clients, so they neither
+/// poll while idle nor yield to the kernel's completion work (the shared-host
+/// settings of docs/OPERATIONS.md).
+pub const SHARED_HOST: [&str; 4] = ["--idle-spin-us", "0", "--completion-yield-us", "0"];
+
 /// A one-record batch of `value`, as a producer builds it.
 pub fn batch(value: &[u8]) -> Vec<u8> {
     let mut b = ringmq::shards::batch::BatchBuilder::new(0);
@@ -144,6 +150,8 @@ impl Broker {
         };
         let mut child = command
             .args(["serve", "--listen", &self.listen, "--cores", "0,1", "--segment-mib", "16", "--cache-mib", "16"])
+            // The tests' brokers share the machine's cores: the shared-host settings (docs/OPERATIONS.md).
+            .args(SHARED_HOST)
             .arg("--data-dir")
             .arg(&self.dir)
             .args(&self.extra)

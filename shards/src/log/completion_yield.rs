@@ -14,24 +14,43 @@
 //! While a durable write is in flight this task calls sched_yield every
 //! `completion_yield`: a cheap no-op when nothing else is runnable on the
 //! core, the worker's turn when it is.
+//!
+//! For at most `YIELD_LIMIT` without a write starting or finishing, though.
+//! A shard that yields every 20 us never sleeps and keeps its core; when the
+//! kernel's work does not get the core from a yield (two brokers' shards
+//! yielding to each other on one core), nothing else ends that: with two
+//! brokers on the same two cores, durable writes stood still for 92 of 150
+//! seconds, and the kernel logged its direct-I/O completion workqueue on
+//! that core stuck for up to 204 s (`perf-scripts/shared-cores.sh`). Past the
+//! limit the task waits for the next write to start or finish: the shard
+//! parks when it has nothing else to do, or the scheduler's tick hands the
+//! core over, as without yields.
 
 use crate::probe::stats::add;
 use crate::shard::Inner;
 use crate::signal::Signal;
 use std::cell::Cell;
 use std::rc::Rc;
+use std::time::{Duration, Instant};
+
+/// The flusher's durable writes, as the task follows them.
+pub(crate) struct Writes {
+    pub in_flight: Rc<Cell<usize>>,
+    pub started: Rc<Signal>,
+    pub finished: Rc<Signal>,
+}
 
 /// Starts the task in a task queue of its own, so its turn comes when its
 /// timer fires, not behind every ready request. None when `completion_yield`
 /// is zero. Dropping the task stops it.
-pub(crate) fn start(inner: Rc<Inner>, in_flight: Rc<Cell<usize>>, started: Rc<Signal>) -> Option<glommio::Task<()>> {
+pub(crate) fn start(inner: Rc<Inner>, writes: Writes) -> Option<glommio::Task<()>> {
     if inner.config.completion_yield.is_zero() {
         return None;
     }
     let executor = glommio::executor();
     let queue =
         executor.create_task_queue(glommio::Shares::default(), glommio::Latency::NotImportant, "completion-yield");
-    match glommio::spawn_local_into(run(inner, in_flight, started), queue) {
+    match glommio::spawn_local_into(run(inner, writes), queue) {
         Ok(task) => Some(task),
         Err(error) => {
             tracing::warn!(%error, "cannot start the completion yield task; durable writes may complete later");
@@ -40,7 +59,11 @@ pub(crate) fn start(inner: Rc<Inner>, in_flight: Rc<Cell<usize>>, started: Rc<Si
     }
 }
 
-async fn run(inner: Rc<Inner>, in_flight: Rc<Cell<usize>>, started: Rc<Signal>) {
+/// Longest the task yields without a durable write starting or finishing.
+const YIELD_LIMIT: Duration = Duration::from_millis(1);
+
+async fn run(inner: Rc<Inner>, writes: Writes) {
+    let Writes { in_flight, started, finished } = writes;
     // One timer, reset for every pause: a new one would allocate each time.
     let mut pause = glommio::timer::Timer::new(inner.config.completion_yield);
     loop {
@@ -48,9 +71,29 @@ async fn run(inner: Rc<Inner>, in_flight: Rc<Cell<usize>>, started: Rc<Signal>) 
             started.wait().await;
             continue;
         }
-        std::thread::yield_now(); // sched_yield(2)
-        add(&inner.counters.kernel_yields, 1);
-        pause.reset(inner.config.completion_yield);
-        (&mut pause).await;
+        // Created before the yields: a write that starts or finishes during them counts.
+        let mut moved = std::pin::pin!(futures_lite::future::or(started.wait(), finished.wait()));
+        let until = Instant::now() + YIELD_LIMIT;
+        loop {
+            std::thread::yield_now(); // sched_yield(2)
+            add(&inner.counters.kernel_yields, 1);
+            pause.reset(inner.config.completion_yield);
+            let paused = async {
+                (&mut pause).await;
+                false
+            };
+            let progress = async {
+                moved.as_mut().await;
+                true
+            };
+            if futures_lite::future::or(progress, paused).await {
+                break;
+            }
+            if Instant::now() >= until {
+                add(&inner.counters.kernel_yields_stopped, 1);
+                moved.as_mut().await;
+                break;
+            }
+        }
     }
 }

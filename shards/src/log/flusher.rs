@@ -53,8 +53,14 @@ pub(crate) async fn run(inner: Rc<Inner>) {
         newest: published,
         tail_shared: false,
         started: Rc::new(Signal::default()),
+        finished: Rc::new(Signal::default()),
     };
-    let _yielder = completion_yield::start(flusher.inner.clone(), flusher.in_flight.clone(), flusher.started.clone());
+    let writes = completion_yield::Writes {
+        in_flight: flusher.in_flight.clone(),
+        started: flusher.started.clone(),
+        finished: flusher.finished.clone(),
+    };
+    let _yielder = completion_yield::start(flusher.inner.clone(), writes);
     while flusher.step().await {}
     flusher.wait_idle().await;
 }
@@ -77,6 +83,8 @@ struct Flusher {
     tail_shared: bool,
     /// A durable write started.
     started: Rc<Signal>,
+    /// A durable write finished (published or failed).
+    finished: Rc<Signal>,
 }
 
 impl Flusher {
@@ -164,7 +172,7 @@ impl Flusher {
         let previous = std::mem::replace(&mut self.newest, Rc::new(Completion::default()));
         let published = self.newest.clone();
         let (inner, in_flight, last_sync) = (self.inner.clone(), self.in_flight.clone(), self.last_sync.clone());
-        let writing = self.writing.clone();
+        let (writing, finished) = (self.writing.clone(), self.finished.clone());
         if in_flight.get() > 0 {
             add(&inner.counters.overlapped_writes, 1);
         }
@@ -193,6 +201,7 @@ impl Flusher {
             };
             published.complete(outcome);
             in_flight.set(in_flight.get() - 1);
+            finished.notify();
             inner.flush_needed.notify();
         })
         .detach();

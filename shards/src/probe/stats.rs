@@ -56,6 +56,9 @@ pub struct ShardStats {
     /// Times the shard gave its core to the kernel while durable writes were
     /// in flight (`ShardConfig::completion_yield`).
     pub kernel_yields: u64,
+    /// Times it stopped yielding because no durable write started or
+    /// finished for a while (`completion_yield::YIELD_LIMIT`).
+    pub kernel_yields_stopped: u64,
     /// Reads refused because a stored batch failed its check.
     pub corrupt_reads: u64,
     /// Appends of a batch stored before (a retry), answered with where it was.
@@ -89,6 +92,7 @@ pub(crate) struct Counters {
     pub index_page_reads: Cell<u64>,
     pub checkpoints: Cell<u64>,
     pub kernel_yields: Cell<u64>,
+    pub kernel_yields_stopped: Cell<u64>,
     pub corrupt_reads: Cell<u64>,
     pub duplicates: Cell<u64>,
 }
@@ -126,6 +130,7 @@ impl Counters {
             index_page_reads: self.index_page_reads.get(),
             checkpoints: self.checkpoints.get(),
             kernel_yields: self.kernel_yields.get(),
+            kernel_yields_stopped: self.kernel_yields_stopped.get(),
             corrupt_reads: self.corrupt_reads.get(),
             duplicates: self.duplicates.get(),
         }

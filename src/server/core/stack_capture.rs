@@ -128,8 +128,11 @@ fn name_frames(ips: &[usize]) -> Vec<String> {
 
 /// The frames the signal interrupted, without the handler's own.
 fn interrupted(names: &[String]) -> Vec<String> {
-    // Above the handler: the kernel's return trampoline, then the frame the signal stopped.
-    let start = names.iter().position(|n| n == "signal_hook_registry::handler").map_or(0, |handler| handler + 2);
+    // Our handler, signal-hook's (named `handler` when inlined), the
+    // kernel's return trampoline, then the frame the signal stopped.
+    let Some(ours) = names.iter().position(|n| n.contains("on_signal")) else { return names.to_vec() };
+    let theirs = names[ours..].iter().position(|n| n == "handler" || n.ends_with("::handler"));
+    let start = theirs.map_or(ours + 1, |i| ours + i + 2);
     names.get(start..).unwrap_or_default().to_vec()
 }
 
