@@ -18,6 +18,12 @@ pub struct Signal {
     wakers: RefCell<Slab<Waker>>,
 }
 
+impl std::fmt::Debug for Signal {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Signal").field("generation", &self.generation.get()).field("waiters", &self.waiters()).finish()
+    }
+}
+
 impl Signal {
     /// Wakes all current waiters.
     pub fn notify(&self) {

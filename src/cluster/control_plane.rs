@@ -239,9 +239,9 @@ struct Shared {
 
 async fn register(config: &ClusterConfig) -> Result<Registered, String> {
     let mut client = registry::connect(&config.endpoints).await?;
-    let ttl = config.lease_ttl.as_secs().max(1) as i64;
+    let asked_ttl = config.lease_ttl.as_secs().max(1) as i64;
     let asked = std::time::Instant::now();
-    let granted = client.lease_grant(ttl, None).await.map_err(|e| e.to_string())?;
+    let granted = client.lease_grant(asked_ttl, None).await.map_err(|e| e.to_string())?;
     let (lease, ttl) = (granted.id(), granted.ttl().max(1));
     let node = Node::of(config, lease);
     let key = NodeKey::of(config).etcd_key();
@@ -249,7 +249,11 @@ async fn register(config: &ClusterConfig) -> Result<Registered, String> {
     let (keeper, answers) = client.lease_keep_alive(lease).await.map_err(|e| e.to_string())?;
     let watched = client.watch(WATCHED_PREFIX, Some(WatchOptions::new().with_prefix())).await;
     let events = watched.map_err(|e| e.to_string())?;
-    tracing::info!(group = %config.group, node = %config.node, lease, "registered with etcd");
+    tracing::info!(group = %config.group, node = %config.node, lease, ttl_s = ttl, "registered with etcd");
+    if ttl > asked_ttl {
+        // etcd's floor is 1.5 election timeouts (2 s with its defaults).
+        tracing::warn!(asked_s = asked_ttl, granted_s = ttl, "etcd granted a longer lease than --lease-ms asks: a paused or cut-off leader is replaced after the granted time");
+    }
     let expires = asked + Duration::from_secs(ttl as u64);
     Ok(Registered { client, lease, keeper, answers, events: Some(events), expires })
 }

@@ -162,6 +162,10 @@ async fn serve(s: Startup) -> Result<(), String> {
     let longest_hold_ms = core.pulse().longest().as_secs_f64() * 1e3;
     tracing::info!(shard = s.index, why, holds, longest_hold_ms, "shutting down: flushing and closing storage");
     core.tasks().shutdown(SHUTDOWN_GRACE).await;
+    // Connections answer what they read, then close (wire/connection.rs).
+    if !core.connections().all_closed(SHUTDOWN_GRACE).await {
+        tracing::warn!(shard = s.index, "client connections still open after the shutdown grace; closing storage");
+    }
     let closed = core.storage().close().await;
     drop(mesh_tasks);
     closed.map_err(|e| format!("closing storage: {e}"))

@@ -155,7 +155,7 @@ impl Broker {
             .arg("--data-dir")
             .arg(&self.dir)
             .args(&self.extra)
-            .env("RUST_LOG", "warn")
+            .env("RUST_LOG", std::env::var("RINGMQ_TEST_LOG").unwrap_or("warn".into()))
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())
             .spawn()
@@ -163,7 +163,9 @@ impl Broker {
         let mut line = String::new();
         BufReader::new(child.stdout.take().expect("stdout")).read_line(&mut line).expect("read the listening line");
         let shards = line.split("(shards: ").nth(1).unwrap_or_else(|| panic!("unexpected first line {line:?}"));
-        self.addrs = shards.trim().trim_end_matches(')').split(' ').map(str::to_string).collect();
+        // A cluster node goes on: "(shards: A B) as leader in epoch N".
+        let shards = shards.split(')').next().unwrap_or_default();
+        self.addrs = shards.split_whitespace().map(str::to_string).collect();
         self.child = Some(child);
     }
 

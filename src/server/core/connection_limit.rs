@@ -6,11 +6,13 @@
 //! for its metrics. Every client listener admits through `Core::admit_connection`.
 
 use super::metrics::Samples;
+use ringmq_shards::Signal;
 use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
 use std::net::IpAddr;
 use std::rc::Rc;
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 /// The node's open connections by client address.
 #[derive(Debug, Default)]
@@ -61,6 +63,8 @@ pub struct ShardConnections {
     counts: RefCell<HashMap<&'static str, (u64, u64)>>,
     /// Client connections open over every client listener (`max_connections`).
     clients: Cell<usize>,
+    /// A client connection closed.
+    closed: Signal,
 }
 
 /// A connection counted open on its shard until dropped.
@@ -105,6 +109,21 @@ impl ShardConnections {
         Open { shard: self.clone(), listener, admitted }
     }
 
+    /// Waits until every client connection has closed, for at most
+    /// `limit`; false if some are still open (a stopping shard waits so,
+    /// while its connections answer what they read).
+    pub async fn all_closed(&self, limit: Duration) -> bool {
+        let deadline = std::time::Instant::now() + limit;
+        while self.clients.get() > 0 {
+            let left = deadline.saturating_duration_since(std::time::Instant::now());
+            if left.is_zero() {
+                return false;
+            }
+            self.closed.wait_for(left).await;
+        }
+        true
+    }
+
     pub fn collect(&self, out: &mut Samples) {
         let open_help = "Client connections open on the shard, per listener.";
         let accepted_help = "Client connections accepted by the shard since it started, per listener.";
@@ -124,6 +143,7 @@ impl Drop for Open {
             let clients = self.shard.clients.get();
             assert!(clients > 0, "a client connection closed that was never counted");
             self.shard.clients.set(clients - 1);
+            self.shard.closed.notify();
         }
     }
 }

@@ -14,6 +14,7 @@ pub mod context;
 pub mod data_keys;
 pub mod dir_lock;
 pub mod failure;
+pub mod in_flight;
 pub mod layout;
 pub mod listener;
 pub mod mesh;

@@ -17,6 +17,10 @@ use std::time::Duration;
 /// ends).
 const STILL_HELD: Duration = Duration::from_secs(1);
 
+/// The watchdog's own sleep this late means every thread of the process
+/// was stopped (a starved watchdog is late by milliseconds, not this).
+const FROZEN: Duration = Duration::from_millis(500);
+
 /// Frames of a stack put in a log line.
 const LOGGED_FRAMES: usize = 24;
 
@@ -39,7 +43,15 @@ impl Watchdog {
                 move || {
                     let mut watches: Vec<Option<Watch>> = pulses.iter().map(|_| None).collect();
                     while !stop.load(Ordering::Relaxed) {
+                        let slept = std::time::Instant::now();
                         std::thread::sleep(every);
+                        if frozen(slept.elapsed(), every) {
+                            // The shards' beats are late for the same reason: not their holds.
+                            watches.iter_mut().flatten().for_each(|w| stack_capture::cancel(w.tid));
+                            watches.iter_mut().for_each(|w| *w = None);
+                            std::thread::sleep(every);
+                            continue;
+                        }
                         for (pulse, watch) in pulses.iter().zip(&mut watches) {
                             check(pulse, watch, threshold);
                         }
@@ -58,6 +70,19 @@ impl Drop for Watchdog {
             let _ = thread.join();
         }
     }
+}
+
+/// Whether the watchdog's own sleep of `every` overran by more than
+/// `FROZEN`: the whole process was stopped (SIGSTOP, a debugger) or the
+/// machine froze, and says so.
+fn frozen(slept: Duration, every: Duration) -> bool {
+    let late = slept.saturating_sub(every);
+    if late <= FROZEN {
+        return false;
+    }
+    let ms = late.as_secs_f64() * 1e3;
+    tracing::warn!(late_ms = ms, "the broker's threads were all stopped (SIGSTOP, a debugger, or the machine froze)");
+    true
 }
 
 /// A hold under way.

@@ -4,24 +4,33 @@
 //! its response is written as soon as it is ready, tagged with its
 //! correlation id. Responses that become ready together (every produce a
 //! flush round acknowledges, every fetch it wakes) go out in one send. A
-//! framing error closes that connection only.
+//! framing error closes that connection only. When the shard stops, the
+//! connection stops reading, answers every request it read (`InFlight`)
+//! and closes.
 
 use super::{dispatch, sasl, Services};
 use crate::protocol::frame::{self, REQUEST_HEADER_BYTES};
 use crate::protocol::{ApiKey, ErrorCode};
 use crate::server::auth::authorizer::Principal;
 use crate::server::auth::session::Session;
+use crate::server::core::context::ShardRole;
+use crate::server::core::in_flight::InFlight;
 use crate::server::core::stream::Stream;
-use futures_lite::io::{AsyncReadExt, AsyncWriteExt, BufReader, WriteHalf};
+use futures_lite::io::{AsyncReadExt, AsyncWriteExt, BufReader, ReadHalf, WriteHalf};
 use glommio::net::{TcpListener, TcpStream};
 use std::cell::{Cell, RefCell};
 use std::rc::Rc;
+use std::time::Duration;
 
 /// Read buffer per connection: bigger requests bypass it.
 const READ_BUFFER_BYTES: usize = 64 << 10;
 /// Responses up to this size are joined into one send; bigger ones are sent
 /// on their own rather than copied.
 const JOIN_MAX_BYTES: usize = 64 << 10;
+/// How long a stopping shard's requests in flight have to finish before the
+/// connection answers them itself (a deposed leader's waiting produces see
+/// it within 50 ms; a long poll would wait out its time).
+const STOP_GRACE: Duration = Duration::from_secs(1);
 
 /// Accepts connections until the shard stops.
 pub async fn accept_loop(s: Rc<Services>, listener: TcpListener) {
@@ -51,11 +60,10 @@ pub async fn accept_loop(s: Rc<Services>, listener: TcpListener) {
         };
         let s = s.clone();
         glommio::spawn_local(async move {
-            // At shutdown the connection is dropped here, on a live executor,
-            // so its socket closes and the client sees it (a node restarting
-            // in a new role must not leave clients waiting on a dead socket).
-            let core = s.core.clone();
-            core.tasks().unless_stopping(serve(s, stream)).await;
+            // It ends, answered and closed, while the executor still runs (a
+            // node restarting in a new role must not leave clients waiting on
+            // a dead socket): the shard waits for its connections to close.
+            serve(s, stream).await;
             drop(admitted);
         })
         .detach();
@@ -87,6 +95,19 @@ impl Writer {
         self.writing.set(false);
     }
 
+    /// Closes the connection once the responses queued so far are written
+    /// (or after `limit`); later responses are dropped.
+    async fn close(&self, limit: Duration) {
+        let deadline = std::time::Instant::now() + limit;
+        while self.writing.get() && std::time::Instant::now() < deadline {
+            glommio::timer::sleep(Duration::from_millis(1)).await;
+        }
+        let half = self.half.borrow_mut().take();
+        if let Some(mut half) = half {
+            let _ = half.close().await;
+        }
+    }
+
     /// Writes `responses` in order, small ones joined; false once the
     /// connection failed (later responses are dropped with it).
     async fn write(&self, responses: Vec<Vec<u8>>) -> bool {
@@ -114,13 +135,46 @@ impl Writer {
 
 async fn serve(s: Rc<Services>, tcp: TcpStream) {
     let peer = tcp.peer_addr().ok();
-    let Some(stream) = Stream::accept_on(&s.core, tcp, "native").await else { return };
-    let mut session = Session::new(stream.is_tls(), stream.certificate_user());
-    let mut principal = Rc::new(Principal::new(session.principal(), peer));
+    let Some(Some(stream)) = s.core.tasks().unless_stopping(Stream::accept_on(&s.core, tcp, "native")).await else {
+        return;
+    };
+    let session = Session::new(stream.is_tls(), stream.certificate_user());
     let (reader, writer) = futures_lite::io::split(stream);
-    let mut reader = BufReader::with_capacity(READ_BUFFER_BYTES, reader);
+    let reader = BufReader::with_capacity(READ_BUFFER_BYTES, reader);
     let writer =
         Rc::new(Writer { half: RefCell::new(Some(writer)), queued: RefCell::default(), writing: Cell::new(false) });
+    let in_flight = Rc::new(InFlight::default());
+    let reading = read_requests(&s, reader, &writer, &in_flight, session, peer);
+    if s.core.tasks().unless_stopping(reading).await.is_none() {
+        answer_the_rest(&s, &writer, &in_flight).await;
+    }
+}
+
+/// The shard stops: the requests still in flight after `STOP_GRACE` are
+/// answered with a retriable error, and the connection closes.
+async fn answer_the_rest(s: &Services, writer: &Writer, in_flight: &InFlight) {
+    let left = in_flight.settle(STOP_GRACE).await;
+    let deposed = matches!(s.core.role(), ShardRole::Leader(r) if r.deposed());
+    let (code, m) = match deposed {
+        true => (ErrorCode::NotLeader, "this node no longer leads its broker group; refresh metadata and retry"),
+        false => (ErrorCode::ShuttingDown, "the broker is shutting down; retry on another node or once it is back"),
+    };
+    for correlation in left {
+        writer.send(frame::response(correlation, code, m, &[])).await;
+    }
+    writer.close(STOP_GRACE).await;
+}
+
+/// Reads and serves requests until the client closes or sends a bad frame.
+async fn read_requests(
+    s: &Rc<Services>,
+    mut reader: BufReader<ReadHalf<Stream>>,
+    writer: &Rc<Writer>,
+    in_flight: &Rc<InFlight>,
+    mut session: Session,
+    peer: Option<std::net::SocketAddr>,
+) {
+    let mut principal = Rc::new(Principal::new(session.principal(), peer));
     // Produces and everything else draw on separate in-flight budgets: produces
     // parked by back-pressure must not keep a fetch on the same connection
     // from being read (consumers starved that way at overload), nor parked
@@ -158,7 +212,8 @@ async fn serve(s: Rc<Services>, tcp: TcpStream) {
         if reader.read_exact(&mut request[4..]).await.is_err() {
             return;
         }
-        if request[8..12] == [0; 4] {
+        let correlation = u32::from_le_bytes([request[8], request[9], request[10], request[11]]);
+        if correlation == 0 {
             // Its answer could not be told from a framing error's.
             let m = "correlation id 0 is reserved for framing errors; number requests from 1; closing the connection";
             writer.send(frame::response(0, ErrorCode::Malformed, m, &[])).await;
@@ -166,7 +221,7 @@ async fn serve(s: Rc<Services>, tcp: TcpStream) {
         }
         let api = ApiKey::from_wire(u16::from_le_bytes([request[4], request[5]]));
         if sasl::is_sasl(api) {
-            let (response, close) = sasl::serve(&s, &mut session, &request).await;
+            let (response, close) = sasl::serve(s, &mut session, &request).await;
             writer.send(response).await;
             if close {
                 return;
@@ -174,10 +229,9 @@ async fn serve(s: Rc<Services>, tcp: TcpStream) {
             continue;
         }
         if api != Some(ApiKey::ApiVersions) && !session.admitted(&s.core) {
-            let corr = u32::from_le_bytes([request[8], request[9], request[10], request[11]]);
             let m = "this broker authenticates clients: SaslHandshake and SaslAuthenticate first \
                      (ClientConfig::sasl; the CLI's --user)";
-            writer.send(frame::response(corr, ErrorCode::AuthenticationRequired, m, &[])).await;
+            writer.send(frame::response(correlation, ErrorCode::AuthenticationRequired, m, &[])).await;
             continue;
         }
         if principal.user() != session.principal().as_deref() {
@@ -187,10 +241,14 @@ async fn serve(s: Rc<Services>, tcp: TcpStream) {
         let is_produce = matches!(api, Some(ApiKey::Produce | ApiKey::ProduceMany));
         let slots = if is_produce { &produce_slots } else { &other_slots };
         let Ok(permit) = slots.clone().acquire_static_permit(1).await else { return };
-        let (s, writer) = (s.clone(), writer.clone());
+        in_flight.begin(correlation);
+        let (s, writer, in_flight) = (s.clone(), writer.clone(), in_flight.clone());
         glommio::spawn_local(async move {
-            if let Some(response) = dispatch::handle(&s, request, &caller).await {
-                writer.send(response).await;
+            let response = dispatch::handle(&s, request, &caller).await;
+            if in_flight.answer(correlation) {
+                if let Some(response) = response {
+                    writer.send(response).await;
+                }
             }
             drop((permit, reserved));
         })
