@@ -590,7 +590,10 @@ async fn start_leading(config: &ClusterConfig, client: &mut etcd_client::Client,
         Ok((Some(isr), revision)) => {
             let tracker = Tracker::new(&config.node, config.shards, &isr.members);
             let lags = Lags::default();
-            Some(Leading { epoch, tracker, isr, revision, lags, applied: 0, transfer_seen: None })
+            let mut leading = Leading { epoch, tracker, isr, revision, lags, applied: 0, transfer_seen: None };
+            // A stored member whose lease is gone (the paused leader this one replaces) is out at once.
+            note_registered(config, client, &mut leading).await;
+            Some(leading)
         }
         Ok((None, _)) => {
             tracing::error!(group = %config.group, "the campaign stored no in-sync set");

@@ -70,8 +70,17 @@ impl Tracker {
     }
 
     /// The group's nodes registered now: one whose registration is gone is
-    /// out, however its shards last saw it.
+    /// out, however its shards last saw it, and stays out when it registers
+    /// again until every shard says it is in sync: it restarted or was cut
+    /// off, and its log may lack what was committed meanwhile (a node paused
+    /// past its lease came back into the set before it fetched anything,
+    /// was elected, and the group lost what it had acknowledged).
     pub fn set_registered(&mut self, registered: BTreeSet<String>) {
+        for (follower, states) in &mut self.in_sync {
+            if !registered.contains(follower) {
+                states.iter_mut().for_each(|s| *s = false);
+            }
+        }
         self.registered = registered;
     }
 
@@ -116,6 +125,19 @@ mod tests {
         assert_eq!(t.desired(), set(&["a", "b", "c"]));
         t.set_registered(set(&["a", "b"]));
         assert_eq!(t.desired(), set(&["a", "b"]), "a node whose registration is gone: out");
+    }
+
+    #[test]
+    fn a_node_that_registers_again_rejoins_only_once_every_shard_says_it_is_in_sync() {
+        let mut t = Tracker::new("a", 2, &set(&["a", "b", "c"]));
+        t.set_registered(set(&["a", "c"]));
+        assert_eq!(t.desired(), set(&["a", "c"]), "b's lease ran out");
+        t.set_registered(set(&["a", "b", "c"]));
+        assert_eq!(t.desired(), set(&["a", "c"]), "b is back, but nothing says it holds what a committed meanwhile");
+        t.note(0, "b", true);
+        assert_eq!(t.desired(), set(&["a", "c"]), "in sync on one shard of two");
+        t.note(1, "b", true);
+        assert_eq!(t.desired(), set(&["a", "b", "c"]));
     }
 }
 
