@@ -10,6 +10,12 @@ use std::cell::RefCell;
 use std::collections::BTreeMap;
 use std::time::Duration;
 
+/// How long a stopping shard's requests in flight have to finish before a
+/// connection answers them itself (native) or closes (Kafka, whose clients
+/// retry what a closed connection left unanswered). A deposed leader's
+/// waiting produces see it within 50 ms; a long poll would wait out its time.
+pub const STOP_GRACE: Duration = Duration::from_secs(1);
+
 /// One connection's unanswered requests.
 #[derive(Default)]
 pub struct InFlight {

@@ -4,12 +4,15 @@
 //! connection) and the responses are written in the order the requests
 //! came, as Kafka's clients require. A frame past `max_frame_bytes`, or one
 //! that does not decode, stops the reading: the requests before it are
-//! answered, then the connection closes (that connection only).
+//! answered, then the connection closes (that connection only). So does a
+//! stopping shard, giving the requests read `STOP_GRACE` (a deposed
+//! leader's produces are answered NOT_LEADER_OR_FOLLOWER within it).
 
 use super::dispatch::{self, Decoded, Outcome, Request};
 use super::{sasl, Services};
 use crate::server::auth::authorizer::Principal;
 use crate::server::auth::session::Session;
+use crate::server::core::in_flight::STOP_GRACE;
 use crate::server::core::request_budget::{ConnectionBudget, Reserved};
 use crate::server::core::stream::Stream;
 use bytes::Bytes;
@@ -45,8 +48,8 @@ pub async fn accept_loop(services: Rc<Services>, listener: TcpListener) {
         };
         let services = services.clone();
         glommio::spawn_local(async move {
-            let core = services.core.clone();
-            core.tasks().unless_stopping(serve(services, stream)).await;
+            // It ends while the executor still runs; the shard waits for it.
+            serve(services, stream).await;
             drop(admitted);
         })
         .detach();
@@ -64,7 +67,9 @@ type Reader = BufReader<futures_lite::io::ReadHalf<Stream>>;
 
 async fn serve(s: Rc<Services>, tcp: TcpStream) {
     let peer = tcp.peer_addr().ok();
-    let Some(stream) = Stream::accept_on(&s.core, tcp, "kafka").await else { return };
+    let Some(Some(stream)) = s.core.tasks().unless_stopping(Stream::accept_on(&s.core, tcp, "kafka")).await else {
+        return;
+    };
     let mut session = Session::new(stream.is_tls(), stream.certificate_user());
     let mut principal = Rc::new(Principal::new(session.principal(), peer));
     let (reader, writer) = futures_lite::io::split(stream);
@@ -74,9 +79,11 @@ async fn serve(s: Rc<Services>, tcp: TcpStream) {
     let mut bare_tokens = false;
     let budget = s.core.request_budget().connection();
     loop {
-        let (frame, reserved) = match read_frame(&s, &budget, &mut reader).await {
-            Ok(read) => read,
-            Err(error) => {
+        let (frame, reserved) = match s.core.tasks().unless_stopping(read_frame(&s, &budget, &mut reader)).await {
+            // The shard stops: no more requests are read.
+            None => break,
+            Some(Ok(read)) => read,
+            Some(Err(error)) => {
                 tracing::debug!(shard = s.core.id(), %error, "kafka connection closed");
                 break;
             }
@@ -104,7 +111,15 @@ async fn serve(s: Rc<Services>, tcp: TcpStream) {
         }
     }
     drop(pending);
-    writing.await;
+    let mut writing = writing;
+    if s.core.tasks().unless_stopping(&mut writing).await.is_none() {
+        // The requests read get STOP_GRACE to be answered, in order; the
+        // connection then closes and the client retries the rest elsewhere.
+        let answered = async {
+            (&mut writing).await;
+        };
+        futures_lite::future::or(answered, glommio::timer::sleep(STOP_GRACE)).await;
+    }
 }
 
 /// Reads the next frame whole (its length checked first, its bytes held in

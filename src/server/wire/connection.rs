@@ -14,7 +14,7 @@ use crate::protocol::{ApiKey, ErrorCode};
 use crate::server::auth::authorizer::Principal;
 use crate::server::auth::session::Session;
 use crate::server::core::context::ShardRole;
-use crate::server::core::in_flight::InFlight;
+use crate::server::core::in_flight::{InFlight, STOP_GRACE};
 use crate::server::core::stream::Stream;
 use futures_lite::io::{AsyncReadExt, AsyncWriteExt, BufReader, ReadHalf, WriteHalf};
 use glommio::net::{TcpListener, TcpStream};
@@ -27,10 +27,6 @@ const READ_BUFFER_BYTES: usize = 64 << 10;
 /// Responses up to this size are joined into one send; bigger ones are sent
 /// on their own rather than copied.
 const JOIN_MAX_BYTES: usize = 64 << 10;
-/// How long a stopping shard's requests in flight have to finish before the
-/// connection answers them itself (a deposed leader's waiting produces see
-/// it within 50 ms; a long poll would wait out its time).
-const STOP_GRACE: Duration = Duration::from_secs(1);
 
 /// Accepts connections until the shard stops.
 pub async fn accept_loop(s: Rc<Services>, listener: TcpListener) {
