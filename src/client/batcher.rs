@@ -179,7 +179,7 @@ impl Batcher {
         if idle || open.batch.size_bytes() >= self.batch_bytes {
             let failed = self.send(&mut b, &[key]);
             drop(b);
-            fail(failed);
+            self.fail(failed);
         } else if first && b.linger_idle {
             b.linger_idle = false;
             self.wake.notify_one();
@@ -202,7 +202,7 @@ impl Batcher {
             keys.iter().filter(|k| b.open.contains_key(*k) && self.has_slot(&b, k)).cloned().collect();
         let failed = self.send(&mut b, &ready);
         drop(b);
-        fail(failed);
+        self.fail(failed);
     }
 
     /// Sends every open batch now and stops the linger thread.
@@ -213,7 +213,7 @@ impl Batcher {
         let failed = self.send_all(&mut b, &all);
         drop(b);
         self.wake.notify_one();
-        fail(failed);
+        self.fail(failed);
         self.replies.lock().expect("replies lock").take();
     }
 
@@ -230,7 +230,7 @@ impl Batcher {
             let failed = self.send(&mut b, &due);
             if !failed.is_empty() {
                 drop(b);
-                fail(failed);
+                self.fail(failed);
                 b = self.batches.lock().expect("batches lock");
                 continue;
             }
@@ -339,6 +339,16 @@ impl Batcher {
         }
     }
 
+    /// Fails the messages of batches that could not be sent.
+    fn fail(&self, failed: Vec<Failed>) {
+        if let Some((_, _, error)) = failed.first() {
+            self.client.note_failure(error);
+        }
+        for (queue, waiters, e) in failed {
+            resolve(queue, waiters, Err(e));
+        }
+    }
+
     /// Resolves the messages of one answered request; returns its queues.
     fn resolve_reply(&self, f: InFlight, reply: Result<Reply, ClientError>) -> Vec<Key> {
         let outcomes = reply.and_then(|r| match r.error {
@@ -357,11 +367,16 @@ impl Batcher {
             faults.record(shard, f.sent.elapsed(), failed);
         }
         let keys = f.entries.iter().map(|e| e.key.clone()).collect();
+        let mut noted = false;
         for (i, entry) in f.entries.into_iter().enumerate() {
             let outcome = match &outcomes {
                 Ok(o) => o[i].clone().map_err(|(code, message)| ClientError::Broker { code, message }),
                 Err(e) => Err(e.clone()),
             };
+            if let (Err(error), false) = (&outcome, noted) {
+                self.client.note_failure(error);
+                noted = true;
+            }
             resolve(entry.key.1, entry.waiters, outcome);
         }
         keys
@@ -378,12 +393,6 @@ struct Request {
 
 /// Batches that could not be sent: queue, waiters, why.
 type Failed = (u32, Vec<Waiter>, ClientError);
-
-fn fail(failed: Vec<Failed>) {
-    for (queue, waiters, e) in failed {
-        resolve(queue, waiters, Err(e));
-    }
-}
 
 fn resolve(queue: u32, waiters: Vec<Waiter>, outcome: Result<(u64, u32), ClientError>) {
     for (i, w) in waiters.into_iter().enumerate() {

@@ -10,10 +10,14 @@ use ringmq_protocol::messages::{self as msg, CreateTopic, Membership, MetadataRe
 use ringmq_protocol::{coordinator_of, ApiKey, ErrorCode, Reader, Writer};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, RwLock};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// Longest one metadata request may take before the next source is tried.
 const METADATA_TIMEOUT: Duration = Duration::from_secs(2);
+
+/// Least time between two metadata refreshes that failures ask for (every
+/// pipelined request to a node that stopped leading fails at once).
+const REFRESH_AFTER_FAILURE_MIN: Duration = Duration::from_millis(200);
 
 /// Client settings.
 #[derive(Debug, Clone)]
@@ -55,12 +59,19 @@ pub struct Client {
     pub config: ClientConfig,
     metadata: RwLock<Arc<MetadataResponse>>,
     connections: Mutex<HashMap<String, Arc<Connection>>>,
+    /// When a failure last asked for a metadata refresh.
+    refreshed_after_failure: Mutex<Option<Instant>>,
 }
 
 impl Client {
     /// Connects to the bootstrap shard and loads metadata.
     pub fn connect(config: ClientConfig) -> Result<Arc<Client>, ClientError> {
-        let client = Arc::new(Client { config, metadata: RwLock::default(), connections: Mutex::default() });
+        let client = Arc::new(Client {
+            config,
+            metadata: RwLock::default(),
+            connections: Mutex::default(),
+            refreshed_after_failure: Mutex::default(),
+        });
         client.refresh_metadata()?;
         Ok(client)
     }
@@ -85,6 +96,28 @@ impl Client {
             }
         }
         Err(failed.expect("a client has at least one bootstrap address"))
+    }
+
+    /// A request about a queue failed with `error`: when the error says the
+    /// queue may be elsewhere now (a node that stopped leading, one that is
+    /// gone), metadata is read again, at most every
+    /// `REFRESH_AFTER_FAILURE_MIN`, so the next requests go where it is. The
+    /// pipelined paths (async sends, polls) call this; without it they kept
+    /// asking a paused leader that came back as a follower.
+    pub fn note_failure(&self, error: &ClientError) {
+        if !error.is_retriable() {
+            return;
+        }
+        {
+            let mut last = self.refreshed_after_failure.lock().expect("refresh lock");
+            if last.is_some_and(|at| at.elapsed() < REFRESH_AFTER_FAILURE_MIN) {
+                return;
+            }
+            *last = Some(Instant::now());
+        }
+        if let Err(error) = self.refresh_metadata() {
+            tracing::debug!(%error, "refreshing metadata after a failure failed; the next failure tries again");
+        }
     }
 
     /// Where metadata may come from: the known shard 0 first, then every bootstrap address.

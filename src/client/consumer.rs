@@ -307,6 +307,14 @@ impl Consumer {
     /// returns those that arrived (maybe none). A group member first follows
     /// a pending rebalance.
     pub fn poll(&mut self, timeout: Duration) -> Result<Vec<ConsumedMessage>, ClientError> {
+        let polled = self.poll_once(timeout);
+        if let Err(error) = &polled {
+            self.client.note_failure(error);
+        }
+        polled
+    }
+
+    fn poll_once(&mut self, timeout: Duration) -> Result<Vec<ConsumedMessage>, ClientError> {
         self.follow_group()?;
         let timeout = timeout.min(POLL_WAIT_MAX);
         let wait_ms = ringmq_protocol::time::millis_u32(timeout);
