@@ -33,15 +33,9 @@ mkdir -p "$out"
 (cd "$root" && cargo build --release -q -p ringmq -p ringmq-bench)
 bin=$root/target/release
 
-pids=()
-stop_all() {
-  for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
-  for p in "${pids[@]}"; do wait "$p" 2>/dev/null || true; done
-  pids=()
-}
+# shellcheck source=lib/processes.sh
+source "$here/lib/processes.sh"
 trap stop_all EXIT
-
-free_port() { python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
 
 # start_node DIR LISTEN [serve flags...]: starts `ringmq serve` on CPU 0 and waits for its listening line.
 start_node() {
@@ -68,26 +62,21 @@ bench single "$(sed -n 's/^ringmq listening on \([^ ]*\).*/\1/p' "$out/single/se
 stop_all
 
 for mode in sync async; do
-  port=$(free_port) peer="http://127.0.0.1:$(free_port)"
-  etcd --data-dir "$out/$mode/etcd" --listen-client-urls "http://127.0.0.1:$port" \
-    --advertise-client-urls "http://127.0.0.1:$port" --listen-peer-urls "$peer" \
-    --initial-advertise-peer-urls "$peer" --initial-cluster "default=$peer" >"$out/$mode.etcd.log" 2>&1 &
-  pids+=($!)
-  for _ in $(seq 100); do (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null && break; sleep 0.1; done
+  start_etcd "$out/$mode/etcd" "$out/$mode.etcd.log"
   addrs=()
   for i in 1 2 3; do
     listen="127.0.0.$((70 + i)):$(free_port)"
-    start_node "$out/$mode/n$i" "$listen" --cluster "etcd://127.0.0.1:$port" --group bench --node "n$i" \
+    start_node "$out/$mode/n$i" "$listen" --cluster "$etcd_url" --group bench --node "n$i" \
       --replication "$mode"
     addrs+=("$listen")
   done
   sleep 2 # the followers join the in-sync set once caught up
-  "$bin/ringmq" cluster status --cluster "etcd://127.0.0.1:$port" | grep '^group=.* leader=' >&2 || true
+  "$bin/ringmq" cluster status --cluster "$etcd_url" | grep '^group=.* leader=' >&2 || true
   bench "$mode" "$(IFS=,; echo "${addrs[*]}")" &
   bench_pid=$!
   # Mid-run: the leader's view of each follower's lag (bytes behind, ms since its last fetch).
   sleep $((duration / 2 + 2))
-  "$bin/ringmq" cluster status --cluster "etcd://127.0.0.1:$port" | grep '^group=.* \(leader\|follower\)=' \
+  "$bin/ringmq" cluster status --cluster "$etcd_url" | grep '^group=.* \(leader\|follower\)=' \
     >"$out/$mode.status" || true
   wait "$bench_pid"
   stop_all

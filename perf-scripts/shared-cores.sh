@@ -41,14 +41,9 @@ bin=$root/target/release
 out=$(mktemp -d /var/tmp/shared-cores.XXXX)
 clients=$root/tests/kafka_clients
 
-pids=()
-stop_all() {
-  for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
-  for p in "${pids[@]}"; do wait "$p" 2>/dev/null || true; done
-  pids=()
-}
+# shellcheck source=lib/processes.sh
+source "$here/lib/processes.sh"
 trap stop_all EXIT
-free_port() { python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
 
 # start NAME PORT [serve flags...]: a broker on the shared CPUs, waited for.
 start() {

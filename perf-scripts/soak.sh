@@ -49,25 +49,20 @@ mkdir -p "$out"
 bin=$root/target/release
 lease_ms=2000
 
-pids=()
-stop_all() {
-  for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
+# shellcheck source=lib/processes.sh
+source "$here/lib/processes.sh"
+# The nodes (restarted by the fault loop, so known by their pid files), then the rest.
+stop_soak() {
   for n in 1 2 3; do [[ -f $out/n$n/pid ]] && kill -CONT "$(cat "$out/n$n/pid")" 2>/dev/null || true; done
   for n in 1 2 3; do [[ -f $out/n$n/pid ]] && kill "$(cat "$out/n$n/pid")" 2>/dev/null || true; done
-  for p in "${pids[@]}"; do wait "$p" 2>/dev/null || true; done
+  stop_all
   wait 2>/dev/null || true
 }
-trap stop_all EXIT
-free_port() { python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
+trap stop_soak EXIT
 now() { date +%s.%N; }
 
-etcd_port=$(free_port) etcd_peer="http://127.0.0.1:$(free_port)"
-etcd --data-dir "$out/etcd" --listen-client-urls "http://127.0.0.1:$etcd_port" \
-  --advertise-client-urls "http://127.0.0.1:$etcd_port" --listen-peer-urls "$etcd_peer" \
-  --initial-advertise-peer-urls "$etcd_peer" --initial-cluster "default=$etcd_peer" >"$out/etcd.log" 2>&1 &
-pids+=($!)
-for _ in $(seq 100); do (exec 3<>"/dev/tcp/127.0.0.1/$etcd_port") 2>/dev/null && break; sleep 0.1; done
-cluster="etcd://127.0.0.1:$etcd_port"
+start_etcd "$out/etcd" "$out/etcd.log"
+cluster=$etcd_url
 
 # start_node N: node nN on 127.0.0.(70+N), its stdout and stderr appended to
 # its directory (a restarted node keeps writing there).

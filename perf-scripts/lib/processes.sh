@@ -1,0 +1,25 @@
+# Sourced by the perf scripts that start brokers and etcd: the processes a
+# script started (all stopped by stop_all, which it traps on EXIT), free
+# loopback ports, and an etcd of its own.
+
+pids=()
+stop_all() {
+  for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
+  for p in "${pids[@]}"; do wait "$p" 2>/dev/null || true; done
+  pids=()
+}
+
+free_port() { python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
+
+# start_etcd DIR LOG: an etcd on 127.0.0.1 with its data in DIR, waited for;
+# sets etcd_url (etcd://127.0.0.1:PORT, for --cluster).
+start_etcd() {
+  local port peer
+  port=$(free_port) peer="http://127.0.0.1:$(free_port)"
+  etcd --data-dir "$1" --listen-client-urls "http://127.0.0.1:$port" \
+    --advertise-client-urls "http://127.0.0.1:$port" --listen-peer-urls "$peer" \
+    --initial-advertise-peer-urls "$peer" --initial-cluster "default=$peer" >"$2" 2>&1 &
+  pids+=($!)
+  for _ in $(seq 100); do (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null && break; sleep 0.1; done
+  etcd_url="etcd://127.0.0.1:$port"
+}
