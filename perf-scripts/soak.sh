@@ -75,6 +75,8 @@ start_node() {
     --segment-mib 16 --cache-mib 32 --idle-spin-us 0 --completion-yield-us 0 \
     >>"$out/n$n/out" 2>>"$out/n$n/err" &
   echo $! >"$out/n$n/pid"
+  # Killed on purpose by the fault loop: not a job bash reports.
+  disown
 }
 for n in 1 2 3; do
   ip="127.0.0.$((70 + n))"

@@ -42,18 +42,21 @@ impl Watchdog {
                 let stop = stop.clone();
                 move || {
                     let mut watches: Vec<Option<Watch>> = pulses.iter().map(|_| None).collect();
+                    // When the process last ran again after being stopped (the pulses' clock).
+                    let mut thawed = 0;
                     while !stop.load(Ordering::Relaxed) {
                         let slept = std::time::Instant::now();
                         std::thread::sleep(every);
                         if frozen(slept.elapsed(), every) {
-                            // The shards' beats are late for the same reason: not their holds.
+                            // The shards' beats are late for the same reason: not their holds,
+                            // and a beat from before the stop counts as one at its end.
                             watches.iter_mut().flatten().for_each(|w| stack_capture::cancel(w.tid));
                             watches.iter_mut().for_each(|w| *w = None);
-                            std::thread::sleep(every);
+                            thawed = pulses.first().map_or(0, |p| p.now());
                             continue;
                         }
                         for (pulse, watch) in pulses.iter().zip(&mut watches) {
-                            check(pulse, watch, threshold);
+                            check(pulse, watch, threshold, thawed);
                         }
                     }
                 }
@@ -91,14 +94,19 @@ struct Watch {
     /// The beat the thread has not followed yet.
     beat: u64,
     first: ThreadSample,
+    /// The latest reading taken while the thread was still held: the cause
+    /// is judged between the two, never past the hold's end (a watchdog
+    /// that notices the end late would count the thread's time after it).
+    latest: ThreadSample,
     stack: Option<Vec<String>>,
     asked_stack: bool,
     told: bool,
 }
 
-/// One look at one pulse: a hold starts, goes on, or ends.
-fn check(pulse: &Pulse, watch: &mut Option<Watch>, threshold: Duration) {
-    let beat = pulse.latest_beat();
+/// One look at one pulse: a hold starts, goes on, or ends; a beat before
+/// `thawed` counts as one then.
+fn check(pulse: &Pulse, watch: &mut Option<Watch>, threshold: Duration, thawed: u64) {
+    let beat = pulse.latest_beat().max(thawed);
     match watch {
         Some(w) if beat != w.beat || pulse.tid() != Some(w.tid) => {
             let w = watch.take().expect("matched Some");
@@ -114,6 +122,7 @@ fn check(pulse: &Pulse, watch: &mut Option<Watch>, threshold: Duration) {
         }
         Some(w) => {
             w.collect_stack();
+            w.latest = ThreadSample::read(w.tid, pulse.cpu());
             let late = pulse.late(w.beat, pulse.now());
             if late >= STILL_HELD && !w.told {
                 w.told = true;
@@ -136,7 +145,7 @@ impl Watch {
         // A thread asleep in a system call is not interrupted (its call
         // would fail with EINTR); its call is named instead.
         let asked_stack = first.state == 'R' && stack_capture::request(tid);
-        Watch { tid, beat, first, stack: None, asked_stack, told: false }
+        Watch { tid, beat, latest: first.clone(), first, stack: None, asked_stack, told: false }
     }
 
     fn collect_stack(&mut self) {
@@ -148,7 +157,11 @@ impl Watch {
     /// The hold so far, `held` long.
     fn summary(&mut self, pulse: &Pulse, held: Duration) -> Hold {
         self.collect_stack();
-        let now = ThreadSample::read(self.tid, pulse.cpu());
+        // Seen once only (held for about a watchdog period): judged up to now.
+        if self.latest.at == self.first.at {
+            self.latest = ThreadSample::read(self.tid, pulse.cpu());
+        }
+        let now = &self.latest;
         let span = now.at.duration_since(self.first.at);
         let on_cpu = now.on_cpu.saturating_sub(self.first.on_cpu);
         let waiting = now.waiting.saturating_sub(self.first.waiting);
