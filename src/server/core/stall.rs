@@ -46,12 +46,6 @@ impl Cause {
         }
     }
 
-    /// Whether the broker itself held the thread (the other causes are the
-    /// machine's: a hold the broker cannot fix, only a host setting can).
-    pub fn is_the_brokers(self) -> bool {
-        matches!(self, Cause::Running | Cause::Blocked)
-    }
-
     fn index(self) -> usize {
         self as usize
     }
