@@ -38,7 +38,8 @@ stop_broker() {
 }
 trap stop_broker EXIT
 
-free_port() { python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
+# shellcheck source=lib/processes.sh
+source "$(dirname "${BASH_SOURCE[0]}")/lib/processes.sh" # free_port
 cpu_ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
 
 # start_broker DIR ARGS...: ringmq serve in the background; waits until it listens.

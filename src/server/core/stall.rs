@@ -11,7 +11,8 @@ use std::time::{Duration, Instant};
 /// The pulses' clock: nanoseconds since the first beat of the process.
 static EPOCH: LazyLock<Instant> = LazyLock::new(Instant::now);
 
-fn now_ns() -> u64 {
+/// The pulses' clock now.
+pub fn now_ns() -> u64 {
     EPOCH.elapsed().as_nanos() as u64
 }
 
@@ -123,11 +124,6 @@ impl Pulse {
     /// at `beat_ns` came this late when `now_ns` is the beat after it.
     pub fn late(&self, beat_ns: u64, now_ns: u64) -> Duration {
         Duration::from_nanos(now_ns.saturating_sub(beat_ns)).saturating_sub(self.every)
-    }
-
-    /// The pulses' clock now.
-    pub fn now(&self) -> u64 {
-        now_ns()
     }
 
     fn beat(&self) {

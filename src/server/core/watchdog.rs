@@ -6,7 +6,7 @@
 //! steal over the hold: `thread_sample.rs`) and logs where it was.
 
 use super::stack_capture;
-use super::stall::{Cause, Hold, Pulse};
+use super::stall::{self, Cause, Hold, Pulse};
 use super::thread_sample::ThreadSample;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -52,7 +52,7 @@ impl Watchdog {
                             // and a beat from before the stop counts as one at its end.
                             watches.iter_mut().flatten().for_each(|w| stack_capture::cancel(w.tid));
                             watches.iter_mut().for_each(|w| *w = None);
-                            thawed = pulses.first().map_or(0, |p| p.now());
+                            thawed = stall::now_ns();
                             continue;
                         }
                         for (pulse, watch) in pulses.iter().zip(&mut watches) {
@@ -123,7 +123,7 @@ fn check(pulse: &Pulse, watch: &mut Option<Watch>, threshold: Duration, thawed: 
         Some(w) => {
             w.collect_stack();
             w.latest = ThreadSample::read(w.tid, pulse.cpu());
-            let late = pulse.late(w.beat, pulse.now());
+            let late = pulse.late(w.beat, stall::now_ns());
             if late >= STILL_HELD && !w.told {
                 w.told = true;
                 let so_far = w.summary(pulse, late);
@@ -132,7 +132,7 @@ fn check(pulse: &Pulse, watch: &mut Option<Watch>, threshold: Duration, thawed: 
         }
         None => {
             let Some(tid) = pulse.tid() else { return };
-            if pulse.late(beat, pulse.now()) > threshold {
+            if pulse.late(beat, stall::now_ns()) > threshold {
                 *watch = Some(Watch::begin(pulse, tid, beat));
             }
         }
