@@ -249,13 +249,18 @@ fn correlation_id_zero_is_refused_and_closes_the_connection() {
 }
 
 /// Runs `ringmq serve` on `dir` with `args` (on ports of the system's
-/// choosing unless they name `--listen`); it must exit by itself within a
-/// minute (killed otherwise). Returns (success, stderr).
+/// choosing unless they name `--listen`, with 16 MiB segments unless they
+/// name `--segment-mib`: the default 1 GiB would make the disk-space check
+/// refuse the start on a machine with a few GiB free, before the check the
+/// test is about); it must exit by itself within a minute (killed
+/// otherwise). Returns (success, stderr).
 fn serve_expecting_exit(dir: &std::path::Path, args: &[&str]) -> (bool, String) {
     let any_port: &[&str] = if args.contains(&"--listen") { &[] } else { &["--listen", "127.0.0.1:0"] };
+    let small_segments: &[&str] = if args.contains(&"--segment-mib") { &[] } else { &["--segment-mib", "16"] };
     let mut child = Command::new(env!("CARGO_BIN_EXE_ringmq"))
         .arg("serve")
         .args(any_port)
+        .args(small_segments)
         .args(["--cache-mib", "16", "--data-dir"])
         .arg(dir)
         .args(args)

@@ -345,6 +345,7 @@ fn an_admin_address_on_a_shards_port_is_refused() {
     let port = common::free_port_pair("127.0.0.1");
     let out = std::process::Command::new(env!("CARGO_BIN_EXE_ringmq"))
         .args(["serve", "--cores", "0,1", "--listen", &format!("127.0.0.1:{port}")])
+        .args(["--segment-mib", "16", "--cache-mib", "16"])
         .args(common::SHARED_HOST)
         .args(["--admin-listen", &format!("127.0.0.1:{}", port + 1), "--data-dir"])
         .arg(dir.path())
