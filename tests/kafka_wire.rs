@@ -9,12 +9,13 @@
 mod common;
 
 use bytes::{Bytes, BytesMut};
+use common::kafka::{batch, call, connect, produce_body, read_frame, records, request, send_frame};
 use common::Broker;
 use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
 use kafka_protocol::messages::*;
-use kafka_protocol::protocol::{Decodable, Encodable, StrBytes};
-use kafka_protocol::records::{Compression, Record, RecordBatchEncoder, RecordEncodeOptions, TimestampType};
-use std::io::{Read, Write};
+use kafka_protocol::protocol::{Decodable, StrBytes};
+use kafka_protocol::records::{Compression, Record, RecordBatchEncoder, RecordEncodeOptions};
+use std::io::Write;
 use std::net::TcpStream;
 
 const UNSUPPORTED_VERSION: i16 = 35;
@@ -26,83 +27,9 @@ fn broker(dir: &std::path::Path, extra: &[&str]) -> (Broker, String) {
     (broker, kafka)
 }
 
-fn send_frame(stream: &mut TcpStream, frame: &[u8]) {
-    let mut out = (frame.len() as u32).to_be_bytes().to_vec();
-    out.extend_from_slice(frame);
-    stream.write_all(&out).unwrap();
-}
-
-/// The next response frame; None once the broker closed the connection.
-fn read_frame(stream: &mut TcpStream) -> Option<Bytes> {
-    let mut len = [0u8; 4];
-    stream.read_exact(&mut len).ok()?;
-    let mut frame = vec![0u8; u32::from_be_bytes(len) as usize];
-    stream.read_exact(&mut frame).ok()?;
-    Some(frame.into())
-}
-
-fn request<T: Encodable>(key: ApiKey, version: i16, body: &T) -> Vec<u8> {
-    let header = RequestHeader::default()
-        .with_request_api_key(key as i16)
-        .with_request_api_version(version)
-        .with_correlation_id(7)
-        .with_client_id(Some(StrBytes::from_static_str("wire-test")));
-    let mut buf = BytesMut::new();
-    header.encode(&mut buf, key.request_header_version(version)).unwrap();
-    body.encode(&mut buf, version).unwrap();
-    buf.to_vec()
-}
-
-fn call<Q: Encodable, R: Decodable>(stream: &mut TcpStream, key: ApiKey, version: i16, body: &Q) -> R {
-    send_frame(stream, &request(key, version, body));
-    let mut frame = read_frame(stream).expect("a response");
-    let header = ResponseHeader::decode(&mut frame, key.response_header_version(version)).unwrap();
-    assert_eq!(header.correlation_id, 7);
-    R::decode(&mut frame, version).unwrap()
-}
-
-fn connect(addr: &str) -> TcpStream {
-    let stream = TcpStream::connect(addr).unwrap();
-    stream.set_read_timeout(Some(std::time::Duration::from_secs(30))).unwrap();
-    stream
-}
-
-fn records(n: usize, producer: Option<(i64, i16, i32)>) -> Vec<Record> {
-    let (producer_id, producer_epoch, first) = producer.unwrap_or((-1, -1, -1));
-    (0..n)
-        .map(|i| Record {
-            transactional: false,
-            control: false,
-            delete_horizon: false,
-            partition_leader_epoch: 0,
-            producer_id,
-            producer_epoch,
-            timestamp_type: TimestampType::Creation,
-            offset: i as i64,
-            sequence: if first < 0 { -1 } else { first + i as i32 },
-            timestamp: 1_700_000_000_000 + i as i64,
-            key: Some(Bytes::from(format!("k{i}"))),
-            value: Some(Bytes::from(format!("v{i}"))),
-            headers: Default::default(),
-        })
-        .collect()
-}
-
-fn batch(records: &[Record]) -> Bytes {
-    let mut buf = BytesMut::new();
-    let options = RecordEncodeOptions { version: 2, compression: Compression::None };
-    RecordBatchEncoder::encode(&mut buf, records.iter(), &options).unwrap();
-    buf.freeze()
-}
-
 /// Produce v9 of `records` to `topic` queue 0: the partition's error code and base offset.
 fn produce(stream: &mut TcpStream, topic: &str, records: Bytes) -> (i16, i64) {
-    let partition = PartitionProduceData::default().with_index(0).with_records(Some(records));
-    let topic = TopicProduceData::default()
-        .with_name(TopicName(StrBytes::from_string(topic.into())))
-        .with_partition_data(vec![partition]);
-    let body = ProduceRequest::default().with_acks(-1).with_timeout_ms(10_000).with_topic_data(vec![topic]);
-    let response: ProduceResponse = call(stream, ApiKey::Produce, 9, &body);
+    let response: ProduceResponse = call(stream, ApiKey::Produce, 9, &produce_body(topic, 0, records));
     let p = &response.responses[0].partition_responses[0];
     if p.error_code != 0 {
         eprintln!("produce refused: {} {:?}", p.error_code, p.error_message);

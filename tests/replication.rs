@@ -43,11 +43,14 @@ fn node_with_lease(etcd: &Etcd, dir: &std::path::Path, name: &str, ip: &str, lea
 /// timeout, so a follower slowed by a loaded machine does not fail them.
 const PATIENT: [&str; 2] = ["--replica-ack-timeout-ms", "10000"];
 
-/// A node of g1 with two replicas for an ack (1 s ack timeout unless `extra` sets one) and more flags.
+/// A node of g1 with two replicas for an ack and a 1 s ack timeout (unless
+/// `extra` sets them) and more flags.
 fn node_with(etcd: &Etcd, dir: &std::path::Path, name: &str, ip: &str, lease_ms: &str, extra: &[&str]) -> Broker {
     let listen = format!("{ip}:{}", free_port_pair(ip));
-    let mut args =
-        vec!["--cluster", &etcd.url, "--group", "g1", "--node", name, "--lease-ms", lease_ms, "--min-insync", "2"];
+    let mut args = vec!["--cluster", &etcd.url, "--group", "g1", "--node", name, "--lease-ms", lease_ms];
+    if !extra.contains(&"--min-insync") {
+        args.extend_from_slice(&["--min-insync", "2"]);
+    }
     if !extra.contains(&"--replica-ack-timeout-ms") {
         args.extend_from_slice(&["--replica-ack-timeout-ms", "1000"]);
     }
@@ -144,13 +147,20 @@ fn acknowledged_messages_survive_the_leaders_death_and_the_new_leader_takes_prod
 
 /// Produces `batch` to queue 0 at `addr`; its (offset, count).
 fn produce_raw(addr: &str, batch: &[u8]) -> (u64, u32) {
+    produce_raw_answer(addr, batch).unwrap_or_else(|(code, message)| panic!("{code:?}: {message}"))
+}
+
+/// Produces `batch` to queue 0 at `addr`: its (offset, count), or the error and its message.
+fn produce_raw_answer(addr: &str, batch: &[u8]) -> Result<(u64, u32), (ErrorCode, String)> {
     use ringmq::protocol::messages::{decode_produced, Produce, QueueRef, ACKS_DURABLE};
     let mut w = ringmq::protocol::Writer::default();
     let queue = QueueRef { topic: TOPIC.into(), queue: 0 };
     Produce { queue, acks: ACKS_DURABLE, batches: vec![batch] }.encode(&mut w);
     let (_, code, message, body) = common::Raw::connect(addr).call(ApiKey::Produce as u16, 0, 1, &w.buf);
-    assert_eq!(code, ErrorCode::None, "{message}");
-    decode_produced(&mut ringmq::protocol::Reader::new(&body)).unwrap()[0]
+    if code != ErrorCode::None {
+        return Err((code, message));
+    }
+    Ok(decode_produced(&mut ringmq::protocol::Reader::new(&body)).unwrap()[0])
 }
 
 /// Sends `value` until an attempt is acknowledged (attempts refused with
@@ -233,6 +243,83 @@ fn a_deposed_leader_that_rejoins_cuts_back_what_it_never_replicated() {
     }
     drop((consumer, client));
     a.stop();
+}
+
+/// True if a file under `dir` holds `bytes` (a node's log, read as it lies on disk).
+fn on_disk(dir: &std::path::Path, bytes: &str) -> bool {
+    let grep = std::process::Command::new("grep").args(["-rqaF", bytes]).arg(dir).status().expect("run grep");
+    grep.success()
+}
+
+/// What an old leader stored and only one of its in-sync followers copied
+/// is not committed: a new leader serves it to consumers, and acknowledges
+/// a client's retry of it, only once every follower etcd lists as in sync
+/// holds it or has left the set, so no later election can pick a node that
+/// lacks it. (A new leader used to count its whole log as committed: the retry
+/// was acknowledged at once, the follower that missed it was elected next,
+/// and the acknowledged message was gone; the twenty-kill loop caught it.)
+#[test]
+fn a_retry_the_new_leader_recognises_waits_for_every_in_sync_follower() {
+    let _cluster = one_cluster();
+    let dir = tempfile::tempdir().unwrap();
+    let etcd = Etcd::start(&dir.path().join("etcd"));
+    // One replica makes an ack, but a follower stays in the set for 20 s
+    // without fetching, and c stays registered for a minute while hung:
+    // a leader must wait for c all that time.
+    let flags = ["--min-insync", "1", "--replica-lag-ms", "20000"];
+    let mut a = node_with(&etcd, dir.path(), "a", "127.0.0.41", "1000", &flags);
+    let mut b = node_with(&etcd, dir.path(), "b", "127.0.0.42", "1000", &flags);
+    let mut c = node_with(&etcd, dir.path(), "c", "127.0.0.43", "60000", &flags);
+    connect(a.addr()).expect("the first node leads").create_topic(TOPIC, 1, 0).unwrap();
+    assert_eq!(isr_becomes(&etcd, "a,b,c"), "a,b,c");
+
+    // c hangs; a stores the batch, b copies it, c cannot: not acknowledged.
+    c.pause();
+    let value = "copied by one follower of two";
+    let retried = common::client_batch(9, value.as_bytes());
+    let refused = produce_raw_answer(a.addr(), &retried);
+    assert!(matches!(refused, Err((ErrorCode::NotEnoughReplicas, _))), "{refused:?}");
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !on_disk(&b.dir, value) {
+        assert!(Instant::now() < deadline, "b never copied the batch");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+
+    // b leads; consumers do not see the batch yet, and the client's retry,
+    // recognised there, is acknowledged only once c (and the dead a) left
+    // the in-sync set.
+    a.kill9();
+    let (_, client) = leader_of(&[&b], Duration::from_secs(60));
+    assert!(!visible_now(&client, TOPIC, value), "a consumer read what a node that may be elected lacks");
+    let deadline = Instant::now() + Duration::from_secs(90);
+    let acked = loop {
+        match produce_raw_answer(b.addr(), &retried) {
+            Ok((offset, _)) => break offset,
+            Err((ErrorCode::NotEnoughReplicas, _)) if Instant::now() < deadline => {}
+            Err(other) => panic!("the retry on the new leader: {other:?}"),
+        }
+    };
+    let lines = common::etcd::cluster_status(&etcd.url);
+    assert_eq!(isr_of(&lines, "g1"), "b", "acknowledged once the followers that lack it left the set");
+    assert!(visible_now(&client, TOPIC, value), "committed, it is read");
+    drop(client);
+
+    // c runs again, out of the set (it lacks an acknowledged batch); after
+    // a restart of the others, b leads again and serves the batch.
+    c.resume();
+    b.kill9();
+    b.restart();
+    a.restart();
+    let (_, client) = leader_of(&[&b], Duration::from_secs(60));
+    let mut consumer = Consumer::new(client.clone(), None);
+    consumer.assign_all(TOPIC, StartFrom::Earliest).unwrap();
+    let got = consume(&mut consumer, 1, Duration::from_secs(30));
+    let at = got.iter().find(|m| m.value == value.as_bytes()).map(|m| m.offset);
+    assert_eq!(at, Some(acked), "the acknowledged batch is at its offset: {got:?}");
+    drop((consumer, client));
+    for node in [&mut a, &mut b, &mut c] {
+        node.kill9();
+    }
 }
 
 #[test]

@@ -177,11 +177,9 @@ fn shard_role(cfg: &ServerConfig, index: usize, storage: &Shard) -> ShardRole {
     match &c.lead {
         Lead::Follower { leader, .. } => ShardRole::Follower { leader: leader.clone() },
         Lead::Leader => {
-            let (_, _, durable) = storage.log_positions();
-            let replication = Replication::new(c, index, durable);
+            let replication = Replication::new(c, index, storage);
             if c.replication.mode == ReplicationMode::Sync {
-                // What is in the log now was committed by an earlier epoch (or is all there is).
-                storage.commit_to(Some(durable));
+                storage.commit_to(Some(replication.committed()));
             }
             ShardRole::Leader(Rc::new(replication))
         }

@@ -4,6 +4,7 @@
 
 pub mod certs;
 pub mod etcd;
+pub mod kafka;
 pub mod netns;
 pub mod tools;
 

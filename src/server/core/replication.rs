@@ -117,6 +117,12 @@ pub struct Replication {
     started: Instant,
     followers: RefCell<HashMap<String, Progress>>,
     committed: std::cell::Cell<u64>,
+    /// The log's durable end when this epoch began: the log up to there may
+    /// end in what an earlier epoch wrote and no in-sync follower holds...
+    inherited_end: u64,
+    /// ...until every member of the set held it (`settle`); a follower
+    /// joins the set only holding it.
+    settled: std::cell::Cell<bool>,
     /// The committed end moved.
     advanced: Signal,
 }
@@ -145,9 +151,14 @@ impl Progress {
 }
 
 impl Replication {
-    /// Shard `shard` of the leader of `role`'s group and epoch; the log up
-    /// to `committed` counts as committed.
-    pub fn new(role: &ClusterRole, shard: usize, committed: u64) -> Self {
+    /// Shard `shard` of the leader of `role`'s group and epoch. Nothing
+    /// counts as committed until the followers etcd lists hold it: the log's
+    /// tail may hold what an earlier epoch's leader wrote and never got onto
+    /// every in-sync follower, and an ack for it (a retried batch is
+    /// recognised and acknowledged where it lies) must wait until they do,
+    /// or the next election may pick one that lacks it.
+    pub fn new(role: &ClusterRole, shard: usize, storage: &Shard) -> Self {
+        let (_, _, inherited_end) = storage.log_positions();
         Replication {
             config: role.replication.clone(),
             group: role.group.clone(),
@@ -156,7 +167,9 @@ impl Replication {
             isr: role.isr.clone(),
             started: Instant::now(),
             followers: RefCell::default(),
-            committed: std::cell::Cell::new(committed),
+            committed: std::cell::Cell::new(0),
+            inherited_end,
+            settled: std::cell::Cell::new(false),
             advanced: Signal::default(),
         }
     }
@@ -191,7 +204,7 @@ impl Replication {
             let in_sync = if p.in_sync {
                 now.duration_since(caught_up) <= self.config.lag_max
             } else {
-                durable_end >= self.committed.get() && durable_end >= p.fetch_end
+                durable_end >= self.committed.get().max(self.inherited_end) && durable_end >= p.fetch_end
             };
             let changed = in_sync != p.in_sync;
             let durable_end = durable_end.max(p.durable_end);
@@ -254,14 +267,10 @@ impl Replication {
     /// A listed follower counts until etcd drops it, even while it lags: so
     /// everything committed is on every node that may be elected.
     fn advance(&self, storage: &Shard) {
-        let (_, _, leader_durable) = storage.log_positions();
-        let confirmed = self.isr.confirmed();
-        if confirmed.len() + 1 < self.config.min_insync {
+        if self.isr.confirmed().len() + 1 < self.config.min_insync {
             return;
         }
-        let followers = self.followers.borrow();
-        let durable = |name: &String| followers.get(name).map_or(0, |p| p.durable_end);
-        let committed = confirmed.iter().map(durable).fold(leader_durable, u64::min);
+        let committed = self.held_by_the_set(storage);
         if committed > self.committed.get() {
             self.committed.set(committed);
             if self.config.mode == ReplicationMode::Sync {
@@ -269,6 +278,14 @@ impl Replication {
             }
             self.advanced.notify();
         }
+    }
+
+    /// What the leader and every follower etcd lists as in sync hold durably.
+    fn held_by_the_set(&self, storage: &Shard) -> u64 {
+        let (_, _, leader_durable) = storage.log_positions();
+        let followers = self.followers.borrow();
+        let durable = |name: &String| followers.get(name).map_or(0, |p| p.durable_end);
+        self.isr.confirmed().iter().map(durable).fold(leader_durable, u64::min)
     }
 
     /// Replication lag per follower, the in-sync set's size and the epoch.
@@ -312,6 +329,31 @@ impl Replication {
             &[("group", group)],
             committed,
         );
+    }
+
+    /// Waits up to `wait` until every node that may be elected holds the
+    /// log this leader inherited (sync mode; async reads what the leader
+    /// holds). False if one does not yet: readers must not see that log,
+    /// for if this leader died now a follower that lacks it could be
+    /// elected, and what they read would be gone. (Not the committed end: a
+    /// set smaller than `min_insync` takes no produce but still serves what
+    /// it holds.)
+    pub async fn settle(&self, storage: &Shard, wait: Duration) -> bool {
+        if self.config.mode == ReplicationMode::Async || self.settled.get() {
+            return true;
+        }
+        let deadline = Instant::now() + wait;
+        loop {
+            if self.held_by_the_set(storage) >= self.inherited_end {
+                self.settled.set(true);
+                return true;
+            }
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() || self.deposed() {
+                return false;
+            }
+            self.advanced.wait_for(left.min(ISR_RECHECK)).await;
+        }
     }
 
     /// Waits until the log up to `end` is committed (sync mode; async

@@ -123,6 +123,16 @@ impl Core {
         }
     }
 
+    /// Waits up to `wait` until clients may read this shard: at once on a
+    /// single node or a follower; a new leader once what it inherited from
+    /// earlier epochs is committed (false if it is not by then).
+    pub async fn readable(&self, wait: Duration) -> bool {
+        match self.role() {
+            ShardRole::Leader(replication) => replication.settle(self.storage(), wait).await,
+            ShardRole::Single | ShardRole::Follower { .. } => true,
+        }
+    }
+
     /// `group`'s committed offset of the queue on this shard, if any.
     pub fn committed_offset(&self, group: &str, topic: &str, queue: u32) -> Option<u64> {
         self.offsets().get(group, topic, queue)

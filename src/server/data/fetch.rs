@@ -54,6 +54,13 @@ fn read_failed(e: StorageError) -> FetchFailed {
 /// waiting up to `wait` at the end of the queue.
 pub async fn read_queue(core: &Core, slot: QueueSlot, f: &Fetch, wait: Duration) -> Result<QueueRead, FetchFailed> {
     let filter = TagFilter::parse(&f.tags).map_err(Failure::invalid)?;
+    let asked = std::time::Instant::now();
+    if !core.readable(wait).await {
+        // Nothing yet, as at the end of the queue: the reader asks again.
+        let (start, _) = core.storage().offsets(QueueId(slot.storage_id)).map_err(read_failed)?;
+        return Ok(QueueRead { start, end: f.offset, next_offset: f.offset, bytes: Vec::new() });
+    }
+    let wait = wait.saturating_sub(asked.elapsed());
     let (bytes, next_offset, end) = if filter == TagFilter::All {
         let read = core.read_here(slot, f.offset, f.max_bytes as usize, wait).await.map_err(read_failed)?;
         (read.bytes, read.next_offset, read.end_offset)
