@@ -5,7 +5,9 @@
 //! node is gone at once rather than when the lease runs out.
 //!
 //! It also elects: asked, it finds the group's leader or campaigns to be it
-//! (election.rs), then watches that role every renewal. When the role is
+//! (election.rs), then checks that role every renewal and whenever the
+//! group's leader key changes (a follower starts the next election as soon
+//! as etcd drops its leader's key). When the role is
 //! lost (the leader's key is gone or has a new epoch, or this node's own
 //! lease lapsed while it led) it says so, and the node restarts in the role
 //! the next election gives it.
@@ -305,6 +307,16 @@ async fn run(
                         if keys.iter().any(|k| accounts::moves_accounts(k)) {
                             if let Err(error) = refresh_accounts(&mut registered.client, &shared.accounts).await {
                                 tracing::warn!(%error, "reading the cluster's users, ACLs and quotas failed");
+                            }
+                        }
+                        // A follower learns that its leader's key went (its
+                        // lease ran out) now, not at its next renewal: the
+                        // election starts that much sooner.
+                        if keys.iter().any(|k| *k == election::leader_key(&config.group).as_bytes()) {
+                            let limit = registered.time_left();
+                            let lost = tokio::time::timeout(limit, role_lost(&config, &mut registered.client, role.as_ref()));
+                            if let Ok(Some(why)) = lost.await {
+                                depose(&mut role, &mut leading, &shared, why);
                             }
                         }
                     }

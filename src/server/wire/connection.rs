@@ -18,6 +18,7 @@ use crate::server::core::in_flight::{InFlight, STOP_GRACE};
 use crate::server::core::stream::Stream;
 use futures_lite::io::{AsyncReadExt, AsyncWriteExt, BufReader, ReadHalf, WriteHalf};
 use glommio::net::{TcpListener, TcpStream};
+use ringmq_shards::Signal;
 use std::cell::{Cell, RefCell};
 use std::rc::Rc;
 use std::time::Duration;
@@ -73,6 +74,8 @@ struct Writer {
     half: RefCell<Option<WriteHalf<Stream>>>,
     queued: RefCell<Vec<Vec<u8>>>,
     writing: Cell<bool>,
+    /// A write of the queue ended (`close` waits for it).
+    wrote: Signal,
 }
 
 impl Writer {
@@ -89,14 +92,18 @@ impl Writer {
             }
         }
         self.writing.set(false);
+        self.wrote.notify();
     }
 
     /// Closes the connection once the responses queued so far are written
     /// (or after `limit`); later responses are dropped.
     async fn close(&self, limit: Duration) {
         let deadline = std::time::Instant::now() + limit;
-        while self.writing.get() && std::time::Instant::now() < deadline {
-            glommio::timer::sleep(Duration::from_millis(1)).await;
+        while self.writing.get() {
+            let left = deadline.saturating_duration_since(std::time::Instant::now());
+            if left.is_zero() || !self.wrote.wait_for(left).await {
+                break;
+            }
         }
         let half = self.half.borrow_mut().take();
         if let Some(mut half) = half {
@@ -137,8 +144,12 @@ async fn serve(s: Rc<Services>, tcp: TcpStream) {
     let session = Session::new(stream.is_tls(), stream.certificate_user());
     let (reader, writer) = futures_lite::io::split(stream);
     let reader = BufReader::with_capacity(READ_BUFFER_BYTES, reader);
-    let writer =
-        Rc::new(Writer { half: RefCell::new(Some(writer)), queued: RefCell::default(), writing: Cell::new(false) });
+    let writer = Rc::new(Writer {
+        half: RefCell::new(Some(writer)),
+        queued: RefCell::default(),
+        writing: Cell::new(false),
+        wrote: Signal::default(),
+    });
     let in_flight = Rc::new(InFlight::default());
     let reading = read_requests(&s, reader, &writer, &in_flight, session, peer);
     if s.core.tasks().unless_stopping(reading).await.is_none() {
