@@ -8,7 +8,8 @@
 
 use std::ffi::c_void;
 use std::sync::atomic::{AtomicI32, AtomicU8, AtomicUsize, Ordering};
-use std::sync::OnceLock;
+use std::sync::{Mutex, OnceLock};
+use std::time::{Duration, Instant};
 
 /// The signal sent to the thread to capture (glommio's own stall detector
 /// uses SIGUSR1).
@@ -37,6 +38,15 @@ static SLOT: Slot = Slot {
 };
 
 static INSTALLED: OnceLock<Result<(), String>> = OnceLock::new();
+
+/// Naming frames parses the binary's debug information and keeps it (about
+/// 100 MiB of RSS for ringmq's): it is let go this long after the last
+/// stack named, so a burst of holds parses it once and an idle broker does
+/// not keep it.
+const NAMES_KEPT: Duration = Duration::from_secs(10);
+
+/// When frames were last named, while the parsed debug information is kept.
+static LAST_NAMED: Mutex<Option<Instant>> = Mutex::new(None);
 
 /// Installs the handler (once per process).
 pub fn install() -> Result<(), String> {
@@ -109,21 +119,62 @@ pub fn cancel(tid: i32) {
     }
 }
 
-/// Function names of the frames, inlined calls included, without hashes.
+/// Lets go of the parsed debug information once no stack was named for
+/// `NAMES_KEPT` (called by the watchdog on every tick).
+pub fn release_names() {
+    let mut last = LAST_NAMED.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+    if last.is_some_and(|at| at.elapsed() >= NAMES_KEPT) {
+        backtrace::clear_symbol_cache();
+        // glibc keeps what the parse freed in this thread's arena otherwise.
+        #[cfg(target_env = "gnu")]
+        // SAFETY: malloc_trim only returns free memory of the allocator's own to the system.
+        unsafe {
+            libc::malloc_trim(0);
+        }
+        *last = None;
+    }
+}
+
+/// Function names of the frames, inlined calls included, without hashes
+/// or generic arguments.
 fn name_frames(ips: &[usize]) -> Vec<String> {
     let mut names = Vec::new();
     for &ip in ips {
         let before = names.len();
         backtrace::resolve(ip as *mut c_void, |symbol| {
             if let Some(name) = symbol.name() {
-                names.push(format!("{name:#}"));
+                names.push(without_generics(&format!("{name:#}")));
             }
         });
         if names.len() == before {
             names.push(format!("{ip:#x}"));
         }
     }
+    *LAST_NAMED.lock().unwrap_or_else(|poisoned| poisoned.into_inner()) = Some(Instant::now());
     names
+}
+
+/// `name` without what its angle brackets hold (`drop_in_place<glommio::
+/// sys::Source>` -> `drop_in_place`): a future's type spells out every
+/// layer it is made of, a frame of a few kilobytes. A trait method's
+/// `<Type as Trait>::f` keeps its brackets' start: `<..>::f`.
+fn without_generics(name: &str) -> String {
+    let mut out = String::with_capacity(name.len());
+    let mut depth = 0usize;
+    for c in name.chars() {
+        match c {
+            '<' => {
+                if depth == 0 && (out.is_empty() || out.ends_with("::")) {
+                    out.push_str("<..>");
+                }
+                depth += 1;
+            }
+            '>' if depth > 0 => depth -= 1,
+            _ if depth == 0 => out.push(c),
+            _ => {}
+        }
+    }
+    out
 }
 
 /// The frames the signal interrupted, without the handler's own.
@@ -139,6 +190,17 @@ fn interrupted(names: &[String]) -> Vec<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn frame_names_lose_their_generic_arguments() {
+        assert_eq!(without_generics("core::ptr::drop_in_place<glommio::sys::Source<u8>>"), "core::ptr::drop_in_place");
+        assert_eq!(without_generics("<alloc::boxed::Box<F> as core::ops::FnOnce<()>>::call_once"), "<..>::call_once");
+        assert_eq!(
+            without_generics("glommio::executor::{impl#10}::spawn::{closure#0}"),
+            "glommio::executor::{impl#10}::spawn::{closure#0}"
+        );
+        assert_eq!(without_generics("run<T>::{closure#0}<X>"), "run::{closure#0}");
+    }
     use std::sync::atomic::AtomicBool;
     use std::sync::Arc;
 

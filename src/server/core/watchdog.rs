@@ -58,6 +58,7 @@ impl Watchdog {
                         for (pulse, watch) in pulses.iter().zip(&mut watches) {
                             check(pulse, watch, threshold, thawed);
                         }
+                        stack_capture::release_names();
                     }
                 }
             })
