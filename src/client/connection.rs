@@ -30,7 +30,18 @@ pub type Tagged = (u64, Result<Reply, ClientError>);
 /// Where a reply goes: a channel and a tag the receiver knows it by.
 pub type ReplyTo = (mpsc::Sender<Tagged>, u64);
 
-type Pending = Arc<Mutex<HashMap<u32, ReplyTo>>>;
+/// The requests awaiting a reply, by correlation id, until the reader
+/// ends: then it answers them all with why, and a request sent after that
+/// is refused at once. (A socket the broker closed still takes writes: a
+/// request written after the reader drained the map was never answered,
+/// and an async send's callback never ran.)
+#[derive(Default)]
+struct Awaiting {
+    replies: HashMap<u32, ReplyTo>,
+    closed: Option<String>,
+}
+
+type Pending = Arc<Mutex<Awaiting>>;
 
 /// A connection to one shard.
 pub struct Connection {
@@ -115,11 +126,15 @@ impl Connection {
             )));
         }
         if let Some(r) = reply_to {
-            self.pending.lock().expect("pending lock").insert(corr, r);
+            let mut pending = self.pending.lock().expect("pending lock");
+            if let Some(reason) = &pending.closed {
+                return Err(ClientError::ConnectionClosed { addr: self.addr.clone(), reason: reason.clone() });
+            }
+            pending.replies.insert(corr, r);
         }
         let mut w = self.writer.lock().expect("writer lock");
         if let Err(e) = write_all_parts(&mut *w, &mut [IoSlice::new(&head), IoSlice::new(body)]) {
-            self.pending.lock().expect("pending lock").remove(&corr);
+            self.pending.lock().expect("pending lock").replies.remove(&corr);
             self.alive.store(false, Ordering::Relaxed);
             return Err(ClientError::ConnectionClosed { addr: self.addr.clone(), reason: e.to_string() });
         }
@@ -186,7 +201,7 @@ fn read_loop(
             // A connection-level error (too many connections, frame too large): the broker closes.
             break format!("{:?}: {}", r.error, r.message);
         }
-        if let Some((tx, tag)) = pending.lock().expect("pending lock").remove(&r.correlation_id) {
+        if let Some((tx, tag)) = pending.lock().expect("pending lock").replies.remove(&r.correlation_id) {
             let _ = tx.send((
                 tag,
                 Ok(Reply { error: r.error, message: r.message, body: r.body.to_vec(), throttle_ms: r.throttle_ms }),
@@ -194,7 +209,37 @@ fn read_loop(
         }
     };
     alive.store(false, Ordering::Relaxed);
-    for (_, (tx, tag)) in pending.lock().expect("pending lock").drain() {
+    let unanswered = {
+        let mut pending = pending.lock().expect("pending lock");
+        pending.closed = Some(reason.clone());
+        std::mem::take(&mut pending.replies)
+    };
+    for (_, (tx, tag)) in unanswered {
         let _ = tx.send((tag, Err(ClientError::ConnectionClosed { addr: addr.clone(), reason: reason.clone() })));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The broker closed the connection and the reader ended: a request
+    /// sent now is refused at once. (A closed socket still takes writes;
+    /// before, the request was written, its reply awaited for ever, and an
+    /// async send's callback never ran: the soak's load generator hung.)
+    #[test]
+    fn a_request_sent_after_the_broker_closed_the_connection_is_refused_not_left_waiting() {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = listener.local_addr().unwrap().to_string();
+        let closer = std::thread::spawn(move || drop(listener.accept().unwrap()));
+        let conn = Connection::open(&addr, None, None, Duration::from_secs(5), 1 << 20).unwrap();
+        closer.join().unwrap();
+        while conn.is_alive() {
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        let (tx, rx) = mpsc::channel();
+        let sent = conn.send((0, 0), b"ping", Some((tx, 7)));
+        assert!(matches!(sent, Err(ClientError::ConnectionClosed { .. })), "{sent:?}");
+        assert!(rx.try_recv().is_err(), "nothing was left pending");
     }
 }
