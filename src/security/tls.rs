@@ -1,8 +1,8 @@
 //! The broker's TLS settings from PEM files (certificate, key, the CA that
 //! signs its peers' certificates, whether clients must present one),
 //! reloadable while connections stay up. A client's settings, the PEM
-//! loading and the crypto provider (rustls with the pure-Rust RustCrypto
-//! provider) are the SDK's (`ringmq_client::tls`), re-exported here.
+//! loading and the crypto provider (rustls with ring) are the SDK's
+//! (`ringmq_client::tls`), re-exported here.
 
 use ringmq_client::tls::{certificates, client_config, private_key, provider, roots};
 pub use ringmq_client::tls::{server_name, ClientFiles, ClientTls, TlsError, SYSTEM_CA_BUNDLE};

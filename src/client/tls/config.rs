@@ -1,7 +1,6 @@
 //! A client's TLS configuration from PEM files (the CA it trusts, an
 //! optional certificate of its own), and the PEM loading and crypto provider
-//! the broker's own configuration uses too. rustls with the pure-Rust
-//! RustCrypto provider.
+//! the broker's own configuration uses too. rustls with the ring provider.
 
 use super::{ClientFiles, TlsError, SYSTEM_CA_BUNDLE};
 use rustls::pki_types::pem::PemObject;
@@ -52,9 +51,10 @@ pub fn server_name(addr: &str) -> Result<ServerName<'static>, TlsError> {
     ServerName::try_from(host.to_string()).map_err(|e| TlsError(format!("{host:?} is not a host name or address: {e}")))
 }
 
-/// The crypto provider of every handshake: RustCrypto, pure Rust.
+/// The crypto provider of every handshake: ring (maintained, audited
+/// primitives; its C and assembly need only a C compiler to build).
 pub fn provider() -> Arc<rustls::crypto::CryptoProvider> {
-    Arc::new(rustls_rustcrypto::provider())
+    Arc::new(rustls::crypto::ring::default_provider())
 }
 
 /// A certificate chain and its key, presented to the other end.

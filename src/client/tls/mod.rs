@@ -1,5 +1,5 @@
 //! TLS for the SDK's connections, with the cargo feature `tls` (rustls and
-//! the pure-Rust RustCrypto provider): a client's files and configuration
+//! its ring provider): a client's files and configuration
 //! (`config.rs`) and the session shared by a connection's reader and writer
 //! (`session.rs`). Without the feature a `ClientTls` cannot be made (`off.rs`:
 //! loading one says which feature to turn on), so a plain client builds no
