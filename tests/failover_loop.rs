@@ -10,7 +10,7 @@
 
 mod common;
 
-use common::etcd::{isr_of, wait_for_status, Etcd};
+use common::etcd::Etcd;
 use common::{assert_acked_present, batch, free_port_pair, Broker, Raw};
 use ringmq::client::{
     Client, ClientConfig, ConsumedMessage, Consumer, Message, Producer, ProducerConfig, SendResult, StartFrom,
@@ -58,9 +58,7 @@ fn leader(nodes: &[Broker]) -> usize {
 
 /// Waits until the in-sync set holds all three nodes again.
 fn wait_for_full_isr(etcd: &Etcd) {
-    let full = |lines: &[String]| isr_of(lines, "g1").split(',').count() == 3;
-    let lines = wait_for_status(&etcd.url, Duration::from_secs(60), full);
-    assert!(full(&lines), "the in-sync set stays {:?}", isr_of(&lines, "g1"));
+    common::etcd::wait_for_isr_of(&etcd.url, "g1", 3);
 }
 
 /// Sends "p-SEQ" until stopped; notes every acknowledged send and when.

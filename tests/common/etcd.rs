@@ -84,3 +84,10 @@ pub fn isr_of(lines: &[String], group: &str) -> String {
     let prefix = format!("group={group} leader=");
     lines.iter().find(|l| l.starts_with(&prefix)).and_then(|l| l.split(" isr=").nth(1)).unwrap_or_default().to_string()
 }
+
+/// Waits (a minute at most) until group `group`'s in-sync set holds `nodes` nodes.
+pub fn wait_for_isr_of(url: &str, group: &str, nodes: usize) {
+    let full = |lines: &[String]| isr_of(lines, group).split(',').count() == nodes;
+    let lines = wait_for_status(url, Duration::from_secs(60), full);
+    assert!(full(&lines), "the in-sync set stays {:?}", isr_of(&lines, group));
+}

@@ -20,11 +20,17 @@ pub fn send_frame(stream: &mut TcpStream, frame: &[u8]) {
 
 /// The next response frame; None once the broker closed the connection.
 pub fn read_frame(stream: &mut TcpStream) -> Option<Bytes> {
+    next_frame(stream).ok()
+}
+
+/// The next response frame, or why there is none (the connection closed,
+/// or the read timed out).
+pub fn next_frame(stream: &mut TcpStream) -> std::io::Result<Bytes> {
     let mut len = [0u8; 4];
-    stream.read_exact(&mut len).ok()?;
+    stream.read_exact(&mut len)?;
     let mut frame = vec![0u8; u32::from_be_bytes(len) as usize];
-    stream.read_exact(&mut frame).ok()?;
-    Some(frame.into())
+    stream.read_exact(&mut frame)?;
+    Ok(frame.into())
 }
 
 /// A request frame (without its length) with correlation id CORRELATION.

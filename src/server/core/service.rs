@@ -124,8 +124,8 @@ impl Core {
     }
 
     /// Waits up to `wait` until clients may read this shard: at once on a
-    /// single node or a follower; a new leader once what it inherited from
-    /// earlier epochs is committed (false if it is not by then).
+    /// single node or a follower; a new leader once every member of the
+    /// in-sync set holds the log it inherited (false if one does not by then).
     pub async fn readable(&self, wait: Duration) -> bool {
         match self.role() {
             ShardRole::Leader(replication) => replication.settle(self.storage(), wait).await,
