@@ -118,9 +118,10 @@ fn answers(stream: &mut std::net::TcpStream, version: i16) -> (Vec<i32>, bool) {
 /// runs again, or its connection is closed (a Kafka client retries both),
 /// and the answers come in request order; a librdkafka producer (acks=all,
 /// idempotent) carries on through the new leader, and every message it had
-/// acknowledged is stored at the partition and offset of its ack.
+/// acknowledged is stored at the partition and offset of its ack. (Not
+/// checked here: that it is stored once. Idempotent state is not yet kept
+/// across a change of leader, see `kafka/producers.rs`.)
 #[test]
-#[ignore = "fails 2 runs in 4 since 29bc568 or later: an acknowledged Kafka message missing at its offset after the pause; under investigation (issue 33)"]
 fn a_paused_leaders_kafka_requests_are_answered_and_kafka_producers_carry_on() {
     use common::kafka::{batch, produce_body, records, request_numbered, send_frame};
     use kafka_protocol::messages::ApiKey;
@@ -209,7 +210,7 @@ fn a_paused_leaders_kafka_requests_are_answered_and_kafka_producers_carry_on() {
     assert!(after > 0, "no produce was acknowledged after the pause");
 
     let reader = common::tools::python(&["confluent_kafka"])
-        .args([script, &bootstrap, PAUSED, "read", &acked.len().to_string()])
+        .args([script, &bootstrap, PAUSED, "read"])
         .arg(&read_file)
         .status()
         .expect("run the reader");
@@ -222,14 +223,16 @@ fn a_paused_leaders_kafka_requests_are_answered_and_kafka_producers_carry_on() {
             ((f[1].parse().unwrap(), f[2].parse().unwrap()), f[0].to_string())
         })
         .collect();
+    let mut places: HashMap<&str, Vec<(u32, u64)>> = HashMap::new();
+    stored.iter().for_each(|(at, value)| places.entry(value).or_default().push(*at));
     for (value, partition, offset, _) in &acked {
         let at = stored.get(&(*partition, *offset));
-        let (read, sent) = (stored.len(), acked.len());
-        let elsewhere: Vec<_> = stored.iter().filter(|(_, v)| *v == value).map(|(k, _)| k).collect();
+        let read = stored.len();
         assert_eq!(
             at,
             Some(value),
-            "acknowledged {value} is at {partition}/{offset} (read {read} of {sent}; found at {elsewhere:?})"
+            "acknowledged {value} is at {partition}/{offset} (read {read}; found at {:?})",
+            places.get(value.as_str())
         );
     }
     eprintln!(

@@ -4,8 +4,9 @@ fail-over. Usage: python3 THIS BOOTSTRAP TOPIC PHASE ARGS, where PHASE is
                        200 messages a second for SECONDS, then flushes; OUT
                        gets one line per acknowledged message: value,
                        partition, offset and the wall-clock time of its ack
-  read N OUT           reads the topic from the start until N messages came
-                       (or 30 s without one); OUT gets value, partition and
+  read OUT             reads every partition from its start to the high
+                       watermark it had when the read began (or until 30 s
+                       without a message); OUT gets value, partition and
                        offset per message
 Delivery errors are printed and counted on stderr; they are not failures
 (a fail-over may outlast a message's timeout), lost acknowledged messages are."""
@@ -41,26 +42,36 @@ def produce(seconds, out):
         print(f"  delivery error: {e}", file=sys.stderr)
 
 
-def read(n, out):
-    c = ck.Consumer({"bootstrap.servers": BOOT, "group.id": "failover-check", "auto.offset.reset": "earliest",
-                     "enable.auto.commit": False})
-    c.subscribe([TOPIC])
+def read(out):
+    # Reading to each partition's high watermark, not to a count: the topic
+    # also holds messages that were stored but never acknowledged (a
+    # fail-over's retries, requests cut off by the pause), and a count would
+    # stop before the last partition is read.
+    c = ck.Consumer({"bootstrap.servers": BOOT, "group.id": "failover-check", "enable.auto.commit": False})
+    partitions = c.list_topics(TOPIC, timeout=30).topics[TOPIC].partitions
+    ends = {p: c.get_watermark_offsets(ck.TopicPartition(TOPIC, p), timeout=30)[1] for p in partitions}
+    c.assign([ck.TopicPartition(TOPIC, p, 0) for p in partitions])
     got, quiet_since = [], time.time()
-    while len(got) < n and time.time() - quiet_since < 30:
+    left = {p for p, end in ends.items() if end > 0}
+    while left and time.time() - quiet_since < 30:
         m = c.poll(0.5)
         if m is None or m.error():
             continue
         got.append((m.value().decode(), m.partition(), m.offset()))
         quiet_since = time.time()
+        if m.offset() + 1 >= ends[m.partition()]:
+            left.discard(m.partition())
     c.close()
     with open(out, "w") as f:
         for value, partition, offset in got:
             f.write(f"{value} {partition} {offset}\n")
+    if left:
+        sys.exit(f"partitions {sorted(left)} were not read to their ends {ends}")
 
 
 if PHASE == "produce":
     produce(float(sys.argv[4]), sys.argv[5])
 elif PHASE == "read":
-    read(int(sys.argv[4]), sys.argv[5])
+    read(sys.argv[4])
 else:
     sys.exit(f"unknown phase {PHASE}")
