@@ -118,9 +118,7 @@ fn answers(stream: &mut std::net::TcpStream, version: i16) -> (Vec<i32>, bool) {
 /// runs again, or its connection is closed (a Kafka client retries both),
 /// and the answers come in request order; a librdkafka producer (acks=all,
 /// idempotent) carries on through the new leader, and every message it had
-/// acknowledged is stored at the partition and offset of its ack. (Not
-/// checked here: that it is stored once. Idempotent state is not yet kept
-/// across a change of leader, see `kafka/producers.rs`.)
+/// acknowledged is stored once, at the partition and offset of its ack.
 #[test]
 fn a_paused_leaders_kafka_requests_are_answered_and_kafka_producers_carry_on() {
     use common::kafka::{batch, produce_body, records, request_numbered, send_frame};
@@ -234,10 +232,83 @@ fn a_paused_leaders_kafka_requests_are_answered_and_kafka_producers_carry_on() {
             "acknowledged {value} is at {partition}/{offset} (read {read}; found at {:?})",
             places.get(value.as_str())
         );
+        assert_eq!(places[value.as_str()].len(), 1, "the idempotent producer's {value} is stored more than once");
     }
     eprintln!(
         "raw requests to the paused leader: {answered} of 40 answered, {closed} of 4 connections closed for the rest; \
-         librdkafka acknowledged {} messages, {after} after the resume, all stored where acknowledged",
+         librdkafka acknowledged {} messages, {after} after the resume, each stored once where acknowledged",
         acked.len()
     );
+}
+
+/// An idempotent producer's batch that a leader stored and acknowledged,
+/// sent again to the leader elected after it is killed (a Kafka client
+/// whose answer was lost retries so): it is answered with the offset it was
+/// stored at and not stored twice, and the producer's next batch follows it.
+#[test]
+fn an_idempotent_kafka_retry_to_a_new_leader_is_answered_where_the_batch_was_stored() {
+    use common::kafka::{batch, produce_body, read_frame, records, request, send_frame};
+    use kafka_protocol::messages::{ApiKey, ProduceResponse, ResponseHeader};
+    use kafka_protocol::protocol::Decodable;
+    use std::time::{Duration, Instant};
+    const TOPIC: &str = "retried";
+    const PRODUCER: i64 = 0x4242_0000;
+    let dir = tempfile::tempdir().unwrap();
+    let etcd = common::etcd::Etcd::start(&dir.path().join("etcd"));
+    let ips = ["127.0.0.87", "127.0.0.88", "127.0.0.89"];
+    let names = ["a", "b", "c"];
+    let (native, kafka) = (shared_port_pair(&ips), shared_port_pair(&ips));
+    let mut nodes: Vec<Broker> = names
+        .iter()
+        .zip(ips)
+        .map(|(name, ip)| {
+            let (listen, kafka_listen) = (format!("{ip}:{native}"), format!("{ip}:{kafka}"));
+            let args = ["--cluster", &etcd.url, "--group", "g1", "--node", name, "--lease-ms", "1000"];
+            let mut args = args.to_vec();
+            args.extend(["--kafka-listen", &kafka_listen]);
+            Broker::start_listening(&dir.path().join(name), &listen, &args)
+        })
+        .collect();
+    let client = nodes[0].client();
+    client.create_topic(TOPIC, 1, 0).unwrap();
+    let port = kafka + client.topic(TOPIC).unwrap().queue_shards[0] as u16;
+    drop(client);
+    common::etcd::wait_for_isr_of(&etcd.url, "g1", 3);
+
+    // (error code, base offset) of `first`'s batch of 3 sent to the node at
+    // `ip`; None while the node does not take Kafka connections.
+    let produce = |ip: &str, first: i32| {
+        let body = produce_body(TOPIC, 0, batch(&records(3, Some((PRODUCER, 0, first)))));
+        let mut stream = std::net::TcpStream::connect(format!("{ip}:{port}")).ok()?;
+        send_frame(&mut stream, &request(ApiKey::Produce, 9, &body));
+        let mut frame = read_frame(&mut stream)?;
+        ResponseHeader::decode(&mut frame, ApiKey::Produce.response_header_version(9)).unwrap();
+        let answer = ProduceResponse::decode(&mut frame, 9).unwrap();
+        let p = &answer.responses[0].partition_responses[0];
+        Some((p.error_code, p.base_offset))
+    };
+    assert_eq!(produce(ips[0], 0), Some((0, 0)), "the first batch is stored at 0");
+    assert_eq!(produce(ips[0], 3), Some((0, 3)));
+    nodes[0].kill9();
+
+    let new_leader = |lines: &[String]| {
+        let line = lines.iter().find(|l| l.starts_with("group=g1 leader="))?;
+        let leader = line.split(' ').nth(1)?.strip_prefix("leader=")?;
+        names.iter().position(|n| *n == leader).filter(|&i| i != 0)
+    };
+    let lines = common::etcd::wait_for_status(&etcd.url, Duration::from_secs(60), |l| new_leader(l).is_some());
+    let ip = ips[new_leader(&lines).unwrap_or_else(|| panic!("no new leader: {lines:?}"))];
+    // The retry of the second batch, as the client repeats it until the new leader serves the partition.
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let retried = loop {
+        let answer = produce(ip, 3);
+        if answer.is_some_and(|(code, _)| code == 0) || Instant::now() > deadline {
+            break answer;
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    };
+    assert_eq!(retried, Some((0, 3)), "the retry is answered where the batch was stored");
+    assert_eq!(produce(ip, 6), Some((0, 6)), "the next batch follows the stored ones");
+    let survivor = nodes.iter().position(|n| n.addr().starts_with(ip)).unwrap();
+    assert_eq!(nodes[survivor].client().list_offsets(TOPIC, 0).unwrap().1, 9, "three batches stored, none twice");
 }

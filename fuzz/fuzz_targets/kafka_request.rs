@@ -16,7 +16,7 @@ fuzz_target!(|data: &[u8]| {
         for topic in &produce.topic_data {
             for partition in &topic.partition_data {
                 if let Some(records) = &partition.records {
-                    let _ = to_ringmq(records, MAX_BATCH_BYTES);
+                    let _ = to_ringmq(records, partition.index as u32, MAX_BATCH_BYTES);
                 }
             }
         }

@@ -81,7 +81,7 @@ pub fn record_bytes(request: &ProduceRequest) -> u64 {
 /// were stored (none for a retry of a batch stored before).
 async fn store(s: &Services, queue: &QueueRef, records: Option<&Bytes>) -> Result<(u64, u32), Refusal> {
     let records = records.ok_or((codes::CORRUPT_MESSAGE, "the partition's records are missing".to_string()))?;
-    let translated = to_ringmq(records, s.core.config().max_batch_bytes).map_err(|r| match r {
+    let translated = to_ringmq(records, queue.queue, s.core.config().max_batch_bytes).map_err(|r| match r {
         Refused::Corrupt(m) => (codes::CORRUPT_MESSAGE, m),
         Refused::TooLarge(m) => (codes::MESSAGE_TOO_LARGE, m),
     })?;

@@ -6,8 +6,12 @@
 //!
 //! The state is in memory, per shard, for at most `capacity` (producer,
 //! partition) pairs, least recently used evicted. A producer this shard does
-//! not know (new here, evicted, or from before a restart) starts afresh at
-//! whatever sequence it sends, so retries across a restart are not caught.
+//! not know (new here, evicted, or from before a restart or a change of
+//! leader) starts afresh at whatever sequence it sends. Its retries are
+//! still not stored twice: a batch's records carry ids made from its
+//! producer fields (`Sequence::message_id`), and the shard's window of recent
+//! batches, which followers mirror and a restart keeps, answers a batch it
+//! holds with where it was stored.
 
 use std::cell::{Cell, RefCell};
 use std::collections::{HashMap, VecDeque};
@@ -23,6 +27,22 @@ pub struct Sequence {
     pub epoch: i16,
     pub first: i32,
     pub count: i32,
+}
+
+impl Sequence {
+    /// The message id of the batch's record `i` in `partition`: producer id,
+    /// epoch, partition (its low 16 bits) and the record's sequence, the same
+    /// in every retry. One producer's ids repeat only across topics (a
+    /// lookup by id finds each), and the shard's window keys a batch by its
+    /// queue too.
+    pub fn message_id(&self, partition: u32, i: i32) -> [u8; 16] {
+        let mut id = [0u8; 16];
+        id[0..8].copy_from_slice(&self.producer_id.to_be_bytes());
+        id[8..10].copy_from_slice(&self.epoch.to_be_bytes());
+        id[10..12].copy_from_slice(&(partition as u16).to_be_bytes());
+        id[12..16].copy_from_slice(&self.first.wrapping_add(i).to_be_bytes());
+        id
+    }
 }
 
 /// What to do with a batch.

@@ -32,10 +32,12 @@ pub struct Translated {
     pub sequence: Option<Sequence>,
 }
 
-/// A Kafka record set as one ringmq batch, refused whole past `max_bytes`
-/// (the broker's batch limit, also the most any compressed batch may
-/// inflate to).
-pub fn to_ringmq(records: &Bytes, max_bytes: usize) -> Result<Translated, Refused> {
+/// A Kafka record set for `partition` as one ringmq batch, refused whole
+/// past `max_bytes` (the broker's batch limit, also the most any compressed
+/// batch may inflate to). An idempotent producer's records get the message
+/// ids of their sequence ([`Sequence::message_id`]), so a retry is the same
+/// batch to the shard; other records get none.
+pub fn to_ringmq(records: &Bytes, partition: u32, max_bytes: usize) -> Result<Translated, Refused> {
     let mut buf = records.clone();
     let mut sets = Vec::new();
     let too_large = Cell::new(false);
@@ -71,7 +73,7 @@ pub fn to_ringmq(records: &Bytes, max_bytes: usize) -> Result<Translated, Refuse
     let first = records[0].timestamp;
     let mut built = BatchBuilder::new(first);
     let mut encoded = Vec::new();
-    for r in records {
+    for (i, r) in records.into_iter().enumerate() {
         let pairs: Vec<(&[u8], &[u8])> =
             r.headers.iter().map(|(k, v)| (k.as_bytes(), v.as_deref().unwrap_or_default())).collect();
         encoded.clear();
@@ -81,6 +83,7 @@ pub fn to_ringmq(records: &Bytes, max_bytes: usize) -> Result<Translated, Refuse
             key: r.key.as_deref().unwrap_or_default(),
             value: r.value.as_deref().unwrap_or_default(),
             headers: Headers::from_encoded(pairs.len() as u16, &encoded),
+            message_id: sequence.map_or([0; 16], |s| s.message_id(partition, i as i32)),
             ..ringmq_shards::Record::default()
         };
         built.push(&record);
