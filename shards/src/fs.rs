@@ -212,7 +212,7 @@ pub(crate) async fn zero_fill(file: &DmaFile, path: &Path, from: u64, bytes: u64
                 }
             }
         });
-        for result in crate::join::join_all(writes.collect()).await {
+        for result in futures_util::future::join_all(writes).await {
             result?;
         }
         pos += in_flight * slice;

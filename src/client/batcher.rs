@@ -17,7 +17,7 @@ use super::error::ClientError;
 use super::fault_avoidance::FaultTable;
 use super::message_id::MessageId;
 use super::producer::{push_record, Message, ProducerConfig, SendResult};
-use super::promise::Resolver;
+use super::send_future::SendOutcome;
 use ringmq_format::batch::BatchBuilder;
 use ringmq_protocol::messages::{self as msg, QueueRef};
 use ringmq_protocol::{ApiKey, ErrorCode, Reader, Writer};
@@ -31,7 +31,8 @@ pub type SendCallback = Box<dyn FnOnce(Result<SendResult, ClientError>) + Send>;
 
 /// Who hears about a message's outcome.
 pub enum Done {
-    Future(Resolver<Result<SendResult, ClientError>>),
+    /// An async send's future (dropped already if its sender lost interest).
+    Future(futures_channel::oneshot::Sender<SendOutcome>),
     Callback(SendCallback),
 }
 
@@ -39,7 +40,9 @@ impl Done {
     /// Delivers the outcome.
     pub fn finish(self, result: Result<SendResult, ClientError>) {
         match self {
-            Done::Future(r) => r.resolve(result),
+            Done::Future(sender) => {
+                let _ = sender.send(result);
+            }
             Done::Callback(f) => f(result),
         }
     }

@@ -23,6 +23,8 @@ pub enum ClientError {
     Protocol(String),
     #[error("invalid argument: {0}")]
     Invalid(String),
+    #[error("the producer stopped before the message's outcome was known")]
+    ProducerStopped,
 }
 
 impl ClientError {

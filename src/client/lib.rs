@@ -39,10 +39,10 @@ mod group_admin;
 mod lookup;
 mod message_id;
 mod producer;
-mod promise;
 mod push_consumer;
 mod quotas;
 mod sasl;
+mod send_future;
 pub mod tls;
 mod trace;
 mod transaction;
@@ -58,10 +58,8 @@ pub use group::{ConsumeMode, GroupConfig, StartNew};
 pub use group_admin::QueueLag;
 pub use lookup::Found;
 pub use message_id::{MessageId, MessageIdGenerator};
-pub use producer::{
-    Delay, DelayedResult, Message, Producer, ProducerConfig, QueueSelector, SelectorFn, SendFuture, SendResult,
-};
-pub use promise::Promise;
+pub use producer::{Delay, DelayedResult, Message, Producer, ProducerConfig, QueueSelector, SelectorFn, SendResult};
 pub use push_consumer::{ConsumeStatus, Listener, PushConfig, PushConsumer};
 pub use sasl::SaslLogin;
+pub use send_future::{SendFuture, SendOutcome};
 pub use transaction::{CheckFn, TransactionProducer, TxResult, TxState};

@@ -8,7 +8,7 @@ use super::client::Client;
 use super::error::ClientError;
 use super::fault_avoidance::FaultTable;
 use super::message_id::{MessageId, MessageIdGenerator};
-use super::promise::{promise, Promise};
+use super::send_future::{send_future, SendFuture};
 use ringmq_format::batch::BatchBuilder;
 use ringmq_format::record::{Headers, Record};
 use ringmq_protocol::messages::{self as msg, Produce, QueueRef};
@@ -126,9 +126,6 @@ impl Default for ProducerConfig {
     }
 }
 
-/// The result of an async send: `wait()` blocks, `.await` suspends.
-pub type SendFuture = Promise<Result<SendResult, ClientError>>;
-
 /// Sends messages to topics.
 pub struct Producer {
     client: Arc<Client>,
@@ -168,7 +165,7 @@ impl Producer {
     /// once it is durable. The message is encoded into its batch before this
     /// returns: a borrowed one can be changed and sent again at once.
     pub fn send_async(&self, topic: &str, message: impl Borrow<Message>) -> SendFuture {
-        let (done, future) = promise();
+        let (done, future) = send_future();
         self.enqueue(topic, message.borrow(), Done::Future(done));
         future
     }

@@ -19,7 +19,6 @@
 //! one memcpy of the batches (into the round) plus one into the cache.
 
 use crate::error::StorageError;
-use crate::join::join_all;
 use crate::log::completion_yield;
 use crate::log::round::Round;
 use crate::log::segment::Segment;
@@ -28,6 +27,7 @@ use crate::probe::stats::add;
 use crate::read::cache::ChunkCache;
 use crate::shard::Inner;
 use crate::signal::{Completion, Signal};
+use futures_util::future::join_all;
 use std::cell::Cell;
 use std::rc::Rc;
 use std::time::{Duration, Instant};
@@ -231,7 +231,7 @@ impl Flusher {
             s.file.fdatasync().await.map_err(|e| StorageError::io("syncing", &s.path, e))
         });
         let started = Instant::now();
-        let results = join_all(syncs.collect()).await;
+        let results = join_all(syncs).await;
         let took = started.elapsed();
         if let Some(Err(e)) = results.into_iter().find(|r| r.is_err()) {
             fail(inner, rounds, e);
@@ -316,7 +316,7 @@ async fn write_rounds(inner: &Inner, rounds: &[Round], dsync: bool) -> Result<()
             .await
             .map_err(|e| StorageError::io("writing", &r.segment.path, e))
     });
-    for result in join_all(writes.collect()).await {
+    for result in join_all(writes).await {
         add(&inner.counters.write_bytes, result? as u64);
     }
     Ok(())

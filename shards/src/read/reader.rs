@@ -6,11 +6,11 @@
 use crate::batch::{self, verify_in, Generation, ATTR_SEALED};
 use crate::error::{Result, StorageError};
 use crate::index::queue_index::{IndexEntry, ENTRIES_PER_PAGE};
-use crate::join::join_all;
 use crate::position::{LogPos, Offset, QueueId, PAGE_BYTES};
 use crate::probe::stats::add;
 use crate::read::cache::ChunkCache;
 use crate::shard::Inner;
+use futures_util::future::join_all;
 use std::cell::Cell;
 use std::time::Duration;
 
@@ -264,7 +264,7 @@ impl Inner {
                 Ok::<_, StorageError>((c, data))
             }
         });
-        for result in join_all(reads.collect()).await {
+        for result in join_all(reads).await {
             let (c, data) = result?;
             let mut st = self.state.borrow_mut();
             if st.cache.contains(c) {

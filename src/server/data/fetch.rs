@@ -91,16 +91,15 @@ pub async fn fetch_many(core: &Core, entries: &[Fetch], wait: Duration) -> Vec<R
     let news = |f: &Fetch, r: &Result<QueueRead, FetchFailed>| {
         r.as_ref().map_or(true, |r| !r.bytes.is_empty() || r.next_offset != f.offset)
     };
-    let mut reads =
-        ringmq_shards::join_all(entries.iter().map(|f| fetch_entry(core, f, Duration::ZERO)).collect()).await;
+    let mut reads = futures_util::future::join_all(entries.iter().map(|f| fetch_entry(core, f, Duration::ZERO))).await;
     if wait.is_zero() || entries.is_empty() || entries.iter().zip(&reads).any(|(f, r)| news(f, r)) {
         return reads;
     }
-    let (first, read) = ringmq_shards::first_of(entries.iter().map(|f| fetch_entry(core, f, wait)).collect()).await;
+    let waits = entries.iter().map(|f| Box::pin(fetch_entry(core, f, wait)));
+    let (read, first, _) = futures_util::future::select_all(waits).await;
     reads[first] = read;
     let others: Vec<usize> = (0..entries.len()).filter(|&i| i != first).collect();
-    let again =
-        ringmq_shards::join_all(others.iter().map(|&i| fetch_entry(core, &entries[i], Duration::ZERO)).collect());
+    let again = futures_util::future::join_all(others.iter().map(|&i| fetch_entry(core, &entries[i], Duration::ZERO)));
     for (i, read) in others.into_iter().zip(again.await) {
         reads[i] = read;
     }

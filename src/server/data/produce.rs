@@ -13,7 +13,7 @@ pub async fn produce(core: &Core, slot: QueueSlot, batches: &[&[u8]]) -> Result<
         ringmq_shards::batch::check(b, core.config().max_batch_bytes)?;
     }
     let appends = batches.iter().map(|b| core.append_here(slot, b));
-    ringmq_shards::join_all(appends.collect()).await.into_iter().collect()
+    futures_util::future::join_all(appends).await.into_iter().collect()
 }
 
 /// Appends every ProduceMany entry where its queue lives (a producer that
@@ -23,5 +23,5 @@ pub async fn produce_many(core: &Core, entries: &[(QueueRef, &[u8])]) -> Vec<msg
     let appends = entries.iter().map(|(queue, batch)| async move {
         core.append(queue, batch).await.map_err(|Failure(code, message)| (code, message))
     });
-    ringmq_shards::join_all(appends.collect()).await
+    futures_util::future::join_all(appends).await
 }

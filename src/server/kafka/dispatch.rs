@@ -4,7 +4,6 @@
 //! exactly them. A request is decoded whole before anything is served, so
 //! nothing is stored from one that does not decode.
 
-use super::codes::UNSUPPORTED_VERSION;
 use super::{fetch, groups, metadata, produce, topics, Services};
 use crate::server::auth::authorizer::Principal;
 use crate::server::auth::quotas;
@@ -12,6 +11,7 @@ use bytes::{Bytes, BytesMut};
 use kafka_protocol::messages::api_versions_response::ApiVersion;
 use kafka_protocol::messages::*;
 use kafka_protocol::protocol::{decode_request_header_from_buffer, Decodable, Encodable};
+use kafka_protocol::ResponseError;
 use std::rc::Rc;
 use std::time::Duration;
 
@@ -272,7 +272,7 @@ pub fn respond(correlation: i32, header_version: i16, body: &dyn Encode, version
 fn unsupported(correlation: i32) -> Bytes {
     let mut out = 6u32.to_be_bytes().to_vec();
     out.extend_from_slice(&correlation.to_be_bytes());
-    out.extend_from_slice(&UNSUPPORTED_VERSION.to_be_bytes());
+    out.extend_from_slice(&ResponseError::UnsupportedVersion.code().to_be_bytes());
     Bytes::from(out)
 }
 
@@ -287,6 +287,6 @@ fn api_versions(asked: i16) -> (ApiVersionsResponse, i16) {
     if (0..=3).contains(&asked) {
         (response, asked)
     } else {
-        (response.with_error_code(UNSUPPORTED_VERSION), 0)
+        (response.with_error_code(ResponseError::UnsupportedVersion.code()), 0)
     }
 }

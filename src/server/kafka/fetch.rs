@@ -15,10 +15,11 @@ use crate::server::data::fetch::fetch_many;
 use kafka_protocol::messages::fetch_response::{FetchableTopicResponse, PartitionData};
 use kafka_protocol::messages::list_offsets_response::{ListOffsetsPartitionResponse, ListOffsetsTopicResponse};
 use kafka_protocol::messages::{FetchRequest, FetchResponse, ListOffsetsRequest, ListOffsetsResponse};
+use kafka_protocol::ResponseError;
 use ringmq_shards::QueueId;
 use std::time::Duration;
 
-const TOPIC_REFUSED: i16 = codes::TOPIC_AUTHORIZATION_FAILED;
+const TOPIC_REFUSED: i16 = ResponseError::TopicAuthorizationFailed.code();
 
 /// ListOffsets' special timestamps.
 const LATEST: i64 = -1;

@@ -26,10 +26,11 @@ use kafka_protocol::messages::{
     OffsetCommitResponse, OffsetFetchRequest, OffsetFetchResponse, SyncGroupRequest, SyncGroupResponse, TopicName,
 };
 use kafka_protocol::protocol::{Decodable, StrBytes};
+use kafka_protocol::ResponseError;
 use std::time::Duration;
 
-const GROUP_REFUSED: i16 = codes::GROUP_AUTHORIZATION_FAILED;
-const TOPIC_REFUSED: i16 = codes::TOPIC_AUTHORIZATION_FAILED;
+const GROUP_REFUSED: i16 = ResponseError::GroupAuthorizationFailed.code();
+const TOPIC_REFUSED: i16 = ResponseError::TopicAuthorizationFailed.code();
 
 /// The protocol type of Kafka's consumers, whose assignments this reads.
 const CONSUMER: &str = "consumer";
@@ -49,7 +50,7 @@ pub fn find_coordinator(s: &Services, p: &Principal, r: &FindCoordinatorRequest)
         // until its timeout); the message says what it really is.
         let m = "transactions are not served by this broker yet: only consumer groups have a coordinator";
         return response
-            .with_error_code(codes::TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
+            .with_error_code(ResponseError::TransactionalIdAuthorizationFailed.code())
             .with_error_message(Some(text(m)));
     }
     let brokers = brokers(&s.core);
@@ -57,7 +58,7 @@ pub fn find_coordinator(s: &Services, p: &Principal, r: &FindCoordinatorRequest)
         Some(Some(at)) => response.with_node_id(at.node_id).with_host(at.host.clone()).with_port(at.port),
         _ => {
             let m = "the group's coordinator has no leader now; ask again";
-            response.with_error_code(codes::COORDINATOR_NOT_AVAILABLE).with_error_message(Some(text(m)))
+            response.with_error_code(ResponseError::CoordinatorNotAvailable.code()).with_error_message(Some(text(m)))
         }
     }
 }
@@ -69,7 +70,7 @@ fn coordinated(s: &Services, p: &Principal, operation: Operation, group: &str) -
     permitted(&s.core, p, operation, authorizer::group(group), GROUP_REFUSED)?;
     match s.core.coordinator(group) {
         Ok(shard) if shard == s.core.id() => Ok(()),
-        _ => Err(codes::NOT_COORDINATOR),
+        _ => Err(ResponseError::NotCoordinator.code()),
     }
 }
 
@@ -182,7 +183,7 @@ pub async fn commit(s: &Services, principal: &Principal, r: &OffsetCommitRequest
         for p in &t.partitions {
             let code = match coordinated.and(topic) {
                 Err(code) => code,
-                Ok(()) if p.committed_offset < 0 => codes::OFFSET_OUT_OF_RANGE,
+                Ok(()) if p.committed_offset < 0 => ResponseError::OffsetOutOfRange.code(),
                 Ok(()) => {
                     let queue = QueueRef { topic: t.name.to_string(), queue: p.partition_index.max(0) as u32 };
                     let c = GroupOffset { member: member.clone(), queue, offset: p.committed_offset as u64 };

@@ -5,7 +5,6 @@
 //! between this node's Kafka and native ports (every node of a cluster
 //! keeps the same distance).
 
-use super::codes;
 use crate::security::acl::Operation;
 use crate::server::auth::authorizer::{self, Principal};
 use crate::server::core::Core;
@@ -14,10 +13,11 @@ use kafka_protocol::messages::metadata_response::{
 };
 use kafka_protocol::messages::{BrokerId, MetadataRequest, MetadataResponse, TopicName};
 use kafka_protocol::protocol::StrBytes;
+use kafka_protocol::ResponseError;
 use std::net::SocketAddr;
 
 /// LEADER_NOT_AVAILABLE: the queue's broker group has no leader yet.
-const LEADER_NOT_AVAILABLE: i16 = 5;
+const LEADER_NOT_AVAILABLE: i16 = ResponseError::LeaderNotAvailable.code();
 
 /// Every shard of the cluster as a Kafka broker, by shard index (None: its
 /// broker group has no leader now).
@@ -81,7 +81,7 @@ pub fn metadata(core: &Core, principal: &Principal, request: &MetadataRequest) -
         topics.push(
             MetadataResponseTopic::default()
                 .with_name(Some(topic_name(&name)))
-                .with_error_code(codes::TOPIC_AUTHORIZATION_FAILED),
+                .with_error_code(ResponseError::TopicAuthorizationFailed.code()),
         );
     }
     let answered: Vec<String> = topics.iter().filter_map(|t| t.name.as_ref().map(|n| n.to_string())).collect();
@@ -89,7 +89,7 @@ pub fn metadata(core: &Core, principal: &Principal, request: &MetadataRequest) -
         topics.push(
             MetadataResponseTopic::default()
                 .with_name(Some(topic_name(missing)))
-                .with_error_code(codes::UNKNOWN_TOPIC_OR_PARTITION),
+                .with_error_code(ResponseError::UnknownTopicOrPartition.code()),
         );
     }
     let controller = brokers.iter().flatten().next().map_or(BrokerId(-1), |b| b.node_id);

@@ -26,6 +26,7 @@ use crate::server::auth::authorizer::{Principal, Resource};
 use crate::server::core::metadata::QueueSlot;
 use crate::server::core::{Core, Failure};
 use crate::server::groups::Groups;
+use kafka_protocol::ResponseError;
 use producers::Producers;
 use std::rc::Rc;
 
@@ -59,7 +60,7 @@ fn text(s: impl Into<String>) -> kafka_protocol::protocol::StrBytes {
 fn owned(core: &Core, queue: &QueueRef) -> Result<QueueSlot, i16> {
     match core.locate(queue) {
         Ok(slot) if core.owns(slot) => Ok(slot),
-        Ok(_) => Err(codes::NOT_LEADER_OR_FOLLOWER),
+        Ok(_) => Err(ResponseError::NotLeaderOrFollower.code()),
         Err(Failure(code, _)) => Err(codes::of(code)),
     }
 }

@@ -19,10 +19,11 @@ use kafka_protocol::messages::{
     InitProducerIdRequest, InitProducerIdResponse, ProduceRequest, ProduceResponse, ProducerId,
 };
 use kafka_protocol::protocol::StrBytes;
+use kafka_protocol::ResponseError;
 
-const OUT_OF_ORDER_SEQUENCE_NUMBER: i16 = 45;
-const TRANSACTIONAL_REFUSED: i16 = codes::TRANSACTIONAL_ID_AUTHORIZATION_FAILED;
-const INVALID_PRODUCER_EPOCH: i16 = 47;
+const OUT_OF_ORDER_SEQUENCE_NUMBER: i16 = ResponseError::OutOfOrderSequenceNumber.code();
+const TRANSACTIONAL_REFUSED: i16 = ResponseError::TransactionalIdAuthorizationFailed.code();
+const INVALID_PRODUCER_EPOCH: i16 = ResponseError::InvalidProducerEpoch.code();
 
 /// A refused partition: Kafka's code and a message.
 type Refusal = (i16, String);
@@ -33,7 +34,7 @@ pub async fn produce(s: &Services, p: &Principal, request: &ProduceRequest) -> P
     let mut stores = Vec::new();
     for topic in &request.topic_data {
         let allowed = p.check(&s.core, Operation::Write, authorizer::topic(&topic.name));
-        let allowed = allowed.map_err(|f| (codes::TOPIC_AUTHORIZATION_FAILED, f.1));
+        let allowed = allowed.map_err(|f| (ResponseError::TopicAuthorizationFailed.code(), f.1));
         for partition in &topic.partition_data {
             let queue = QueueRef { topic: topic.name.to_string(), queue: partition.index.max(0) as u32 };
             let allowed = allowed.clone();
@@ -43,7 +44,7 @@ pub async fn produce(s: &Services, p: &Principal, request: &ProduceRequest) -> P
             });
         }
     }
-    let mut stored = ringmq_shards::join_all(stores).await.into_iter();
+    let mut stored = futures_util::future::join_all(stores).await.into_iter();
     let mut responses = Vec::new();
     for topic in &request.topic_data {
         let mut partitions = Vec::new();
@@ -80,10 +81,11 @@ pub fn record_bytes(request: &ProduceRequest) -> u64 {
 /// Stores one partition's records; the offset of the first, and how many
 /// were stored (none for a retry of a batch stored before).
 async fn store(s: &Services, queue: &QueueRef, records: Option<&Bytes>) -> Result<(u64, u32), Refusal> {
-    let records = records.ok_or((codes::CORRUPT_MESSAGE, "the partition's records are missing".to_string()))?;
+    let records =
+        records.ok_or((ResponseError::CorruptMessage.code(), "the partition's records are missing".to_string()))?;
     let translated = to_ringmq(records, queue.queue, s.core.config().max_batch_bytes).map_err(|r| match r {
-        Refused::Corrupt(m) => (codes::CORRUPT_MESSAGE, m),
-        Refused::TooLarge(m) => (codes::MESSAGE_TOO_LARGE, m),
+        Refused::Corrupt(m) => (ResponseError::CorruptMessage.code(), m),
+        Refused::TooLarge(m) => (ResponseError::MessageTooLarge.code(), m),
     })?;
     let refused = |f: crate::server::core::Failure| (codes::of(f.0), f.1);
     let Some(sequence) = translated.sequence else {
@@ -102,7 +104,7 @@ async fn store(s: &Services, queue: &QueueRef, records: Option<&Bytes>) -> Resul
             }
         },
         Check::Duplicate(base) => Ok((base, 0)),
-        Check::Pending => Err((codes::REQUEST_TIMED_OUT, "the same batch is being stored; retry".into())),
+        Check::Pending => Err((ResponseError::RequestTimedOut.code(), "the same batch is being stored; retry".into())),
         Check::OutOfOrder { expected } => Err(out_of_order(sequence, expected)),
         Check::Fenced { current } => Err((
             INVALID_PRODUCER_EPOCH,
@@ -122,7 +124,7 @@ pub fn init_producer_id(s: &Services, p: &Principal, r: &InitProducerIdRequest) 
     let response = InitProducerIdResponse::default().with_producer_id(ProducerId(-1)).with_producer_epoch(-1);
     if let Some(id) = r.transactional_id.as_ref().filter(|id| !id.is_empty()) {
         let code = permitted(&s.core, p, Operation::Write, authorizer::transactional(id), TRANSACTIONAL_REFUSED);
-        return response.with_error_code(code.err().unwrap_or(codes::INVALID_REQUEST));
+        return response.with_error_code(code.err().unwrap_or(ResponseError::InvalidRequest.code()));
     }
     if r.producer_id.0 >= 0 && r.producer_epoch >= 0 && r.producer_epoch < i16::MAX {
         return response.with_producer_id(r.producer_id).with_producer_epoch(r.producer_epoch + 1);

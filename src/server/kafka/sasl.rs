@@ -12,6 +12,7 @@ use crate::server::auth::session::{Session, Step};
 use crate::server::core::Failure;
 use bytes::Bytes;
 use kafka_protocol::messages::{ApiKey, SaslAuthenticateResponse, SaslHandshakeResponse};
+use kafka_protocol::ResponseError;
 
 /// What the connection does after a SASL request.
 pub struct Served {
@@ -27,8 +28,8 @@ pub fn handshake(s: &Services, session: &mut Session, correlation: i32, version:
     let chosen = session.handshake(&s.core, mechanism);
     let code = match &chosen {
         Ok(_) => codes::NONE,
-        Err(Failure(ErrorCode::UnsupportedSaslMechanism, _)) => codes::UNSUPPORTED_SASL_MECHANISM,
-        Err(_) => codes::ILLEGAL_SASL_STATE,
+        Err(Failure(ErrorCode::UnsupportedSaslMechanism, _)) => ResponseError::UnsupportedSaslMechanism.code(),
+        Err(_) => ResponseError::IllegalSaslState.code(),
     };
     let body = SaslHandshakeResponse::default().with_error_code(code).with_mechanisms(offered);
     let header = ApiKey::SaslHandshake.response_header_version(version);

@@ -16,6 +16,7 @@ use kafka_protocol::messages::{
     CreateTopicsRequest, CreateTopicsResponse, DeleteTopicsRequest, DeleteTopicsResponse, DescribeConfigsRequest,
     DescribeConfigsResponse,
 };
+use kafka_protocol::ResponseError;
 use std::rc::Rc;
 
 /// DescribeConfigs' resource types.
@@ -28,10 +29,10 @@ const STATIC_BROKER_CONFIG: i8 = 4;
 /// has its own).
 fn topic_error(code: ErrorCode) -> i16 {
     if code == ErrorCode::NotAuthorized {
-        return codes::TOPIC_AUTHORIZATION_FAILED;
+        return ResponseError::TopicAuthorizationFailed.code();
     }
     if code == ErrorCode::InvalidRequest {
-        return codes::INVALID_PARTITIONS;
+        return ResponseError::InvalidPartitions.code();
     }
     codes::of(code)
 }
@@ -91,21 +92,25 @@ pub fn describe_configs(core: &Core, p: &Principal, request: &DescribeConfigsReq
             };
             if let Err(f) = p.check(core, Operation::Describe, resource) {
                 let code = if r.resource_type == TOPIC {
-                    codes::TOPIC_AUTHORIZATION_FAILED
+                    ResponseError::TopicAuthorizationFailed.code()
                 } else {
-                    codes::CLUSTER_AUTHORIZATION_FAILED
+                    ResponseError::ClusterAuthorizationFailed.code()
                 };
                 return result.with_error_code(code).with_error_message(Some(text(f.1)));
             }
             let all = match r.resource_type {
                 TOPIC if core.describe(&[r.resource_name.to_string()]).topics.is_empty() => {
                     let m = format!("topic {:?} does not exist", r.resource_name.as_str());
-                    return result.with_error_code(codes::UNKNOWN_TOPIC_OR_PARTITION).with_error_message(Some(text(m)));
+                    return result
+                        .with_error_code(ResponseError::UnknownTopicOrPartition.code())
+                        .with_error_message(Some(text(m)));
                 }
                 TOPIC | BROKER => configs(core),
                 other => {
                     let m = format!("resource type {other} has no configs here (topics: 2, brokers: 4)");
-                    return result.with_error_code(codes::INVALID_REQUEST).with_error_message(Some(text(m)));
+                    return result
+                        .with_error_code(ResponseError::InvalidRequest.code())
+                        .with_error_message(Some(text(m)));
                 }
             };
             let keys = r.configuration_keys.as_ref();
