@@ -8,6 +8,7 @@ use ringmq::client::{
     Client, ClientConfig, ClientError, Consumer, GroupConfig, Message, Producer, ProducerConfig, SaslLogin, StartFrom,
     StartNew,
 };
+use ringmq::cluster::node::Role;
 use ringmq::security::sasl::SaslMechanism;
 use ringmq::security::tls::{ClientFiles, ClientTls, ServerTls};
 use ringmq::server::{self, config, ServerConfig};
@@ -902,19 +903,75 @@ fn reload_tls(tls: &Option<ServerTls>) -> bool {
 }
 
 /// Why a cluster node's server stops.
-enum Wake {
-    Signal(i32),
-    RoleLost(String),
+/// A cluster node's shards, started in each role `ringmq::cluster::node::serve` gives them.
+struct BrokerData {
+    cfg: ServerConfig,
+    /// What every role shares (group, node, replication, links); `lead` and `epoch` change.
+    base: server::ClusterRole,
+    server: Option<server::Server>,
+    /// The role the shards serve in, as the listening line names it.
+    role: String,
+}
+
+impl ringmq::cluster::node::Data for BrokerData {
+    fn shards(&self) -> usize {
+        self.cfg.cores.len()
+    }
+
+    fn last_epoch(&self) -> Result<u64, ringmq::cluster::node::DataError> {
+        Ok(ringmq::cluster::local_epoch::load(&self.cfg.data_dir)?)
+    }
+
+    fn start(&mut self, epoch: u64, role: Role) -> Result<Vec<u64>, ringmq::cluster::node::DataError> {
+        let (lead, named) = match role {
+            Role::Leader => (server::Lead::Leader, "leader".to_string()),
+            Role::Follower { leader, cuts } => {
+                let addr = leader
+                    .advertise
+                    .parse()
+                    .map_err(|e| format!("the leader's address {:?}: {e}", leader.advertise))?;
+                let named = format!("follower of {}", leader.node);
+                (server::Lead::Follower { leader: leader.node, addr, cuts }, named)
+            }
+        };
+        let mut cfg = self.cfg.clone();
+        cfg.cluster = Some(server::ClusterRole { epoch, lead, ..self.base.clone() });
+        let server = server::start(cfg)?;
+        let log_ends = server.log_ends.clone();
+        self.server = Some(server);
+        self.role = format!("{named} in epoch {epoch}");
+        Ok(log_ends)
+    }
+
+    fn serving(&mut self) {
+        let Some(server) = &self.server else { return };
+        let addrs: Vec<String> = server.addrs.iter().map(|a| a.to_string()).collect();
+        // Whoever started the node may have stopped reading (a closed pipe is no reason to stop).
+        let mut out = std::io::stdout();
+        let _ = writeln!(out, "ringmq listening on {} (shards: {}) as {}", addrs[0], addrs.join(" "), self.role);
+        let _ = out.flush();
+    }
+
+    fn store_epoch(&mut self, epoch: u64) -> Result<(), ringmq::cluster::node::DataError> {
+        Ok(ringmq::cluster::local_epoch::store(&self.cfg.data_dir, epoch)?)
+    }
+
+    fn stop(&mut self) {
+        if let Some(server) = self.server.take() {
+            server.stop();
+        }
+    }
 }
 
 /// A cluster node: registers, then serves in the role each election gives
 /// it, starting over in a new role whenever the control plane says the old
 /// one is lost, until a signal.
 fn serve_in_cluster(
-    mut cfg: ServerConfig,
+    cfg: ServerConfig,
     mut c: ringmq::cluster::ClusterConfig,
     replication: server::ReplicationConfig,
 ) -> Result<(), String> {
+    use ringmq::cluster::node::Wake;
     if cfg.listen.port() == 0 {
         return Err("cluster mode needs a fixed --listen port: followers reach shard k at its port + k".into());
     }
@@ -924,7 +981,7 @@ fn serve_in_cluster(
         }
         c.advertise = cfg.listen.to_string();
     }
-    let (wake, woken) = std::sync::mpsc::channel();
+    let (wake, mut woken) = tokio::sync::mpsc::unbounded_channel();
     let lost = wake.clone();
     let on_lost: ringmq::cluster::OnLost = Box::new(move |why| {
         let _ = lost.send(Wake::RoleLost(why));
@@ -934,8 +991,6 @@ fn serve_in_cluster(
     let confirmed = ringmq::cluster::Confirmed::default();
     let control = ringmq::cluster::ControlPlane::start(c, on_lost, confirmed.clone()).map_err(|e| e.to_string())?;
     let isr = server::IsrLink { confirmed, report: control.in_sync_reporter(), deposed: control.deposed() };
-    let placement = control.placement_link();
-    let accounts = control.accounts_link();
     let mut signals =
         Signals::new([SIGINT, SIGTERM, SIGHUP]).map_err(|e| format!("installing signal handlers: {e}"))?;
     let tls = cfg.tls.clone();
@@ -943,122 +998,29 @@ fn serve_in_cluster(
         .name("ringmq-signals".into())
         .spawn(move || {
             for signal in signals.forever().filter(|&signal| signal != SIGHUP || !reload_tls(&tls)) {
-                let _ = wake.send(Wake::Signal(signal));
+                let _ = wake.send(Wake::Stop(format!("signal {signal}")));
             }
         })
         .map_err(|e| format!("starting the signal thread: {e}"))?;
-    let result = loop {
-        let elected = match control.elect() {
-            Ok(elected) => elected,
-            Err(e) => {
-                // No member of the in-sync set leads yet (or etcd is away): keep trying until a signal.
-                eprintln!("ringmq: no role yet ({e}); trying again");
-                if let Ok(Wake::Signal(signal)) = woken.recv_timeout(Duration::from_secs(1)) {
-                    eprintln!("ringmq: shutting down (signal {signal})");
-                    break Ok(());
-                }
-                continue;
-            }
-        };
-        let (epoch, lead) = match elected {
-            ringmq::cluster::Elected::Leader { epoch } => (epoch, server::Lead::Leader),
-            ringmq::cluster::Elected::Follower(l) => {
-                let addr = match l.advertise.parse() {
-                    Ok(addr) => addr,
-                    Err(e) => break Err(format!("the leader's address {:?}: {e}", l.advertise)),
-                };
-                let cuts = match follower_cuts(&control, &cfg, l.epoch) {
-                    Ok(cuts) => cuts,
-                    Err(e) => break Err(e),
-                };
-                (l.epoch, server::Lead::Follower { leader: l.node, addr, cuts })
-            }
-        };
-        let leads = lead == server::Lead::Leader;
-        let role = match &lead {
-            server::Lead::Leader => "leader".to_string(),
-            server::Lead::Follower { leader, .. } => format!("follower of {leader}"),
-        };
-        cfg.cluster = Some(server::ClusterRole {
-            group: group.clone(),
-            node: node.clone(),
-            epoch,
-            replication: replication.clone(),
-            lead,
-            isr: isr.clone(),
-            placement: placement.clone(),
-            accounts: accounts.clone(),
-        });
-        let server = match server::start(cfg.clone()) {
-            Ok(server) => server,
-            Err(e) => break Err(e.to_string()),
-        };
-        if leads {
-            let start = ringmq::cluster::EpochStart { leader: node.clone(), starts: server.log_ends.clone() };
-            if let Err(e) = control.record_start(epoch, start) {
-                server.stop();
-                break Err(format!("recording where epoch {epoch} begins: {e}"));
-            }
-        }
-        if let Err(e) = ringmq::cluster::local_epoch::store(&cfg.data_dir, epoch) {
-            server.stop();
-            break Err(e);
-        }
-        let addrs: Vec<String> = server.addrs.iter().map(|a| a.to_string()).collect();
-        // Whoever started the node may have stopped reading (a closed pipe is no reason to stop).
-        let mut out = std::io::stdout();
-        let _ =
-            writeln!(out, "ringmq listening on {} (shards: {}) as {role} in epoch {epoch}", addrs[0], addrs.join(" "));
-        let _ = out.flush();
-        match woken.recv() {
-            Ok(Wake::RoleLost(why)) => {
-                eprintln!("ringmq: {why}; restarting in the role the next election gives");
-                server.stop();
-            }
-            Ok(Wake::Signal(signal)) => {
-                eprintln!("ringmq: shutting down (signal {signal})");
-                server.stop();
-                break Ok(());
-            }
-            Err(_) => {
-                server.stop();
-                break Err("the control plane and signal threads are gone".into());
-            }
-        }
+    let base = server::ClusterRole {
+        group,
+        node: node.clone(),
+        epoch: 0,
+        replication,
+        lead: server::Lead::Leader,
+        isr,
+        placement: control.placement_link(),
+        accounts: control.accounts_link(),
     };
+    let mut data = BrokerData { cfg, base, server: None, role: String::new() };
+    // The node's life is a few awaits on the control plane: a runtime of its own on this thread.
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_time()
+        .build()
+        .map_err(|e| format!("starting the node's runtime: {e}"))?;
+    let result = runtime.block_on(ringmq::cluster::node::serve(&control, &node, &mut data, &mut woken));
     control.stop();
-    result
-}
-
-/// Longest a follower waits for its new leader to record where its epoch began.
-const EPOCH_START_WAIT: Duration = Duration::from_secs(30);
-
-/// Where each shard's log must be cut before this node follows `epoch`:
-/// back to where the first epoch after the newest one its log holds began.
-fn follower_cuts(
-    control: &ringmq::cluster::ControlPlane,
-    cfg: &ServerConfig,
-    epoch: u64,
-) -> Result<Vec<Option<u64>>, String> {
-    let deadline = Instant::now() + EPOCH_START_WAIT;
-    let starts = loop {
-        let starts = control.epoch_starts()?;
-        if starts.contains_key(&epoch) {
-            break starts;
-        }
-        if Instant::now() > deadline {
-            return Err(format!(
-                "the leader of epoch {epoch} did not record where it began within {EPOCH_START_WAIT:?}"
-            ));
-        }
-        std::thread::sleep(Duration::from_millis(100));
-    };
-    let last = ringmq::cluster::local_epoch::load(&cfg.data_dir)?;
-    let cuts: Vec<Option<u64>> = (0..cfg.cores.len()).map(|k| ringmq::cluster::cut_for(&starts, last, k)).collect();
-    if last > 0 && cuts.iter().any(Option::is_some) {
-        eprintln!("ringmq: this node's log holds epochs up to {last}; cutting it back to where epoch {epoch}'s history continues: {cuts:?}");
-    }
-    Ok(cuts)
+    result.map_err(|e| e.to_string())
 }
 
 fn cluster(action: ClusterAction) -> Result<(), String> {
@@ -1067,13 +1029,14 @@ fn cluster(action: ClusterAction) -> Result<(), String> {
         ClusterAction::TransferLeader { cluster, group, to, wait_ms } => {
             let endpoints = ringmq::cluster::parse_endpoints(&cluster)?;
             let wait = Duration::from_millis(wait_ms);
-            let leader = ringmq::cluster::transfer_leader(&endpoints, &group, to.as_deref(), wait)?;
+            let leader =
+                ringmq::cluster::transfer_leader(&endpoints, &group, to.as_deref(), wait).map_err(|e| e.to_string())?;
             println!("group={group} leader={} epoch={}", leader.node, leader.epoch);
             return Ok(());
         }
     };
     let endpoints = ringmq::cluster::parse_endpoints(&cluster)?;
-    let nodes = ringmq::cluster::list_nodes(&endpoints)?;
+    let nodes = ringmq::cluster::list_nodes(&endpoints).map_err(|e| e.to_string())?;
     for n in &nodes {
         match format {
             Format::Text => println!("group={} node={} advertise={} lease={:x}", n.group, n.node, n.advertise, n.lease),
@@ -1083,7 +1046,7 @@ fn cluster(action: ClusterAction) -> Result<(), String> {
     if nodes.is_empty() {
         eprintln!("no node is registered");
     }
-    for g in ringmq::cluster::list_groups(&endpoints)? {
+    for g in ringmq::cluster::list_groups(&endpoints).map_err(|e| e.to_string())? {
         match format {
             Format::Text => {
                 let (leader, epoch) = g.leader.as_ref().map_or(("-", 0), |l| (l.node.as_str(), l.epoch));

@@ -232,7 +232,12 @@ fn a_paused_leaders_kafka_requests_are_answered_and_kafka_producers_carry_on() {
             "acknowledged {value} is at {partition}/{offset} (read {read}; found at {:?})",
             places.get(value.as_str())
         );
-        assert_eq!(places[value.as_str()].len(), 1, "the idempotent producer's {value} is stored more than once");
+        let stored_at = &places[value.as_str()];
+        assert_eq!(
+            stored_at.len(),
+            1,
+            "the idempotent producer's {value} (acknowledged at {partition}/{offset}) is stored at {stored_at:?}"
+        );
     }
     eprintln!(
         "raw requests to the paused leader: {answered} of 40 answered, {closed} of 4 connections closed for the rest; \

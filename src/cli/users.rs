@@ -125,7 +125,9 @@ fn alter(target: &Target, change: AlterUser) -> Result<(), String> {
     }
     if let Some(url) = &target.cluster {
         let endpoints = ringmq::cluster::parse_endpoints(url)?;
-        return ringmq::cluster::change_accounts(&endpoints, &AccountsChange::User(change)).map(|_| ());
+        return ringmq::cluster::change_accounts(&endpoints, &AccountsChange::User(change))
+            .map(|_| ())
+            .map_err(|e| e.to_string());
     }
     crate::connect(&target.broker)?.alter_user(&change).map_err(|e| e.to_string())
 }
@@ -134,7 +136,9 @@ fn alter(target: &Target, change: AlterUser) -> Result<(), String> {
 fn list(target: &Target) -> Result<Vec<(String, Vec<Mechanism>)>, String> {
     let users = match (&target.data_dir, &target.cluster) {
         (Some(dir), _) => Users::load(dir)?,
-        (None, Some(url)) => ringmq::cluster::cluster_users(&ringmq::cluster::parse_endpoints(url)?)?,
+        (None, Some(url)) => {
+            ringmq::cluster::cluster_users(&ringmq::cluster::parse_endpoints(url)?).map_err(|e| e.to_string())?
+        }
         (None, None) => return Ok(crate::connect(&target.broker)?.list_users().map_err(|e| e.to_string())?.0),
     };
     Ok(users.names().map(|n| (n.to_string(), users.mechanisms(n))).collect())

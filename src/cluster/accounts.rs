@@ -9,13 +9,14 @@
 //! prefix and replaces its shards' snapshots, so all nodes agree.
 
 use super::registry::blocking;
+use super::store::{Compare, Op, Store, StoreError};
+use super::ClusterError;
 use crate::protocol::ErrorCode;
 use crate::security::acl::Acls;
-use crate::security::change::{AccountsChange, Changed, Store};
+use crate::security::change::{AccountsChange, Changed, Store as Kept};
 use crate::security::quota::Quotas;
 use crate::security::users::Users;
 use crate::server::Failure;
-use etcd_client::{Client, Compare, CompareOp, GetOptions, Txn, TxnOp};
 
 pub(super) const ACCOUNTS_PREFIX: &str = "/ringmq/security/";
 const USERS_KEY: &str = "/ringmq/security/users";
@@ -25,8 +26,8 @@ const QUOTAS_KEY: &str = "/ringmq/security/quotas";
 const ATTEMPTS_MAX: usize = 16;
 
 /// True if a change of `key` changes the users, ACLs or quotas.
-pub(super) fn moves_accounts(key: &[u8]) -> bool {
-    key.starts_with(ACCOUNTS_PREFIX.as_bytes())
+pub(super) fn moves_accounts(key: &str) -> bool {
+    key.starts_with(ACCOUNTS_PREFIX)
 }
 
 /// The three stores as etcd holds them, with each key's revision (0: none yet).
@@ -36,38 +37,35 @@ struct Held {
     quotas: (Quotas, i64),
 }
 
-async fn read_held(client: &mut Client) -> Result<Held, String> {
-    let found = client.get(ACCOUNTS_PREFIX, Some(GetOptions::new().with_prefix())).await.map_err(|e| e.to_string())?;
+async fn read_held(store: &impl Store) -> Result<Held, StoreError> {
     let mut held = Held { users: Default::default(), acls: Default::default(), quotas: Default::default() };
-    for kv in found.kvs() {
-        let key = kv.key_str().map_err(|e| e.to_string())?;
-        let parsed = |e: serde_json::Error| format!("{key}: {e}");
-        match key {
-            USERS_KEY => held.users = (serde_json::from_slice(kv.value()).map_err(parsed)?, kv.mod_revision()),
-            ACLS_KEY => held.acls = (serde_json::from_slice(kv.value()).map_err(parsed)?, kv.mod_revision()),
-            QUOTAS_KEY => held.quotas = (serde_json::from_slice(kv.value()).map_err(parsed)?, kv.mod_revision()),
+    for kv in store.list(ACCOUNTS_PREFIX).await?.kvs {
+        match kv.key.as_str() {
+            USERS_KEY => held.users = (kv.json()?, kv.mod_revision),
+            ACLS_KEY => held.acls = (kv.json()?, kv.mod_revision),
+            QUOTAS_KEY => held.quotas = (kv.json()?, kv.mod_revision),
             _ => {}
         }
     }
     Ok(held)
 }
 
-/// The users, ACLs and quotas as etcd holds them now.
-pub(super) async fn read(client: &mut Client) -> Result<(Users, Acls, Quotas), String> {
-    let held = read_held(client).await?;
+/// The users, ACLs and quotas as the store holds them now.
+pub(super) async fn read(store: &impl Store) -> Result<(Users, Acls, Quotas), StoreError> {
+    let held = read_held(store).await?;
     Ok((held.users.0, held.acls.0, held.quotas.0))
 }
 
-/// Makes a change in etcd; for a removal of ACLs, how many rules went.
-pub(super) async fn change(client: &mut Client, change: &AccountsChange) -> Result<u32, Failure> {
-    let unavailable = |e: String| Failure::cluster_unavailable(e);
+/// Makes a change in the store; for a removal of ACLs, how many rules went.
+pub(super) async fn change(store: &impl Store, change: &AccountsChange) -> Result<u32, Failure> {
+    let unavailable = |e: StoreError| Failure::cluster_unavailable(e);
     for _ in 0..ATTEMPTS_MAX {
-        let held = read_held(client).await.map_err(unavailable)?;
+        let held = read_held(store).await.map_err(unavailable)?;
         let changed = change.apply(&held.users.0, &held.acls.0, &held.quotas.0).map_err(Failure::invalid)?;
         let (key, revision) = match change.store() {
-            Store::Users => (USERS_KEY, held.users.1),
-            Store::Acls => (ACLS_KEY, held.acls.1),
-            Store::Quotas => (QUOTAS_KEY, held.quotas.1),
+            Kept::Users => (USERS_KEY, held.users.1),
+            Kept::Acls => (ACLS_KEY, held.acls.1),
+            Kept::Quotas => (QUOTAS_KEY, held.quotas.1),
         };
         let (json, removed) = match &changed {
             Changed::Users(users) => (serde_json::to_vec(users), 0),
@@ -75,10 +73,8 @@ pub(super) async fn change(client: &mut Client, change: &AccountsChange) -> Resu
             Changed::Quotas(quotas) => (serde_json::to_vec(quotas), 0),
         };
         let json = json.map_err(|e| Failure(ErrorCode::Internal, e.to_string()))?;
-        let txn = Txn::new()
-            .when([Compare::mod_revision(key, CompareOp::Equal, revision)])
-            .and_then([TxnOp::put(key, json, None)]);
-        if client.txn(txn).await.map_err(|e| unavailable(e.to_string()))?.succeeded() {
+        let when = vec![Compare::ModRevision(key.to_string(), revision)];
+        if store.txn(when, vec![Op::put(key, json)]).await.map_err(unavailable)?.is_some() {
             return Ok(removed);
         }
     }
@@ -86,11 +82,11 @@ pub(super) async fn change(client: &mut Client, change: &AccountsChange) -> Resu
 }
 
 /// Makes a change straight in etcd (the CLI, e.g. the first user of a cluster).
-pub fn change_accounts(endpoints: &[String], asked: &AccountsChange) -> Result<u32, String> {
-    blocking(endpoints, async |client| change(client, asked).await.map_err(|f| f.1))
+pub fn change_accounts(endpoints: &[String], asked: &AccountsChange) -> Result<u32, ClusterError> {
+    blocking(endpoints, async |store| change(store, asked).await.map_err(|f| ClusterError::Refused(f.1)))
 }
 
 /// The cluster's users as etcd holds them (the CLI).
-pub fn cluster_users(endpoints: &[String]) -> Result<Users, String> {
-    blocking(endpoints, async |client| read(client).await.map(|(users, ..)| users))
+pub fn cluster_users(endpoints: &[String]) -> Result<Users, ClusterError> {
+    blocking(endpoints, async |store| Ok(read(store).await?.0))
 }

@@ -23,16 +23,17 @@ use super::election::{self, Campaign, EpochStart, Leadership};
 use super::isr::{self, Isr, Lags, Tracker};
 use super::placement;
 use super::registry::{self, Node, NodeKey};
+use super::store::{EtcdStore, Lease, Store, StoreError, Watch};
 use super::transfer;
 use super::{ClusterConfig, ETCD_TIMEOUT};
 use crate::server::placement::{ClusterView, PlacementAsk, PlacementLink};
 use crate::server::{Accounts, AccountsAsk, AccountsLink, Failure};
-use etcd_client::{LeaseKeepAliveStream, LeaseKeeper, PutOptions, WatchOptions, WatchResponse, WatchStream};
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{mpsc, Arc, RwLock};
 use std::time::Duration;
 use tokio::sync::{oneshot, watch};
+use tokio::time::Instant;
 
 /// Why the control plane could not start.
 #[derive(Debug, thiserror::Error)]
@@ -41,6 +42,14 @@ pub enum ControlPlaneError {
     Etcd { endpoints: Vec<String>, reason: String },
     #[error("cannot start the control-plane thread: {0}")]
     Thread(String),
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    #[error("the control plane stopped")]
+    Stopped,
+    #[error("no answer from the control plane within {0:?}")]
+    NoAnswer(Duration),
+    #[error("the election took longer than {0:?}")]
+    ElectionTimedOut(Duration),
 }
 
 /// Longest an election may take before it is reported as failed.
@@ -60,7 +69,7 @@ pub enum Elected {
 /// Called on the control-plane thread when the elected role is lost.
 pub type OnLost = Box<dyn Fn(String) + Send>;
 
-type Reply<T> = mpsc::Sender<Result<T, String>>;
+type Reply<T> = oneshot::Sender<Result<T, ControlPlaneError>>;
 
 /// What the node asks of its control-plane thread.
 enum Command {
@@ -91,10 +100,12 @@ struct Leading {
     /// The newest topics revision this group's metadata is known to hold.
     applied: i64,
     /// When this leader first saw a request to hand over.
-    transfer_seen: Option<std::time::Instant>,
+    transfer_seen: Option<Instant>,
 }
 
-/// This node's link to the cluster's etcd, on a thread of its own.
+/// This node's link to the cluster's coordination store: etcd, through a
+/// thread of its own (`start`), or a simulated store on the caller's
+/// runtime (`spawn`).
 pub struct ControlPlane {
     stop: Option<oneshot::Sender<()>>,
     commands: tokio::sync::mpsc::UnboundedSender<Command>,
@@ -104,60 +115,90 @@ pub struct ControlPlane {
     thread: Option<std::thread::JoinHandle<()>>,
 }
 
+/// The ends the control plane's loop keeps.
+struct LoopEnds {
+    stop: oneshot::Receiver<()>,
+    commands: tokio::sync::mpsc::UnboundedReceiver<Command>,
+    shared: Shared,
+}
+
 impl ControlPlane {
-    /// Registers this node and keeps its registration alive; returns once it
-    /// is registered (or why it could not be).
+    /// A handle and the loop's ends, connected.
+    fn parts(on_lost: OnLost, confirmed: Confirmed) -> (ControlPlane, LoopEnds) {
+        let (stop_tx, stop) = oneshot::channel();
+        let (commands_tx, commands) = tokio::sync::mpsc::unbounded_channel();
+        let (view_tx, view) = watch::channel(ClusterView::default());
+        let deposed = Arc::new(AtomicBool::new(false));
+        // Filled from the store before the node serves; kept as the store holds them.
+        let accounts = Arc::new(Accounts::new(Default::default(), Default::default(), Default::default()));
+        let shared = Shared { confirmed, on_lost, view: view_tx, deposed: deposed.clone(), accounts: accounts.clone() };
+        let handle = ControlPlane { stop: Some(stop_tx), commands: commands_tx, view, deposed, accounts, thread: None };
+        (handle, LoopEnds { stop, commands, shared })
+    }
+
+    /// Registers this node with the etcd `config` names and keeps its
+    /// registration alive, on a thread of its own; returns once it is
+    /// registered (or why it could not be).
     pub fn start(
         config: ClusterConfig,
         on_lost: OnLost,
         confirmed: Confirmed,
     ) -> Result<ControlPlane, ControlPlaneError> {
         let (ready_tx, ready_rx) = mpsc::channel();
-        let (stop_tx, stop_rx) = oneshot::channel();
-        let (commands_tx, commands_rx) = tokio::sync::mpsc::unbounded_channel();
-        let (view_tx, view) = watch::channel(ClusterView::default());
-        let deposed = Arc::new(AtomicBool::new(false));
-        // Filled from etcd before `start` returns; kept as etcd holds them.
-        let accounts = Arc::new(Accounts::new(Default::default(), Default::default(), Default::default()));
-        let shared = Shared { confirmed, on_lost, view: view_tx, deposed: deposed.clone(), accounts: accounts.clone() };
+        let (mut handle, ends) = ControlPlane::parts(on_lost, confirmed);
         let endpoints = config.endpoints.clone();
         let thread = std::thread::Builder::new()
             .name("ringmq-control".into())
             .spawn(move || {
                 let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build();
-                match runtime {
-                    Ok(runtime) => runtime.block_on(run(config, ready_tx, stop_rx, commands_rx, shared)),
-                    Err(e) => {
-                        let _ = ready_tx.send(Err(format!("starting its runtime: {e}")));
+                let Ok(runtime) = runtime.map_err(|e| ready_tx.send(Err(format!("starting its runtime: {e}")))) else {
+                    return;
+                };
+                runtime.block_on(async {
+                    match EtcdStore::connect(&config.endpoints, ETCD_TIMEOUT).await {
+                        Ok(store) => run(store, config, ready_tx, ends).await,
+                        Err(e) => drop(ready_tx.send(Err(e.to_string()))),
                     }
-                }
+                })
             })
             .map_err(|e| ControlPlaneError::Thread(e.to_string()))?;
+        handle.thread = Some(thread);
         let failed = |reason: String| ControlPlaneError::Etcd { endpoints: endpoints.clone(), reason };
         match ready_rx.recv_timeout(2 * ETCD_TIMEOUT) {
-            Ok(Ok(())) => {
-                let thread = Some(thread);
-                Ok(ControlPlane { stop: Some(stop_tx), commands: commands_tx, view, deposed, accounts, thread })
-            }
+            Ok(Ok(())) => Ok(handle),
             Ok(Err(reason)) => Err(failed(reason)),
             Err(_) => Err(failed(format!("no answer within {:?}", 2 * ETCD_TIMEOUT))),
         }
     }
 
+    /// The control plane of a node on `store`, and its loop for the caller
+    /// to run where it likes (the simulator, on the node's own task set):
+    /// it registers (retrying until it can) and an election waits for that.
+    pub fn on<S: Store>(
+        store: S,
+        config: ClusterConfig,
+        on_lost: OnLost,
+        confirmed: Confirmed,
+    ) -> (ControlPlane, impl std::future::Future<Output = ()>) {
+        let (handle, ends) = ControlPlane::parts(on_lost, confirmed);
+        let (ready, _) = mpsc::channel();
+        (handle, run(store, config, ready, ends))
+    }
+
     /// Finds the group's leader, or becomes it; this node's role is then
     /// watched until it is lost (`OnLost`).
-    pub fn elect(&self) -> Result<Elected, String> {
-        self.ask(Command::Elect, ELECTION_TIMEOUT)
+    pub async fn elect(&self) -> Result<Elected, ControlPlaneError> {
+        self.ask(Command::Elect, ELECTION_TIMEOUT).await
     }
 
     /// Records where this node's shards' logs began `epoch`, which it leads.
-    pub fn record_start(&self, epoch: u64, start: EpochStart) -> Result<(), String> {
-        self.ask(|reply| Command::RecordStart { epoch, start, reply }, 2 * ETCD_TIMEOUT)
+    pub async fn record_start(&self, epoch: u64, start: EpochStart) -> Result<(), ControlPlaneError> {
+        self.ask(|reply| Command::RecordStart { epoch, start, reply }, 2 * ETCD_TIMEOUT).await
     }
 
     /// Every recorded epoch start of this node's group.
-    pub fn epoch_starts(&self) -> Result<BTreeMap<u64, EpochStart>, String> {
-        self.ask(Command::EpochStarts, 2 * ETCD_TIMEOUT)
+    pub async fn epoch_starts(&self) -> Result<BTreeMap<u64, EpochStart>, ControlPlaneError> {
+        self.ask(Command::EpochStarts, 2 * ETCD_TIMEOUT).await
     }
 
     /// What a leader's shards call when a follower's in-sync state changes there.
@@ -168,7 +209,9 @@ impl ControlPlane {
         })
     }
 
-    /// True from the moment the elected role is lost until the next election.
+    /// True from the moment the elected role is lost until the next role
+    /// may serve: a follower's at once, a leader's once its epoch's start is
+    /// recorded.
     pub fn deposed(&self) -> Arc<AtomicBool> {
         self.deposed.clone()
     }
@@ -195,10 +238,16 @@ impl ControlPlane {
         AccountsLink { shared: self.accounts.clone(), ask }
     }
 
-    fn ask<T>(&self, command: impl FnOnce(Reply<T>) -> Command, limit: Duration) -> Result<T, String> {
-        let (reply, answer) = mpsc::channel();
-        self.commands.send(command(reply)).map_err(|_| "the control plane stopped".to_string())?;
-        answer.recv_timeout(limit).map_err(|_| format!("no answer from the control plane within {limit:?}"))?
+    /// Asks the control plane's loop (on a tokio runtime: its answer is
+    /// awaited for at most `limit`).
+    async fn ask<T>(&self, command: impl FnOnce(Reply<T>) -> Command, limit: Duration) -> Result<T, ControlPlaneError> {
+        let (reply, answer) = oneshot::channel();
+        self.commands.send(command(reply)).map_err(|_| ControlPlaneError::Stopped)?;
+        match tokio::time::timeout(limit, answer).await {
+            Ok(Ok(answer)) => answer,
+            Ok(Err(_)) => Err(ControlPlaneError::Stopped),
+            Err(_) => Err(ControlPlaneError::NoAnswer(limit)),
+        }
     }
 
     /// Revokes the registration and stops the thread.
@@ -212,19 +261,16 @@ impl ControlPlane {
     }
 }
 
-/// A registration: the client, the lease it lives under, and that lease's
-/// keep-alive stream (opened once, renewed through for as long as it lasts),
-/// and the watch of the cluster's keys (None once it failed: the view then
-/// follows the renewals).
-struct Registered {
-    client: etcd_client::Client,
-    lease: i64,
-    keeper: LeaseKeeper,
-    answers: LeaseKeepAliveStream,
-    events: Option<WatchStream>,
-    /// The lease runs out at etcd no sooner than this: the time to live
-    /// etcd granted, counted from before the last renewal it confirmed was sent.
-    expires: std::time::Instant,
+/// A registration: the store, the lease it lives under, and the watch of
+/// the cluster's keys (None once it ended: the view then follows the
+/// renewals).
+struct Registered<S> {
+    store: S,
+    lease: Lease,
+    events: Option<Watch>,
+    /// The lease runs out at the store no sooner than this: the time to live
+    /// it granted, counted from before the last renewal it confirmed was sent.
+    expires: Instant,
 }
 
 /// What the control-plane thread shares with the node.
@@ -239,48 +285,42 @@ struct Shared {
     accounts: Arc<Accounts>,
 }
 
-async fn register(config: &ClusterConfig) -> Result<Registered, String> {
-    let mut client = registry::connect(&config.endpoints).await?;
-    let asked_ttl = config.lease_ttl.as_secs().max(1) as i64;
-    let asked = std::time::Instant::now();
-    let granted = client.lease_grant(asked_ttl, None).await.map_err(|e| e.to_string())?;
-    let (lease, ttl) = (granted.id(), granted.ttl().max(1));
+async fn register<S: Store>(store: &S, config: &ClusterConfig) -> Result<Registered<S>, StoreError> {
+    let asked = Instant::now();
+    let (lease, ttl) = store.grant(config.lease_ttl).await?;
     let node = Node::of(config, lease);
-    let key = NodeKey::of(config).etcd_key();
-    client.put(key, node.to_json(), Some(PutOptions::new().with_lease(lease))).await.map_err(|e| e.to_string())?;
-    let (keeper, answers) = client.lease_keep_alive(lease).await.map_err(|e| e.to_string())?;
-    let watched = client.watch(WATCHED_PREFIX, Some(WatchOptions::new().with_prefix())).await;
-    let events = watched.map_err(|e| e.to_string())?;
-    tracing::info!(group = %config.group, node = %config.node, lease, ttl_s = ttl, "registered with etcd");
-    if ttl > asked_ttl {
+    store.put(&NodeKey::of(config).etcd_key(), node.to_json().into_bytes(), Some(lease)).await?;
+    let events = store.watch(WATCHED_PREFIX).await?;
+    tracing::info!(group = %config.group, node = %config.node, lease, ttl_s = ttl.as_secs(), "registered with etcd");
+    if ttl > config.lease_ttl.max(Duration::from_secs(1)) {
         // etcd's floor is 1.5 election timeouts (2 s with its defaults).
-        tracing::warn!(asked_s = asked_ttl, granted_s = ttl, "etcd granted a longer lease than --lease-ms asks: a paused or cut-off leader is replaced after the granted time");
+        tracing::warn!(asked_ms = config.lease_ttl.as_millis() as u64, granted_s = ttl.as_secs(), "etcd granted a longer lease than --lease-ms asks: a paused or cut-off leader is replaced after the granted time");
     }
-    let expires = asked + Duration::from_secs(ttl as u64);
-    Ok(Registered { client, lease, keeper, answers, events: Some(events), expires })
+    Ok(Registered { store: store.clone(), lease, events: Some(events), expires: asked + ttl })
 }
 
-async fn run(
-    config: ClusterConfig,
-    ready: mpsc::Sender<Result<(), String>>,
-    mut stop: oneshot::Receiver<()>,
-    mut commands: tokio::sync::mpsc::UnboundedReceiver<Command>,
-    shared: Shared,
-) {
-    let mut registered = match register(&config).await {
-        Ok(r) => r,
-        Err(reason) => {
-            let _ = ready.send(Err(reason));
-            return;
+async fn run<S: Store>(store: S, config: ClusterConfig, ready: mpsc::Sender<Result<(), String>>, ends: LoopEnds) {
+    let LoopEnds { mut stop, mut commands, shared } = ends;
+    let renew_every = (config.lease_ttl / 3).max(Duration::from_millis(100));
+    let start = async || {
+        let registered = register(&store, &config).await?;
+        refresh_view(&registered.store, &shared.view).await;
+        refresh_accounts(&registered.store, &shared.accounts).await?;
+        Ok::<_, StoreError>(registered)
+    };
+    let mut registered = loop {
+        match start().await {
+            Ok(registered) => break registered,
+            // Told to whoever waits for the start; with nobody waiting (a
+            // spawned control plane) it tries again.
+            Err(error) if ready.send(Err(error.to_string())).is_ok() => return,
+            Err(error) => {
+                tracing::warn!(%error, "registering failed; trying again");
+                tokio::time::sleep(renew_every).await;
+            }
         }
     };
-    refresh_view(&mut registered.client, &shared.view).await;
-    if let Err(reason) = refresh_accounts(&mut registered.client, &shared.accounts).await {
-        let _ = ready.send(Err(format!("reading the cluster's users, ACLs and quotas: {reason}")));
-        return;
-    }
     let _ = ready.send(Ok(()));
-    let renew_every = (config.lease_ttl / 3).max(Duration::from_millis(100));
     let mut role: Option<Elected> = None;
     let mut leading: Option<Leading> = None;
     // One ticker for the whole loop: commands arriving more often than the
@@ -289,8 +329,12 @@ async fn run(
     ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     ticker.tick().await;
     loop {
+        // Biased, in this order: the renewal is never put off by events or
+        // commands, and a simulation replays the same choices.
         tokio::select! {
+            biased;
             _ = &mut stop => break,
+            _ = ticker.tick() => {}
             asked = commands.recv() => {
                 let Some(command) = asked else { break };
                 let state = (&mut role, &mut leading, &shared);
@@ -299,35 +343,33 @@ async fn run(
             }
             event = next_event(&mut registered.events) => {
                 match event {
-                    Ok(Some(event)) => {
-                        let keys: Vec<&[u8]> = event.events().iter().filter_map(|e| e.kv().map(|kv| kv.key())).collect();
+                    Some(keys) => {
                         if keys.iter().any(|k| placement::moves_the_view(k)) {
-                            refresh_view(&mut registered.client, &shared.view).await;
+                            refresh_view(&registered.store, &shared.view).await;
                         }
                         if keys.iter().any(|k| accounts::moves_accounts(k)) {
-                            if let Err(error) = refresh_accounts(&mut registered.client, &shared.accounts).await {
+                            if let Err(error) = refresh_accounts(&registered.store, &shared.accounts).await {
                                 tracing::warn!(%error, "reading the cluster's users, ACLs and quotas failed");
                             }
                         }
                         // A follower learns that its leader's key went (its
                         // lease ran out) now, not at its next renewal: the
                         // election starts that much sooner.
-                        if keys.iter().any(|k| *k == election::leader_key(&config.group).as_bytes()) {
+                        if keys.contains(&election::leader_key(&config.group)) {
                             let limit = registered.time_left();
-                            let lost = tokio::time::timeout(limit, role_lost(&config, &mut registered.client, role.as_ref()));
+                            let lost = tokio::time::timeout(limit, role_lost(&config, &registered.store, role.as_ref()));
                             if let Ok(Some(why)) = lost.await {
                                 depose(&mut role, &mut leading, &shared, why);
                             }
                         }
                     }
-                    ended => {
-                        tracing::warn!(?ended, "the etcd watch ended; the cluster view follows the lease renewals");
+                    None => {
+                        tracing::warn!("the etcd watch ended; the cluster view follows the lease renewals");
                         registered.events = None;
                     }
                 }
                 continue;
             }
-            _ = ticker.tick() => {}
         }
         if let Err(error) = renew(&mut registered).await {
             tracing::warn!(%error, lease = registered.lease, "the etcd lease was not renewed; registering again");
@@ -336,7 +378,7 @@ async fn run(
                 let why = format!("this node's etcd lease was not renewed ({error}); it no longer leads");
                 depose(&mut role, &mut leading, &shared, why);
             }
-            match register(&config).await {
+            match register(&store, &config).await {
                 Ok(r) => registered = r,
                 Err(error) => tracing::error!(%error, "registering with etcd again failed; retrying"),
             }
@@ -345,14 +387,14 @@ async fn run(
         // Whatever etcd does not answer in time waits for the next
         // renewal: that one must come before the lease may run out.
         let limit = registered.time_left();
-        let client = &mut registered.client;
+        let store = &registered.store;
         let (state, lease) = ((&mut role, &mut leading, &shared), registered.lease);
-        if tokio::time::timeout(limit, watch_role(&config, client, lease, state)).await.is_err() {
+        if tokio::time::timeout(limit, watch_role(&config, store, lease, state)).await.is_err() {
             tracing::warn!(?limit, "etcd did not answer in time; renewing the lease first");
         }
     }
-    let Registered { mut client, lease, .. } = registered;
-    match tokio::time::timeout(ETCD_TIMEOUT, client.lease_revoke(lease)).await {
+    let Registered { store, lease, .. } = registered;
+    match tokio::time::timeout(ETCD_TIMEOUT, store.revoke(lease)).await {
         Ok(Ok(_)) => tracing::info!(lease, "left the cluster: lease revoked"),
         _ => tracing::warn!(lease, "could not revoke the etcd lease; it runs out by itself"),
     }
@@ -360,42 +402,47 @@ async fn run(
 
 /// After a renewal: the view, whether the role still holds, and while
 /// leading the in-sync set, the lags and a requested hand-over.
-async fn watch_role(config: &ClusterConfig, client: &mut etcd_client::Client, lease: i64, state: RoleState<'_>) {
+async fn watch_role<S: Store>(config: &ClusterConfig, store: &S, lease: Lease, state: RoleState<'_>) {
     let (role, leading, shared) = state;
-    refresh_view(client, &shared.view).await;
-    if let Some(why) = role_lost(config, client, role.as_ref()).await {
+    refresh_view(store, &shared.view).await;
+    if let Some(why) = role_lost(config, store, role.as_ref()).await {
         depose(role, leading, shared, why);
     }
+    if let (Some(Elected::Leader { epoch }), None) = (role.as_ref(), leading.as_ref()) {
+        // The in-sync set could not be read when this node was elected:
+        // without it no follower would ever count, and no write be acknowledged.
+        *leading = start_leading(config, store, *epoch).await;
+    }
     if let Some(l) = leading.as_mut() {
-        note_registered(config, client, l).await;
-        l.lags.store(client, &config.group, lease).await;
-        if let Some(why) = update_isr(config, client, l, &shared.confirmed).await {
+        note_registered(config, store, l).await;
+        l.lags.store(store, &config.group, lease).await;
+        if let Some(why) = update_isr(config, store, l, &shared.confirmed).await {
             depose(role, leading, shared, why);
-        } else if let Some(why) = hand_over(config, client, l).await {
+        } else if let Some(why) = hand_over(config, store, l).await {
             depose(role, leading, shared, why);
         }
     }
 }
 
-/// The next change of the watched keys (never, once the watch failed).
-async fn next_event(events: &mut Option<WatchStream>) -> Result<Option<WatchResponse>, etcd_client::Error> {
+/// The keys of the next change (never, once the watch ended).
+async fn next_event(events: &mut Option<Watch>) -> Option<Vec<String>> {
     match events {
-        Some(events) => events.message().await,
+        Some(events) => events.next().await,
         None => std::future::pending().await,
     }
 }
 
 /// Reads the cluster's users, ACLs and quotas and gives the shards those that changed.
-async fn refresh_accounts(client: &mut etcd_client::Client, held: &Accounts) -> Result<(), String> {
-    let read = tokio::time::timeout(ETCD_TIMEOUT, accounts::read(client)).await;
-    let (users, acls, quotas) = read.map_err(|_| format!("no answer within {ETCD_TIMEOUT:?}"))??;
+async fn refresh_accounts<S: Store>(store: &S, held: &Accounts) -> Result<(), StoreError> {
+    let read = tokio::time::timeout(ETCD_TIMEOUT, accounts::read(store)).await;
+    let (users, acls, quotas) = read.map_err(|_| no_answer())??;
     held.follow(users, acls, quotas);
     Ok(())
 }
 
 /// Reads the cluster's view and publishes it if its groups or topics moved.
-async fn refresh_view(client: &mut etcd_client::Client, view: &watch::Sender<ClusterView>) {
-    let next = match tokio::time::timeout(ETCD_TIMEOUT, placement::read_view(client)).await {
+async fn refresh_view<S: Store>(store: &S, view: &watch::Sender<ClusterView>) {
+    let next = match tokio::time::timeout(ETCD_TIMEOUT, placement::read_view(store)).await {
         Ok(Ok(next)) => next,
         Ok(Err(error)) => return tracing::warn!(%error, "reading the cluster's topics and groups failed"),
         Err(_) => return tracing::warn!("reading the cluster's topics and groups timed out"),
@@ -412,31 +459,34 @@ async fn refresh_view(client: &mut etcd_client::Client, view: &watch::Sender<Clu
 /// The role and, while leading, what the control plane keeps for it.
 type RoleState<'a> = (&'a mut Option<Elected>, &'a mut Option<Leading>, &'a Shared);
 
-async fn serve_command(
+async fn serve_command<S: Store>(
     config: &ClusterConfig,
-    registered: &mut Registered,
+    registered: &mut Registered<S>,
     pause: Duration,
     command: Command,
     (role, leading, shared): RoleState<'_>,
 ) {
-    let in_time = |e: Result<Result<(), String>, tokio::time::error::Elapsed>| {
-        e.unwrap_or_else(|_| Err(format!("no answer from etcd within {ETCD_TIMEOUT:?}")))
-    };
+    let in_time =
+        |e: Result<Result<(), StoreError>, tokio::time::error::Elapsed>| e.unwrap_or_else(|_| Err(no_answer()));
     match command {
         Command::Elect(reply) => {
             let elected =
                 tokio::time::timeout(ELECTION_TIMEOUT, find_or_become_leader(config, registered, pause)).await;
-            let elected = elected.unwrap_or_else(|_| Err("the election timed out".into()));
+            let elected = match elected {
+                Ok(elected) => elected.map_err(ControlPlaneError::from),
+                Err(_) => Err(ControlPlaneError::ElectionTimedOut(ELECTION_TIMEOUT)),
+            };
             *role = elected.as_ref().ok().cloned();
             *leading = match &elected {
-                Ok(Elected::Leader { epoch }) => start_leading(config, &mut registered.client, *epoch).await,
+                Ok(Elected::Leader { epoch }) => start_leading(config, &registered.store, *epoch).await,
                 _ => None,
             };
             // The shards start once this answers: they must see the stored
             // set from their first produce, and their group's leader in the view.
             publish_confirmed(config, leading.as_ref(), &shared.confirmed);
-            refresh_view(&mut registered.client, &shared.view).await;
-            shared.deposed.store(false, Ordering::Release);
+            refresh_view(&registered.store, &shared.view).await;
+            // A leader's shards take writes once its epoch's start is recorded (RecordStart).
+            shared.deposed.store(matches!(elected, Ok(Elected::Leader { .. })), Ordering::Release);
             let _ = reply.send(elected);
         }
         Command::Follower(report) => {
@@ -445,11 +495,11 @@ async fn serve_command(
                 let changed = async {
                     if report.in_sync && !l.tracker.is_registered(&report.follower) {
                         // A follower that just started: let it join now, not at the next renewal.
-                        note_registered(config, &mut registered.client, l).await;
+                        note_registered(config, &registered.store, l).await;
                     }
                     l.tracker.note(report.shard, &report.follower, report.in_sync);
                     l.lags.note(&report);
-                    update_isr(config, &mut registered.client, l, &shared.confirmed).await
+                    update_isr(config, &registered.store, l, &shared.confirmed).await
                 };
                 // Not past the time the lease must be renewed by; the next report or renewal retries.
                 if let Ok(Some(why)) = tokio::time::timeout(limit, changed).await {
@@ -458,17 +508,21 @@ async fn serve_command(
             }
         }
         Command::RecordStart { epoch, start, reply } => {
-            let put = election::record_start(&mut registered.client, &config.group, epoch, &start);
-            let _ = reply.send(in_time(tokio::time::timeout(ETCD_TIMEOUT, put).await));
+            let put = election::record_start(&registered.store, &config.group, epoch, &start);
+            let recorded = in_time(tokio::time::timeout(ETCD_TIMEOUT, put).await);
+            if recorded.is_ok() && *role == Some(Elected::Leader { epoch }) {
+                shared.deposed.store(false, Ordering::Release);
+            }
+            let _ = reply.send(recorded.map_err(Into::into));
         }
         Command::EpochStarts(reply) => {
-            let got = tokio::time::timeout(ETCD_TIMEOUT, election::epoch_starts(&mut registered.client, &config.group));
-            let got = got.await.unwrap_or_else(|_| Err(format!("no answer from etcd within {ETCD_TIMEOUT:?}")));
-            let _ = reply.send(got);
+            let got = tokio::time::timeout(ETCD_TIMEOUT, election::epoch_starts(&registered.store, &config.group));
+            let got = got.await.unwrap_or_else(|_| Err(no_answer()));
+            let _ = reply.send(got.map_err(Into::into));
         }
         Command::Placement(PlacementAsk::Applied(revision)) => {
             let Some(l) = leading.as_mut().filter(|l| revision > l.applied) else { return };
-            let put = placement::store_applied(&mut registered.client, &config.group, revision);
+            let put = placement::store_applied(&registered.store, &config.group, revision);
             match in_time(tokio::time::timeout(ETCD_TIMEOUT, put).await) {
                 Ok(()) => l.applied = revision,
                 Err(error) => tracing::warn!(%error, revision, "recording the topics this group applied failed"),
@@ -477,18 +531,18 @@ async fn serve_command(
         Command::Placement(change) => {
             // Served on a task of its own: it waits for this group's shards,
             // which tell the control plane through this loop.
-            tokio::spawn(change_topics(registered.client.clone(), change));
+            tokio::spawn(change_topics(registered.store.clone(), change));
         }
         Command::Accounts(AccountsAsk { change, reply }) => {
-            let (mut client, held) = (registered.client.clone(), shared.accounts.clone());
+            let (store, held) = (registered.store.clone(), shared.accounts.clone());
             tokio::spawn(async move {
-                let made = tokio::time::timeout(ETCD_TIMEOUT, accounts::change(&mut client, &change)).await;
+                let made = tokio::time::timeout(ETCD_TIMEOUT, accounts::change(&store, &change)).await;
                 let made = made.unwrap_or_else(|_| {
                     Err(Failure::cluster_unavailable(format!("no answer from etcd within {ETCD_TIMEOUT:?}")))
                 });
                 if made.is_ok() {
                     // This node sees its own change at once, not at the watch's event.
-                    if let Err(error) = refresh_accounts(&mut client, &held).await {
+                    if let Err(error) = refresh_accounts(&store, &held).await {
                         tracing::warn!(%error, "reading the cluster's users, ACLs and quotas failed");
                     }
                 }
@@ -499,17 +553,17 @@ async fn serve_command(
 }
 
 /// Makes a topic change in etcd and waits for the groups to apply it.
-async fn change_topics(mut client: etcd_client::Client, change: PlacementAsk) {
+async fn change_topics<S: Store>(store: S, change: PlacementAsk) {
     let (revision, reply) = match change {
         PlacementAsk::Create { topic, reply } => {
             let made = async {
-                let view = placement::read_view(&mut client).await.map_err(Failure::cluster_unavailable)?;
-                placement::create(&mut client, &view, &topic).await
+                let view = placement::read_view(&store).await.map_err(Failure::cluster_unavailable)?;
+                placement::create(&store, &view, &topic).await
             };
             (tokio::time::timeout(ETCD_TIMEOUT, made).await, reply)
         }
         PlacementAsk::Delete { name, reply } => {
-            (tokio::time::timeout(ETCD_TIMEOUT, placement::delete(&mut client, &name)).await, reply)
+            (tokio::time::timeout(ETCD_TIMEOUT, placement::delete(&store, &name)).await, reply)
         }
         PlacementAsk::Applied(_) => unreachable!("served by the control plane's loop"),
     };
@@ -521,7 +575,7 @@ async fn change_topics(mut client: etcd_client::Client, change: PlacementAsk) {
             return drop(reply.send(Err(failed)));
         }
     };
-    let applied = tokio::time::timeout(TOPIC_CHANGE_TIMEOUT, placement::wait_applied(&mut client, revision)).await;
+    let applied = tokio::time::timeout(TOPIC_CHANGE_TIMEOUT, placement::wait_applied(&store, revision)).await;
     match applied {
         Ok(Ok(())) => {}
         Ok(Err(error)) => tracing::warn!(%error, "a topic change is stored in etcd but not applied everywhere yet"),
@@ -546,9 +600,13 @@ fn answer_stopped(unsent: Command) {
 
 /// The group's leader, or this node once it wins a campaign; renews the
 /// lease while it waits for a stale leader key of its own to run out.
-async fn find_or_become_leader(config: &ClusterConfig, r: &mut Registered, pause: Duration) -> Result<Elected, String> {
+async fn find_or_become_leader<S: Store>(
+    config: &ClusterConfig,
+    r: &mut Registered<S>,
+    pause: Duration,
+) -> Result<Elected, StoreError> {
     loop {
-        match election::current(&mut r.client, &config.group).await? {
+        match election::current(&r.store, &config.group).await? {
             Some(leader) if leader.node != config.node => return Ok(Elected::Follower(leader)),
             Some(_) => {
                 // This node's key from an earlier life: it goes when that lease runs out.
@@ -557,7 +615,7 @@ async fn find_or_become_leader(config: &ClusterConfig, r: &mut Registered, pause
             }
             None => {
                 let attempt = election::campaign(
-                    &mut r.client,
+                    &r.store,
                     &config.group,
                     &config.node,
                     &config.advertise,
@@ -597,14 +655,14 @@ fn depose(role: &mut Option<Elected>, leading: &mut Option<Leading>, shared: &Sh
 }
 
 /// The in-sync set as this node begins to lead `epoch` (stored by its campaign).
-async fn start_leading(config: &ClusterConfig, client: &mut etcd_client::Client, epoch: u64) -> Option<Leading> {
-    match isr::read(client, &config.group).await {
+async fn start_leading<S: Store>(config: &ClusterConfig, store: &S, epoch: u64) -> Option<Leading> {
+    match isr::read(store, &config.group).await {
         Ok((Some(isr), revision)) => {
             let tracker = Tracker::new(&config.node, config.shards, &isr.members);
             let lags = Lags::default();
             let mut leading = Leading { epoch, tracker, isr, revision, lags, applied: 0, transfer_seen: None };
             // A stored member whose lease is gone (the paused leader this one replaces) is out at once.
-            note_registered(config, client, &mut leading).await;
+            note_registered(config, store, &mut leading).await;
             Some(leading)
         }
         Ok((None, _)) => {
@@ -621,8 +679,8 @@ async fn start_leading(config: &ClusterConfig, client: &mut etcd_client::Client,
 /// Hands the lead over if a transfer asks for it and its target is in
 /// sync and caught up (or has had `CATCH_UP_WAIT`): says why once this
 /// node no longer leads.
-async fn hand_over(config: &ClusterConfig, client: &mut etcd_client::Client, l: &mut Leading) -> Option<String> {
-    let to = match transfer::make_way_for(client, &config.group, &config.node).await {
+async fn hand_over<S: Store>(config: &ClusterConfig, store: &S, l: &mut Leading) -> Option<String> {
+    let to = match transfer::make_way_for(store, &config.group, &config.node).await {
         Ok(Some(to)) if l.isr.members.contains(&to) => to,
         Ok(_) => return None,
         Err(error) => {
@@ -630,13 +688,13 @@ async fn hand_over(config: &ClusterConfig, client: &mut etcd_client::Client, l: 
             return None;
         }
     };
-    let seen = *l.transfer_seen.get_or_insert_with(std::time::Instant::now);
+    let seen = *l.transfer_seen.get_or_insert_with(Instant::now);
     let caught_up = l.lags.summed().get(&to).is_some_and(|lag| lag.lag_bytes == 0);
     if !caught_up && seen.elapsed() < transfer::CATCH_UP_WAIT {
         return None;
     }
     let mine = Leadership { node: config.node.clone(), advertise: config.advertise.clone(), epoch: l.epoch };
-    match transfer::resign(client, &config.group, &mine).await {
+    match transfer::resign(store, &config.group, &mine).await {
         Ok(_) => {
             tracing::info!(group = %config.group, %to, caught_up, "handing the lead over");
             Some(format!("the lead of broker group {:?} goes to {to} (cluster transfer-leader)", config.group))
@@ -649,8 +707,8 @@ async fn hand_over(config: &ClusterConfig, client: &mut etcd_client::Client, l: 
 }
 
 /// Tells the tracker which of the group's nodes are registered now.
-async fn note_registered(config: &ClusterConfig, client: &mut etcd_client::Client, l: &mut Leading) {
-    match registry::group_nodes(client, &config.group).await {
+async fn note_registered<S: Store>(config: &ClusterConfig, store: &S, l: &mut Leading) {
+    match registry::group_nodes(store, &config.group).await {
         Ok(alive) => l.tracker.set_registered(alive.into_iter().collect()),
         Err(error) => tracing::warn!(%error, "listing the group's nodes failed"),
     }
@@ -659,23 +717,23 @@ async fn note_registered(config: &ClusterConfig, client: &mut etcd_client::Clien
 /// Stores the in-sync set the shards' reports call for, by compare-and-swap;
 /// the shards count a follower only once etcd lists it, and stop counting it
 /// only once etcd no longer does. Says why if a later epoch deposed this leader.
-async fn update_isr(
+async fn update_isr<S: Store>(
     config: &ClusterConfig,
-    client: &mut etcd_client::Client,
+    store: &S,
     l: &mut Leading,
     confirmed: &Confirmed,
 ) -> Option<String> {
     let desired = l.tracker.desired();
     if desired != l.isr.members {
         let next = Isr { epoch: l.epoch, members: desired };
-        match isr::write(client, &config.group, &next, l.revision).await {
+        match isr::write(store, &config.group, &next, l.revision).await {
             Ok(Some(revision)) => {
                 tracing::info!(group = %config.group, members = ?next.members, "in-sync set changed");
                 l.isr = next;
                 l.revision = revision;
             }
             Ok(None) => {
-                let stored = isr::read(client, &config.group).await;
+                let stored = isr::read(store, &config.group).await;
                 tracing::warn!(group = %config.group, node = %config.node, epoch = l.epoch, revision = l.revision, ?stored, "the in-sync set or the epoch moved under this leader");
                 match stored {
                     Ok((Some(stored), _)) if stored.epoch > l.epoch => {
@@ -702,9 +760,9 @@ fn publish_confirmed(config: &ClusterConfig, leading: Option<&Leading>, confirme
 }
 
 /// Why the elected role no longer holds, if it does not.
-async fn role_lost(config: &ClusterConfig, client: &mut etcd_client::Client, role: Option<&Elected>) -> Option<String> {
+async fn role_lost<S: Store>(config: &ClusterConfig, store: &S, role: Option<&Elected>) -> Option<String> {
     let role = role?;
-    let current = match election::current(client, &config.group).await {
+    let current = match election::current(store, &config.group).await {
         Ok(current) => current,
         Err(error) => {
             tracing::warn!(%error, "reading the group's leader failed");
@@ -720,28 +778,25 @@ async fn role_lost(config: &ClusterConfig, client: &mut etcd_client::Client, rol
 }
 
 /// Renews the lease once; an error if etcd did not confirm it alive.
-impl Registered {
-    /// How long etcd calls may take before the lease must be renewed.
+impl<S> Registered<S> {
+    /// How long store calls may take before the lease must be renewed.
     fn time_left(&self) -> Duration {
-        ETCD_TIMEOUT.min(self.expires.saturating_duration_since(std::time::Instant::now()))
+        ETCD_TIMEOUT.min(self.expires.saturating_duration_since(Instant::now()))
     }
 }
 
-/// Renews the lease once; an error if etcd did not confirm it alive before
-/// it may have run out: a leader cut off from etcd fences itself by then,
-/// not one etcd timeout later.
-async fn renew(r: &mut Registered) -> Result<(), String> {
-    let asked = std::time::Instant::now();
+fn no_answer() -> StoreError {
+    StoreError::Unavailable(format!("no answer within {ETCD_TIMEOUT:?}"))
+}
+
+/// Renews the lease once; an error if the store did not confirm it alive
+/// before it may have run out: a leader cut off from the store fences
+/// itself by then, not one store timeout later.
+async fn renew<S: Store>(r: &mut Registered<S>) -> Result<(), StoreError> {
+    let asked = Instant::now();
     let limit = r.time_left();
-    let renewal = async {
-        r.keeper.keep_alive().await.map_err(|e| e.to_string())?;
-        match r.answers.message().await.map_err(|e| e.to_string())? {
-            Some(answer) if answer.ttl() > 0 => Ok(Duration::from_secs(answer.ttl() as u64)),
-            _ => Err("the lease expired".to_string()),
-        }
-    };
-    let ttl =
-        tokio::time::timeout(limit, renewal).await.map_err(|_| format!("no answer from etcd within {limit:?}"))??;
+    let renewal = tokio::time::timeout(limit, r.store.keep_alive(r.lease)).await;
+    let ttl = renewal.map_err(|_| StoreError::Unavailable(format!("no answer within {limit:?}")))??;
     r.expires = asked + ttl;
     Ok(())
 }

@@ -5,7 +5,7 @@
 //! leader key exists and the epoch is still E when it commits.
 
 use super::isr::{self, Isr};
-use etcd_client::{Client, Compare, CompareOp, GetOptions, PutOptions, Txn, TxnOp};
+use super::store::{Compare, Lease, Op, Store, StoreError};
 use std::collections::{BTreeMap, BTreeSet};
 
 /// Who leads a group, as the leader key says.
@@ -28,10 +28,8 @@ pub(super) fn epoch_key(group: &str) -> String {
 }
 
 /// The group's current leader, if one holds the key.
-pub async fn current(client: &mut Client, group: &str) -> Result<Option<Leadership>, String> {
-    let found = client.get(leader_key(group), None).await.map_err(|e| e.to_string())?;
-    let Some(kv) = found.kvs().first() else { return Ok(None) };
-    serde_json::from_slice(kv.value()).map(Some).map_err(|e| format!("{}: {e}", leader_key(group)))
+pub async fn current(store: &impl Store, group: &str) -> Result<Option<Leadership>, StoreError> {
+    store.get(&leader_key(group)).await?.map(|kv| kv.json()).transpose()
 }
 
 /// How a campaign ended.
@@ -55,22 +53,18 @@ pub enum Campaign {
 /// which numbers its shards in the cluster). While a transfer names another
 /// registered node, this one makes way.
 pub async fn campaign(
-    client: &mut Client,
+    store: &impl Store,
     group: &str,
     node: &str,
     advertise: &str,
     shards: usize,
-    lease: i64,
-) -> Result<Campaign, String> {
-    let found = client.get(epoch_key(group), None).await.map_err(|e| e.to_string())?;
-    let (epoch, revision) = match found.kvs().first() {
-        Some(kv) => {
-            let text = kv.value_str().map_err(|e| e.to_string())?;
-            (text.parse::<u64>().map_err(|e| format!("{}: {e}", epoch_key(group)))?, kv.mod_revision())
-        }
+    lease: Lease,
+) -> Result<Campaign, StoreError> {
+    let (epoch, revision) = match store.get(&epoch_key(group)).await? {
+        Some(kv) => (kv.number::<u64>()?, kv.mod_revision),
         None => (0, 0),
     };
-    let (stored, isr_revision) = isr::read(client, group).await?;
+    let (stored, isr_revision) = isr::read(store, group).await?;
     let members = match stored {
         Some(isr) if !isr.members.is_empty() && !isr.members.contains(node) => {
             return Ok(Campaign::NotInSync(isr.members))
@@ -78,28 +72,27 @@ pub async fn campaign(
         Some(isr) if !isr.members.is_empty() => isr.members,
         _ => [node.to_string()].into(),
     };
-    if let Some(to) = super::transfer::make_way_for(client, group, node).await? {
+    if let Some(to) = super::transfer::make_way_for(store, group, node).await? {
         return Ok(Campaign::MakeWay(to));
     }
     let next = Leadership { node: node.to_string(), advertise: advertise.to_string(), epoch: epoch + 1 };
     let isr = Isr { epoch: next.epoch, members };
     let json = serde_json::to_string(&next).expect("a leadership serializes");
-    let txn = Txn::new()
-        .when([
-            Compare::create_revision(leader_key(group), CompareOp::Equal, 0),
-            Compare::mod_revision(epoch_key(group), CompareOp::Equal, revision),
-            Compare::mod_revision(isr::isr_key(group), CompareOp::Equal, isr_revision),
-        ])
-        .and_then([
-            TxnOp::put(epoch_key(group), next.epoch.to_string(), None),
-            TxnOp::put(leader_key(group), json, Some(PutOptions::new().with_lease(lease))),
-            TxnOp::put(isr::isr_key(group), serde_json::to_string(&isr).expect("an ISR serializes"), None),
-            TxnOp::put(super::placement::shards_key(group), shards.to_string(), None),
-            // A transfer to this node is done once it leads.
-            TxnOp::delete(super::transfer::transfer_key(group), None),
-        ]);
-    let done = client.txn(txn).await.map_err(|e| e.to_string())?;
-    Ok(if done.succeeded() { Campaign::Won { epoch: next.epoch, isr } } else { Campaign::Lost })
+    let when = vec![
+        Compare::Absent(leader_key(group)),
+        Compare::ModRevision(epoch_key(group), revision),
+        Compare::ModRevision(isr::isr_key(group), isr_revision),
+    ];
+    let then = vec![
+        Op::put(epoch_key(group), next.epoch.to_string()),
+        Op::put_leased(leader_key(group), json, lease),
+        Op::put(isr::isr_key(group), serde_json::to_string(&isr).expect("an ISR serializes")),
+        Op::put(super::placement::shards_key(group), shards.to_string()),
+        // A transfer to this node is done once it leads.
+        Op::Delete(super::transfer::transfer_key(group)),
+    ];
+    let won = store.txn(when, then).await?.is_some();
+    Ok(if won { Campaign::Won { epoch: next.epoch, isr } } else { Campaign::Lost })
 }
 
 /// What a leader recorded when it began an epoch: where each of its
@@ -110,6 +103,12 @@ pub struct EpochStart {
     pub leader: String,
     /// Log end of each shard, by shard index.
     pub starts: Vec<u64>,
+    /// The newest epoch whose data the leader's logs held as it began:
+    /// the epoch before this one in its logs' history (None: recorded by a
+    /// broker that did not keep it; every earlier epoch is then taken to be
+    /// in that history).
+    #[serde(default)]
+    pub previous: Option<u64>,
 }
 
 fn epoch_start_prefix(group: &str) -> String {
@@ -123,48 +122,94 @@ fn epoch_start_key(group: &str, epoch: u64) -> String {
 
 /// Records where `epoch` began (kept for good: a node that rejoins after
 /// many epochs still finds the one after its own).
-pub async fn record_start(client: &mut Client, group: &str, epoch: u64, start: &EpochStart) -> Result<(), String> {
-    let json = serde_json::to_string(start).expect("an epoch start serializes");
-    client.put(epoch_start_key(group, epoch), json, None).await.map_err(|e| e.to_string())?;
-    Ok(())
+pub async fn record_start(store: &impl Store, group: &str, epoch: u64, start: &EpochStart) -> Result<(), StoreError> {
+    let json = serde_json::to_vec(start).expect("an epoch start serializes");
+    store.put(&epoch_start_key(group, epoch), json, None).await
 }
 
 /// Every recorded epoch start of `group`, by epoch.
-pub async fn epoch_starts(client: &mut Client, group: &str) -> Result<BTreeMap<u64, EpochStart>, String> {
+pub async fn epoch_starts(store: &impl Store, group: &str) -> Result<BTreeMap<u64, EpochStart>, StoreError> {
     let prefix = epoch_start_prefix(group);
-    let found = client.get(prefix.clone(), Some(GetOptions::new().with_prefix())).await.map_err(|e| e.to_string())?;
     let mut starts = BTreeMap::new();
-    for kv in found.kvs() {
-        let key = kv.key_str().map_err(|e| e.to_string())?;
-        let epoch = key.strip_prefix(&prefix).and_then(|e| e.parse::<u64>().ok());
-        let Some(epoch) = epoch else { continue };
-        let start: EpochStart = serde_json::from_slice(kv.value()).map_err(|e| format!("{key}: {e}"))?;
-        starts.insert(epoch, start);
+    for kv in store.list(&prefix).await?.kvs {
+        let Some(epoch) = kv.key.strip_prefix(&prefix).and_then(|e| e.parse::<u64>().ok()) else { continue };
+        starts.insert(epoch, kv.json()?);
     }
     Ok(starts)
 }
 
-/// Where a node whose log holds data of epochs up to `last` must cut shard
-/// `shard`'s log before it follows: the start of the first epoch after
-/// `last` (Kafka's leader-epoch truncation). None: nothing to cut.
-pub fn cut_for(starts: &BTreeMap<u64, EpochStart>, last: u64, shard: usize) -> Option<u64> {
-    starts.range(last + 1..).next().and_then(|(_, s)| s.starts.get(shard).copied())
+/// Where a node whose logs hold data of epochs up to `last` must cut shard
+/// `shard`'s log before it follows the leader of epoch `leading` (Kafka's
+/// leader-epoch truncation, KIP-101 and KIP-279). The new leader's log holds
+/// the data of a chain of epochs, each start naming the one before it
+/// (`previous`). The node's log agrees with it up to where the chain moved
+/// past `c`, the newest chain epoch at or before `last`; beyond that it may
+/// hold data of any later epoch it took part in (its recorded epoch can lag
+/// the data), so it is cut at the earliest start of any epoch after `c`.
+/// Every such start is at or past what the group had committed when that
+/// epoch began, so nothing committed before is cut. None: nothing to cut.
+pub fn cut_for(starts: &BTreeMap<u64, EpochStart>, last: u64, leading: u64, shard: usize) -> Option<u64> {
+    if last >= leading {
+        // It followed this epoch already: its log is this leader's.
+        return None;
+    }
+    let mut c = last;
+    let mut on_chain = leading;
+    while let Some(previous) = starts.get(&on_chain).and_then(|s| s.previous) {
+        if previous <= last {
+            c = previous;
+            break;
+        }
+        on_chain = previous;
+    }
+    starts.range(c + 1..=leading).filter_map(|(_, s)| s.starts.get(shard).copied()).min()
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
+    fn start(leader: &str, starts: &[u64], previous: Option<u64>) -> EpochStart {
+        EpochStart { leader: leader.into(), starts: starts.to_vec(), previous }
+    }
+
     #[test]
     fn a_rejoining_node_cuts_at_the_start_of_the_first_epoch_after_its_own() {
-        let start = |leader: &str, starts: &[u64]| EpochStart { leader: leader.into(), starts: starts.to_vec() };
+        let starts: BTreeMap<u64, EpochStart> = [
+            (1, start("a", &[0, 0], Some(0))),
+            (2, start("b", &[500, 300], Some(1))),
+            (4, start("c", &[900, 700], Some(2))),
+        ]
+        .into();
+        assert_eq!(cut_for(&starts, 1, 4, 0), Some(500), "a leader of epoch 1 cuts where b began epoch 2");
+        assert_eq!(cut_for(&starts, 1, 4, 1), Some(300));
+        assert_eq!(cut_for(&starts, 2, 4, 0), Some(900), "epoch 3 recorded nothing: epoch 4's start");
+        assert_eq!(cut_for(&starts, 0, 4, 1), Some(0), "a node that never followed anyone keeps nothing");
+        assert_eq!(cut_for(&starts, 4, 4, 0), None, "a node of the current epoch keeps its log");
+    }
+
+    #[test]
+    fn a_node_whose_last_epoch_the_new_leader_never_held_cuts_where_that_epoch_began() {
+        // c led epoch 4 from 616 while a, which held epoch 3 to 620, was
+        // away; a leads epoch 5 with its epoch-3 data. c's epoch-4 data at
+        // 616.. is not in a's log: c cuts at 616, not at epoch 5's 620.
         let starts: BTreeMap<u64, EpochStart> =
-            [(1, start("a", &[0, 0])), (2, start("b", &[500, 300])), (4, start("c", &[900, 700]))].into();
-        assert_eq!(cut_for(&starts, 1, 0), Some(500), "a leader of epoch 1 cuts where b began epoch 2");
-        assert_eq!(cut_for(&starts, 1, 1), Some(300));
-        assert_eq!(cut_for(&starts, 2, 0), Some(900), "epoch 3 recorded nothing: epoch 4's start");
-        assert_eq!(cut_for(&starts, 4, 0), None, "a node of the current epoch keeps its log");
-        assert_eq!(cut_for(&starts, 0, 1), Some(0), "a node that never followed anyone keeps nothing");
+            [(3, start("b", &[400], Some(2))), (4, start("c", &[616], Some(3))), (5, start("a", &[620], Some(3)))]
+                .into();
+        assert_eq!(cut_for(&starts, 4, 5, 0), Some(616));
+        assert_eq!(
+            cut_for(&starts, 3, 5, 0),
+            Some(616),
+            "its recorded epoch may lag its data: every later start counts"
+        );
+    }
+
+    #[test]
+    fn starts_recorded_without_a_previous_epoch_cut_as_before() {
+        let starts: BTreeMap<u64, EpochStart> =
+            [(1, start("a", &[0], None)), (2, start("b", &[500], None)), (4, start("c", &[900], None))].into();
+        assert_eq!(cut_for(&starts, 1, 4, 0), Some(500));
+        assert_eq!(cut_for(&starts, 2, 4, 0), Some(900));
     }
 }
 
@@ -180,21 +225,16 @@ pub struct GroupState {
 }
 
 /// Every broker group that has an epoch, by name.
-pub fn list_groups(endpoints: &[String]) -> Result<Vec<GroupState>, String> {
-    super::registry::blocking(endpoints, async |client| {
-        let found = client
-            .get(GROUPS_PREFIX, Some(GetOptions::new().with_prefix().with_keys_only()))
-            .await
-            .map_err(|e| e.to_string())?;
+pub fn list_groups(endpoints: &[String]) -> Result<Vec<GroupState>, super::ClusterError> {
+    super::registry::blocking(endpoints, async |store| {
         let mut groups = Vec::new();
-        for kv in found.kvs() {
-            let key = kv.key_str().map_err(|e| e.to_string())?;
-            let Some(group) = key.strip_prefix(GROUPS_PREFIX).and_then(|k| k.strip_suffix("/epoch")) else {
+        for kv in store.list(GROUPS_PREFIX).await?.kvs {
+            let Some(group) = kv.key.strip_prefix(GROUPS_PREFIX).and_then(|k| k.strip_suffix("/epoch")) else {
                 continue;
             };
-            let leader = current(client, group).await?;
-            let (isr, _) = isr::read(client, group).await?;
-            let lags = isr::read_lags(client, group).await?;
+            let leader = current(store, group).await?;
+            let (isr, _) = isr::read(store, group).await?;
+            let lags = isr::read_lags(store, group).await?;
             groups.push(GroupState { group: group.to_string(), leader, isr, lags });
         }
         Ok(groups)

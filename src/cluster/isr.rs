@@ -6,7 +6,7 @@
 //! falls behind on one or its registration is gone; the leader counts a
 //! follower toward the committed end only while etcd lists it.
 
-use etcd_client::{Client, Compare, CompareOp, Txn, TxnOp};
+use super::store::{Compare, Lease, Op, Store, StoreError};
 use std::collections::{BTreeMap, BTreeSet};
 
 /// The set as stored.
@@ -22,25 +22,20 @@ pub(super) fn isr_key(group: &str) -> String {
 }
 
 /// The stored set and its revision (0: none stored yet).
-pub async fn read(client: &mut Client, group: &str) -> Result<(Option<Isr>, i64), String> {
-    let found = client.get(isr_key(group), None).await.map_err(|e| e.to_string())?;
-    let Some(kv) = found.kvs().first() else { return Ok((None, 0)) };
-    let isr = serde_json::from_slice(kv.value()).map_err(|e| format!("{}: {e}", isr_key(group)))?;
-    Ok((Some(isr), kv.mod_revision()))
+pub async fn read(store: &impl Store, group: &str) -> Result<(Option<Isr>, i64), StoreError> {
+    let Some(kv) = store.get(&isr_key(group)).await? else { return Ok((None, 0)) };
+    Ok((Some(kv.json()?), kv.mod_revision))
 }
 
 /// Stores `isr` if the set is still at `revision` and the group's epoch is
 /// still `isr.epoch`; the new revision, or None if either moved.
-pub async fn write(client: &mut Client, group: &str, isr: &Isr, revision: i64) -> Result<Option<i64>, String> {
+pub async fn write(store: &impl Store, group: &str, isr: &Isr, revision: i64) -> Result<Option<i64>, StoreError> {
     let json = serde_json::to_string(isr).expect("an ISR serializes");
-    let txn = Txn::new()
-        .when([
-            Compare::mod_revision(isr_key(group), CompareOp::Equal, revision),
-            Compare::value(super::election::epoch_key(group), CompareOp::Equal, isr.epoch.to_string()),
-        ])
-        .and_then([TxnOp::put(isr_key(group), json, None)]);
-    let done = client.txn(txn).await.map_err(|e| e.to_string())?;
-    Ok(done.succeeded().then(|| done.header().map_or(revision + 1, |h| h.revision())))
+    let when = vec![
+        Compare::ModRevision(isr_key(group), revision),
+        Compare::Value(super::election::epoch_key(group), isr.epoch.to_string().into_bytes()),
+    ];
+    store.txn(when, vec![Op::put(isr_key(group), json)]).await
 }
 
 /// The leader's view of which followers are in sync on which shard.
@@ -177,14 +172,13 @@ impl Lags {
 
     /// Writes the summed lags if they changed since the last write (a
     /// status, so a failed write is only logged).
-    pub async fn store(&mut self, client: &mut Client, group: &str, lease: i64) {
+    pub async fn store(&mut self, store: &impl Store, group: &str, lease: Lease) {
         let summed = self.summed();
         if summed == self.stored {
             return;
         }
-        let json = serde_json::to_string(&summed).expect("lags serialize");
-        let put = client.put(lag_key(group), json, Some(etcd_client::PutOptions::new().with_lease(lease)));
-        match put.await {
+        let json = serde_json::to_vec(&summed).expect("lags serialize");
+        match store.put(&lag_key(group), json, Some(lease)).await {
             Ok(_) => self.stored = summed,
             Err(error) => tracing::warn!(%error, "storing the followers' lag failed"),
         }
@@ -196,8 +190,6 @@ pub(super) fn lag_key(group: &str) -> String {
 }
 
 /// The stored lags of `group`'s followers (none while no leader stored any).
-pub async fn read_lags(client: &mut Client, group: &str) -> Result<BTreeMap<String, FollowerLag>, String> {
-    let found = client.get(lag_key(group), None).await.map_err(|e| e.to_string())?;
-    let Some(kv) = found.kvs().first() else { return Ok(BTreeMap::new()) };
-    serde_json::from_slice(kv.value()).map_err(|e| format!("{}: {e}", lag_key(group)))
+pub async fn read_lags(store: &impl Store, group: &str) -> Result<BTreeMap<String, FollowerLag>, StoreError> {
+    store.get(&lag_key(group)).await?.map_or(Ok(BTreeMap::new()), |kv| kv.json())
 }

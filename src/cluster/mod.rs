@@ -11,8 +11,12 @@ mod control_plane;
 mod election;
 mod isr;
 pub mod local_epoch;
+pub mod node;
 mod placement;
 mod registry;
+#[cfg(test)]
+mod simulation;
+pub mod store;
 mod transfer;
 
 pub use accounts::{change_accounts, cluster_users};
@@ -23,6 +27,20 @@ pub use registry::{list_nodes, Node, NodeKey};
 pub use transfer::request as transfer_leader;
 
 use std::time::Duration;
+
+/// Why a cluster command (the CLI's, or a node's control plane) failed.
+#[derive(Debug, thiserror::Error)]
+pub enum ClusterError {
+    #[error(transparent)]
+    Store(#[from] store::StoreError),
+    #[error("etcd at {endpoints:?}: {error}")]
+    At { endpoints: Vec<String>, error: Box<ClusterError> },
+    #[error("cannot start the etcd client: {0}")]
+    Runtime(String),
+    /// What was asked cannot be done as the cluster stands (the message says why).
+    #[error("{0}")]
+    Refused(String),
+}
 
 /// How a node joins a cluster (`serve --cluster URL --group G --node N --advertise ADDR`).
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -2,8 +2,8 @@
 //! a JSON object with the node's advertised address, written under the
 //! node's lease (so it disappears when the node stops renewing it).
 
-use super::{ClusterConfig, ETCD_TIMEOUT};
-use etcd_client::{Client, GetOptions};
+use super::store::{EtcdStore, Store, StoreError};
+use super::{ClusterConfig, ClusterError, ETCD_TIMEOUT};
 
 const NODES_PREFIX: &str = "/ringmq/nodes/";
 
@@ -50,54 +50,37 @@ impl Node {
     }
 }
 
-/// A client of the etcd at `endpoints`, connected within `ETCD_TIMEOUT`.
-pub(super) async fn connect(endpoints: &[String]) -> Result<Client, String> {
-    tokio::time::timeout(ETCD_TIMEOUT, Client::connect(endpoints, None))
-        .await
-        .map_err(|_| format!("no connection within {ETCD_TIMEOUT:?}"))?
-        .map_err(|e| e.to_string())
-}
-
 /// The names of the nodes of `group` registered now.
-pub(super) async fn group_nodes(client: &mut Client, group: &str) -> Result<Vec<String>, String> {
-    let prefix = format!("{NODES_PREFIX}{group}/");
-    let found = client.get(prefix.clone(), Some(GetOptions::new().with_prefix())).await.map_err(|e| e.to_string())?;
-    let mut names = Vec::new();
-    for kv in found.kvs() {
-        let key = kv.key_str().map_err(|e| e.to_string())?;
-        names.extend(NodeKey::parse(key).map(|k| k.node));
-    }
-    Ok(names)
+pub(super) async fn group_nodes(store: &impl Store, group: &str) -> Result<Vec<String>, StoreError> {
+    let listed = store.list(&format!("{NODES_PREFIX}{group}/")).await?;
+    Ok(listed.kvs.into_iter().filter_map(|kv| NodeKey::parse(&kv.key)).map(|k| k.node).collect())
 }
 
-/// Runs `f` with a client of the etcd at `endpoints` on a small runtime of
-/// its own (blocking: for the CLI).
+/// Runs `f` with the etcd at `endpoints` on a small runtime of its own
+/// (blocking: for the CLI).
 pub(super) fn blocking<T>(
     endpoints: &[String],
-    f: impl AsyncFnOnce(&mut Client) -> Result<T, String>,
-) -> Result<T, String> {
+    f: impl AsyncFnOnce(&EtcdStore) -> Result<T, ClusterError>,
+) -> Result<T, ClusterError> {
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
-        .map_err(|e| format!("starting the etcd client: {e}"))?;
+        .map_err(|e| ClusterError::Runtime(e.to_string()))?;
+    let at = |e: ClusterError| ClusterError::At { endpoints: endpoints.to_vec(), error: Box::new(e) };
     runtime.block_on(async {
-        let mut client = connect(endpoints).await.map_err(|e| format!("etcd at {endpoints:?}: {e}"))?;
-        f(&mut client).await.map_err(|e| format!("etcd at {endpoints:?}: {e}"))
+        let store = EtcdStore::connect(endpoints, ETCD_TIMEOUT).await.map_err(|e| at(e.into()))?;
+        f(&store).await.map_err(at)
     })
 }
 
 /// Every registered node, by group and name.
-pub fn list_nodes(endpoints: &[String]) -> Result<Vec<Node>, String> {
-    blocking(endpoints, async |client| {
-        let found = client.get(NODES_PREFIX, Some(GetOptions::new().with_prefix())).await.map_err(|e| e.to_string())?;
+pub fn list_nodes(endpoints: &[String]) -> Result<Vec<Node>, ClusterError> {
+    blocking(endpoints, async |store| {
         let mut nodes = Vec::new();
-        for kv in found.kvs() {
-            let key = kv.key_str().map_err(|e| e.to_string())?;
-            if NodeKey::parse(key).is_none() {
-                continue;
+        for kv in store.list(NODES_PREFIX).await?.kvs {
+            if NodeKey::parse(&kv.key).is_some() {
+                nodes.push(kv.json::<Node>()?);
             }
-            let node: Node = serde_json::from_slice(kv.value()).map_err(|e| format!("{key}: {e}"))?;
-            nodes.push(node);
         }
         nodes.sort_by(|a, b| (&a.group, &a.node).cmp(&(&b.group, &b.node)));
         Ok(nodes)

@@ -15,13 +15,18 @@
 use super::election::{self, Leadership, GROUPS_PREFIX};
 use super::isr;
 use super::registry;
-use etcd_client::{Client, Compare, CompareOp, PutOptions, Txn, TxnOp};
+use super::store::{Compare, Op, Store, StoreError};
+use super::ClusterError;
 use std::time::{Duration, Instant};
 
 /// How long a transfer request stands.
 const REQUEST_TTL: Duration = Duration::from_secs(30);
 /// Longest the leader waits for the target to catch up before it hands over.
 pub(super) const CATCH_UP_WAIT: Duration = Duration::from_secs(2);
+
+fn refused(why: String) -> ClusterError {
+    ClusterError::Refused(why)
+}
 
 /// Who should lead.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
@@ -34,16 +39,14 @@ pub(super) fn transfer_key(group: &str) -> String {
 }
 
 /// The standing request of `group`, if any.
-pub(super) async fn read(client: &mut Client, group: &str) -> Result<Option<Transfer>, String> {
-    let found = client.get(transfer_key(group), None).await.map_err(|e| e.to_string())?;
-    let Some(kv) = found.kvs().first() else { return Ok(None) };
-    serde_json::from_slice(kv.value()).map(Some).map_err(|e| format!("{}: {e}", transfer_key(group)))
+pub(super) async fn read(store: &impl Store, group: &str) -> Result<Option<Transfer>, StoreError> {
+    store.get(&transfer_key(group)).await?.map(|kv| kv.json()).transpose()
 }
 
 /// The node a standing request asks `node` to make way for: registered, and not `node`.
-pub(super) async fn make_way_for(client: &mut Client, group: &str, node: &str) -> Result<Option<String>, String> {
-    let Some(t) = read(client, group).await? else { return Ok(None) };
-    if t.to == node || !registry::group_nodes(client, group).await?.contains(&t.to) {
+pub(super) async fn make_way_for(store: &impl Store, group: &str, node: &str) -> Result<Option<String>, StoreError> {
+    let Some(t) = read(store, group).await? else { return Ok(None) };
+    if t.to == node || !registry::group_nodes(store, group).await?.contains(&t.to) {
         return Ok(None);
     }
     Ok(Some(t.to))
@@ -51,50 +54,50 @@ pub(super) async fn make_way_for(client: &mut Client, group: &str, node: &str) -
 
 /// Gives up the lead of `group` that `mine` holds: deletes the leader key
 /// if it is still this one. False if it was not.
-pub(super) async fn resign(client: &mut Client, group: &str, mine: &Leadership) -> Result<bool, String> {
-    let json = serde_json::to_string(mine).expect("a leadership serializes");
+pub(super) async fn resign(store: &impl Store, group: &str, mine: &Leadership) -> Result<bool, StoreError> {
+    let json = serde_json::to_vec(mine).expect("a leadership serializes");
     let key = election::leader_key(group);
-    let txn =
-        Txn::new().when([Compare::value(key.clone(), CompareOp::Equal, json)]).and_then([TxnOp::delete(key, None)]);
-    Ok(client.txn(txn).await.map_err(|e| e.to_string())?.succeeded())
+    Ok(store.txn(vec![Compare::Value(key.clone(), json)], vec![Op::Delete(key)]).await?.is_some())
 }
 
 /// Asks `group`'s leader to hand over to `to` (any other member of the
 /// in-sync set if None) and waits up to `wait` until that node leads.
-pub fn request(endpoints: &[String], group: &str, to: Option<&str>, wait: Duration) -> Result<Leadership, String> {
-    registry::blocking(endpoints, async |client| {
-        let leader = election::current(client, group)
+pub fn request(
+    endpoints: &[String],
+    group: &str,
+    to: Option<&str>,
+    wait: Duration,
+) -> Result<Leadership, ClusterError> {
+    registry::blocking(endpoints, async |store| {
+        let leader = election::current(store, group)
             .await?
-            .ok_or_else(|| format!("broker group {group:?} has no leader now; it elects one by itself"))?;
-        let (isr, _) = isr::read(client, group).await?;
+            .ok_or_else(|| refused(format!("broker group {group:?} has no leader now; it elects one by itself")))?;
+        let (isr, _) = isr::read(store, group).await?;
         let members = isr.map(|i| i.members).unwrap_or_default();
-        let alive = registry::group_nodes(client, group).await?;
+        let alive = registry::group_nodes(store, group).await?;
         let target = match to {
             Some(to) => to.to_string(),
             None => members.iter().find(|m| **m != leader.node && alive.contains(m)).cloned().ok_or_else(|| {
-                format!("broker group {group:?} has no other in-sync member to lead (in sync: {members:?})")
+                refused(format!("broker group {group:?} has no other in-sync member to lead (in sync: {members:?})"))
             })?,
         };
         if target == leader.node {
             return Ok(leader);
         }
         if !members.contains(&target) || !alive.contains(&target) {
-            return Err(format!(
+            return Err(refused(format!(
                 "{target:?} may not lead broker group {group:?}: it must be registered and in sync (in sync: {members:?})"
-            ));
+            )));
         }
-        let lease = client.lease_grant(REQUEST_TTL.as_secs() as i64, None).await.map_err(|e| e.to_string())?.id();
-        let json = serde_json::to_string(&Transfer { to: target.clone() }).expect("a transfer serializes");
-        client
-            .put(transfer_key(group), json, Some(PutOptions::new().with_lease(lease)))
-            .await
-            .map_err(|e| e.to_string())?;
+        let (lease, _) = store.grant(REQUEST_TTL).await?;
+        let json = serde_json::to_vec(&Transfer { to: target.clone() }).expect("a transfer serializes");
+        store.put(&transfer_key(group), json, Some(lease)).await?;
         let deadline = Instant::now() + wait;
         loop {
-            match election::current(client, group).await? {
+            match election::current(store, group).await? {
                 Some(now) if now.node == target => return Ok(now),
                 _ if Instant::now() > deadline => {
-                    return Err(format!("{target:?} did not take the lead of {group:?} within {wait:?}"));
+                    return Err(refused(format!("{target:?} did not take the lead of {group:?} within {wait:?}")));
                 }
                 _ => tokio::time::sleep(Duration::from_millis(50)).await,
             }

@@ -29,7 +29,8 @@ pub use self::core::config::ServerConfig;
 pub use self::core::dir_lock::DataDirLock;
 pub use self::core::placement;
 pub use self::core::replication::{
-    ClusterRole, FollowerReport, InSyncReport, IsrLink, Lead, ReplicationConfig, ReplicationMode,
+    ClusterRole, FollowerReport, InSyncReport, IsrLink, Lead, ReplicatedLog, Replication, ReplicationConfig,
+    ReplicationMode,
 };
 pub use self::core::trace::TraceConfig;
 pub use self::core::Failure;

@@ -177,7 +177,7 @@ fn shard_role(cfg: &ServerConfig, index: usize, storage: &Shard) -> ShardRole {
     match &c.lead {
         Lead::Follower { leader, .. } => ShardRole::Follower { leader: leader.clone() },
         Lead::Leader => {
-            let replication = Replication::new(c, index, storage);
+            let replication = Replication::new(c, index, storage, std::time::Instant::now());
             if c.replication.mode == ReplicationMode::Sync {
                 storage.commit_to(Some(replication.committed()));
             }
@@ -221,7 +221,7 @@ fn start_tasks(s: &Rc<Services>, listener: TcpListener, kafka: Option<TcpListene
             .max(Duration::from_millis(50));
         tasks.spawn("replica expiry", Death::Logged, async move {
             while core.tasks().sleep(every).await {
-                replication.expire(core.storage());
+                replication.expire(core.storage(), std::time::Instant::now());
             }
         });
     }

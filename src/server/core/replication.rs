@@ -1,20 +1,41 @@
 //! Cluster mode, on a leader's shard: how far each follower holds this
 //! shard's log durably, the committed end that follows from it, and the wait
 //! of a produce for it (sync replication). The followers' fetches feed it;
-//! the storage's commit gate keeps reads below the committed end.
+//! the storage's commit gate keeps reads below the committed end. The log
+//! is a [`ReplicatedLog`] and the time is passed in, so the cluster
+//! simulator runs this same code against its model of a shard.
 
 use super::failure::Failure;
 use super::metrics::Samples;
 use crate::protocol::ErrorCode;
 use ringmq_shards::{Shard, Signal};
 use std::cell::RefCell;
-use std::collections::{BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, RwLock};
 use std::time::{Duration, Instant};
 
 /// How often a waiting produce rechecks the committed end (the in-sync set
 /// changes on another thread).
 const ISR_RECHECK: Duration = Duration::from_millis(50);
+
+/// What replication needs of a shard's log.
+pub trait ReplicatedLog {
+    /// Where the log's written and durable (synced) parts end.
+    fn ends(&self) -> (u64, u64);
+    /// Readers see the log only up to `committed` from now on.
+    fn commit_to(&self, committed: u64);
+}
+
+impl ReplicatedLog for Shard {
+    fn ends(&self) -> (u64, u64) {
+        let (_, written, synced) = self.log_positions();
+        (written, synced)
+    }
+
+    fn commit_to(&self, committed: u64) {
+        Shard::commit_to(self, Some(committed));
+    }
+}
 
 /// When a produce is acknowledged.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -115,7 +136,8 @@ pub struct Replication {
     shard: usize,
     isr: IsrLink,
     started: Instant,
-    followers: RefCell<HashMap<String, Progress>>,
+    /// By name (ordered: reports go out in the same order every run).
+    followers: RefCell<BTreeMap<String, Progress>>,
     committed: std::cell::Cell<u64>,
     /// The log's durable end when this epoch began: the log up to there may
     /// end in what an earlier epoch wrote and no in-sync follower holds...
@@ -157,15 +179,15 @@ impl Replication {
     /// every in-sync follower, and an ack for it (a retried batch is
     /// recognised and acknowledged where it lies) must wait until they do,
     /// or the next election may pick one that lacks it.
-    pub fn new(role: &ClusterRole, shard: usize, storage: &Shard) -> Self {
-        let (_, _, inherited_end) = storage.log_positions();
+    pub fn new(role: &ClusterRole, shard: usize, log: &impl ReplicatedLog, now: Instant) -> Self {
+        let (_, inherited_end) = log.ends();
         Replication {
             config: role.replication.clone(),
             group: role.group.clone(),
             epoch: role.epoch,
             shard,
             isr: role.isr.clone(),
-            started: Instant::now(),
+            started: now,
             followers: RefCell::default(),
             committed: std::cell::Cell::new(0),
             inherited_end,
@@ -194,9 +216,8 @@ impl Replication {
 
     /// A follower of this group and epoch fetched from `durable_end`: notes
     /// it and moves the committed end (and the storage's commit gate) if it can.
-    pub fn fetched(&self, storage: &Shard, follower: &str, durable_end: u64) {
-        let now = Instant::now();
-        let (_, written_end, _) = storage.log_positions();
+    pub fn fetched(&self, log: &impl ReplicatedLog, follower: &str, durable_end: u64, now: Instant) {
+        let (written_end, _) = log.ends();
         {
             let mut followers = self.followers.borrow_mut();
             let p = followers.entry(follower.to_string()).or_insert(Progress::new(durable_end, now));
@@ -211,14 +232,14 @@ impl Replication {
             *p = Progress { durable_end, last_fetch: now, fetch_end: written_end, caught_up, in_sync };
             if changed {
                 tracing::info!(group = %self.group, shard = self.shard, follower, in_sync, durable_end, "follower's in-sync state changed");
-                self.report(storage, follower, p, now);
+                self.report(log, follower, p, now);
             }
         }
-        self.advance(storage);
+        self.advance(log);
     }
 
-    fn report(&self, storage: &Shard, follower: &str, p: &Progress, now: Instant) {
-        let (_, written_end, _) = storage.log_positions();
+    fn report(&self, log: &impl ReplicatedLog, follower: &str, p: &Progress, now: Instant) {
+        let (written_end, _) = log.ends();
         (self.isr.report)(FollowerReport {
             shard: self.shard,
             follower: follower.to_string(),
@@ -233,8 +254,7 @@ impl Replication {
     /// and so do members of the stored in-sync set that never fetched in this
     /// epoch; then every follower's state is reported again, so the control
     /// plane's view heals after anything it missed (called periodically).
-    pub fn expire(&self, storage: &Shard) {
-        let now = Instant::now();
+    pub fn expire(&self, log: &impl ReplicatedLog, now: Instant) {
         let mut fell = Vec::new();
         {
             let mut followers = self.followers.borrow_mut();
@@ -257,40 +277,46 @@ impl Replication {
             tracing::info!(group = %self.group, shard = self.shard, follower = %name, durable_end, "follower fell out of sync");
         }
         for (name, p) in self.followers.borrow().iter() {
-            self.report(storage, name, p, now);
+            self.report(log, name, p, now);
         }
-        self.advance(storage);
+        self.advance(log);
     }
 
     /// The committed end: what the leader and the followers etcd lists as in
     /// sync hold durably, as long as they make at least `min_insync` replicas.
     /// A listed follower counts until etcd drops it, even while it lags: so
     /// everything committed is on every node that may be elected.
-    fn advance(&self, storage: &Shard) {
+    fn advance(&self, log: &impl ReplicatedLog) {
         if self.isr.confirmed().len() + 1 < self.config.min_insync {
             return;
         }
-        let committed = self.held_by_the_set(storage);
+        let committed = self.held_by_the_set(log);
         if committed > self.committed.get() {
             self.committed.set(committed);
             if self.config.mode == ReplicationMode::Sync {
-                storage.commit_to(Some(committed));
+                log.commit_to(committed);
             }
             self.advanced.notify();
         }
     }
 
-    /// What the leader and every follower etcd lists as in sync hold durably.
-    fn held_by_the_set(&self, storage: &Shard) -> u64 {
-        let (_, _, leader_durable) = storage.log_positions();
+    /// What the leader holds durably and every follower that may be in the
+    /// set does: those etcd lists, and those this shard found in sync and
+    /// reported, whose joining etcd may store any moment (Kafka's "maximal
+    /// ISR", KIP-841). Counting only the listed ones let the committed end
+    /// pass a joining follower while its joining was on the way: listed, it
+    /// lacked acknowledged messages, and could be elected.
+    fn held_by_the_set(&self, log: &impl ReplicatedLog) -> u64 {
+        let (_, leader_durable) = log.ends();
         let followers = self.followers.borrow();
         let durable = |name: &String| followers.get(name).map_or(0, |p| p.durable_end);
-        self.isr.confirmed().iter().map(durable).fold(leader_durable, u64::min)
+        let joining = followers.iter().filter(|(_, p)| p.in_sync).map(|(_, p)| p.durable_end);
+        self.isr.confirmed().iter().map(durable).chain(joining).fold(leader_durable, u64::min)
     }
 
     /// Replication lag per follower, the in-sync set's size and the epoch.
-    pub fn collect(&self, storage: &Shard, out: &mut Samples) {
-        let (_, written_end, _) = storage.log_positions();
+    pub fn collect(&self, log: &impl ReplicatedLog, out: &mut Samples) {
+        let (written_end, _) = log.ends();
         let group = self.group.as_str();
         for (name, p) in self.followers.borrow().iter() {
             let labels = [("group", group), ("follower", name.as_str())];
@@ -338,13 +364,13 @@ impl Replication {
     /// elected, and what they read would be gone. (Not the committed end: a
     /// set smaller than `min_insync` takes no produce but still serves what
     /// it holds.)
-    pub async fn settle(&self, storage: &Shard, wait: Duration) -> bool {
+    pub async fn settle(&self, log: &impl ReplicatedLog, wait: Duration) -> bool {
         if self.config.mode == ReplicationMode::Async || self.settled.get() {
             return true;
         }
         let deadline = Instant::now() + wait;
         loop {
-            if self.held_by_the_set(storage) >= self.inherited_end {
+            if self.held_by_the_set(log) >= self.inherited_end {
                 self.settled.set(true);
                 return true;
             }
@@ -359,13 +385,13 @@ impl Replication {
     /// Waits until the log up to `end` is committed (sync mode; async
     /// returns at once). Fails after `ack_timeout` with NotEnoughReplicas:
     /// the batch is stored on the leader, and replicated once followers return.
-    pub async fn wait_committed(&self, storage: &Shard, end: u64) -> Result<(), Failure> {
+    pub async fn wait_committed(&self, log: &impl ReplicatedLog, end: u64) -> Result<(), Failure> {
         if self.config.mode == ReplicationMode::Async {
             return Ok(());
         }
         let deadline = Instant::now() + self.config.ack_timeout;
         loop {
-            self.advance(storage);
+            self.advance(log);
             if self.committed.get() >= end {
                 return Ok(());
             }

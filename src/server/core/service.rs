@@ -51,9 +51,19 @@ impl Core {
     }
 
     /// Appends `batch` durably (as its topic's flush policy says) to one of
-    /// this shard's queues; returns its base offset and record count.
+    /// this shard's queues; returns its base offset and record count. A
+    /// leader that is deposed, or whose epoch's start is not recorded yet,
+    /// stores nothing (whichever listener the batch came through): data of
+    /// an epoch nobody can cut back to would stay on this node when it follows.
     pub async fn append_here(&self, slot: QueueSlot, batch: &[u8]) -> Result<(u64, u32), Failure> {
         assert!(self.owns(slot), "queue {} lives on shard {}, not {}", slot.storage_id, slot.shard, self.id());
+        if let ShardRole::Leader(replication) = self.role() {
+            if replication.deposed() {
+                let m = "this node does not lead its broker group now (its lease lapsed, a new epoch began, or its \
+                         epoch has not started yet); refresh metadata and retry";
+                return Err(Failure(ErrorCode::NotLeader, m.into()));
+            }
+        }
         let appended = self.storage().append(QueueId(slot.storage_id), batch).await?;
         self.replicated(appended.position.0 + batch.len() as u64).await?;
         Ok((appended.base_offset, appended.record_count))

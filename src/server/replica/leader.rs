@@ -28,7 +28,7 @@ pub async fn serve_fetch(core: &Core, f: &ReplicaFetch, w: &mut Writer) -> Resul
         return Err(Failure(ErrorCode::NotLeader, m));
     }
     let storage = core.storage();
-    replication.fetched(storage, &f.follower, f.from);
+    replication.fetched(storage, &f.follower, f.from, std::time::Instant::now());
     let wait = ReadWait::Upto(Duration::from_millis(u64::from(f.max_wait_ms)));
     let range = storage.read_range(f.from, f.max_bytes.min(REPLICA_FETCH_BYTES_MAX) as usize, wait).await?;
     w.buf.reserve(range.bytes.len() + 64);

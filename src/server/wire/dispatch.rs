@@ -211,8 +211,8 @@ async fn serve_request(s: &Services, request: Request<'_>, frame: &[u8], caller:
                 return Err(Failure(ErrorCode::NotLeader, m));
             }
             ShardRole::Leader(replication) if replication.deposed() => {
-                let m = "this node no longer leads its broker group (its lease lapsed or a new epoch began); \
-                         refresh metadata";
+                let m = "this node does not lead its broker group now (its lease lapsed, a new epoch began, or \
+                         its epoch is still starting); refresh metadata";
                 return Err(Failure(ErrorCode::NotLeader, m.into()));
             }
             _ => {}
