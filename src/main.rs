@@ -988,9 +988,8 @@ fn serve_in_cluster(
     });
     let (group, node) = (c.group.clone(), c.node.clone());
     c.shards = cfg.cores.len();
-    let confirmed = ringmq::cluster::Confirmed::default();
-    let control = ringmq::cluster::ControlPlane::start(c, on_lost, confirmed.clone()).map_err(|e| e.to_string())?;
-    let isr = server::IsrLink { confirmed, report: control.in_sync_reporter(), deposed: control.deposed() };
+    let control = ringmq::cluster::ControlPlane::start(c, on_lost).map_err(|e| e.to_string())?;
+    let isr = control.isr_link();
     let mut signals =
         Signals::new([SIGINT, SIGTERM, SIGHUP]).map_err(|e| format!("installing signal handlers: {e}"))?;
     let tls = cfg.tls.clone();

@@ -89,6 +89,8 @@ enum Command {
 
 /// The followers etcd lists as in sync, as the control plane publishes them.
 pub type Confirmed = Arc<RwLock<BTreeSet<String>>>;
+/// The newest report of each leader shard the control plane has acted on.
+type Heard = Arc<RwLock<BTreeMap<usize, u64>>>;
 
 /// What the control plane keeps while this node leads.
 struct Leading {
@@ -101,6 +103,8 @@ struct Leading {
     applied: i64,
     /// When this leader first saw a request to hand over.
     transfer_seen: Option<Instant>,
+    /// The members of an in-sync set write whose outcome is not known yet.
+    attempted: Option<BTreeSet<String>>,
 }
 
 /// This node's link to the cluster's coordination store: etcd, through a
@@ -112,6 +116,8 @@ pub struct ControlPlane {
     view: watch::Receiver<ClusterView>,
     deposed: Arc<AtomicBool>,
     accounts: Arc<Accounts>,
+    confirmed: Confirmed,
+    heard: Heard,
     thread: Option<std::thread::JoinHandle<()>>,
 }
 
@@ -124,28 +130,41 @@ struct LoopEnds {
 
 impl ControlPlane {
     /// A handle and the loop's ends, connected.
-    fn parts(on_lost: OnLost, confirmed: Confirmed) -> (ControlPlane, LoopEnds) {
+    fn parts(on_lost: OnLost) -> (ControlPlane, LoopEnds) {
+        let (confirmed, heard) = (Confirmed::default(), Heard::default());
         let (stop_tx, stop) = oneshot::channel();
         let (commands_tx, commands) = tokio::sync::mpsc::unbounded_channel();
         let (view_tx, view) = watch::channel(ClusterView::default());
         let deposed = Arc::new(AtomicBool::new(false));
         // Filled from the store before the node serves; kept as the store holds them.
         let accounts = Arc::new(Accounts::new(Default::default(), Default::default(), Default::default()));
-        let shared = Shared { confirmed, on_lost, view: view_tx, deposed: deposed.clone(), accounts: accounts.clone() };
-        let handle = ControlPlane { stop: Some(stop_tx), commands: commands_tx, view, deposed, accounts, thread: None };
+        let shared = Shared {
+            confirmed: confirmed.clone(),
+            heard: heard.clone(),
+            on_lost,
+            view: view_tx,
+            deposed: deposed.clone(),
+            accounts: accounts.clone(),
+        };
+        let handle = ControlPlane {
+            stop: Some(stop_tx),
+            commands: commands_tx,
+            view,
+            deposed,
+            accounts,
+            confirmed,
+            heard,
+            thread: None,
+        };
         (handle, LoopEnds { stop, commands, shared })
     }
 
     /// Registers this node with the etcd `config` names and keeps its
     /// registration alive, on a thread of its own; returns once it is
     /// registered (or why it could not be).
-    pub fn start(
-        config: ClusterConfig,
-        on_lost: OnLost,
-        confirmed: Confirmed,
-    ) -> Result<ControlPlane, ControlPlaneError> {
+    pub fn start(config: ClusterConfig, on_lost: OnLost) -> Result<ControlPlane, ControlPlaneError> {
         let (ready_tx, ready_rx) = mpsc::channel();
-        let (mut handle, ends) = ControlPlane::parts(on_lost, confirmed);
+        let (mut handle, ends) = ControlPlane::parts(on_lost);
         let endpoints = config.endpoints.clone();
         let thread = std::thread::Builder::new()
             .name("ringmq-control".into())
@@ -178,9 +197,8 @@ impl ControlPlane {
         store: S,
         config: ClusterConfig,
         on_lost: OnLost,
-        confirmed: Confirmed,
     ) -> (ControlPlane, impl std::future::Future<Output = ()>) {
-        let (handle, ends) = ControlPlane::parts(on_lost, confirmed);
+        let (handle, ends) = ControlPlane::parts(on_lost);
         let (ready, _) = mpsc::channel();
         (handle, run(store, config, ready, ends))
     }
@@ -201,19 +219,20 @@ impl ControlPlane {
         self.ask(Command::EpochStarts, 2 * ETCD_TIMEOUT).await
     }
 
-    /// What a leader's shards call when a follower's in-sync state changes there.
-    pub fn in_sync_reporter(&self) -> crate::server::InSyncReport {
+    /// What a leader's shards share with the control plane: the in-sync
+    /// set etcd confirmed, where they report their followers, whether the
+    /// role is lost (or a leader's epoch not started yet), and which
+    /// reports the control plane has acted on.
+    pub fn isr_link(&self) -> crate::server::IsrLink {
         let commands = self.commands.clone();
-        Arc::new(move |report| {
-            let _ = commands.send(Command::Follower(report));
-        })
-    }
-
-    /// True from the moment the elected role is lost until the next role
-    /// may serve: a follower's at once, a leader's once its epoch's start is
-    /// recorded.
-    pub fn deposed(&self) -> Arc<AtomicBool> {
-        self.deposed.clone()
+        crate::server::IsrLink {
+            confirmed: self.confirmed.clone(),
+            report: Arc::new(move |report| {
+                let _ = commands.send(Command::Follower(report));
+            }),
+            deposed: self.deposed.clone(),
+            heard: self.heard.clone(),
+        }
     }
 
     /// The shards' link to the cluster's view and topic changes.
@@ -276,6 +295,8 @@ struct Registered<S> {
 /// What the control-plane thread shares with the node.
 struct Shared {
     confirmed: Confirmed,
+    /// The newest report of each leader shard acted on.
+    heard: Heard,
     on_lost: OnLost,
     view: watch::Sender<ClusterView>,
     /// Set the moment the role is lost: the shards refuse clients at once,
@@ -418,7 +439,7 @@ async fn watch_role<S: Store>(config: &ClusterConfig, store: &S, lease: Lease, s
         l.lags.store(store, &config.group, lease).await;
         if let Some(why) = update_isr(config, store, l, &shared.confirmed).await {
             depose(role, leading, shared, why);
-        } else if let Some(why) = hand_over(config, store, l).await {
+        } else if let Some(why) = hand_over(config, store, lease, l).await {
             depose(role, leading, shared, why);
         }
     }
@@ -502,8 +523,16 @@ async fn serve_command<S: Store>(
                     update_isr(config, &registered.store, l, &shared.confirmed).await
                 };
                 // Not past the time the lease must be renewed by; the next report or renewal retries.
-                if let Ok(Some(why)) = tokio::time::timeout(limit, changed).await {
-                    depose(role, leading, shared, why);
+                match tokio::time::timeout(limit, changed).await {
+                    Ok(Some(why)) => depose(role, leading, shared, why),
+                    // Acted on: the set etcd may list is published (a follower
+                    // this report takes out stops counting on its shard now).
+                    Ok(None) => {
+                        let mut heard = shared.heard.write().expect("no thread panics holding it");
+                        let seen = heard.entry(report.shard).or_default();
+                        *seen = (*seen).max(report.seq);
+                    }
+                    Err(_) => {}
                 }
             }
         }
@@ -608,6 +637,9 @@ async fn find_or_become_leader<S: Store>(
     loop {
         match election::current(&r.store, &config.group).await? {
             Some(leader) if leader.node != config.node => return Ok(Elected::Follower(leader)),
+            // Won under this registration (the answer to an election that
+            // took too long, or the node asking again): it leads that epoch.
+            Some(leader) if leader.lease == r.lease => return Ok(Elected::Leader { epoch: leader.epoch }),
             Some(_) => {
                 // This node's key from an earlier life: it goes when that lease runs out.
                 tokio::time::sleep(pause).await;
@@ -660,7 +692,8 @@ async fn start_leading<S: Store>(config: &ClusterConfig, store: &S, epoch: u64) 
         Ok((Some(isr), revision)) => {
             let tracker = Tracker::new(&config.node, config.shards, &isr.members);
             let lags = Lags::default();
-            let mut leading = Leading { epoch, tracker, isr, revision, lags, applied: 0, transfer_seen: None };
+            let (applied, transfer_seen, attempted) = (0, None, None);
+            let mut leading = Leading { epoch, tracker, isr, revision, lags, applied, transfer_seen, attempted };
             // A stored member whose lease is gone (the paused leader this one replaces) is out at once.
             note_registered(config, store, &mut leading).await;
             Some(leading)
@@ -679,7 +712,7 @@ async fn start_leading<S: Store>(config: &ClusterConfig, store: &S, epoch: u64) 
 /// Hands the lead over if a transfer asks for it and its target is in
 /// sync and caught up (or has had `CATCH_UP_WAIT`): says why once this
 /// node no longer leads.
-async fn hand_over<S: Store>(config: &ClusterConfig, store: &S, l: &mut Leading) -> Option<String> {
+async fn hand_over<S: Store>(config: &ClusterConfig, store: &S, lease: Lease, l: &mut Leading) -> Option<String> {
     let to = match transfer::make_way_for(store, &config.group, &config.node).await {
         Ok(Some(to)) if l.isr.members.contains(&to) => to,
         Ok(_) => return None,
@@ -693,7 +726,8 @@ async fn hand_over<S: Store>(config: &ClusterConfig, store: &S, l: &mut Leading)
     if !caught_up && seen.elapsed() < transfer::CATCH_UP_WAIT {
         return None;
     }
-    let mine = Leadership { node: config.node.clone(), advertise: config.advertise.clone(), epoch: l.epoch };
+    let (node, advertise) = (config.node.clone(), config.advertise.clone());
+    let mine = Leadership { node, advertise, epoch: l.epoch, lease };
     match transfer::resign(store, &config.group, &mine).await {
         Ok(_) => {
             tracing::info!(group = %config.group, %to, caught_up, "handing the lead over");
@@ -723,16 +757,32 @@ async fn update_isr<S: Store>(
     l: &mut Leading,
     confirmed: &Confirmed,
 ) -> Option<String> {
+    if l.attempted.is_some() {
+        // A write whose outcome is unknown (its answer lost, or cut short):
+        // what etcd holds is read before anything else is decided.
+        match isr::read(store, &config.group).await {
+            Ok((Some(stored), _)) if stored.epoch > l.epoch => {
+                return Some(format!("epoch {} of broker group {:?} began", stored.epoch, config.group));
+            }
+            Ok((Some(stored), revision)) => {
+                (l.isr, l.revision, l.attempted) = (stored, revision, None);
+            }
+            _ => {}
+        }
+    }
     let desired = l.tracker.desired();
-    if desired != l.isr.members {
+    if desired != l.isr.members && l.attempted.is_none() {
         let next = Isr { epoch: l.epoch, members: desired };
+        // Until its outcome is known, the shards count the members of both sets.
+        l.attempted = Some(next.members.clone());
+        publish_confirmed(config, Some(l), confirmed);
         match isr::write(store, &config.group, &next, l.revision).await {
             Ok(Some(revision)) => {
                 tracing::info!(group = %config.group, members = ?next.members, "in-sync set changed");
-                l.isr = next;
-                l.revision = revision;
+                (l.isr, l.revision, l.attempted) = (next, revision, None);
             }
             Ok(None) => {
+                l.attempted = None;
                 let stored = isr::read(store, &config.group).await;
                 tracing::warn!(group = %config.group, node = %config.node, epoch = l.epoch, revision = l.revision, ?stored, "the in-sync set or the epoch moved under this leader");
                 match stored {
@@ -753,9 +803,11 @@ async fn update_isr<S: Store>(
     None
 }
 
-/// Makes the followers etcd lists (none while not leading) the ones the shards count.
+/// Makes the followers etcd lists (none while not leading), and those of
+/// a write whose outcome is unknown, the ones the shards count.
 fn publish_confirmed(config: &ClusterConfig, leading: Option<&Leading>, confirmed: &Confirmed) {
-    let members = leading.map(|l| l.isr.members.iter().filter(|m| **m != config.node).cloned().collect());
+    let listed = |l: &Leading| l.isr.members.iter().chain(l.attempted.iter().flatten()).cloned().collect::<Vec<_>>();
+    let members = leading.map(|l| listed(l).into_iter().filter(|m| *m != config.node).collect());
     *confirmed.write().expect("no thread panics holding it") = members.unwrap_or_default();
 }
 

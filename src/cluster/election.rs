@@ -15,6 +15,9 @@ pub struct Leadership {
     /// Where the leader's shard 0 listens (shard k: port + k).
     pub advertise: String,
     pub epoch: u64,
+    /// The lease the key lives under: its node's registration when it won.
+    #[serde(default)]
+    pub lease: i64,
 }
 
 pub(super) const GROUPS_PREFIX: &str = "/ringmq/groups/";
@@ -75,7 +78,7 @@ pub async fn campaign(
     if let Some(to) = super::transfer::make_way_for(store, group, node).await? {
         return Ok(Campaign::MakeWay(to));
     }
-    let next = Leadership { node: node.to_string(), advertise: advertise.to_string(), epoch: epoch + 1 };
+    let next = Leadership { node: node.to_string(), advertise: advertise.to_string(), epoch: epoch + 1, lease };
     let isr = Isr { epoch: next.epoch, members };
     let json = serde_json::to_string(&next).expect("a leadership serializes");
     let when = vec![
@@ -121,10 +124,13 @@ fn epoch_start_key(group: &str, epoch: u64) -> String {
 }
 
 /// Records where `epoch` began (kept for good: a node that rejoins after
-/// many epochs still finds the one after its own).
+/// many epochs still finds the one after its own). Only the first record
+/// stands: a leader that starts its shards again in the same epoch has
+/// written since, and its log end then is not where the epoch began.
 pub async fn record_start(store: &impl Store, group: &str, epoch: u64, start: &EpochStart) -> Result<(), StoreError> {
     let json = serde_json::to_vec(start).expect("an epoch start serializes");
-    store.put(&epoch_start_key(group, epoch), json, None).await
+    let key = epoch_start_key(group, epoch);
+    store.txn(vec![Compare::Absent(key.clone())], vec![Op::put(key, json)]).await.map(drop)
 }
 
 /// Every recorded epoch start of `group`, by epoch.

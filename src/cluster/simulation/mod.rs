@@ -21,10 +21,26 @@ const FAULTY: Duration = Duration::from_secs(90);
 const STORMY: Weather = Weather { delay_max: Duration::from_millis(80), lost_calls: 0.02, lost_answers: 0.02 };
 
 fn simulate(seed: u64) -> Outcome {
+    if std::env::var_os("RINGMQ_SIM_TRACE").is_some() {
+        // The nodes' logs too, stamped with the simulated time.
+        let filter = tracing_subscriber::EnvFilter::new("ringmq::cluster=info,ringmq::server=info");
+        let fmt = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).with_ansi(false);
+        let _ = fmt.with_timer(SimTime).try_init();
+    }
     let runtime =
         tokio::runtime::Builder::new_current_thread().enable_time().start_paused(true).build().expect("a runtime");
     let local = tokio::task::LocalSet::new();
     local.block_on(&runtime, async { World::new(seed).run(FAULTY, STORMY).await })
+}
+
+/// Log stamps in simulated time since the runtime started.
+struct SimTime;
+
+impl tracing_subscriber::fmt::time::FormatTime for SimTime {
+    fn format_time(&self, w: &mut tracing_subscriber::fmt::format::Writer<'_>) -> std::fmt::Result {
+        thread_local!(static ORIGIN: tokio::time::Instant = tokio::time::Instant::now());
+        write!(w, "{:>9.3?}", ORIGIN.with(|origin| origin.elapsed()))
+    }
 }
 
 fn env(name: &str) -> Option<u64> {

@@ -9,7 +9,7 @@
 //! their answer lost. After every step the world checks what must always
 //! hold; once the faults stop, that the group leads and acknowledges again.
 
-use super::super::control_plane::{Confirmed, ControlPlane};
+use super::super::control_plane::ControlPlane;
 use super::super::isr::{isr_key, Isr};
 use super::super::node::{self, Data, DataError, Role, Wake};
 use super::super::store::{MemoryStore, Store};
@@ -273,9 +273,8 @@ impl World {
             shards: 1,
         };
         let link = Link::new(self.store.clone(), self.sky.clone(), node.cut.clone());
-        let confirmed = Confirmed::default();
-        let (control, run) = ControlPlane::on(link, config, on_lost, confirmed.clone());
-        let isr = IsrLink { confirmed, report: control.in_sync_reporter(), deposed: control.deposed() };
+        let (control, run) = ControlPlane::on(link, config, on_lost);
+        let isr = control.isr_link();
         let base = ClusterRole {
             group: GROUP.into(),
             node: node.name.clone(),
@@ -510,7 +509,10 @@ impl World {
             tokio::time::sleep(STEP).await;
         }
         if self.acked.len() == calm {
-            let state = self.describe();
+            let listed = self.store.list("/ringmq/groups/").await.expect("the memory store answers");
+            let keys: Vec<String> =
+                listed.kvs.iter().map(|kv| format!("{}={}", kv.key, String::from_utf8_lossy(&kv.value))).collect();
+            let state = format!("{}; store: {keys:?}", self.describe());
             self.witness
                 .violated(format!("no write was acknowledged in the {RECOVERY:?} after the faults stopped: {state}"));
         }

@@ -88,6 +88,9 @@ pub struct IsrLink {
     pub report: InSyncReport,
     /// Set by the control plane the moment this node's role is lost.
     pub deposed: Arc<std::sync::atomic::AtomicBool>,
+    /// The newest report of each shard the control plane has acted on
+    /// (`FollowerReport::seq`; set after `confirmed` is).
+    pub heard: Arc<RwLock<BTreeMap<usize, u64>>>,
 }
 
 /// What a leader's shard says of one of its followers.
@@ -97,6 +100,8 @@ pub type InSyncReport = Arc<dyn Fn(FollowerReport) + Send + Sync>;
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct FollowerReport {
     pub shard: usize,
+    /// Counts the reports (of every shard of the process: each shard's increase).
+    pub seq: u64,
     pub follower: String,
     pub in_sync: bool,
     /// The leader's written end minus the follower's durable end.
@@ -114,6 +119,11 @@ impl IsrLink {
     /// The followers etcd lists as in sync now.
     pub fn confirmed(&self) -> BTreeSet<String> {
         self.confirmed.read().expect("no thread panics holding it").clone()
+    }
+
+    /// The newest report of `shard` the control plane has acted on (0: none).
+    pub fn heard(&self, shard: usize) -> u64 {
+        self.heard.read().expect("no thread panics holding it").get(&shard).copied().unwrap_or(0)
     }
 }
 
@@ -149,6 +159,11 @@ pub struct Replication {
     advanced: Signal,
 }
 
+/// Reports sent so far by every leader shard of this process: a shard's
+/// reports count up across its roles and epochs, so what the control plane
+/// heard of an earlier one never passes for a later one's.
+static REPORTS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
 /// One follower's progress on this shard.
 #[derive(Debug, Clone, Copy)]
 pub struct Progress {
@@ -164,11 +179,14 @@ pub struct Progress {
     /// It reached the committed end since it last fell behind: it counts
     /// toward the committed end (a follower still catching up would hold every ack back).
     pub in_sync: bool,
+    /// The newest report that said it is in sync: until the control plane
+    /// has acted on it, etcd may come to list it, so it counts.
+    pub said_in_sync: Option<u64>,
 }
 
 impl Progress {
     fn new(durable_end: u64, at: Instant) -> Progress {
-        Progress { durable_end, last_fetch: at, fetch_end: 0, caught_up: at, in_sync: false }
+        Progress { durable_end, last_fetch: at, fetch_end: 0, caught_up: at, in_sync: false, said_in_sync: None }
     }
 }
 
@@ -229,7 +247,8 @@ impl Replication {
             };
             let changed = in_sync != p.in_sync;
             let durable_end = durable_end.max(p.durable_end);
-            *p = Progress { durable_end, last_fetch: now, fetch_end: written_end, caught_up, in_sync };
+            let said_in_sync = p.said_in_sync;
+            *p = Progress { durable_end, last_fetch: now, fetch_end: written_end, caught_up, in_sync, said_in_sync };
             if changed {
                 tracing::info!(group = %self.group, shard = self.shard, follower, in_sync, durable_end, "follower's in-sync state changed");
                 self.report(log, follower, p, now);
@@ -238,10 +257,17 @@ impl Replication {
         self.advance(log);
     }
 
-    fn report(&self, log: &impl ReplicatedLog, follower: &str, p: &Progress, now: Instant) {
+    /// Tells the control plane how `follower` does; one said to be in sync
+    /// counts until the control plane has acted on it.
+    fn report(&self, log: &impl ReplicatedLog, follower: &str, p: &mut Progress, now: Instant) {
         let (written_end, _) = log.ends();
+        let seq = REPORTS.fetch_add(1, std::sync::atomic::Ordering::Relaxed) + 1;
+        if p.in_sync {
+            p.said_in_sync = Some(seq);
+        }
         (self.isr.report)(FollowerReport {
             shard: self.shard,
+            seq,
             follower: follower.to_string(),
             in_sync: p.in_sync,
             lag_bytes: written_end.saturating_sub(p.durable_end),
@@ -276,7 +302,7 @@ impl Replication {
         for (name, durable_end) in fell {
             tracing::info!(group = %self.group, shard = self.shard, follower = %name, durable_end, "follower fell out of sync");
         }
-        for (name, p) in self.followers.borrow().iter() {
+        for (name, p) in self.followers.borrow_mut().iter_mut() {
             self.report(log, name, p, now);
         }
         self.advance(log);
@@ -301,16 +327,20 @@ impl Replication {
     }
 
     /// What the leader holds durably and every follower that may be in the
-    /// set does: those etcd lists, and those this shard found in sync and
-    /// reported, whose joining etcd may store any moment (Kafka's "maximal
-    /// ISR", KIP-841). Counting only the listed ones let the committed end
-    /// pass a joining follower while its joining was on the way: listed, it
-    /// lacked acknowledged messages, and could be elected.
+    /// set does: those the control plane publishes (what etcd lists, and the
+    /// members of a write whose outcome it does not know), and those this
+    /// shard said are in sync in a report the control plane has not acted
+    /// on yet, which may add them (Kafka's "maximal ISR", KIP-841).
+    /// Counting only the listed ones let the committed end pass a follower
+    /// while its joining was on the way: listed, it lacked acknowledged
+    /// messages, and could be elected.
     fn held_by_the_set(&self, log: &impl ReplicatedLog) -> u64 {
         let (_, leader_durable) = log.ends();
         let followers = self.followers.borrow();
         let durable = |name: &String| followers.get(name).map_or(0, |p| p.durable_end);
-        let joining = followers.iter().filter(|(_, p)| p.in_sync).map(|(_, p)| p.durable_end);
+        let heard = self.isr.heard(self.shard);
+        let joining = followers.values().filter(|p| p.said_in_sync.is_some_and(|seq| seq > heard));
+        let joining = joining.map(|p| p.durable_end);
         self.isr.confirmed().iter().map(durable).chain(joining).fold(leader_durable, u64::min)
     }
 
