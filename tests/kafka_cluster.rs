@@ -94,6 +94,24 @@ fn kafka_clients_of_one_node_reach_the_partitions_and_coordinators_of_every_grou
     }
 }
 
+/// Group g1 of nodes a, b, c, one on each of `ips` at the same ports, each
+/// with a Kafka listener: the nodes and the Kafka port of shard 0.
+fn kafka_group(
+    dir: &std::path::Path,
+    etcd: &common::etcd::Etcd,
+    ips: &[&str; 3],
+    extra: &[&str],
+) -> (Vec<Broker>, u16) {
+    let (native, kafka) = (shared_port_pair(ips), shared_port_pair(ips));
+    let start = |(name, ip): (&str, &&str)| {
+        let (listen, kafka_listen) = (format!("{ip}:{native}"), format!("{ip}:{kafka}"));
+        let mut args = vec!["--cluster", &etcd.url, "--group", "g1", "--node", name, "--kafka-listen", &kafka_listen];
+        args.extend(extra);
+        Broker::start_listening(&dir.join(name), &listen, &args)
+    };
+    (["a", "b", "c"].into_iter().zip(ips).map(start).collect(), kafka)
+}
+
 /// The answers on a raw Kafka connection, by correlation id, until it is
 /// closed (true) or nothing came for 30 s (false: a request left hanging).
 fn answers(stream: &mut std::net::TcpStream, version: i16) -> (Vec<i32>, bool) {
@@ -133,17 +151,8 @@ fn a_paused_leaders_kafka_requests_are_answered_and_kafka_producers_carry_on() {
     let dir = tempfile::tempdir().unwrap();
     let etcd = common::etcd::Etcd::start(&dir.path().join("etcd"));
     let ips = ["127.0.0.84", "127.0.0.85", "127.0.0.86"];
-    let (native, kafka) = (shared_port_pair(&ips), shared_port_pair(&ips));
-    let nodes: Vec<Broker> = ["a", "b", "c"]
-        .iter()
-        .zip(ips)
-        .map(|(name, ip)| {
-            let (listen, kafka_listen) = (format!("{ip}:{native}"), format!("{ip}:{kafka}"));
-            let mut args = vec!["--cluster", &etcd.url, "--group", "g1", "--node", name, "--lease-ms", "2000"];
-            args.extend(["--replica-ack-timeout-ms", "3000", "--kafka-listen", &kafka_listen]);
-            Broker::start_listening(&dir.path().join(name), &listen, &args)
-        })
-        .collect();
+    let extra = ["--lease-ms", "2000", "--replica-ack-timeout-ms", "3000"];
+    let (nodes, kafka) = kafka_group(dir.path(), &etcd, &ips, &extra);
     let client = nodes[0].client();
     client.create_topic(PAUSED, 4, 0).unwrap();
     let shards = client.topic(PAUSED).unwrap().queue_shards;
@@ -265,18 +274,7 @@ fn an_idempotent_kafka_retry_to_a_new_leader_is_answered_where_the_batch_was_sto
     let etcd = common::etcd::Etcd::start(&dir.path().join("etcd"));
     let ips = ["127.0.0.87", "127.0.0.88", "127.0.0.89"];
     let names = ["a", "b", "c"];
-    let (native, kafka) = (shared_port_pair(&ips), shared_port_pair(&ips));
-    let mut nodes: Vec<Broker> = names
-        .iter()
-        .zip(ips)
-        .map(|(name, ip)| {
-            let (listen, kafka_listen) = (format!("{ip}:{native}"), format!("{ip}:{kafka}"));
-            let args = ["--cluster", &etcd.url, "--group", "g1", "--node", name, "--lease-ms", "1000"];
-            let mut args = args.to_vec();
-            args.extend(["--kafka-listen", &kafka_listen]);
-            Broker::start_listening(&dir.path().join(name), &listen, &args)
-        })
-        .collect();
+    let (mut nodes, kafka) = kafka_group(dir.path(), &etcd, &ips, &["--lease-ms", "1000"]);
     let client = nodes[0].client();
     client.create_topic(TOPIC, 1, 0).unwrap();
     let port = kafka + client.topic(TOPIC).unwrap().queue_shards[0] as u16;

@@ -88,7 +88,7 @@ enum Command {
 }
 
 /// The followers etcd lists as in sync, as the control plane publishes them.
-pub type Confirmed = Arc<RwLock<BTreeSet<String>>>;
+type Confirmed = Arc<RwLock<BTreeSet<String>>>;
 /// The newest report of each leader shard the control plane has acted on.
 type Heard = Arc<RwLock<BTreeMap<usize, u64>>>;
 

@@ -20,8 +20,8 @@ pub mod store;
 mod transfer;
 
 pub use accounts::{change_accounts, cluster_users};
-pub use control_plane::{Confirmed, ControlPlane, ControlPlaneError, Elected, OnLost};
-pub use election::{cut_for, list_groups, EpochStart, GroupState, Leadership};
+pub use control_plane::{ControlPlane, ControlPlaneError, Elected, OnLost};
+pub use election::{list_groups, EpochStart, GroupState, Leadership};
 pub use isr::Isr;
 pub use registry::{list_nodes, Node, NodeKey};
 pub use transfer::request as transfer_leader;
