@@ -109,7 +109,7 @@ struct Leading {
 
 /// This node's link to the cluster's coordination store: etcd, through a
 /// thread of its own (`start`), or a simulated store on the caller's
-/// runtime (`spawn`).
+/// runtime (`on`).
 pub struct ControlPlane {
     stop: Option<oneshot::Sender<()>>,
     commands: tokio::sync::mpsc::UnboundedSender<Command>,
