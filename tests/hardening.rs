@@ -157,8 +157,8 @@ fn a_wait_above_the_broker_maximum_is_refused() {
         ),
         (ApiKey::PollChecks, poll_checks(1001), "max_fetch_wait"),
         (ApiKey::Heartbeat, heartbeat(2001), "max_group_wait of 2000 ms"),
-        (ApiKey::JoinGroup, join(2001, 1000), "session timeout"),
-        (ApiKey::JoinGroup, join(1000, 2001), "rebalance timeout"),
+        (ApiKey::JoinGroup, join(2001, 1000), "session_timeout_ms 2001"),
+        (ApiKey::JoinGroup, join(1000, 2001), "rebalance_timeout_ms 2001"),
     ];
     let mut raw = Raw::connect(broker.addr());
     for (i, (api, request, says)) in cases.into_iter().enumerate() {

@@ -73,27 +73,6 @@ wire_enum! {
     }
 }
 
-impl ApiKey {
-    /// Versions this broker speaks: (min, max).
-    pub fn versions(self) -> (u16, u16) {
-        match self {
-            // Version 1 names the consumer group and member (message traces).
-            ApiKey::FetchMany => (0, 1),
-            _ => (0, 0),
-        }
-    }
-
-    /// Refuses a version this broker does not speak, saying which it does
-    /// (UnsupportedVersion, on every path a request takes, SASL's too).
-    pub fn check_version(self, version: u16) -> Result<(), String> {
-        let (min, max) = self.versions();
-        if version < min || version > max {
-            return Err(format!("{self:?} version {version} is not supported; this broker speaks {min}..={max}"));
-        }
-        Ok(())
-    }
-}
-
 /// The shard that coordinates `group` and stores its offsets (any shard
 /// forwards a group request there).
 pub fn coordinator_of(group: &str, shards: usize) -> usize {

@@ -13,7 +13,6 @@ pub mod frame;
 pub mod groups;
 pub mod messages;
 pub mod quota;
-pub mod request;
 pub mod sasl;
 pub mod scram;
 pub mod security;

@@ -21,7 +21,7 @@ pub mod kafka;
 mod replica;
 mod shard;
 mod tx;
-mod wire;
+pub mod wire;
 
 pub use self::core::accounts::{Accounts, AccountsAsk, AccountsLink};
 pub use self::core::config;

@@ -8,6 +8,7 @@
 //! connection stops reading, answers every request it read (`InFlight`)
 //! and closes.
 
+use super::caller::Caller;
 use super::{dispatch, sasl, Services};
 use crate::protocol::frame::{self, REQUEST_HEADER_BYTES};
 use crate::protocol::{ApiKey, ErrorCode};
@@ -244,7 +245,7 @@ async fn read_requests(
         if principal.user() != session.principal().as_deref() {
             principal = Rc::new(Principal::new(session.principal(), peer));
         }
-        let caller = dispatch::Caller::Client(principal.clone());
+        let caller = Caller::Client(principal.clone());
         let is_produce = matches!(api, Some(ApiKey::Produce | ApiKey::ProduceMany));
         let slots = if is_produce { &produce_slots } else { &other_slots };
         let Ok(permit) = slots.clone().acquire_static_permit(1).await else { return };

@@ -1,18 +1,22 @@
-//! The native protocol's edge: connections read frames, `dispatch.rs` turns
-//! each into a typed request, routes it (to the queue's owner, the group's
-//! coordinator), calls the core service or the feature that serves it, and
-//! encodes the answer. Nothing below the wire sees a frame.
+//! The native protocol's edge: connections read frames, `dispatch.rs` finds
+//! each request's API in the table (`api/`, one file per API) and that API
+//! decodes, checks, routes (to the queue's owner, the group's coordinator)
+//! and serves it through the core service or the feature that owns it.
+//! Nothing below the wire sees a frame.
 
-mod authorize;
+pub mod api;
+pub mod caller;
 pub mod connection;
 pub mod dispatch;
 mod sasl;
+mod traffic;
 
 use crate::server::core::mesh::{Answer, Call, Serve};
 use crate::server::core::Core;
 use crate::server::delay::timer::Timer;
 use crate::server::groups::Groups;
 use crate::server::tx::Transactions;
+use caller::Caller;
 use std::rc::Rc;
 
 /// What one shard's wire serves from: its core and each feature's state.
@@ -31,9 +35,9 @@ pub fn serve_calls(services: &Rc<Services>) -> Serve {
         let services = services.clone();
         Box::pin(async move {
             match call {
-                Call::Frame(frame) => Answer::Frame(
-                    dispatch::handle(&services, frame, &dispatch::Caller::Shard).await.unwrap_or_default(),
-                ),
+                Call::Frame(frame) => {
+                    Answer::Frame(dispatch::handle(&services, frame, &Caller::Shard).await.unwrap_or_default())
+                }
                 other => services.core.serve_call(other).await,
             }
         })

@@ -1,13 +1,14 @@
 //! SASL on a native connection: SaslHandshake and SaslAuthenticate are
 //! served in order by the connection itself (they change who it is), on its
-//! session. A handshake's response lists the mechanisms offered; an
-//! authentication's carries the server's token and whether it is the last.
+//! session, by their API files. A handshake's response lists the mechanisms
+//! offered; an authentication's carries the server's token and whether it
+//! is the last.
 
+use super::api::{self, sasl_authenticate::SaslAuthenticate, sasl_handshake::SaslHandshake};
 use super::Services;
 use crate::protocol::frame::{self, RequestHeader};
-use crate::protocol::request::Request;
 use crate::protocol::{ApiKey, ErrorCode, Writer};
-use crate::server::auth::session::{Session, Step};
+use crate::server::auth::session::Session;
 use crate::server::core::Failure;
 
 /// Whether a frame is SASL's (the connection serves it on its session).
@@ -23,32 +24,8 @@ pub async fn serve(s: &Services, session: &mut Session, frame: &[u8]) -> (Vec<u8
         Err(e) => return (frame::response(0, ErrorCode::Malformed, &e.to_string(), &[]), true),
     };
     let corr = header.correlation_id;
-    let api = ApiKey::from_wire(header.api_key).expect("a SASL API key");
-    if let Err(m) = api.check_version(header.api_version) {
-        return (frame::response(corr, ErrorCode::UnsupportedVersion, &m, &[]), false);
-    }
     let mut w = Writer::new(frame::ok_response_buffer());
-    let served = match Request::decode(api, header.api_version, body) {
-        Err(e) => Err(Failure::from(e)),
-        Ok(Request::SaslHandshake(name)) => {
-            let offered = session.offered(&s.core);
-            let chosen = session.handshake(&s.core, &name);
-            w.u32(offered.len() as u32);
-            offered.iter().for_each(|m| {
-                w.string(m);
-            });
-            chosen.map(|_| ())
-        }
-        Ok(Request::SaslAuthenticate(token)) => session.authenticate(&s.core, token).await.map(|step| match step {
-            Step::Continue(token) => {
-                w.bytes(&token).u8(0);
-            }
-            Step::Authenticated(token) => {
-                w.bytes(&token).u8(1);
-            }
-        }),
-        Ok(other) => unreachable!("{other:?} is not a SASL request"),
-    };
+    let served = serve_api(s, session, header.api_key, header.api_version, body, &mut w).await;
     match served {
         Ok(()) => (frame::finish_ok_response(corr, w.buf), false),
         Err(Failure(code, m)) => {
@@ -57,5 +34,28 @@ pub async fn serve(s: &Services, session: &mut Session, frame: &[u8]) -> (Vec<u8
             let body = if listed { &w.buf[frame::ok_response_buffer().len()..] } else { &[] };
             (frame::response(corr, code, &m, body), code == ErrorCode::AuthenticationFailed)
         }
+    }
+}
+
+async fn serve_api(
+    s: &Services,
+    session: &mut Session,
+    key: u16,
+    version: u16,
+    body: &[u8],
+    w: &mut Writer,
+) -> Result<(), Failure> {
+    let Some(handler) = api::find(key) else { return Err(Failure::invalid("not a SASL request")) };
+    api::check_version(handler, version)?;
+    match handler.key() {
+        ApiKey::SaslHandshake => {
+            let mechanism = api::decode_whole::<SaslHandshake>(version, body)?;
+            api::sasl_handshake::serve_on(s, session, &mechanism, w)
+        }
+        ApiKey::SaslAuthenticate => {
+            let token = api::decode_whole::<SaslAuthenticate>(version, body)?;
+            api::sasl_authenticate::serve_on(s, session, token, w).await
+        }
+        other => Err(Failure::invalid(format!("{other:?} is not a SASL request"))),
     }
 }

@@ -1,0 +1,32 @@
+//! CreateTopic: a topic with its queues, made on shard 0 (in a cluster in
+//! etcd) and applied on every shard before the answer.
+
+use super::{Api, At, Need};
+use crate::protocol::codec::{DecodeError, Reader};
+use crate::protocol::messages as msg;
+use crate::protocol::{ApiKey, Writer};
+use crate::security::acl::Operation::Create;
+use crate::server::auth::authorizer::{cluster, topic};
+use crate::server::core::Failure;
+use crate::server::wire::Services;
+
+pub struct CreateTopic;
+
+impl Api for CreateTopic {
+    const KEY: ApiKey = ApiKey::CreateTopic;
+    const BODIES: (&'static str, &'static str) = ("string name, u32 queues, u8 flush (0 sync, 1 async)", "(empty)");
+    const WRITES: bool = true;
+    type Request<'a> = msg::CreateTopic;
+
+    fn decode(r: &mut Reader, _: u16) -> Result<msg::CreateTopic, DecodeError> {
+        msg::CreateTopic::decode(r)
+    }
+
+    fn authorize(c: &msg::CreateTopic, need: &mut Need) -> Result<(), Failure> {
+        need(Create, topic(&c.name)).or_else(|_| need(Create, cluster()))
+    }
+
+    async fn serve(s: &Services, c: Self::Request<'_>, _: &At<'_>, _: &mut Writer) -> Result<(), Failure> {
+        s.core.create_topic(c).await
+    }
+}
