@@ -7,6 +7,8 @@
 
 pub mod cluster;
 pub mod dlq;
+#[cfg(test)]
+mod doc_tables;
 pub mod doctor;
 pub mod duration;
 pub mod security;

@@ -43,3 +43,13 @@ fn error_of(code: ErrorCode) -> Option<K> {
         E::TooManyConnections | E::LogDiverged | E::Internal => K::UnknownServerError,
     })
 }
+
+/// Kafka's code for a failed topic change (a refused principal and an
+/// invalid count of partitions have their own).
+pub fn of_topic_change(code: ErrorCode) -> i16 {
+    match code {
+        ErrorCode::NotAuthorized => K::TopicAuthorizationFailed.code(),
+        ErrorCode::InvalidRequest => K::InvalidPartitions.code(),
+        code => of(code),
+    }
+}

@@ -8,8 +8,8 @@
 //! stopping shard, giving the requests read `STOP_GRACE` (a deposed
 //! leader's produces are answered NOT_LEADER_OR_FOLLOWER within it).
 
-use super::dispatch::{self, Decoded, Outcome, Request};
-use super::{sasl, Services};
+use super::api::{self, Decoded, Head, Outcome};
+use super::{sasl, KafkaError, Services};
 use crate::server::auth::authorizer::Principal;
 use crate::server::auth::session::Session;
 use crate::server::core::in_flight::STOP_GRACE;
@@ -20,6 +20,7 @@ use futures_lite::io::{AsyncReadExt, AsyncWriteExt, BufReader, WriteHalf};
 use glommio::channels::local_channel;
 use glommio::net::{TcpListener, TcpStream};
 use glommio::Task;
+use kafka_protocol::messages::ApiKey;
 use std::rc::Rc;
 
 /// Read buffer per connection: bigger requests bypass it.
@@ -57,7 +58,7 @@ pub async fn accept_loop(services: Rc<Services>, listener: TcpListener) {
 }
 
 /// A request being served: its task's outcome.
-type Serving = Task<anyhow::Result<Outcome>>;
+type Serving = Task<Result<Outcome, KafkaError>>;
 
 /// A request in the order it came, with the bytes its frame holds in the
 /// request budgets until its response is written.
@@ -124,13 +125,17 @@ async fn serve(s: Rc<Services>, tcp: TcpStream) {
 
 /// Reads the next frame whole (its length checked first, its bytes held in
 /// the request budgets before they are allocated).
-async fn read_frame(s: &Services, budget: &ConnectionBudget, reader: &mut Reader) -> anyhow::Result<(Bytes, Reserved)> {
+async fn read_frame(
+    s: &Services,
+    budget: &ConnectionBudget,
+    reader: &mut Reader,
+) -> Result<(Bytes, Reserved), KafkaError> {
     let mut len = [0u8; 4];
     reader.read_exact(&mut len).await?;
     let len = u32::from_be_bytes(len) as usize;
     let max = s.core.config().max_frame_bytes;
     if len > max {
-        anyhow::bail!("a Kafka frame of {len} bytes exceeds max_frame_bytes {max}");
+        return Err(KafkaError::FrameTooLarge { len, max });
     }
     // Checked against the limit above, so the allocation is bounded.
     let reserved = budget.reserve(len).await;
@@ -148,23 +153,22 @@ async fn next_request(
     principal: &Rc<Principal>,
     bare_tokens: &mut bool,
     frame: Bytes,
-) -> anyhow::Result<(Serving, bool)> {
-    let (correlation, version, client_id, request) =
-        match dispatch::decode(frame).map_err(|e| anyhow::anyhow!("bad Kafka request: {e}"))? {
-            Decoded::Unsupported { correlation } => return Ok(ready(dispatch::refuse(correlation))),
-            Decoded::Served { correlation, version, client_id, request } => (correlation, version, client_id, request),
-        };
-    let served = match *request {
-        Request::SaslHandshake(r) => sasl::handshake(s, session, correlation, version, &r.mechanism),
-        Request::SaslAuthenticate(r) => sasl::authenticate(s, session, correlation, version, &r.auth_bytes).await,
-        request => {
-            if !matches!(request, Request::ApiVersions) && !session.admitted(&s.core) {
+) -> Result<(Serving, bool), KafkaError> {
+    let (api, head, body) = match api::decode(frame)? {
+        Decoded::Unsupported { correlation } => return Ok(ready(api::refuse(correlation))),
+        Decoded::Served { api, head, body } => (api, head, body),
+    };
+    let Head { correlation, version, .. } = head;
+    let served = match api.key() {
+        ApiKey::SaslHandshake => api::sasl_handshake::serve_on(s, session, correlation, version, body)?,
+        ApiKey::SaslAuthenticate => api::sasl_authenticate::serve_on(s, session, correlation, version, body).await?,
+        key => {
+            if key != ApiKey::ApiVersions && !session.admitted(&s.core) {
                 // As Kafka: a request other than ApiVersions before the login ends the connection.
-                anyhow::bail!("client {client_id:?} sent a request before authenticating (SASL_SSL or SASL_PLAINTEXT, or a client certificate)");
+                return Err(KafkaError::NotAuthenticated(head.client_id));
             }
-            let (s, p) = (s.clone(), principal.clone());
-            let task = async move { dispatch::answer(&s, correlation, version, client_id, Box::new(request), p).await };
-            return Ok((glommio::spawn_local(task), false));
+            let serving = api.start(s, head, body, principal.clone())?;
+            return Ok((glommio::spawn_local(serving), false));
         }
     };
     *bare_tokens = served.bare_tokens;

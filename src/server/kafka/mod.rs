@@ -5,19 +5,17 @@
 //! Like `wire/`, it sits above the core and the features and calls them; it
 //! never calls the native dispatcher.
 
+pub mod api;
+mod brokers;
 mod codes;
 pub mod connection;
-mod dispatch;
-mod fetch;
+mod error;
 mod groups;
-mod metadata;
-mod produce;
 mod producers;
 mod records;
 mod sasl;
-mod topics;
 
-pub use dispatch::{decode, Decoded, Request};
+pub use error::KafkaError;
 pub use records::{to_ringmq, Refused};
 
 use crate::protocol::messages::QueueRef;

@@ -9,7 +9,7 @@
 //! and closes.
 
 use super::caller::Caller;
-use super::{dispatch, sasl, Services};
+use super::{api, dispatch, sasl, Services};
 use crate::protocol::frame::{self, REQUEST_HEADER_BYTES};
 use crate::protocol::{ApiKey, ErrorCode};
 use crate::server::auth::authorizer::Principal;
@@ -227,8 +227,9 @@ async fn read_requests(
             writer.send(frame::response(0, ErrorCode::Malformed, m, &[])).await;
             return;
         }
-        let api = ApiKey::from_wire(u16::from_le_bytes([request[4], request[5]]));
-        if sasl::is_sasl(api) {
+        let handler = api::find(u16::from_le_bytes([request[4], request[5]]));
+        let api = handler.map(|h| h.key());
+        if handler.is_some_and(|h| h.by_connection()) {
             let (response, close) = sasl::serve(s, &mut session, &request).await;
             writer.send(response).await;
             if close {

@@ -11,11 +11,6 @@ use crate::protocol::{ApiKey, ErrorCode, Writer};
 use crate::server::auth::session::Session;
 use crate::server::core::Failure;
 
-/// Whether a frame is SASL's (the connection serves it on its session).
-pub fn is_sasl(api: Option<ApiKey>) -> bool {
-    matches!(api, Some(ApiKey::SaslHandshake | ApiKey::SaslAuthenticate))
-}
-
 /// Serves a SASL frame (length prefix included): the response, and whether
 /// the connection closes after it (a failed authentication).
 pub async fn serve(s: &Services, session: &mut Session, frame: &[u8]) -> (Vec<u8>, bool) {

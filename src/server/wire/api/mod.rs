@@ -464,19 +464,7 @@ mod tests {
 
     #[test]
     fn protocol_md_lists_the_table() {
-        let path = concat!(env!("CARGO_MANIFEST_DIR"), "/docs/PROTOCOL.md");
-        let doc = std::fs::read_to_string(path).expect("docs/PROTOCOL.md");
-        let table = markdown_table();
-        if std::env::var_os("RINGMQ_WRITE_DOCS").is_some() && !doc.contains(&table) {
-            let start = doc.find("| key | API |").expect("PROTOCOL.md has an API table");
-            let end = start + doc[start..].find("\n\n").expect("a blank line after the table") + 1;
-            std::fs::write(path, format!("{}{table}{}", &doc[..start], &doc[end..])).expect("PROTOCOL.md written");
-            return;
-        }
-        assert!(
-            doc.contains(&table),
-            "PROTOCOL.md's API table is not the broker's; RINGMQ_WRITE_DOCS=1 rewrites it:\n{table}"
-        );
+        crate::doc_tables::assert_lists("docs/PROTOCOL.md", &markdown_table());
     }
 
     #[test]
@@ -495,7 +483,11 @@ mod tests {
             let mut long = good.clone();
             long.push(0);
             let refused = decodes(api, &long).expect_err("trailing bytes");
-            assert_eq!(refused, Failure(ErrorCode::Malformed, "malformed body: trailing bytes after the body".into()), "{api:?}");
+            assert_eq!(
+                refused,
+                Failure(ErrorCode::Malformed, "malformed body: trailing bytes after the body".into()),
+                "{api:?}"
+            );
         }
         assert!(decodes(ApiKey::ApiVersions, &[0]).is_err(), "an empty body means empty");
     }

@@ -1,23 +1,14 @@
-//! CreateTopics, DeleteTopics and DescribeConfigs on ringmq topics: a Kafka
-//! topic is a ringmq topic and its partitions are the topic's queues, so a
-//! topic made either way is seen both ways. Configs are read-only: what the
-//! broker enforces, under the names Kafka's tools ask for.
+//! DescribeConfigs, read-only: what the broker enforces, under the names
+//! Kafka's tools ask for, for a topic or the broker.
 
-use super::{codes, text};
-use crate::protocol::messages::CreateTopic;
-use crate::protocol::ErrorCode;
+use super::{Api, At};
 use crate::security::acl::Operation;
 use crate::server::auth::authorizer::{self, Principal};
 use crate::server::core::Core;
-use kafka_protocol::messages::create_topics_response::CreatableTopicResult;
-use kafka_protocol::messages::delete_topics_response::DeletableTopicResult;
+use crate::server::kafka::{text, Services};
 use kafka_protocol::messages::describe_configs_response::{DescribeConfigsResourceResult, DescribeConfigsResult};
-use kafka_protocol::messages::{
-    CreateTopicsRequest, CreateTopicsResponse, DeleteTopicsRequest, DeleteTopicsResponse, DescribeConfigsRequest,
-    DescribeConfigsResponse,
-};
+use kafka_protocol::messages::{ApiKey, DescribeConfigsRequest, DescribeConfigsResponse};
 use kafka_protocol::ResponseError;
-use std::rc::Rc;
 
 /// DescribeConfigs' resource types.
 const TOPIC: i8 = 2;
@@ -25,60 +16,22 @@ const BROKER: i8 = 4;
 /// A config's source: the broker's static configuration.
 const STATIC_BROKER_CONFIG: i8 = 4;
 
-/// Kafka's code for a failed topic change (an invalid count of partitions
-/// has its own).
-fn topic_error(code: ErrorCode) -> i16 {
-    if code == ErrorCode::NotAuthorized {
-        return ResponseError::TopicAuthorizationFailed.code();
+pub struct DescribeConfigs;
+
+impl Api for DescribeConfigs {
+    const KEY: ApiKey = ApiKey::DescribeConfigs;
+    const VERSIONS: (i16, i16) = (1, 4);
+    const NAME: &'static str = "kafka_DescribeConfigs";
+    const NOTE: &'static str = "read-only: what the broker enforces, under Kafka's names (topics and brokers)";
+    type Request = DescribeConfigsRequest;
+    type Response = DescribeConfigsResponse;
+
+    async fn serve(s: &Services, r: DescribeConfigsRequest, at: &At) -> Option<DescribeConfigsResponse> {
+        Some(describe_configs(&s.core, &at.principal, &r).with_throttle_time_ms(at.throttle_ms()))
     }
-    if code == ErrorCode::InvalidRequest {
-        return ResponseError::InvalidPartitions.code();
-    }
-    codes::of(code)
 }
 
-/// Each topic as a ringmq topic of `num_partitions` queues (-1: one).
-pub async fn create(core: &Rc<Core>, p: &Principal, request: &CreateTopicsRequest) -> CreateTopicsResponse {
-    let mut topics = Vec::new();
-    for t in &request.topics {
-        let queues = if t.num_partitions < 0 { 1 } else { t.num_partitions as u32 };
-        let ask = CreateTopic { name: t.name.to_string(), queues, flush: 0 };
-        let result = CreatableTopicResult::default()
-            .with_name(t.name.clone())
-            .with_num_partitions(queues as i32)
-            .with_replication_factor(1);
-        let allowed = p.check(core, Operation::Create, authorizer::topic(&t.name));
-        let allowed = allowed.or_else(|_| p.check(core, Operation::Create, authorizer::cluster()));
-        let created = match allowed {
-            Err(f) => Err(f),
-            Ok(()) if request.validate_only => Ok(()),
-            Ok(()) => core.create_topic(ask).await,
-        };
-        topics.push(match created {
-            Ok(()) => result,
-            Err(f) => result.with_error_code(topic_error(f.0)).with_error_message(Some(text(f.1))),
-        });
-    }
-    CreateTopicsResponse::default().with_topics(topics)
-}
-
-pub async fn delete(core: &Rc<Core>, p: &Principal, request: &DeleteTopicsRequest) -> DeleteTopicsResponse {
-    let mut responses = Vec::new();
-    for name in &request.topic_names {
-        let result = DeletableTopicResult::default().with_name(Some(name.clone()));
-        let deleted = match p.check(core, Operation::Delete, authorizer::topic(name)) {
-            Ok(()) => core.delete_topic(name).await,
-            Err(f) => Err(f),
-        };
-        responses.push(match deleted {
-            Ok(()) => result,
-            Err(f) => result.with_error_code(topic_error(f.0)).with_error_message(Some(text(f.1))),
-        });
-    }
-    DeleteTopicsResponse::default().with_responses(responses)
-}
-
-pub fn describe_configs(core: &Core, p: &Principal, request: &DescribeConfigsRequest) -> DescribeConfigsResponse {
+fn describe_configs(core: &Core, p: &Principal, request: &DescribeConfigsRequest) -> DescribeConfigsResponse {
     let results = request
         .resources
         .iter()

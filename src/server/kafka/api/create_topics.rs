@@ -1,0 +1,52 @@
+//! CreateTopics: each topic a ringmq topic of `num_partitions` queues (-1:
+//! one), so a topic made either way is seen both ways.
+
+use super::{Api, At};
+use crate::protocol::messages::CreateTopic;
+use crate::security::acl::Operation;
+use crate::server::auth::authorizer::{self, Principal};
+use crate::server::core::Core;
+use crate::server::kafka::codes::of_topic_change;
+use crate::server::kafka::{text, Services};
+use kafka_protocol::messages::create_topics_response::CreatableTopicResult;
+use kafka_protocol::messages::{ApiKey, CreateTopicsRequest, CreateTopicsResponse};
+use std::rc::Rc;
+
+pub struct CreateTopics;
+
+impl Api for CreateTopics {
+    const KEY: ApiKey = ApiKey::CreateTopics;
+    const VERSIONS: (i16, i16) = (2, 4);
+    const NAME: &'static str = "kafka_CreateTopics";
+    const NOTE: &'static str = "ringmq topics, a partition per queue; validate_only checks the principal only";
+    type Request = CreateTopicsRequest;
+    type Response = CreateTopicsResponse;
+
+    async fn serve(s: &Services, r: CreateTopicsRequest, at: &At) -> Option<CreateTopicsResponse> {
+        Some(create(&s.core, &at.principal, &r).await.with_throttle_time_ms(at.throttle_ms()))
+    }
+}
+
+async fn create(core: &Rc<Core>, p: &Principal, request: &CreateTopicsRequest) -> CreateTopicsResponse {
+    let mut topics = Vec::new();
+    for t in &request.topics {
+        let queues = if t.num_partitions < 0 { 1 } else { t.num_partitions as u32 };
+        let ask = CreateTopic { name: t.name.to_string(), queues, flush: 0 };
+        let result = CreatableTopicResult::default()
+            .with_name(t.name.clone())
+            .with_num_partitions(queues as i32)
+            .with_replication_factor(1);
+        let allowed = p.check(core, Operation::Create, authorizer::topic(&t.name));
+        let allowed = allowed.or_else(|_| p.check(core, Operation::Create, authorizer::cluster()));
+        let created = match allowed {
+            Err(f) => Err(f),
+            Ok(()) if request.validate_only => Ok(()),
+            Ok(()) => core.create_topic(ask).await,
+        };
+        topics.push(match created {
+            Ok(()) => result,
+            Err(f) => result.with_error_code(of_topic_change(f.0)).with_error_message(Some(text(f.1))),
+        });
+    }
+    CreateTopicsResponse::default().with_topics(topics)
+}

@@ -1,0 +1,148 @@
+//! Produce. Each partition's record set is checked and translated whole (a
+//! set that does not decode, or inflates past the batch limit, is refused
+//! and nothing of it is stored), then appended through the core, which
+//! answers once it is durable (and replicated as the broker group's mode
+//! asks). An idempotent producer's batch is checked against its sequence on
+//! the partition's owner, which must be this shard. Every partition of a
+//! request is stored at once (their appends share the shards' flush
+//! rounds) and answered in the request's order; acks=0 gets no response.
+
+use super::{Api, At};
+use crate::protocol::messages::QueueRef;
+use crate::security::acl::Operation;
+use crate::server::auth::authorizer;
+use crate::server::core::traffic::{Direction, Tally};
+use crate::server::core::Failure;
+use crate::server::kafka::codes;
+use crate::server::kafka::producers::{Check, Sequence};
+use crate::server::kafka::records::{to_ringmq, Refused};
+use crate::server::kafka::{owned, Services};
+use bytes::Bytes;
+use kafka_protocol::messages::produce_response::{PartitionProduceResponse, TopicProduceResponse};
+use kafka_protocol::messages::{ApiKey, ProduceRequest, ProduceResponse};
+use kafka_protocol::protocol::StrBytes;
+use kafka_protocol::ResponseError;
+
+pub struct Produce;
+
+impl Api for Produce {
+    const KEY: ApiKey = ApiKey::Produce;
+    const VERSIONS: (i16, i16) = (3, 9);
+    const NAME: &'static str = "kafka_Produce";
+    const NOTE: &'static str = "a partition's record set becomes one ringmq batch (keys, values, headers, \
+                                timestamps; compression undone); idempotent producers' sequences checked";
+    type Request = ProduceRequest;
+    type Response = ProduceResponse;
+
+    fn produced_bytes(request: &ProduceRequest) -> u64 {
+        record_bytes(request)
+    }
+
+    async fn serve(s: &Services, request: ProduceRequest, at: &At) -> Option<ProduceResponse> {
+        let mut stores = Vec::new();
+        for topic in &request.topic_data {
+            let allowed = at.principal.check(&s.core, Operation::Write, authorizer::topic(&topic.name));
+            let allowed = allowed.map_err(|f| (ResponseError::TopicAuthorizationFailed.code(), f.1));
+            for partition in &topic.partition_data {
+                let queue = QueueRef { topic: topic.name.to_string(), queue: partition.index.max(0) as u32 };
+                let allowed = allowed.clone();
+                stores.push(async move {
+                    allowed?;
+                    store(s, &queue, partition.records.as_ref()).await
+                });
+            }
+        }
+        let mut stored = futures_util::future::join_all(stores).await.into_iter();
+        let mut responses = Vec::new();
+        for topic in &request.topic_data {
+            let mut partitions = Vec::new();
+            for p in &topic.partition_data {
+                let outcome = stored.next().unwrap_or_else(|| Err(missing()));
+                partitions.push(answer(s, &topic.name, p.index, p.records.as_ref(), outcome));
+            }
+            let topic = TopicProduceResponse::default().with_name(topic.name.clone());
+            responses.push(topic.with_partition_responses(partitions));
+        }
+        if request.acks == 0 {
+            return None;
+        }
+        Some(ProduceResponse::default().with_responses(responses).with_throttle_time_ms(at.throttle_ms()))
+    }
+}
+
+/// A refused partition: Kafka's code and a message.
+type Refusal = (i16, String);
+
+/// The record-set bytes of a produce (what a produce quota meters).
+pub fn record_bytes(request: &ProduceRequest) -> u64 {
+    let sets = request.topic_data.iter().flat_map(|t| &t.partition_data);
+    sets.map(|p| p.records.as_ref().map_or(0, |r| r.len() as u64)).sum()
+}
+
+/// A partition's answer, counted in the topic's traffic.
+fn answer(
+    s: &Services,
+    topic: &str,
+    index: i32,
+    records: Option<&Bytes>,
+    outcome: Result<(u64, u32), Refusal>,
+) -> PartitionProduceResponse {
+    let bytes = records.map_or(0, |r| r.len() as u64);
+    let messages = outcome.as_ref().map_or(0, |(_, count)| u64::from(*count));
+    let tally = Tally { messages, bytes, failed: outcome.is_err() };
+    s.core.count_traffic(Direction::Produce, Produce::NAME, topic, tally);
+    let response = PartitionProduceResponse::default().with_index(index);
+    match outcome {
+        Ok((base, _)) => response.with_base_offset(base as i64).with_log_append_time_ms(-1),
+        Err((code, message)) => {
+            tracing::debug!(code, %message, "kafka produce refused");
+            response.with_base_offset(-1).with_error_code(code).with_error_message(Some(StrBytes::from_string(message)))
+        }
+    }
+}
+
+/// Stores one partition's records; the offset of the first, and how many
+/// were stored (none for a retry of a batch stored before).
+async fn store(s: &Services, queue: &QueueRef, records: Option<&Bytes>) -> Result<(u64, u32), Refusal> {
+    let records =
+        records.ok_or((ResponseError::CorruptMessage.code(), "the partition's records are missing".to_string()))?;
+    let translated = to_ringmq(records, queue.queue, s.core.config().max_batch_bytes).map_err(|r| match r {
+        Refused::Corrupt(m) => (ResponseError::CorruptMessage.code(), m),
+        Refused::TooLarge(m) => (ResponseError::MessageTooLarge.code(), m),
+    })?;
+    let refused = |f: Failure| (codes::of(f.0), f.1);
+    let Some(sequence) = translated.sequence else {
+        return s.core.append(queue, &translated.batch).await.map_err(refused);
+    };
+    let slot = owned(&s.core, queue).map_err(|code| (code, format!("{queue:?} is not led by this broker")))?;
+    match s.producers.check(&queue.topic, queue.queue, sequence) {
+        Check::Store => match s.core.append_here(slot, &translated.batch).await {
+            Ok((base, count)) => {
+                s.producers.stored(&queue.topic, queue.queue, sequence, base);
+                Ok((base, count))
+            }
+            Err(f) => {
+                s.producers.failed(&queue.topic, queue.queue, sequence);
+                Err(refused(f))
+            }
+        },
+        Check::Duplicate(base) => Ok((base, 0)),
+        Check::Pending => Err((ResponseError::RequestTimedOut.code(), "the same batch is being stored; retry".into())),
+        Check::OutOfOrder { expected } => Err(out_of_order(sequence, expected)),
+        Check::Fenced { current } => Err((
+            ResponseError::InvalidProducerEpoch.code(),
+            format!("producer {} epoch {} is fenced by epoch {current}", sequence.producer_id, sequence.epoch),
+        )),
+    }
+}
+
+fn out_of_order(s: Sequence, expected: i32) -> Refusal {
+    let m = format!("producer {} sent sequence {} where {expected} comes next", s.producer_id, s.first);
+    (ResponseError::OutOfOrderSequenceNumber.code(), m)
+}
+
+/// One result per partition is stored; a missing one would be a bug, told
+/// to the client as a server error rather than a panic.
+fn missing() -> Refusal {
+    (ResponseError::UnknownServerError.code(), "the partition's outcome was lost".into())
+}
