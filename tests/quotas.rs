@@ -93,15 +93,30 @@ fn served(stream: &mut TcpStream) -> bool {
     }
 }
 
+/// The admin listener's answer to a GET of `/healthz` on `stream`: (status, body).
+fn admin_health(mut stream: TcpStream) -> (u16, String) {
+    stream.write_all(b"GET /healthz HTTP/1.1\r\nHost: ringmq\r\n\r\n").unwrap();
+    let mut response = String::new();
+    stream.read_to_string(&mut response).unwrap();
+    let status = response.split(' ').nth(1).and_then(|s| s.parse().ok()).unwrap_or(0);
+    (status, response.split_once("\r\n\r\n").map_or("", |(_, b)| b).to_string())
+}
+
 #[test]
 fn a_flood_of_connections_from_one_address_stops_at_its_limit_and_others_still_connect() {
     let dir = tempfile::tempdir().unwrap();
-    let broker = Broker::start(dir.path(), &["--max-connections-per-ip", "4"]);
+    let admin = format!("127.0.0.1:{}", common::free_port_pair("127.0.0.1"));
+    let broker = Broker::start(dir.path(), &["--max-connections-per-ip", "4", "--admin-listen", &admin]);
     let one = Ipv4Addr::new(127, 0, 0, 1);
     let mut flood: Vec<TcpStream> = (0..4).map(|i| connect_from(one, &broker.addrs[i % 2])).collect();
     assert!(flood.iter_mut().all(served), "the first 4 are served, on both shards");
     let mut over = connect_from(one, broker.addr());
     assert!(!served(&mut over), "the 5th from 127.0.0.1 is refused");
+    let (status, body) = admin_health(connect_from(one, &admin));
+    assert_eq!(status, 503, "the admin listener admits as the client listeners do: {body}");
+    assert!(body.contains("max_connections_per_ip"), "{body}");
+    let (status, body) = admin_health(connect_from(Ipv4Addr::new(127, 0, 0, 2), &admin));
+    assert_eq!((status, body.as_str()), (200, "ok\n"), "127.0.0.2 reaches the admin listener");
     let mut other = connect_from(Ipv4Addr::new(127, 0, 0, 2), broker.addr());
     assert!(served(&mut other), "127.0.0.2 still connects");
     drop(flood.pop());

@@ -5,10 +5,12 @@
 
 //!
 //! Layers, each importing only those below it (checked by `.ci/layers`):
-//! `wire` (the protocol edge) -> the features `data`, `groups`, `delay`,
-//! `tx` (never each other) -> `core` (context, service, mesh, tasks) ->
-//! `internal` (the broker's own storage queues) -> the storage engine.
-//! `shard.rs` and this file assemble them.
+//! the edges `wire` (native), `kafka` and `admin` -> the features `data`,
+//! `groups`, `delay`, `tx`, `replica`, `auth` (never each other) -> `net`
+//! (connections: admission, TLS streams, the connection loop both client
+//! protocols run) -> `core` (context, service, mesh, tasks) -> `internal`
+//! (the broker's own storage queues) -> the storage engine. `shard.rs` and
+//! this file assemble them.
 
 mod admin;
 mod auth;
@@ -18,6 +20,7 @@ mod delay;
 mod groups;
 mod internal;
 pub mod kafka;
+mod net;
 mod replica;
 mod shard;
 mod tx;
@@ -36,11 +39,11 @@ pub use self::core::trace::TraceConfig;
 pub use self::core::Failure;
 
 use self::core::clock::Clock;
-use self::core::connection_limit::PerAddress;
 use self::core::stall::Pulse;
 use self::core::tasks::Stop;
 use self::core::watchdog::Watchdog;
 use self::core::{data_keys, layout};
+use self::net::admission::PerAddress;
 use glommio::channels::channel_mesh::MeshBuilder;
 use glommio::{LocalExecutorBuilder, Placement, PoolPlacement};
 use std::net::SocketAddr;

@@ -6,9 +6,7 @@
 use super::core::accounts::Accounts;
 use super::core::clock::Clock;
 use super::core::config::ServerConfig;
-use super::core::connection_limit::PerAddress;
 use super::core::context::{Core, Parts, ShardRole};
-use super::core::listener;
 use super::core::mesh::{Mesh, MeshMsg};
 use super::core::metadata::Metadata;
 use super::core::metadata_log;
@@ -20,9 +18,15 @@ use super::delay::levels;
 use super::delay::timer::Timer;
 use super::groups::Groups;
 use super::internal::retention_floor;
+use super::kafka::connection::Kafka;
+use super::net::admission::PerAddress;
+use super::net::connection::accept_loop;
+use super::net::socket;
+use super::net::Net;
 use super::replica::follower;
 use super::tx::Transactions;
-use super::wire::{self, connection, Services};
+use super::wire::connection::Native;
+use super::wire::{self, Services};
 use glommio::channels::channel_mesh::FullMesh;
 use glommio::net::TcpListener;
 use ringmq_shards::{Shard, ShardConfig};
@@ -110,7 +114,7 @@ async fn serve(s: Startup) -> Result<(), String> {
     if addr.port() != 0 {
         addr.set_port(addr.port() + s.index as u16);
     }
-    let listener = listener::bind(addr).map_err(|e| format!("listening on {addr}: {e}"))?;
+    let listener = socket::bind(addr).map_err(|e| format!("listening on {addr}: {e}"))?;
     // A follower serves no Kafka clients; a leader or a single node's shard
     // that cannot serve them stops, as it does when the native listener
     // cannot bind, instead of serving on with one listener missing.
@@ -131,7 +135,6 @@ async fn serve(s: Startup) -> Result<(), String> {
         mesh: Rc::new(Mesh::new(senders)),
         clock: s.clock.clone(),
         accounts: s.accounts.clone(),
-        per_address: s.per_address.clone(),
         offsets,
         role,
         pulse: s.pulse.clone(),
@@ -142,15 +145,16 @@ async fn serve(s: Startup) -> Result<(), String> {
     let metadata = Metadata::load(&cfg.data_dir).map_err(|e| format!("loading metadata: {e}"))?;
     core.apply_metadata(metadata).await.map_err(|e| format!("creating queues: {e}"))?;
     let services = Rc::new(Services { core: core.clone(), groups: Groups::new(core.clone()), timer, transactions });
+    let net = Net::new(&core, s.per_address.clone());
     let mesh_tasks = core.mesh().spawn_receivers(receivers, wire::serve_calls(&services));
     match cfg.cluster.as_ref() {
         Some(ClusterRole { lead: Lead::Follower { addr, .. }, group, node, epoch, .. }) => {
             let mut addr = *addr;
             addr.set_port(addr.port() + s.index as u16);
             let leader = follower::Leader { group: group.clone(), node: node.clone(), epoch: *epoch, addr };
-            start_follower_tasks(&services, listener, leader);
+            start_follower_tasks(&services, &net, listener, leader);
         }
-        _ => start_tasks(&services, listener, kafka),
+        _ => start_tasks(&services, &net, listener, kafka),
     }
     s.report.send((s.index, Ok(None))).map_err(|e| e.to_string())?;
     let asked = async {
@@ -162,8 +166,8 @@ async fn serve(s: Startup) -> Result<(), String> {
     let longest_hold_ms = core.pulse().longest().as_secs_f64() * 1e3;
     tracing::info!(shard = s.index, why, holds, longest_hold_ms, "shutting down: flushing and closing storage");
     core.tasks().shutdown(SHUTDOWN_GRACE).await;
-    // Connections answer what they read, then close (wire/connection.rs).
-    if !core.connections().all_closed(SHUTDOWN_GRACE).await {
+    // Connections answer what they read, then close (net/connection.rs).
+    if !net.all_closed(SHUTDOWN_GRACE).await {
         tracing::warn!(shard = s.index, "client connections still open after the shutdown grace; closing storage");
     }
     let closed = core.storage().close().await;
@@ -190,19 +194,19 @@ fn shard_role(cfg: &ServerConfig, index: usize, storage: &Shard) -> ShardRole {
 fn kafka_listener(cfg: &ServerConfig, index: usize) -> Result<Option<TcpListener>, String> {
     let Some(mut addr) = cfg.kafka_listen else { return Ok(None) };
     addr.set_port(addr.port() + index as u16);
-    let kafka = listener::bind(addr).map_err(|e| format!("the Kafka listener on {addr}: {e}"))?;
+    let kafka = socket::bind(addr).map_err(|e| format!("the Kafka listener on {addr}: {e}"))?;
     Ok(Some(kafka))
 }
 
 /// Starts the listeners and every background task of the shard.
-fn start_tasks(s: &Rc<Services>, listener: TcpListener, kafka: Option<TcpListener>) {
+fn start_tasks(s: &Rc<Services>, net: &Rc<Net>, listener: TcpListener, kafka: Option<TcpListener>) {
     let (core, tasks) = (&s.core, s.core.tasks());
-    tasks.spawn("listener", Death::Fatal, connection::accept_loop(s.clone(), listener));
+    tasks.spawn("listener", Death::Fatal, accept_loop(Native::new(s.clone()), net.clone(), listener));
     if let Some(kafka) = kafka {
         let kafka_services = super::kafka::Services::new(core.clone(), s.groups.clone());
-        tasks.spawn("kafka listener", Death::Fatal, super::kafka::connection::accept_loop(kafka_services, kafka));
+        tasks.spawn("kafka listener", Death::Fatal, accept_loop(Kafka::new(kafka_services), net.clone(), kafka));
     }
-    start_admin(core);
+    start_admin(core, net);
     if core.trace().is_on() {
         tasks.spawn("trace writer", Death::Logged, core.clone().write_traces());
     }
@@ -230,20 +234,20 @@ fn start_tasks(s: &Rc<Services>, listener: TcpListener, kafka: Option<TcpListene
 
 /// A follower's shard: the listener (which sends clients to the leader) and
 /// the fetch loop; the features' tasks start when the node leads.
-fn start_follower_tasks(s: &Rc<Services>, listener: TcpListener, leader: follower::Leader) {
+fn start_follower_tasks(s: &Rc<Services>, net: &Rc<Net>, listener: TcpListener, leader: follower::Leader) {
     let (core, tasks) = (&s.core, s.core.tasks());
-    tasks.spawn("listener", Death::Fatal, connection::accept_loop(s.clone(), listener));
+    tasks.spawn("listener", Death::Fatal, accept_loop(Native::new(s.clone()), net.clone(), listener));
     tasks.spawn("replication fetch", Death::Fatal, follower::follow(core.clone(), leader));
-    start_admin(core);
+    start_admin(core, net);
     start_stall_probe(core);
 }
 
 /// Shard 0 serves the admin listener, if one is configured.
-fn start_admin(core: &Rc<Core>) {
+fn start_admin(core: &Rc<Core>, net: &Rc<Net>) {
     let Some(addr) = core.config().admin_listen.filter(|_| core.id() == 0) else { return };
-    match listener::bind(addr) {
+    match socket::bind(addr) {
         Ok(admin) => {
-            let accepting = super::admin::listener::accept_loop(core.clone(), admin);
+            let accepting = super::admin::listener::accept_loop(core.clone(), net.clone(), admin);
             core.tasks().spawn("admin listener", Death::Logged, accepting);
         }
         Err(error) => tracing::error!(%addr, %error, "the admin listener could not bind"),

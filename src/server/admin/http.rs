@@ -4,7 +4,7 @@
 //! response, then the connection closes (Prometheus, curl and browsers all
 //! take that).
 
-use crate::server::core::stream::Stream;
+use crate::server::net::stream::Stream;
 use futures_lite::io::{AsyncReadExt, AsyncWriteExt};
 use std::time::Duration;
 

@@ -7,13 +7,17 @@ use super::http::{self, Request, Response};
 use super::{api, console, login, scrape};
 use crate::security::acl::Operation;
 use crate::server::auth::authorizer;
-use crate::server::core::stream::Stream;
 use crate::server::core::Core;
+use crate::server::net::stream::Stream;
+use crate::server::net::{Listener, Net};
+use futures_lite::AsyncWriteExt;
 use glommio::net::{TcpListener, TcpStream};
 use std::rc::Rc;
 
-/// Accepts admin connections until the shard stops; each is served on its own task.
-pub async fn accept_loop(core: Rc<Core>, listener: TcpListener) {
+/// Accepts admin connections until the shard stops, admitted as the client
+/// listeners' are (by client address, `Net::admit`); each is served on its
+/// own task.
+pub async fn accept_loop(core: Rc<Core>, net: Rc<Net>, listener: TcpListener) {
     loop {
         let tcp = match core.tasks().unless_stopping(listener.accept()).await {
             None => return,
@@ -24,16 +28,37 @@ pub async fn accept_loop(core: Rc<Core>, listener: TcpListener) {
                 continue;
             }
         };
+        let admitted = match tcp.peer_addr() {
+            Ok(peer) => net.admit(peer.ip(), Listener::Admin),
+            Err(e) => Err(format!("the client's address: {e}")),
+        };
+        let open = match admitted {
+            Ok(open) => open,
+            Err(why) => {
+                tracing::info!(%why, "an admin connection refused");
+                refuse(tcp, &why).await;
+                continue;
+            }
+        };
         let core = core.clone();
         glommio::spawn_local(async move {
             core.tasks().unless_stopping(serve(&core, tcp)).await;
+            drop(open);
         })
         .detach();
     }
 }
 
+/// A refused connection is told why (in the clear: no TLS handshake is
+/// spent on it) and closed.
+async fn refuse(mut tcp: TcpStream, why: &str) {
+    let body = format!("{why}\n");
+    let head = format!("HTTP/1.1 503 Service Unavailable\r\ncontent-type: text/plain\r\ncontent-length: {}\r\nconnection: close\r\n\r\n", body.len());
+    let _ = tcp.write_all(format!("{head}{body}").as_bytes()).await;
+    let _ = tcp.close().await;
+}
+
 async fn serve(core: &Core, tcp: TcpStream) {
-    let _open = core.connections().open("admin");
     let Some(mut stream) = Stream::accept_on(core, tcp, "admin").await else { return };
     let tls = stream.is_tls();
     let (response, head_only) = match http::read_request(&mut stream, core.config().admin_timeout).await {

@@ -5,13 +5,11 @@
 use super::accounts::{Accounts, AccountsLink, Local};
 use super::clock::Clock;
 use super::config::ServerConfig;
-use super::connection_limit::{Open, PerAddress, ShardConnections};
 use super::mesh::Mesh;
 use super::metadata::Metadata;
 use super::metrics::Registry;
 use super::offsets::Offsets;
 use super::replication::Replication;
-use super::request_budget::RequestBudget;
 use super::stall::Pulse;
 use super::tasks::Tasks;
 use super::trace::Trace;
@@ -36,8 +34,6 @@ pub struct Core {
     clock: Arc<Clock>,
     /// The node's users and ACLs, shared by its shards.
     accounts: Arc<Accounts>,
-    /// The node's connections by client address.
-    per_address: Arc<PerAddress>,
     acls: Local<Acls>,
     quotas: Local<Quotas>,
     started: Instant,
@@ -50,10 +46,6 @@ pub struct Core {
     /// This shard's heartbeat and the holds of its thread the watchdog saw.
     pulse: Arc<Pulse>,
     role: ShardRole,
-    /// This shard's connections per listener.
-    connections: Rc<ShardConnections>,
-    /// Bytes of client requests the shard's connections may hold.
-    request_budget: RequestBudget,
     /// Client produces and fetches by API and topic.
     traffic: Traffic,
     /// The features' metric probes.
@@ -82,7 +74,6 @@ pub struct Parts {
     pub mesh: Rc<Mesh>,
     pub clock: Arc<Clock>,
     pub accounts: Arc<Accounts>,
-    pub per_address: Arc<PerAddress>,
     pub offsets: Offsets,
     pub role: ShardRole,
     pub pulse: Arc<Pulse>,
@@ -94,8 +85,6 @@ impl Core {
         assert_eq!(p.addrs.len(), p.mesh.peers(), "one address per shard");
         assert!(p.id < p.mesh.peers(), "shard {} of {}", p.id, p.mesh.peers());
         let trace = Trace::new(p.config.trace.clone());
-        let request_budget =
-            RequestBudget::new(p.config.max_request_bytes_per_shard, p.config.max_request_bytes_per_connection);
         Rc::new(Core {
             id: p.id,
             config: p.config,
@@ -106,7 +95,6 @@ impl Core {
             acls: Local::new(&p.accounts.acls),
             quotas: Local::new(&p.accounts.quotas),
             accounts: p.accounts,
-            per_address: p.per_address,
             started: Instant::now(),
             metadata: RefCell::new(Rc::new(Metadata::default())),
             metadata_lock: glommio::sync::Semaphore::new(1),
@@ -114,8 +102,6 @@ impl Core {
             tasks: Tasks::default(),
             pulse: p.pulse,
             role: p.role,
-            connections: Rc::default(),
-            request_budget,
             traffic: Traffic::default(),
             probes: Registry::default(),
             trace,
@@ -129,24 +115,6 @@ impl Core {
 
     pub fn config(&self) -> &ServerConfig {
         &self.config
-    }
-
-    /// Admits a new client connection from `ip` to `listener` (native or
-    /// Kafka: every client listener admits here): within the node's
-    /// per-address limit and the shard's `max_connections`; why not otherwise.
-    pub fn admit_connection(&self, ip: std::net::IpAddr, listener: &'static str) -> Result<Open, String> {
-        let admitted = self.per_address.admit(ip)?;
-        self.connections.admit(self.id, listener, admitted, self.config.max_connections)
-    }
-
-    /// This shard's open connections per listener.
-    pub fn connections(&self) -> &Rc<ShardConnections> {
-        &self.connections
-    }
-
-    /// The bytes of client requests this shard's connections may hold.
-    pub fn request_budget(&self) -> &RequestBudget {
-        &self.request_budget
     }
 
     /// Client produces and fetches by API and topic.

@@ -1,5 +1,5 @@
 //! What one shard reports at a scrape: its storage engine's counters and
-//! histograms, its stalls, connections and client traffic, its queues' ends
+//! histograms, its stalls and client traffic, its queues' ends
 //! and the consumer offsets it stores (the admin listener joins the two into
 //! consumer lag, since a group's coordinator may sit on another shard than
 //! its queues), its replication state, then every registered feature probe.
@@ -21,7 +21,6 @@ impl Core {
         }
         let help = "The longest hold of the shard's thread so far.";
         out.gauge("ringmq_stall_longest_seconds", help, &[], pulse.longest().as_secs_f64());
-        self.connections().collect(&mut out);
         self.traffic().collect(&self.metadata(), &mut out);
         self.trace().collect(&mut out);
         queues_and_offsets(self, &mut out);

@@ -1,204 +1,133 @@
-//! Kafka connections: 4-byte big-endian length frames, read through a
-//! buffer and decoded whole as they arrive; each request is served in its
-//! own task (pipelining, at most `max_inflight_per_connection` per
-//! connection) and the responses are written in the order the requests
-//! came, as Kafka's clients require. A frame past `max_frame_bytes`, or one
-//! that does not decode, stops the reading: the requests before it are
-//! answered, then the connection closes (that connection only). So does a
-//! stopping shard, giving the requests read `STOP_GRACE` (a deposed
-//! leader's produces are answered NOT_LEADER_OR_FOLLOWER within it).
+//! Kafka connections, run by the shared connection loop (`net::connection`):
+//! frames are a 4-byte big-endian length then the request; each is decoded
+//! whole as it arrives (a frame that does not decode, or one past
+//! `max_frame_bytes`, stops the reading: the requests before it are
+//! answered, then the connection closes), and the responses are written in
+//! the order the requests came, as Kafka's clients require. SASL is served
+//! in order on the connection's session (v0's bare tokens too). At a stop
+//! the requests read get the grace, then the connection closes and the
+//! client retries (a deposed leader's produces are answered
+//! NOT_LEADER_OR_FOLLOWER within it).
 
 use super::api::{self, Decoded, Head, Outcome};
 use super::{sasl, KafkaError, Services};
 use crate::server::auth::authorizer::Principal;
 use crate::server::auth::session::Session;
-use crate::server::core::in_flight::STOP_GRACE;
-use crate::server::core::request_budget::{ConnectionBudget, Reserved};
-use crate::server::core::stream::Stream;
+use crate::server::core::Core;
+use crate::server::net::connection::{Lane, Next, Protocol};
+use crate::server::net::stream::Stream;
 use bytes::Bytes;
-use futures_lite::io::{AsyncReadExt, AsyncWriteExt, BufReader, WriteHalf};
-use glommio::channels::local_channel;
-use glommio::net::{TcpListener, TcpStream};
-use glommio::Task;
 use kafka_protocol::messages::ApiKey;
+use std::net::SocketAddr;
 use std::rc::Rc;
 
-/// Read buffer per connection: bigger requests bypass it.
-const READ_BUFFER_BYTES: usize = 64 << 10;
+/// Kafka's protocol, as one shard's Kafka listener serves it.
+pub struct Kafka {
+    services: Rc<Services>,
+}
 
-/// Accepts Kafka connections until the shard stops.
-pub async fn accept_loop(services: Rc<Services>, listener: TcpListener) {
-    let core = services.core.clone();
-    loop {
-        let stream = match core.tasks().unless_stopping(listener.accept()).await {
-            None => return,
-            Some(Ok(stream)) => stream,
-            Some(Err(error)) => {
-                tracing::warn!(shard = core.id(), %error, "kafka accept failed");
-                glommio::timer::sleep(std::time::Duration::from_millis(10)).await;
-                continue;
-            }
-        };
-        let admitted = match stream.peer_addr().map(|peer| core.admit_connection(peer.ip(), "kafka")) {
-            Ok(Ok(admitted)) => admitted,
-            Ok(Err(why)) => {
-                tracing::info!(shard = core.id(), %why, "a Kafka connection refused");
-                continue;
-            }
-            Err(_) => continue,
-        };
-        let services = services.clone();
-        glommio::spawn_local(async move {
-            // It ends while the executor still runs; the shard waits for it.
-            serve(services, stream).await;
-            drop(admitted);
-        })
-        .detach();
+impl Kafka {
+    pub fn new(services: Rc<Services>) -> Rc<Kafka> {
+        Rc::new(Kafka { services })
     }
 }
 
-/// A request being served: its task's outcome.
-type Serving = Task<Result<Outcome, KafkaError>>;
+/// A Kafka connection's login and who it is.
+pub struct Login {
+    session: Session,
+    principal: Rc<Principal>,
+    peer: Option<SocketAddr>,
+    /// The next frames are bare SASL tokens (after a v0 handshake).
+    bare_tokens: bool,
+}
 
-/// A request in the order it came, with the bytes its frame holds in the
-/// request budgets until its response is written.
-type Pending = (Serving, Reserved);
+impl Protocol for Kafka {
+    const NAME: &'static str = "kafka";
+    const IN_ORDER: bool = true;
+    type Session = Login;
 
-type Reader = BufReader<futures_lite::io::ReadHalf<Stream>>;
+    fn core(&self) -> &Rc<Core> {
+        &self.services.core
+    }
 
-async fn serve(s: Rc<Services>, tcp: TcpStream) {
-    let peer = tcp.peer_addr().ok();
-    let Some(Some(stream)) = s.core.tasks().unless_stopping(Stream::accept_on(&s.core, tcp, "kafka")).await else {
-        return;
-    };
-    let mut session = Session::new(stream.is_tls(), stream.certificate_user());
-    let mut principal = Rc::new(Principal::new(session.principal(), peer));
-    let (reader, writer) = futures_lite::io::split(stream);
-    let mut reader = BufReader::with_capacity(READ_BUFFER_BYTES, reader);
-    let (pending, answers) = local_channel::new_bounded(s.core.config().max_inflight_per_connection.max(1));
-    let writing = glommio::spawn_local(write_in_order(answers, writer));
-    let mut bare_tokens = false;
-    let budget = s.core.request_budget().connection();
-    loop {
-        let (frame, reserved) = match s.core.tasks().unless_stopping(read_frame(&s, &budget, &mut reader)).await {
-            // The shard stops: no more requests are read.
-            None => break,
-            Some(Ok(read)) => read,
-            Some(Err(error)) => {
-                tracing::debug!(shard = s.core.id(), %error, "kafka connection closed");
-                break;
-            }
-        };
-        let next = if bare_tokens {
-            let served = sasl::bare_token(&s, &mut session, &frame).await;
-            bare_tokens = served.bare_tokens;
-            Ok(ready(served.outcome))
-        } else {
-            if principal.user() != session.principal().as_deref() {
-                principal = Rc::new(Principal::new(session.principal(), peer));
-            }
-            next_request(&s, &mut session, &principal, &mut bare_tokens, frame).await
-        };
-        match next {
-            Ok((task, last)) => {
-                if pending.send((task, reserved)).await.is_err() || last {
-                    break;
-                }
-            }
-            Err(error) => {
-                tracing::debug!(shard = s.core.id(), %error, "kafka connection closed");
-                break;
-            }
+    /// Kafka has no answer before a request: the connection just closes.
+    fn refused(_: &str) -> Option<Vec<u8>> {
+        None
+    }
+
+    fn session(&self, stream: &Stream, peer: Option<SocketAddr>) -> Login {
+        let session = Session::new(stream.is_tls(), stream.certificate_user());
+        let principal = Rc::new(Principal::new(session.principal(), peer));
+        Login { session, principal, peer, bare_tokens: false }
+    }
+
+    fn frame_len(&self, prefix: [u8; 4]) -> Result<usize, (String, Option<Vec<u8>>)> {
+        let (len, max) = (u32::from_be_bytes(prefix) as usize, self.services.core.config().max_frame_bytes);
+        if len > max {
+            return Err((KafkaError::FrameTooLarge { len, max }.to_string(), None));
+        }
+        Ok(len)
+    }
+
+    async fn next(&self, login: &mut Login, frame: Vec<u8>) -> Next {
+        let s = &self.services;
+        let frame = Bytes::from(frame).slice(4..);
+        if login.bare_tokens {
+            let served = sasl::bare_token(s, &mut login.session, &frame).await;
+            login.bare_tokens = served.bare_tokens;
+            return answer(served.outcome);
+        }
+        if login.principal.user() != login.session.principal().as_deref() {
+            login.principal = Rc::new(Principal::new(login.session.principal(), login.peer));
+        }
+        match next_request(s, login, frame).await {
+            Ok(next) => next,
+            Err(error) => Next::Close(error.to_string()),
         }
     }
-    drop(pending);
-    let mut writing = writing;
-    if s.core.tasks().unless_stopping(&mut writing).await.is_none() {
-        // The requests read get STOP_GRACE to be answered, in order; the
-        // connection then closes and the client retries the rest elsewhere.
-        let answered = async {
-            (&mut writing).await;
-        };
-        futures_lite::future::or(answered, glommio::timer::sleep(STOP_GRACE)).await;
-    }
-}
 
-/// Reads the next frame whole (its length checked first, its bytes held in
-/// the request budgets before they are allocated).
-async fn read_frame(
-    s: &Services,
-    budget: &ConnectionBudget,
-    reader: &mut Reader,
-) -> Result<(Bytes, Reserved), KafkaError> {
-    let mut len = [0u8; 4];
-    reader.read_exact(&mut len).await?;
-    let len = u32::from_be_bytes(len) as usize;
-    let max = s.core.config().max_frame_bytes;
-    if len > max {
-        return Err(KafkaError::FrameTooLarge { len, max });
+    /// Kafka's clients retry what a closed connection left unanswered.
+    fn unanswered(&self, _: u32) -> Option<Vec<u8>> {
+        None
     }
-    // Checked against the limit above, so the allocation is bounded.
-    let reserved = budget.reserve(len).await;
-    let mut frame = vec![0u8; len];
-    reader.read_exact(&mut frame).await?;
-    Ok((frame.into(), reserved))
 }
 
 /// Decodes a request and starts serving it (SASL's served here, in order,
-/// on the session), and whether it is the last on the connection; an error
-/// for a frame that does not decode, or a request before a required login.
-async fn next_request(
-    s: &Rc<Services>,
-    session: &mut Session,
-    principal: &Rc<Principal>,
-    bare_tokens: &mut bool,
-    frame: Bytes,
-) -> Result<(Serving, bool), KafkaError> {
+/// on the session); an error for a frame that does not decode, or a request
+/// before a required login.
+async fn next_request(s: &Rc<Services>, login: &mut Login, frame: Bytes) -> Result<Next, KafkaError> {
     let (api, head, body) = match api::decode(frame)? {
-        Decoded::Unsupported { correlation } => return Ok(ready(api::refuse(correlation))),
+        Decoded::Unsupported { correlation } => return Ok(answer(api::refuse(correlation))),
         Decoded::Served { api, head, body } => (api, head, body),
     };
     let Head { correlation, version, .. } = head;
     let served = match api.key() {
-        ApiKey::SaslHandshake => api::sasl_handshake::serve_on(s, session, correlation, version, body)?,
-        ApiKey::SaslAuthenticate => api::sasl_authenticate::serve_on(s, session, correlation, version, body).await?,
+        ApiKey::SaslHandshake => api::sasl_handshake::serve_on(s, &mut login.session, correlation, version, body)?,
+        ApiKey::SaslAuthenticate => {
+            api::sasl_authenticate::serve_on(s, &mut login.session, correlation, version, body).await?
+        }
         key => {
-            if key != ApiKey::ApiVersions && !session.admitted(&s.core) {
+            if key != ApiKey::ApiVersions && !login.session.admitted(&s.core) {
                 // As Kafka: a request other than ApiVersions before the login ends the connection.
                 return Err(KafkaError::NotAuthenticated(head.client_id));
             }
-            let serving = api.start(s, head, body, principal.clone())?;
-            return Ok((glommio::spawn_local(serving), false));
+            let lane = if key == ApiKey::Produce { Lane::Produce } else { Lane::Other };
+            let serving = api.start(s, head, body, login.principal.clone())?;
+            let serving = Box::pin(async move {
+                let response = serving.await.map_err(|e| e.to_string())?;
+                Ok(response.map(Vec::from))
+            });
+            return Ok(Next::Serve { correlation: correlation as u32, lane, serving });
         }
     };
-    *bare_tokens = served.bare_tokens;
-    Ok(ready(served.outcome))
+    login.bare_tokens = served.bare_tokens;
+    Ok(answer(served.outcome))
 }
 
-/// A request answered at once, and whether it is the last.
-fn ready(outcome: Outcome) -> (Serving, bool) {
-    let last = matches!(outcome, Outcome::Last(_));
-    (glommio::spawn_local(async move { Ok(outcome) }), last)
-}
-
-/// Writes each request's response as its turn comes; stops at a write
-/// failure, a response that would not encode, or a refusal.
-async fn write_in_order(answers: local_channel::LocalReceiver<Pending>, mut writer: WriteHalf<Stream>) {
-    while let Some((task, reserved)) = answers.recv().await {
-        let (response, close) = match task.await {
-            Ok(Outcome::Silent) => continue,
-            Ok(Outcome::Respond(response)) => (response, false),
-            Ok(Outcome::Last(response)) => (response, true),
-            Err(error) => {
-                tracing::error!(%error, "a Kafka response did not encode");
-                break;
-            }
-        };
-        // Flushed: a TLS session may hold the last record until then.
-        if writer.write_all(&response).await.is_err() || writer.flush().await.is_err() || close {
-            break;
-        }
-        drop(reserved);
+/// A request answered at once.
+fn answer(outcome: Outcome) -> Next {
+    match outcome {
+        Outcome::Respond(response) => Next::Answer { response: response.into(), close: false },
+        Outcome::Last(response) => Next::Answer { response: response.into(), close: true },
     }
-    let _ = writer.close().await;
 }

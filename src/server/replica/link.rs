@@ -5,7 +5,7 @@
 use crate::protocol::frame::{self, Response};
 use crate::protocol::ApiKey;
 use crate::security::tls::ServerTls;
-use crate::server::core::stream::Stream;
+use crate::server::net::stream::Stream;
 use futures_lite::{AsyncReadExt, AsyncWriteExt};
 use glommio::net::TcpStream;
 use std::net::SocketAddr;

@@ -131,12 +131,10 @@ impl At {
     }
 }
 
-/// What the connection does with a request.
+/// What the connection does with a request it answers at once.
 pub enum Outcome {
     /// Send this response frame (its length first).
     Respond(Bytes),
-    /// Send nothing (a produce with acks=0).
-    Silent,
     /// Send this response, then close the connection (an API or version not
     /// served, answered UNSUPPORTED_VERSION; a failed authentication).
     Last(Bytes),
@@ -157,8 +155,9 @@ pub enum Decoded {
     Unsupported { correlation: i32 },
 }
 
-/// The serving of one request, to spawn.
-pub type Serving = LocalBoxFuture<'static, Result<Outcome, KafkaError>>;
+/// The serving of one request, to spawn: its response frame (None: none,
+/// a produce with acks=0).
+pub type Serving = LocalBoxFuture<'static, Result<Option<Bytes>, KafkaError>>;
 
 /// An API as the connection and the docs see it (object safe).
 pub trait Handler {
@@ -217,7 +216,7 @@ async fn serve<A: Api>(
     head: Head,
     request: A::Request,
     principal: Rc<Principal>,
-) -> Result<Outcome, KafkaError> {
+) -> Result<Option<Bytes>, KafkaError> {
     // Every request but ApiVersions counts against the client's quota (a
     // produce's records too); the wait is each response's throttle time.
     let waited = match A::METERED {
@@ -226,9 +225,9 @@ async fn serve<A: Api>(
     };
     s.core.traffic().request(A::NAME, None);
     let at = At { version: head.version, client_id: head.client_id, principal, waited };
-    let Some(response) = A::serve(s, request, &at).await else { return Ok(Outcome::Silent) };
+    let Some(response) = A::serve(s, request, &at).await else { return Ok(None) };
     let (header_version, version) = A::response_versions(head.version);
-    respond(head.correlation, header_version, &response, version).map(Outcome::Respond)
+    respond(head.correlation, header_version, &response, version).map(Some)
 }
 
 /// Reads a request frame's header (without its length prefix) and finds its API.

@@ -2,8 +2,8 @@
 //! listener (native, Kafka) and for the broker's own connections to other
 //! nodes. The TLS handshake is bounded by `tls_handshake_timeout`.
 
-use super::Core;
 use crate::security::tls::{self, ServerTls};
+use crate::server::core::Core;
 use futures_lite::io::{AsyncRead, AsyncWrite};
 use glommio::net::TcpStream;
 use std::io;

@@ -3,9 +3,9 @@
 //! connection a node has (`max_connections_per_ip`; 0: no limit); each
 //! shard's client connections over both client listeners, held to
 //! `max_connections`; and its open and accepted connections per listener,
-//! for its metrics. Every client listener admits through `Core::admit_connection`.
+//! for its metrics. Every listener admits through `Net::admit`.
 
-use super::metrics::Samples;
+use crate::server::core::metrics::Samples;
 use ringmq_shards::Signal;
 use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
@@ -72,8 +72,10 @@ pub struct ShardConnections {
 pub struct Open {
     shard: Rc<ShardConnections>,
     listener: &'static str,
-    /// A client connection's admission (per address, and among the shard's clients).
-    admitted: Option<Admitted>,
+    /// Its admission by client address.
+    _admitted: Admitted,
+    /// Counted among the shard's client connections (`max_connections`).
+    client: bool,
 }
 
 impl ShardConnections {
@@ -93,20 +95,21 @@ impl ShardConnections {
             ));
         }
         self.clients.set(self.clients.get() + 1);
-        Ok(self.count_open(listener, Some(admitted)))
+        Ok(self.count_open(listener, admitted, true))
     }
 
-    /// Counts a connection that is not a client's (the admin listener's) open.
-    pub fn open(self: &Rc<Self>, listener: &'static str) -> Open {
-        self.count_open(listener, None)
+    /// Counts a connection that is not a client's (the admin listener's)
+    /// open, holding its per-address admission.
+    pub fn open(self: &Rc<Self>, listener: &'static str, admitted: Admitted) -> Open {
+        self.count_open(listener, admitted, false)
     }
 
-    fn count_open(self: &Rc<Self>, listener: &'static str, admitted: Option<Admitted>) -> Open {
+    fn count_open(self: &Rc<Self>, listener: &'static str, admitted: Admitted, client: bool) -> Open {
         let mut counts = self.counts.borrow_mut();
         let (open, accepted) = counts.entry(listener).or_default();
         *open += 1;
         *accepted += 1;
-        Open { shard: self.clone(), listener, admitted }
+        Open { shard: self.clone(), listener, _admitted: admitted, client }
     }
 
     /// Waits until every client connection has closed, for at most
@@ -137,9 +140,10 @@ impl ShardConnections {
 impl Drop for Open {
     fn drop(&mut self) {
         let mut counts = self.shard.counts.borrow_mut();
-        let (open, _) = counts.get_mut(self.listener).expect("counted when opened");
-        *open -= 1;
-        if self.admitted.is_some() {
+        if let Some((open, _)) = counts.get_mut(self.listener) {
+            *open -= 1;
+        }
+        if self.client {
             let clients = self.shard.clients.get();
             assert!(clients > 0, "a client connection closed that was never counted");
             self.shard.clients.set(clients - 1);

@@ -1,0 +1,419 @@
+//! The connection loop of a client listener, the same for both protocols:
+//! accept and admit (`Net::admit`), the TLS handshake, frames read one
+//! after another through a buffer (so requests that arrive together cost
+//! one recv) with the length checked first and the bytes reserved in the
+//! request budgets before the buffer is allocated, each request served in
+//! its own task within the connection's in-flight bounds, and the responses
+//! written either as each is ready (native: pipelined by correlation id;
+//! responses ready together go out in one send) or in the order the
+//! requests came (Kafka). A protocol (`Protocol`) says how frames are
+//! framed and what each one asks for. When the shard stops, the connection
+//! stops reading, gives what it read `STOP_GRACE`, answers the rest itself
+//! where its protocol can (native) or closes (Kafka), and the shard waits
+//! for it before closing storage.
+
+use super::in_flight::{InFlight, STOP_GRACE};
+use super::request_budget::{ConnectionBudget, Reserved};
+use super::stream::Stream;
+use super::{Listener, Net};
+use crate::server::core::Core;
+use futures_lite::io::{AsyncReadExt, AsyncWriteExt, BufReader, ReadHalf, WriteHalf};
+use futures_util::future::LocalBoxFuture;
+use glommio::channels::local_channel::{self, LocalReceiver, LocalSender};
+use glommio::net::{TcpListener, TcpStream};
+use glommio::sync::{Semaphore, StaticPermit};
+use glommio::Task;
+use ringmq_shards::Signal;
+use std::cell::{Cell, RefCell};
+use std::net::SocketAddr;
+use std::rc::Rc;
+use std::time::Duration;
+
+/// Read buffer per connection: bigger requests bypass it.
+const READ_BUFFER_BYTES: usize = 64 << 10;
+/// Responses up to this size are joined into one send; bigger ones are sent
+/// on their own rather than copied.
+const JOIN_MAX_BYTES: usize = 64 << 10;
+
+/// A client protocol, as the connection loop serves it.
+#[allow(async_fn_in_trait)] // one shard's executor: its futures are never sent between threads
+pub trait Protocol: 'static {
+    /// The listener's name (metrics, logs).
+    const NAME: &'static str;
+    /// Responses go out in the order the requests came (Kafka's clients
+    /// require it) rather than as each is ready.
+    const IN_ORDER: bool;
+
+    /// A connection's own state (its login session, who it is).
+    type Session;
+
+    fn core(&self) -> &Rc<Core>;
+
+    /// What a connection refused admission is sent before it is closed.
+    fn refused(why: &str) -> Option<Vec<u8>>;
+
+    /// A new connection's state.
+    fn session(&self, stream: &Stream, peer: Option<SocketAddr>) -> Self::Session;
+
+    /// The length after the 4-byte prefix that a frame announces, if the
+    /// broker takes it; else why not, and the answer to send before closing.
+    fn frame_len(&self, prefix: [u8; 4]) -> Result<usize, (String, Option<Vec<u8>>)>;
+
+    /// What to do with a frame read whole (its 4-byte prefix first).
+    async fn next(&self, session: &mut Self::Session, frame: Vec<u8>) -> Next;
+
+    /// The answer to a request still unanswered when the shard stops (None:
+    /// the connection closes without one and the client retries).
+    fn unanswered(&self, correlation: u32) -> Option<Vec<u8>>;
+}
+
+/// What a frame asks of the connection.
+pub enum Next {
+    /// Answer at once (a login step, a refusal); then close if `close`.
+    Answer { response: Vec<u8>, close: bool },
+    /// Serve it in a task of its own, within `lane`'s in-flight bound;
+    /// `correlation` names it if the shard stops before it is answered.
+    Serve { correlation: u32, lane: Lane, serving: Serving },
+    /// Close the connection without an answer, for this reason.
+    Close(String),
+}
+
+/// A request's serving: its response (None: none, acks none), or why the
+/// connection closes.
+pub type Serving = LocalBoxFuture<'static, Result<Option<Vec<u8>>, String>>;
+
+/// Separate in-flight bounds: produces parked by back-pressure must not keep
+/// a fetch on the same connection from being read (consumers starved that
+/// way at overload), nor parked long polls a produce.
+#[derive(Debug, Clone, Copy)]
+pub enum Lane {
+    Produce,
+    Other,
+}
+
+/// Accepts connections for `protocol` until the shard stops.
+pub async fn accept_loop<P: Protocol>(protocol: Rc<P>, net: Rc<Net>, listener: TcpListener) {
+    let core = protocol.core().clone();
+    loop {
+        let stream = match core.tasks().unless_stopping(listener.accept()).await {
+            None => return,
+            Some(Ok(stream)) => stream,
+            Some(Err(error)) => {
+                tracing::warn!(shard = core.id(), listener = P::NAME, %error, "accept failed");
+                glommio::timer::sleep(Duration::from_millis(10)).await;
+                continue;
+            }
+        };
+        let admitted = match stream.peer_addr() {
+            Ok(peer) => net.admit(peer.ip(), Listener::Client(P::NAME)),
+            Err(e) => Err(format!("the client's address: {e}")),
+        };
+        let admitted = match admitted {
+            Ok(admitted) => admitted,
+            Err(why) => {
+                tracing::info!(shard = core.id(), listener = P::NAME, %why, "a connection refused");
+                let mut stream = stream;
+                if let Some(answer) = P::refused(&why) {
+                    let _ = stream.write_all(&answer).await;
+                }
+                let _ = stream.close().await;
+                continue;
+            }
+        };
+        let (protocol, net) = (protocol.clone(), net.clone());
+        glommio::spawn_local(async move {
+            // It ends, answered and closed, while the executor still runs (a
+            // node restarting in a new role must not leave clients waiting on
+            // a dead socket): the shard waits for its connections to close.
+            serve(protocol, net, stream).await;
+            drop(admitted);
+        })
+        .detach();
+    }
+}
+
+type Reader = BufReader<ReadHalf<Stream>>;
+
+async fn serve<P: Protocol>(protocol: Rc<P>, net: Rc<Net>, tcp: TcpStream) {
+    let core = protocol.core().clone();
+    let peer = tcp.peer_addr().ok();
+    let Some(Some(stream)) = core.tasks().unless_stopping(Stream::accept_on(&core, tcp, P::NAME)).await else {
+        return;
+    };
+    let session = protocol.session(&stream, peer);
+    let (reader, writer) = futures_lite::io::split(stream);
+    let reader = BufReader::with_capacity(READ_BUFFER_BYTES, reader);
+    let limit = core.config().max_inflight_per_connection.max(1) as u64;
+    let mut connection = Connection {
+        protocol,
+        budget: net.request_budget().connection(),
+        produce_slots: Rc::new(Semaphore::new(limit)),
+        other_slots: Rc::new(Semaphore::new(limit)),
+        in_flight: Rc::new(InFlight::default()),
+    };
+    if P::IN_ORDER {
+        let (queue, answers) = local_channel::new_unbounded();
+        let mut writing = glommio::spawn_local(write_in_order(answers, writer));
+        let mut out = Out::InOrder(queue);
+        core.tasks().unless_stopping(connection.read(reader, session, &mut out)).await;
+        // The writer ends once it wrote what was queued.
+        drop(out);
+        // The requests read get STOP_GRACE to be answered, in order; the
+        // connection then closes and the client retries the rest.
+        if core.tasks().unless_stopping(&mut writing).await.is_none() {
+            futures_lite::future::or(async { (&mut writing).await }, glommio::timer::sleep(STOP_GRACE)).await;
+        }
+        return;
+    }
+    let writer = Rc::new(Writer::new(writer));
+    let mut out = Out::AsReady(writer.clone());
+    if core.tasks().unless_stopping(connection.read(reader, session, &mut out)).await.is_none() {
+        connection.answer_the_rest(&writer).await;
+    }
+}
+
+/// One connection's reading side.
+struct Connection<P: Protocol> {
+    protocol: Rc<P>,
+    budget: ConnectionBudget,
+    produce_slots: Rc<Semaphore>,
+    other_slots: Rc<Semaphore>,
+    in_flight: Rc<InFlight>,
+}
+
+/// Where responses go.
+enum Out {
+    AsReady(Rc<Writer>),
+    InOrder(LocalSender<Pending>),
+}
+
+/// A response in the order its request came, with the bytes its request
+/// holds until it is written.
+struct Pending {
+    response: Response,
+    _held: Held,
+}
+
+enum Response {
+    Ready { response: Vec<u8>, close: bool },
+    Serving(Task<Result<Option<Vec<u8>>, String>>),
+}
+
+/// What a request holds until its response is written (given back when
+/// dropped): its frame's bytes in the request budgets and its in-flight slot.
+struct Held {
+    _reserved: Option<Reserved>,
+    _slot: Option<StaticPermit>,
+}
+
+impl<P: Protocol> Connection<P> {
+    /// Reads and serves requests until the client closes, a frame ends the
+    /// connection, or the shard stops (the caller stops awaiting).
+    async fn read(&mut self, mut reader: Reader, mut session: P::Session, out: &mut Out) {
+        loop {
+            let (frame, reserved) = match self.read_frame(&mut reader).await {
+                Ok(read) => read,
+                Err(None) => return,
+                Err(Some((why, answer))) => {
+                    tracing::debug!(shard = self.protocol.core().id(), listener = P::NAME, %why, "closing a connection");
+                    if let Some(response) = answer {
+                        out.answer(response, true, Held { _reserved: None, _slot: None }).await;
+                    }
+                    return;
+                }
+            };
+            match self.protocol.next(&mut session, frame).await {
+                Next::Answer { response, close } => {
+                    out.answer(response, close, Held { _reserved: Some(reserved), _slot: None }).await;
+                    if close {
+                        return;
+                    }
+                }
+                Next::Serve { correlation, lane, serving } => {
+                    let slots = match lane {
+                        Lane::Produce => &self.produce_slots,
+                        Lane::Other => &self.other_slots,
+                    };
+                    let Ok(permit) = slots.clone().acquire_static_permit(1).await else { return };
+                    self.serve(out, correlation, serving, Held { _reserved: Some(reserved), _slot: Some(permit) })
+                        .await;
+                }
+                Next::Close(why) => {
+                    tracing::debug!(shard = self.protocol.core().id(), listener = P::NAME, %why, "connection closed");
+                    return;
+                }
+            }
+        }
+    }
+
+    /// Reads the next frame whole, its prefix first; Err(None) when the
+    /// client closed, else why the connection closes and what it is told.
+    async fn read_frame(&self, reader: &mut Reader) -> Result<(Vec<u8>, Reserved), Option<(String, Option<Vec<u8>>)>> {
+        let mut prefix = [0u8; 4];
+        reader.read_exact(&mut prefix).await.map_err(|_| None)?;
+        let len = self.protocol.frame_len(prefix).map_err(Some)?;
+        // The limit was checked above, and the bytes are held in the
+        // connection's and the shard's budgets until the response is written.
+        let reserved = self.budget.reserve(4 + len).await;
+        let mut frame = vec![0u8; 4 + len];
+        frame[..4].copy_from_slice(&prefix);
+        reader.read_exact(&mut frame[4..]).await.map_err(|_| None)?;
+        Ok((frame, reserved))
+    }
+
+    async fn serve(&self, out: &mut Out, correlation: u32, serving: Serving, held: Held) {
+        match out {
+            Out::InOrder(queue) => {
+                let task = glommio::spawn_local(serving);
+                // The writer ends only after the reader: the queue is open.
+                let _ = queue.send(Pending { response: Response::Serving(task), _held: held }).await;
+            }
+            Out::AsReady(writer) => {
+                self.in_flight.begin(correlation);
+                let (writer, in_flight) = (writer.clone(), self.in_flight.clone());
+                glommio::spawn_local(async move {
+                    let served = serving.await;
+                    if in_flight.answer(correlation) {
+                        match served {
+                            Ok(Some(response)) => writer.send(response).await,
+                            Ok(None) => {}
+                            Err(why) => {
+                                tracing::error!(%why, "a response failed; closing the connection");
+                                writer.close(Duration::ZERO).await;
+                            }
+                        }
+                    }
+                    drop(held);
+                })
+                .detach();
+            }
+        }
+    }
+
+    /// The shard stops: the requests still in flight after `STOP_GRACE`
+    /// are answered as the protocol can, and the connection closes.
+    async fn answer_the_rest(&self, writer: &Writer) {
+        for correlation in self.in_flight.settle(STOP_GRACE).await {
+            if let Some(response) = self.protocol.unanswered(correlation) {
+                writer.send(response).await;
+            }
+        }
+        writer.close(STOP_GRACE).await;
+    }
+}
+
+impl Out {
+    async fn answer(&mut self, response: Vec<u8>, close: bool, held: Held) {
+        match self {
+            Out::AsReady(writer) => {
+                writer.send(response).await;
+                drop(held);
+            }
+            Out::InOrder(queue) => {
+                let _ = queue.send(Pending { response: Response::Ready { response, close }, _held: held }).await;
+            }
+        }
+    }
+}
+
+/// Writes each request's response as its turn comes; stops at a write
+/// failure, a response that fails, or one after which the connection closes.
+async fn write_in_order(answers: LocalReceiver<Pending>, mut writer: WriteHalf<Stream>) {
+    while let Some(pending) = answers.recv().await {
+        let (response, close) = match pending.response {
+            Response::Ready { response, close } => (response, close),
+            Response::Serving(task) => match task.await {
+                Ok(Some(response)) => (response, false),
+                Ok(None) => continue,
+                Err(why) => {
+                    tracing::error!(%why, "a response failed; closing the connection");
+                    break;
+                }
+            },
+        };
+        // Flushed: a TLS session may hold the last record until then.
+        if writer.write_all(&response).await.is_err() || writer.flush().await.is_err() || close {
+            break;
+        }
+    }
+    let _ = writer.close().await;
+}
+
+/// The write side of an as-ready connection. The first response to arrive
+/// while no write is in progress becomes the writer: it lets the other tasks
+/// made ready in the same tick queue theirs, then writes the queue until it
+/// is empty.
+struct Writer {
+    half: RefCell<Option<WriteHalf<Stream>>>,
+    queued: RefCell<Vec<Vec<u8>>>,
+    writing: Cell<bool>,
+    /// A write of the queue ended (`close` waits for it).
+    wrote: Signal,
+}
+
+impl Writer {
+    fn new(half: WriteHalf<Stream>) -> Writer {
+        Writer {
+            half: RefCell::new(Some(half)),
+            queued: RefCell::default(),
+            writing: Cell::new(false),
+            wrote: Signal::default(),
+        }
+    }
+
+    async fn send(&self, response: Vec<u8>) {
+        self.queued.borrow_mut().push(response);
+        if self.writing.replace(true) {
+            return;
+        }
+        futures_lite::future::yield_now().await;
+        loop {
+            let responses = std::mem::take(&mut *self.queued.borrow_mut());
+            if responses.is_empty() || !self.write(responses).await {
+                break;
+            }
+        }
+        self.writing.set(false);
+        self.wrote.notify();
+    }
+
+    /// Closes the connection once the responses queued so far are written
+    /// (or after `limit`); later responses are dropped.
+    async fn close(&self, limit: Duration) {
+        let deadline = std::time::Instant::now() + limit;
+        while self.writing.get() {
+            let left = deadline.saturating_duration_since(std::time::Instant::now());
+            if left.is_zero() || !self.wrote.wait_for(left).await {
+                break;
+            }
+        }
+        let half = self.half.borrow_mut().take();
+        if let Some(mut half) = half {
+            let _ = half.close().await;
+        }
+    }
+
+    /// Writes `responses` in order, small ones joined; false once the
+    /// connection failed (later responses are dropped with it).
+    async fn write(&self, responses: Vec<Vec<u8>>) -> bool {
+        let Some(mut half) = self.half.borrow_mut().take() else { return false };
+        let mut joined = Vec::new();
+        let mut ok = true;
+        for r in responses {
+            if r.len() <= JOIN_MAX_BYTES {
+                joined.extend_from_slice(&r);
+                continue;
+            }
+            ok = ok && (joined.is_empty() || half.write_all(&joined).await.is_ok());
+            joined.clear();
+            ok = ok && half.write_all(&r).await.is_ok();
+        }
+        ok = ok && (joined.is_empty() || half.write_all(&joined).await.is_ok());
+        // A TLS session may hold the last record until flushed.
+        ok = ok && half.flush().await.is_ok();
+        if ok {
+            *self.half.borrow_mut() = Some(half);
+        }
+        ok
+    }
+}

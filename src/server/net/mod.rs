@@ -1,0 +1,95 @@
+//! Client connections, what every listener of a shard shares: listening
+//! sockets (`socket.rs`), admission by client address and by shard
+//! (`admission.rs`), the connection's stream in the clear or under TLS
+//! (`stream.rs`, the replication link's too), the bytes of requests held
+//! (`request_budget.rs`), the requests read and not answered at a stop
+//! (`in_flight.rs`), and the connection loop both client protocols run,
+//! parameterised by their framing and response order (`connection.rs`).
+//! Below the edges (native, Kafka, admin) and above the core.
+
+pub mod admission;
+pub mod connection;
+pub mod in_flight;
+pub mod request_budget;
+pub mod socket;
+pub mod stream;
+
+use crate::server::core::metrics::{Probe, Samples};
+use crate::server::core::Core;
+use admission::{Open, PerAddress, ShardConnections};
+use request_budget::RequestBudget;
+use std::net::IpAddr;
+use std::rc::Rc;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// One shard's connection state, shared by its listeners.
+pub struct Net {
+    shard: usize,
+    max_connections: usize,
+    /// The node's connections by client address.
+    per_address: Arc<PerAddress>,
+    /// This shard's connections per listener.
+    connections: Rc<ShardConnections>,
+    /// Bytes of client requests the shard's connections may hold.
+    request_budget: RequestBudget,
+}
+
+impl Net {
+    /// The shard's connection state; its metrics join the core's.
+    pub fn new(core: &Core, per_address: Arc<PerAddress>) -> Rc<Net> {
+        let config = core.config();
+        let net = Rc::new(Net {
+            shard: core.id(),
+            max_connections: config.max_connections,
+            per_address,
+            connections: Rc::default(),
+            request_budget: RequestBudget::new(
+                config.max_request_bytes_per_shard,
+                config.max_request_bytes_per_connection,
+            ),
+        });
+        let probe: Rc<dyn Probe> = net.clone();
+        core.probes().register(&probe);
+        net
+    }
+
+    /// Admits a new connection from `ip` to `listener`: within the node's
+    /// per-address limit (`max_connections_per_ip`) on every listener, and
+    /// for the client listeners (native, Kafka) within the shard's
+    /// `max_connections` too (the admin listener stays reachable when
+    /// clients fill the shard); why not otherwise.
+    pub fn admit(&self, ip: IpAddr, listener: Listener) -> Result<Open, String> {
+        let admitted = self.per_address.admit(ip)?;
+        match listener {
+            Listener::Client(name) => self.connections.admit(self.shard, name, admitted, self.max_connections),
+            Listener::Admin => Ok(self.connections.open("admin", admitted)),
+        }
+    }
+
+    /// The bytes of client requests this shard's connections may hold.
+    pub fn request_budget(&self) -> &RequestBudget {
+        &self.request_budget
+    }
+
+    /// Waits until every client connection has closed, for at most `limit`;
+    /// false if some are still open.
+    pub async fn all_closed(&self, limit: Duration) -> bool {
+        self.connections.all_closed(limit).await
+    }
+}
+
+/// Which listener a connection came to.
+#[derive(Debug, Clone, Copy)]
+pub enum Listener {
+    /// A client listener: native or Kafka.
+    Client(&'static str),
+    /// The admin HTTP listener.
+    Admin,
+}
+
+impl Probe for Net {
+    fn collect(&self, out: &mut Samples) {
+        self.connections.collect(out);
+    }
+}
