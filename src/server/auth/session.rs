@@ -7,7 +7,9 @@
 use crate::protocol::ErrorCode;
 use crate::security::sasl::{self, SaslMechanism};
 use crate::security::scram::{Mechanism, ScramServer};
+use crate::server::auth::authorizer::Principal;
 use crate::server::core::{Core, Failure};
+use std::net::SocketAddr;
 use std::rc::Rc;
 
 /// Where a connection's authentication stands.
@@ -35,18 +37,27 @@ pub struct Session {
     tls: bool,
     principal: Option<Rc<str>>,
     state: State,
+    peer: Option<SocketAddr>,
+    /// Who the connection's requests are checked as (made again when the
+    /// login changes it).
+    caller: Rc<Principal>,
 }
 
 impl Session {
     /// A new connection's session; `certificate_user` is the user a verified
     /// client certificate names.
-    pub fn new(tls: bool, certificate_user: Option<String>) -> Session {
-        Session { tls, principal: certificate_user.map(Rc::from), state: State::Start }
+    pub fn new(tls: bool, certificate_user: Option<String>, peer: Option<SocketAddr>) -> Session {
+        let principal: Option<Rc<str>> = certificate_user.map(Rc::from);
+        let caller = Rc::new(Principal::new(principal.clone(), peer));
+        Session { tls, principal, state: State::Start, peer, caller }
     }
 
-    /// Who the connection authenticated as.
-    pub fn principal(&self) -> Option<Rc<str>> {
-        self.principal.clone()
+    /// Who the connection's requests are checked as, now.
+    pub fn caller(&mut self) -> Rc<Principal> {
+        if self.caller.user() != self.principal.as_deref() {
+            self.caller = Rc::new(Principal::new(self.principal.clone(), self.peer));
+        }
+        self.caller.clone()
     }
 
     /// Whether the connection may send requests other than ApiVersions and SASL's.

@@ -11,7 +11,6 @@
 
 use super::api::{self, Decoded, Head, Outcome};
 use super::{sasl, KafkaError, Services};
-use crate::server::auth::authorizer::Principal;
 use crate::server::auth::session::Session;
 use crate::server::core::Core;
 use crate::server::net::connection::{Lane, Next, Protocol};
@@ -32,11 +31,9 @@ impl Kafka {
     }
 }
 
-/// A Kafka connection's login and who it is.
+/// A Kafka connection's login.
 pub struct Login {
     session: Session,
-    principal: Rc<Principal>,
-    peer: Option<SocketAddr>,
     /// The next frames are bare SASL tokens (after a v0 handshake).
     bare_tokens: bool,
 }
@@ -56,9 +53,7 @@ impl Protocol for Kafka {
     }
 
     fn session(&self, stream: &Stream, peer: Option<SocketAddr>) -> Login {
-        let session = Session::new(stream.is_tls(), stream.certificate_user());
-        let principal = Rc::new(Principal::new(session.principal(), peer));
-        Login { session, principal, peer, bare_tokens: false }
+        Login { session: Session::new(stream.is_tls(), stream.certificate_user(), peer), bare_tokens: false }
     }
 
     fn frame_len(&self, prefix: [u8; 4]) -> Result<usize, (String, Option<Vec<u8>>)> {
@@ -76,9 +71,6 @@ impl Protocol for Kafka {
             let served = sasl::bare_token(s, &mut login.session, &frame).await;
             login.bare_tokens = served.bare_tokens;
             return answer(served.outcome);
-        }
-        if login.principal.user() != login.session.principal().as_deref() {
-            login.principal = Rc::new(Principal::new(login.session.principal(), login.peer));
         }
         match next_request(s, login, frame).await {
             Ok(next) => next,
@@ -112,7 +104,7 @@ async fn next_request(s: &Rc<Services>, login: &mut Login, frame: Bytes) -> Resu
                 return Err(KafkaError::NotAuthenticated(head.client_id));
             }
             let lane = if key == ApiKey::Produce { Lane::Produce } else { Lane::Other };
-            let serving = api.start(s, head, body, login.principal.clone())?;
+            let serving = api.start(s, head, body, login.session.caller())?;
             let serving = Box::pin(async move {
                 let response = serving.await.map_err(|e| e.to_string())?;
                 Ok(response.map(Vec::from))

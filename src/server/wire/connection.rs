@@ -12,7 +12,6 @@ use super::caller::Caller;
 use super::{api, dispatch, sasl, Services};
 use crate::protocol::frame::{self, REQUEST_HEADER_BYTES};
 use crate::protocol::{ApiKey, ErrorCode};
-use crate::server::auth::authorizer::Principal;
 use crate::server::auth::session::Session;
 use crate::server::core::context::ShardRole;
 use crate::server::core::Core;
@@ -32,17 +31,10 @@ impl Native {
     }
 }
 
-/// A native connection's login and who it is.
-pub struct Login {
-    session: Session,
-    principal: Rc<Principal>,
-    peer: Option<SocketAddr>,
-}
-
 impl Protocol for Native {
     const NAME: &'static str = "native";
     const IN_ORDER: bool = false;
-    type Session = Login;
+    type Session = Session;
 
     fn core(&self) -> &Rc<Core> {
         &self.services.core
@@ -52,10 +44,8 @@ impl Protocol for Native {
         Some(frame::response(0, ErrorCode::TooManyConnections, why, &[]))
     }
 
-    fn session(&self, stream: &Stream, peer: Option<SocketAddr>) -> Login {
-        let session = Session::new(stream.is_tls(), stream.certificate_user());
-        let principal = Rc::new(Principal::new(session.principal(), peer));
-        Login { session, principal, peer }
+    fn session(&self, stream: &Stream, peer: Option<SocketAddr>) -> Session {
+        Session::new(stream.is_tls(), stream.certificate_user(), peer)
     }
 
     fn frame_len(&self, prefix: [u8; 4]) -> Result<usize, (String, Option<Vec<u8>>)> {
@@ -73,7 +63,7 @@ impl Protocol for Native {
         Err((m, Some(answer)))
     }
 
-    async fn next(&self, login: &mut Login, request: Vec<u8>) -> Next {
+    async fn next(&self, session: &mut Session, request: Vec<u8>) -> Next {
         let s = &self.services;
         let correlation = u32::from_le_bytes([request[8], request[9], request[10], request[11]]);
         if correlation == 0 {
@@ -83,20 +73,17 @@ impl Protocol for Native {
         }
         let handler = api::find(u16::from_le_bytes([request[4], request[5]]));
         if handler.is_some_and(|h| h.by_connection()) {
-            let (response, close) = sasl::serve(s, &mut login.session, &request).await;
+            let (response, close) = sasl::serve(s, session, &request).await;
             return Next::Answer { response, close };
         }
         let api = handler.map(|h| h.key());
-        if api != Some(ApiKey::ApiVersions) && !login.session.admitted(&s.core) {
+        if api != Some(ApiKey::ApiVersions) && !session.admitted(&s.core) {
             let m = "this broker authenticates clients: SaslHandshake and SaslAuthenticate first \
                      (ClientConfig::sasl; the CLI's --user)";
             let response = frame::response(correlation, ErrorCode::AuthenticationRequired, m, &[]);
             return Next::Answer { response, close: false };
         }
-        if login.principal.user() != login.session.principal().as_deref() {
-            login.principal = Rc::new(Principal::new(login.session.principal(), login.peer));
-        }
-        let caller = Caller::Client(login.principal.clone());
+        let caller = Caller::Client(session.caller());
         let lane = match api {
             Some(ApiKey::Produce | ApiKey::ProduceMany) => Lane::Produce,
             _ => Lane::Other,
