@@ -118,8 +118,11 @@ fn set(name: &str, args: &CredentialArgs, target: &Target, existing: bool) -> Re
 fn alter(target: &Target, change: AlterUser) -> Result<(), String> {
     if let Some(dir) = &target.data_dir {
         std::fs::create_dir_all(dir).map_err(|e| format!("creating {}: {e}", dir.display()))?;
-        let _lock = DataDirLock::acquire(dir)?;
-        let changed = AccountsChange::User(change).apply(&Users::load(dir)?, &Acls::default(), &Quotas::default())?;
+        let _lock = DataDirLock::acquire(dir).map_err(|e| e.to_string())?;
+        let users = Users::load(dir).map_err(|e| e.to_string())?;
+        let changed = AccountsChange::User(change)
+            .apply(&users, &Acls::default(), &Quotas::default())
+            .map_err(|e| e.to_string())?;
         let Changed::Users(next) = changed else { unreachable!("a user change changes the users") };
         return next.store(dir).map_err(|e| format!("storing the users in {}: {e}", dir.display()));
     }
@@ -135,7 +138,7 @@ fn alter(target: &Target, change: AlterUser) -> Result<(), String> {
 /// Every user and its mechanisms, where the target says.
 fn list(target: &Target) -> Result<Vec<(String, Vec<Mechanism>)>, String> {
     let users = match (&target.data_dir, &target.cluster) {
-        (Some(dir), _) => Users::load(dir)?,
+        (Some(dir), _) => Users::load(dir).map_err(|e| e.to_string())?,
         (None, Some(url)) => {
             ringmq::cluster::cluster_users(&ringmq::cluster::parse_endpoints(url)?).map_err(|e| e.to_string())?
         }

@@ -61,7 +61,7 @@ pub(super) async fn change(store: &impl Store, change: &AccountsChange) -> Resul
     let unavailable = |e: StoreError| Failure::cluster_unavailable(e);
     for _ in 0..ATTEMPTS_MAX {
         let held = read_held(store).await.map_err(unavailable)?;
-        let changed = change.apply(&held.users.0, &held.acls.0, &held.quotas.0).map_err(Failure::invalid)?;
+        let changed = change.apply(&held.users.0, &held.acls.0, &held.quotas.0)?;
         let (key, revision) = match change.store() {
             Kept::Users => (USERS_KEY, held.users.1),
             Kept::Acls => (ACLS_KEY, held.acls.1),

@@ -8,6 +8,19 @@ pub const ANY_USER: &str = "User:*";
 /// The principal of a connection that did not authenticate.
 pub const ANONYMOUS: &str = "User:ANONYMOUS";
 
+/// An ACL rule, or a word of one, that is not well formed.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum AclError {
+    #[error("{text:?} is not one of {names}")]
+    NotOneOf { text: String, names: String },
+    #[error("principal {0:?}: User:NAME or User:*")]
+    Principal(String),
+    #[error("resource name {0:?}: 1 to 255 bytes")]
+    ResourceName(String),
+    #[error("the cluster resource is named {CLUSTER}")]
+    ClusterName,
+}
+
 macro_rules! names {
     ($(#[$meta:meta])* pub enum $name:ident { $($variant:ident = $text:literal,)+ }) => {
         $(#[$meta])*
@@ -23,10 +36,10 @@ macro_rules! names {
             }
 
             /// Parses a name, case-insensitively.
-            pub fn parse(text: &str) -> Result<$name, String> {
+            pub fn parse(text: &str) -> Result<$name, AclError> {
                 $name::ALL.iter().copied().find(|v| v.name().eq_ignore_ascii_case(text)).ok_or_else(|| {
                     let names: Vec<&str> = $name::ALL.iter().map(|v| v.name()).collect();
-                    format!("{text:?} is not one of {}", names.join(", "))
+                    AclError::NotOneOf { text: text.to_string(), names: names.join(", ") }
                 })
             }
         }
@@ -97,16 +110,16 @@ pub struct Acl {
 
 impl Acl {
     /// Checks that the rule is well formed before it is stored.
-    pub fn check(&self) -> Result<(), String> {
+    pub fn check(&self) -> Result<(), AclError> {
         let user = self.principal.strip_prefix("User:").unwrap_or_default();
         if user.is_empty() || user.len() > 255 {
-            return Err(format!("principal {:?}: User:NAME or User:*", self.principal));
+            return Err(AclError::Principal(self.principal.clone()));
         }
         if self.name.is_empty() || self.name.len() > 255 {
-            return Err(format!("resource name {:?}: 1 to 255 bytes", self.name));
+            return Err(AclError::ResourceName(self.name.clone()));
         }
         if self.resource == ResourceType::Cluster && self.name != CLUSTER && self.name != "*" {
-            return Err(format!("the cluster resource is named {CLUSTER}"));
+            return Err(AclError::ClusterName);
         }
         Ok(())
     }

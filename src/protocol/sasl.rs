@@ -36,16 +36,27 @@ pub fn plain_message(user: &str, password: &str) -> Vec<u8> {
 }
 
 /// The user and password of a PLAIN message; an authorization identity must
+/// A PLAIN message that is not one.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum PlainError {
+    #[error("a PLAIN message that is not UTF-8")]
+    NotUtf8,
+    #[error("a PLAIN message is authzid NUL user NUL password")]
+    Layout,
+    #[error("a PLAIN message without a user, or acting for another user")]
+    NoUser,
+}
+
 /// be empty or the user itself.
-pub fn parse_plain(message: &[u8]) -> Result<(String, String), String> {
-    let text = std::str::from_utf8(message).map_err(|_| "a PLAIN message that is not UTF-8".to_string())?;
+pub fn parse_plain(message: &[u8]) -> Result<(String, String), PlainError> {
+    let text = std::str::from_utf8(message).map_err(|_| PlainError::NotUtf8)?;
     let mut parts = text.split('\0');
     let (Some(authzid), Some(user), Some(password), None) = (parts.next(), parts.next(), parts.next(), parts.next())
     else {
-        return Err("a PLAIN message is authzid NUL user NUL password".into());
+        return Err(PlainError::Layout);
     };
     if user.is_empty() || (!authzid.is_empty() && authzid != user) {
-        return Err("a PLAIN message without a user, or acting for another user".into());
+        return Err(PlainError::NoUser);
     }
     Ok((user.to_string(), password.to_string()))
 }

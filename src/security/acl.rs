@@ -3,6 +3,7 @@
 //! wins over any allow; with no allow that matches, the answer is no. Stored
 //! as JSON in `DATA_DIR/acls`, replaced whole and durably on each change.
 
+use super::AccountsError;
 pub use ringmq_protocol::acl::*;
 use std::path::Path;
 
@@ -19,7 +20,7 @@ pub struct Acls {
 
 impl Acls {
     /// Loads `DATA_DIR/acls`, or none if there is none.
-    pub fn load(data_dir: &Path) -> Result<Acls, String> {
+    pub fn load(data_dir: &Path) -> Result<Acls, AccountsError> {
         super::json_file::load(data_dir, FILE)
     }
 
@@ -46,7 +47,7 @@ impl Acls {
     }
 
     /// With these rules added (each checked; those already there are kept once).
-    pub fn with(&self, added: Vec<Acl>) -> Result<Acls, String> {
+    pub fn with(&self, added: Vec<Acl>) -> Result<Acls, AccountsError> {
         for rule in &added {
             rule.check()?;
         }
@@ -55,7 +56,7 @@ impl Acls {
         rules.sort();
         rules.dedup();
         if rules.len() > RULES_MAX {
-            return Err(format!("{} rules; a broker keeps at most {RULES_MAX}", rules.len()));
+            return Err(AccountsError::TooManyRules(rules.len()));
         }
         Ok(Acls { rules })
     }

@@ -5,6 +5,7 @@
 use super::acl::{Acl, AclFilter, Acls};
 use super::quota::{Entry, Quotas};
 use super::users::Users;
+use super::AccountsError;
 use crate::protocol::security::AlterUser;
 
 /// What an admin asks to change.
@@ -43,7 +44,7 @@ impl AccountsChange {
     }
 
     /// The store this change makes of the current ones; an error a user can act on.
-    pub fn apply(&self, users: &Users, acls: &Acls, quotas: &Quotas) -> Result<Changed, String> {
+    pub fn apply(&self, users: &Users, acls: &Acls, quotas: &Quotas) -> Result<Changed, AccountsError> {
         match self {
             AccountsChange::User(AlterUser::Upsert { user, credentials }) => {
                 users.with_user(user, credentials.clone()).map(Changed::Users)

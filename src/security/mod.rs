@@ -5,10 +5,12 @@
 
 pub mod acl;
 pub mod change;
+mod error;
 pub mod json_file;
 pub mod quota;
 pub mod tls;
 pub mod users;
 
+pub use error::AccountsError;
 pub use ringmq_protocol::scram::random_bytes;
 pub use ringmq_protocol::{sasl, scram};

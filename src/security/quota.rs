@@ -6,6 +6,7 @@
 //! user is shared by all its clients; one for every user gives each user its
 //! own. Stored as JSON in `DATA_DIR/quotas`, replaced whole on each change.
 
+use super::AccountsError;
 pub use ringmq_protocol::quota::*;
 use std::collections::HashMap;
 use std::path::Path;
@@ -34,7 +35,7 @@ pub struct Applied {
 
 impl Quotas {
     /// Loads `DATA_DIR/quotas`, or none if there is none.
-    pub fn load(data_dir: &Path) -> Result<Quotas, String> {
+    pub fn load(data_dir: &Path) -> Result<Quotas, AccountsError> {
         super::json_file::load(data_dir, FILE)
     }
 
@@ -52,16 +53,16 @@ impl Quotas {
     }
 
     /// With `entity`'s limits set (all None: its entry removed).
-    pub fn with(&self, entity: Entity, limits: Limits) -> Result<Quotas, String> {
+    pub fn with(&self, entity: Entity, limits: Limits) -> Result<Quotas, AccountsError> {
         if [limits.produce_bytes_per_sec, limits.fetch_bytes_per_sec, limits.requests_per_sec].contains(&Some(0)) {
-            return Err("a quota of 0 would stop the client for good; remove the quota or give at least 1".into());
+            return Err(AccountsError::ZeroQuota);
         }
         let mut entries: Vec<Entry> = self.entries.iter().filter(|e| e.entity != entity).cloned().collect();
         if limits != Limits::default() {
             entries.push(Entry { entity, limits });
         }
         if entries.len() > ENTRIES_MAX {
-            return Err(format!("{} quota entries; a broker keeps at most {ENTRIES_MAX}", entries.len()));
+            return Err(AccountsError::TooManyQuotas(entries.len()));
         }
         entries.sort_by(|a, b| a.entity.cmp(&b.entity));
         Ok(Quotas { entries })

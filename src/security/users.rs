@@ -3,6 +3,7 @@
 //! as JSON in `DATA_DIR/users`, replaced whole and durably on each change.
 
 use super::scram::{Credential, Mechanism};
+use super::AccountsError;
 use std::collections::BTreeMap;
 use std::path::Path;
 
@@ -19,7 +20,7 @@ pub struct Users {
 
 impl Users {
     /// Loads `DATA_DIR/users`, or none if there is none.
-    pub fn load(data_dir: &Path) -> Result<Users, String> {
+    pub fn load(data_dir: &Path) -> Result<Users, AccountsError> {
         super::json_file::load(data_dir, FILE)
     }
 
@@ -63,13 +64,17 @@ impl Users {
 
     /// With `user`'s credentials set to these (a new user, or new passwords);
     /// every credential is checked first.
-    pub fn with_user(&self, user: &str, credentials: Vec<(Mechanism, Credential)>) -> Result<Users, String> {
+    pub fn with_user(&self, user: &str, credentials: Vec<(Mechanism, Credential)>) -> Result<Users, AccountsError> {
         check_name(user)?;
         if credentials.is_empty() {
-            return Err(format!("user {user:?}: no credential given"));
+            return Err(AccountsError::NoCredential(user.to_string()));
         }
         for (mechanism, credential) in &credentials {
-            credential.check(*mechanism).map_err(|e| format!("user {user:?}, {}: {e}", mechanism.name()))?;
+            credential.check(*mechanism).map_err(|source| AccountsError::Credential {
+                user: user.to_string(),
+                mechanism: mechanism.name(),
+                source,
+            })?;
         }
         let mut next = self.clone();
         next.users.insert(user.to_string(), credentials.into_iter().collect());
@@ -77,17 +82,17 @@ impl Users {
     }
 
     /// Without `user`; an error if there is no such user.
-    pub fn without_user(&self, user: &str) -> Result<Users, String> {
+    pub fn without_user(&self, user: &str) -> Result<Users, AccountsError> {
         let mut next = self.clone();
-        next.users.remove(user).ok_or_else(|| format!("there is no user {user:?}"))?;
+        next.users.remove(user).ok_or_else(|| AccountsError::NoSuchUser(user.to_string()))?;
         Ok(next)
     }
 }
 
 /// A user name: 1..=255 bytes of printable characters.
-pub fn check_name(user: &str) -> Result<(), String> {
+pub fn check_name(user: &str) -> Result<(), AccountsError> {
     if user.is_empty() || user.len() > NAME_BYTES_MAX || user.chars().any(|c| c.is_control()) {
-        return Err(format!("user name {user:?}: 1 to {NAME_BYTES_MAX} bytes, no control characters"));
+        return Err(AccountsError::UserName(user.to_string()));
     }
     Ok(())
 }

@@ -21,6 +21,7 @@ mod groups;
 mod internal;
 pub mod kafka;
 mod net;
+mod node;
 mod replica;
 mod shard;
 mod tx;
@@ -29,7 +30,6 @@ pub mod wire;
 pub use self::core::accounts::{Accounts, AccountsAsk, AccountsLink};
 pub use self::core::config;
 pub use self::core::config::ServerConfig;
-pub use self::core::dir_lock::DataDirLock;
 pub use self::core::placement;
 pub use self::core::replication::{
     ClusterRole, FollowerReport, InSyncReport, IsrLink, Lead, ReplicatedLog, Replication, ReplicationConfig,
@@ -37,13 +37,15 @@ pub use self::core::replication::{
 };
 pub use self::core::trace::TraceConfig;
 pub use self::core::Failure;
+pub use self::node::dir_lock::DataDirLock;
+pub use self::node::NodeError;
 
 use self::core::clock::Clock;
 use self::core::stall::Pulse;
 use self::core::tasks::Stop;
-use self::core::watchdog::Watchdog;
-use self::core::{data_keys, layout};
 use self::net::admission::PerAddress;
+use self::node::watchdog::Watchdog;
+use self::node::{data_keys, layout};
 use glommio::channels::channel_mesh::MeshBuilder;
 use glommio::{LocalExecutorBuilder, Placement, PoolPlacement};
 use std::net::SocketAddr;
@@ -61,12 +63,10 @@ pub enum ServerError {
     DataDir(String, std::io::Error),
     #[error("cannot start the executor of shard {0}: {1}")]
     Executor(usize, String),
-    #[error("{0}")]
-    Layout(String),
+    #[error(transparent)]
+    Node(#[from] NodeError),
     #[error("loading the users, ACLs and quotas: {0}")]
-    Users(String),
-    #[error("{0}")]
-    Watchdog(String),
+    Users(crate::security::AccountsError),
     #[error("shard {0} failed to start: {1}")]
     Shard(usize, String),
 }
@@ -120,11 +120,10 @@ pub fn start(config: ServerConfig) -> Result<Server, ServerError> {
     }
     std::fs::create_dir_all(&config.data_dir)
         .map_err(|e| ServerError::DataDir(config.data_dir.display().to_string(), e))?;
-    let lock = DataDirLock::acquire(&config.data_dir).map_err(ServerError::Layout)?;
-    data_keys::check_and_record(&config.data_dir, config.encryption.as_deref()).map_err(ServerError::Layout)?;
+    let lock = DataDirLock::acquire(&config.data_dir)?;
+    data_keys::check_and_record(&config.data_dir, config.encryption.as_deref())?;
     let n = config.cores.len();
-    layout::check_or_record(&config.data_dir, layout::Layout { shards: n, segment_bytes: config.segment_bytes })
-        .map_err(ServerError::Layout)?;
+    layout::check_or_record(&config.data_dir, layout::Layout { shards: n, segment_bytes: config.segment_bytes })?;
     let mesh = MeshBuilder::full(n, 1024);
     let stop = Stop::default();
     let clock = Arc::new(if config.manual_clock { Clock::manual() } else { Clock::system() });
@@ -141,7 +140,7 @@ pub fn start(config: ServerConfig) -> Result<Server, ServerError> {
         config.cores.iter().enumerate().map(|(i, &cpu)| Arc::new(Pulse::new(i, cpu, config.stall_threshold))).collect();
     let watchdog = match config.stall_threshold.is_zero() {
         true => None,
-        false => Some(Watchdog::start(pulses.clone(), config.stall_threshold).map_err(ServerError::Watchdog)?),
+        false => Some(Watchdog::start(pulses.clone(), config.stall_threshold)?),
     };
     let mut shards = Vec::new();
     for (index, &cpu) in config.cores.iter().enumerate() {

@@ -19,8 +19,7 @@ pub async fn change(core: &Core, change: AccountsChange) -> Result<u32, Failure>
     }
     assert_eq!(core.id(), 0, "users, ACLs and quotas are changed on shard 0");
     let accounts = core.accounts();
-    let changed =
-        change.apply(&accounts.users.get(), &accounts.acls.get(), &accounts.quotas.get()).map_err(Failure::invalid)?;
+    let changed = change.apply(&accounts.users.get(), &accounts.acls.get(), &accounts.quotas.get())?;
     let dir = core.config().data_dir.clone();
     let stored = changed.clone();
     let what = match change.store() {

@@ -5,8 +5,8 @@
 //! exchange ends the session: the edge answers and closes the connection.
 
 use crate::protocol::ErrorCode;
-use crate::security::sasl::{self, SaslMechanism};
-use crate::security::scram::{Mechanism, ScramServer};
+use crate::security::sasl::{self, PlainError, SaslMechanism};
+use crate::security::scram::{Mechanism, ScramError, ScramServer};
 use crate::server::auth::authorizer::Principal;
 use crate::server::core::{Core, Failure};
 use std::net::SocketAddr;
@@ -112,7 +112,7 @@ impl Session {
                 server
                     .finish(token)
                     .map(|(user, last)| (Step::Authenticated(last), Some(user)))
-                    .map_err(|e| (user, e.0))
+                    .map_err(|e| (user, LoginError::from(e)))
             }
         };
         match result {
@@ -137,14 +137,14 @@ impl Session {
                 self.state = State::Scram(Box::new(server));
                 Ok((Step::Continue(first), None))
             }
-            Err(e) => Err((String::new(), e.0)),
+            Err(e) => Err((String::new(), e.into())),
         }
     }
 
     /// PLAIN against the user's SCRAM credential: the derivation runs on the
     /// blocking pool (thousands of HMACs would hold the shard).
     async fn plain(&mut self, core: &Core, token: &[u8]) -> Exchanged {
-        let (user, password) = sasl::parse_plain(token).map_err(|why| (String::new(), why))?;
+        let (user, password) = sasl::parse_plain(token).map_err(|why| (String::new(), why.into()))?;
         match check_password(core, &user, password).await {
             Ok(()) => Ok((Step::Authenticated(Vec::new()), Some(user))),
             Err(why) => Err((user, why)),
@@ -154,15 +154,28 @@ impl Session {
 
 /// Checks a password against the user's stored SCRAM credential (PLAIN, and
 /// the admin listener's HTTP Basic); the derivation runs on the blocking pool.
-pub async fn check_password(core: &Core, user: &str, password: String) -> Result<(), String> {
+pub async fn check_password(core: &Core, user: &str, password: String) -> Result<(), LoginError> {
     let (m, credential, known) = core.accounts().users.get().password_check(user, core.accounts().decoy_key());
     let matches = glommio::executor().spawn_blocking(move || credential.matches(m, &password)).await;
     match (matches, known) {
         (true, true) => Ok(()),
-        (_, false) => Err("unknown user".into()),
-        (false, true) => Err("wrong password".into()),
+        (_, false) => Err(LoginError::UnknownUser),
+        (false, true) => Err(LoginError::WrongPassword),
     }
 }
 
 /// A step and the user it authenticated, or the user and why it failed.
-type Exchanged = Result<(Step, Option<String>), (String, String)>;
+type Exchanged = Result<(Step, Option<String>), (String, LoginError)>;
+
+/// Why a login failed (logged; the client is told only that it failed).
+#[derive(Debug, thiserror::Error)]
+pub enum LoginError {
+    #[error("unknown user")]
+    UnknownUser,
+    #[error("wrong password")]
+    WrongPassword,
+    #[error(transparent)]
+    Plain(#[from] PlainError),
+    #[error(transparent)]
+    Scram(#[from] ScramError),
+}

@@ -2,6 +2,7 @@
 //! on. Every service call fails with one; the wire sends it as the response.
 
 use crate::protocol::{DecodeError, ErrorCode};
+use crate::security::AccountsError;
 use ringmq_shards::{FormatError, StorageError};
 
 /// A failed request: the code and a message a user can act on.
@@ -31,6 +32,12 @@ impl std::fmt::Display for Failure {
 impl From<DecodeError> for Failure {
     fn from(e: DecodeError) -> Self {
         Failure(ErrorCode::Malformed, e.to_string())
+    }
+}
+
+impl From<AccountsError> for Failure {
+    fn from(e: AccountsError) -> Self {
+        Failure::invalid(e.to_string())
     }
 }
 

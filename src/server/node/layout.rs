@@ -5,6 +5,8 @@
 //! half its queues missing or read segments at the wrong places, so it is
 //! refused with what to pass instead.
 
+use super::error::io;
+use super::NodeError;
 use std::path::Path;
 
 const FILE: &str = "layout";
@@ -43,12 +45,12 @@ impl Layout {
 /// Records `wanted` in a new data directory, or checks it against what an
 /// existing one was created with. A directory from before this file existed
 /// has its shard count read from its `shard-N` directories.
-pub fn check_or_record(data_dir: &Path, wanted: Layout) -> Result<(), String> {
+pub fn check_or_record(data_dir: &Path, wanted: Layout) -> Result<(), NodeError> {
     let path = data_dir.join(FILE);
     let recorded = match std::fs::read_to_string(&path) {
-        Ok(text) => Some(Layout::decode(&text).map_err(|e| format!("{}: {e}", path.display()))?),
+        Ok(text) => Some(Layout::decode(&text).map_err(|why| NodeError::Unreadable { path: path.clone(), why })?),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
-        Err(e) => return Err(format!("reading {}: {e}", path.display())),
+        Err(e) => return Err(io("reading", &path)(e)),
     };
     match recorded {
         Some(recorded) => refuse_other(data_dir, recorded, wanted),
@@ -58,34 +60,24 @@ pub fn check_or_record(data_dir: &Path, wanted: Layout) -> Result<(), String> {
                 let had = Layout { shards: existing, ..wanted };
                 return refuse_other(data_dir, had, wanted);
             }
-            store(data_dir, wanted).map_err(|e| format!("recording {}: {e}", path.display()))
+            store(data_dir, wanted).map_err(io("recording", &path))
         }
     }
 }
 
-fn refuse_other(data_dir: &Path, recorded: Layout, wanted: Layout) -> Result<(), String> {
-    let dir = data_dir.display();
+fn refuse_other(data_dir: &Path, recorded: Layout, wanted: Layout) -> Result<(), NodeError> {
+    let dir = data_dir.to_path_buf();
     if recorded.shards != wanted.shards {
-        return Err(format!(
-            "{dir} holds {} shards but {} cores were given: every queue lives on the shard that created it; \
-             start with --cores naming {} CPUs (or use a new --data-dir)",
-            recorded.shards, wanted.shards, recorded.shards
-        ));
+        return Err(NodeError::ShardCount { dir, had: recorded.shards, given: wanted.shards });
     }
     if recorded.segment_bytes != wanted.segment_bytes {
-        return Err(format!(
-            "{dir} was created with segments of {} bytes, not {}: start with --segment-mib {} (or use a new --data-dir)",
-            recorded.segment_bytes,
-            wanted.segment_bytes,
-            recorded.segment_bytes >> 20
-        ));
+        return Err(NodeError::SegmentSize { dir, had: recorded.segment_bytes, given: wanted.segment_bytes });
     }
     Ok(())
 }
 
-/// How many `shard-N` directories the data directory holds.
-fn shard_dirs(data_dir: &Path) -> Result<usize, String> {
-    let entries = std::fs::read_dir(data_dir).map_err(|e| format!("listing {}: {e}", data_dir.display()))?;
+fn shard_dirs(data_dir: &Path) -> Result<usize, NodeError> {
+    let entries = std::fs::read_dir(data_dir).map_err(io("listing", data_dir))?;
     let is_shard = |name: &str| name.strip_prefix("shard-").is_some_and(|n| n.parse::<usize>().is_ok());
     Ok(entries.flatten().filter(|e| e.file_name().to_str().is_some_and(is_shard)).count())
 }
@@ -105,9 +97,9 @@ mod tests {
         let two = Layout { shards: 2, segment_bytes: 16 << 20 };
         check_or_record(dir.path(), two).unwrap();
         check_or_record(dir.path(), two).expect("the same layout starts again");
-        let one = check_or_record(dir.path(), Layout { shards: 1, ..two }).unwrap_err();
+        let one = check_or_record(dir.path(), Layout { shards: 1, ..two }).unwrap_err().to_string();
         assert!(one.contains("holds 2 shards but 1 cores") && one.contains("--cores"), "{one}");
-        let seg = check_or_record(dir.path(), Layout { segment_bytes: 32 << 20, ..two }).unwrap_err();
+        let seg = check_or_record(dir.path(), Layout { segment_bytes: 32 << 20, ..two }).unwrap_err().to_string();
         assert!(seg.contains("--segment-mib 16"), "{seg}");
     }
 
@@ -117,7 +109,7 @@ mod tests {
         std::fs::create_dir(dir.path().join("shard-0")).unwrap();
         std::fs::create_dir(dir.path().join("shard-1")).unwrap();
         let layout = Layout { shards: 1, segment_bytes: 1 << 30 };
-        assert!(check_or_record(dir.path(), layout).unwrap_err().contains("holds 2 shards"));
+        assert!(check_or_record(dir.path(), layout).unwrap_err().to_string().contains("holds 2 shards"));
         check_or_record(dir.path(), Layout { shards: 2, ..layout }).unwrap();
         assert_eq!(Layout::decode(&std::fs::read_to_string(dir.path().join(FILE)).unwrap()).unwrap().shards, 2);
     }

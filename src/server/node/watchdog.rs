@@ -1,13 +1,14 @@
 //! The watchdog: one thread per broker process that watches every shard's
-//! pulse (`stall.rs`). A shard whose beat is overdue past the threshold is
+//! pulse (`core/stall.rs`). A shard whose beat is overdue past the threshold is
 //! held; the watchdog reads the thread's state, asks a running thread for
 //! its stack (`stack_capture.rs`), and when the beats resume records the
 //! hold with its cause (the thread's CPU time, run delay and the host's
 //! steal over the hold: `thread_sample.rs`) and logs where it was.
 
 use super::stack_capture;
-use super::stall::{self, Cause, Hold, Pulse};
 use super::thread_sample::ThreadSample;
+use super::NodeError;
+use crate::server::core::stall::{self, Cause, Hold, Pulse};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
@@ -32,7 +33,7 @@ pub struct Watchdog {
 
 impl Watchdog {
     /// Watches `pulses` for holds longer than `threshold`.
-    pub fn start(pulses: Vec<Arc<Pulse>>, threshold: Duration) -> Result<Watchdog, String> {
+    pub fn start(pulses: Vec<Arc<Pulse>>, threshold: Duration) -> Result<Watchdog, NodeError> {
         stack_capture::install()?;
         let stop = Arc::new(AtomicBool::new(false));
         let every = (threshold / 2).max(Duration::from_millis(1));
@@ -62,7 +63,7 @@ impl Watchdog {
                     }
                 }
             })
-            .map_err(|e| format!("starting the watchdog thread: {e}"))?;
+            .map_err(|source| NodeError::Thread { what: "starting the watchdog thread", source })?;
         Ok(Watchdog { stop, thread: Some(thread) })
     }
 }

@@ -6,6 +6,7 @@
 //! sampling profiler does from a signal); naming them allocates and reads
 //! debug information, so it happens on the watchdog's thread.
 
+use super::NodeError;
 use std::ffi::c_void;
 use std::sync::atomic::{AtomicI32, AtomicU8, AtomicUsize, Ordering};
 use std::sync::{Mutex, OnceLock};
@@ -37,6 +38,7 @@ static SLOT: Slot = Slot {
     frames: [const { AtomicUsize::new(0) }; MAX_FRAMES],
 };
 
+/// The handler's installation, once per process (its failure, kept as text: an io::Error is not Clone).
 static INSTALLED: OnceLock<Result<(), String>> = OnceLock::new();
 
 /// Naming frames parses the binary's debug information and keeps it (about
@@ -49,16 +51,16 @@ const NAMES_KEPT: Duration = Duration::from_secs(10);
 static LAST_NAMED: Mutex<Option<Instant>> = Mutex::new(None);
 
 /// Installs the handler (once per process).
-pub fn install() -> Result<(), String> {
-    INSTALLED
-        .get_or_init(|| {
-            // SAFETY: the handler touches only atomics and walks the stack
-            // without allocating.
-            unsafe { signal_hook::low_level::register(SIGNAL, on_signal) }
-                .map(|_| ())
-                .map_err(|e| format!("installing the stack capture's signal handler: {e}"))
-        })
-        .clone()
+pub fn install() -> Result<(), NodeError> {
+    let installed = INSTALLED.get_or_init(|| {
+        // SAFETY: the handler touches only atomics and walks the stack
+        // without allocating.
+        unsafe { signal_hook::low_level::register(SIGNAL, on_signal) }.map(|_| ()).map_err(|e| e.to_string())
+    });
+    installed.clone().map_err(|why| NodeError::Thread {
+        what: "installing the stack capture's signal handler",
+        source: std::io::Error::other(why),
+    })
 }
 
 fn on_signal() {

@@ -9,33 +9,33 @@ use ringmq_shards::crypt::keyring::Keyring;
 use std::collections::BTreeMap;
 use std::path::Path;
 
+use super::error::io;
+use super::NodeError;
+
 /// The file under the data directory.
 pub const FILE: &str = "encryption";
 
 /// Checks the keys against the directory's list and records new ones.
-pub fn check_and_record(data_dir: &Path, keyring: Option<&Keyring>) -> Result<(), String> {
+pub fn check_and_record(data_dir: &Path, keyring: Option<&Keyring>) -> Result<(), NodeError> {
     let path = data_dir.join(FILE);
     let listed: BTreeMap<u32, String> = match std::fs::read(&path) {
-        Ok(bytes) => serde_json::from_slice(&bytes).map_err(|e| format!("{}: {e}", path.display()))?,
+        Ok(bytes) => serde_json::from_slice(&bytes)
+            .map_err(|e| NodeError::Unreadable { path: path.clone(), why: e.to_string() })?,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => BTreeMap::new(),
-        Err(e) => return Err(format!("reading {}: {e}", path.display())),
+        Err(e) => return Err(io("reading", &path)(e)),
     };
     let Some(keyring) = keyring else {
         if listed.is_empty() {
             return Ok(());
         }
         let ids: Vec<String> = listed.keys().map(u32::to_string).collect();
-        return Err(format!(
-            "{} holds batches sealed with data keys {}: start with --encryption-keys FILE (or RINGMQ_ENCRYPTION_KEYS) naming them",
-            data_dir.display(),
-            ids.join(", ")
-        ));
+        return Err(NodeError::DataKeysNotGiven { dir: data_dir.to_path_buf(), ids: ids.join(", ") });
     };
     for (id, check) in &listed {
         match keyring.check_value(*id) {
-            None => return Err(format!("{} holds batches sealed with data key {id}, which the keys given lack; keep every key a rotation added", data_dir.display())),
+            None => return Err(NodeError::DataKeyMissing { dir: data_dir.to_path_buf(), id: *id }),
             Some(value) if value != *check => {
-                return Err(format!("data key {id} of the keys given is not the key {} was sealed with", data_dir.display()))
+                return Err(NodeError::DataKeyChanged { dir: data_dir.to_path_buf(), id: *id })
             }
             Some(_) => {}
         }
@@ -44,8 +44,7 @@ pub fn check_and_record(data_dir: &Path, keyring: Option<&Keyring>) -> Result<()
         keyring.ids().into_iter().map(|id| (id, keyring.check_value(id).expect("a key of the ring"))).collect();
     if all != listed {
         let json = serde_json::to_vec_pretty(&all).expect("check values serialize");
-        ringmq_shards::replace_durably(data_dir, FILE, &json)
-            .map_err(|e| format!("storing {}: {e}", path.display()))?;
+        ringmq_shards::replace_durably(data_dir, FILE, &json).map_err(io("storing", &path))?;
     }
     Ok(())
 }

@@ -5,6 +5,9 @@
 use std::fs::File;
 use std::path::Path;
 
+use super::error::io;
+use super::NodeError;
+
 /// The lock file under the data directory.
 pub const FILE: &str = "lock";
 
@@ -14,21 +17,18 @@ pub struct DataDirLock(#[allow(dead_code, reason = "held for its lock, never rea
 
 impl DataDirLock {
     /// Takes the lock without waiting; an error names who holds it.
-    pub fn acquire(data_dir: &Path) -> Result<DataDirLock, String> {
+    pub fn acquire(data_dir: &Path) -> Result<DataDirLock, NodeError> {
         let path = data_dir.join(FILE);
         let file = std::fs::OpenOptions::new()
             .create(true)
             .truncate(false)
             .write(true)
             .open(&path)
-            .map_err(|e| format!("opening {}: {e}", path.display()))?;
+            .map_err(io("opening", &path))?;
         match rustix::fs::flock(&file, rustix::fs::FlockOperation::NonBlockingLockExclusive) {
             Ok(()) => Ok(DataDirLock(file)),
-            Err(rustix::io::Errno::WOULDBLOCK) => Err(format!(
-                "another process (a running broker?) holds {}; stop it, or use another data directory",
-                path.display()
-            )),
-            Err(e) => Err(format!("locking {}: {e}", path.display())),
+            Err(rustix::io::Errno::WOULDBLOCK) => Err(NodeError::Locked(path)),
+            Err(e) => Err(io("locking", &path)(e.into())),
         }
     }
 }

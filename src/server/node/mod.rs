@@ -1,0 +1,15 @@
+//! A broker process's own plumbing, set up once by its start-up
+//! (`server/mod.rs`) around the shards: the data directory's lock, its
+//! recorded layout and data keys, and the watchdog thread that sees a
+//! shard's thread held (with the stack a signal captures). Nothing of a
+//! shard imports it.
+
+pub mod data_keys;
+pub mod dir_lock;
+mod error;
+pub mod layout;
+mod stack_capture;
+mod thread_sample;
+pub mod watchdog;
+
+pub use error::NodeError;
