@@ -435,7 +435,7 @@ impl ServeArgs {
         cfg.admin_listen = self.admin_listen.or(file.admin_listen);
         let trace_topics = self.trace_topics.clone().or(file.trace_topics.clone()).unwrap_or_default();
         let sample_rate = self.trace_sample_rate.or(file.trace_sample_rate).unwrap_or(0.0);
-        cfg.trace = server::TraceConfig::new(&trace_topics, sample_rate)?;
+        cfg.trace = server::TraceConfig::new(&trace_topics, sample_rate).map_err(|e| e.to_string())?;
         cfg.idempotence_window = self.idempotence_window.or(file.idempotence_window).unwrap_or(cfg.idempotence_window);
         let millis = |flag: Option<u64>, file: Option<u64>, default: Duration| {
             flag.or(file).map_or(default, Duration::from_millis)
@@ -1272,7 +1272,7 @@ impl serde::Serialize for HeadersJson<'_> {
 fn message(action: MessageAction) -> Result<(), String> {
     let (found, what) = match action {
         MessageAction::Get { id, broker } => {
-            let id: ringmq::client::MessageId = id.parse()?;
+            let id: ringmq::client::MessageId = id.parse().map_err(|e: ringmq::client::BadMessageId| e.to_string())?;
             (connect(&broker)?.find_by_id(id).map_err(|e| e.to_string())?, format!("message id {id}"))
         }
         MessageAction::Find { topic, key, broker } => {

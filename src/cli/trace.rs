@@ -16,7 +16,7 @@ pub struct TraceArgs {
 }
 
 pub fn run(a: TraceArgs) -> Result<(), String> {
-    let id: MessageId = a.id.parse()?;
+    let id: MessageId = a.id.parse().map_err(|e: ringmq::client::BadMessageId| e.to_string())?;
     let events = crate::connect(&a.broker)?.trace(id).map_err(|e| e.to_string())?;
     if events.is_empty() {
         return Err(format!(

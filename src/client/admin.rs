@@ -33,7 +33,8 @@ pub fn admin_get(
     let mut response = Vec::new();
     match tls {
         Some(tls) => {
-            let (reader, mut writer) = tls::handshake(socket, addr, tls).map_err(ClientError::Protocol)?;
+            let (reader, mut writer) =
+                tls::handshake(socket, addr, tls).map_err(|e| ClientError::Protocol(e.to_string()))?;
             writer.write_all(request.as_bytes()).map_err(closed)?;
             // The listener closes after its response; a TLS close without notify ends the read too.
             let _ = reader.take(RESPONSE_BYTES_MAX).read_to_end(&mut response);

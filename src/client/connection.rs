@@ -78,7 +78,7 @@ impl Connection {
         bound(Some(timeout)).map_err(|e| connect_err(e.to_string()))?;
         let (mut reader, mut writer): (Box<dyn Read + Send>, Box<dyn Write + Send>) = match tls {
             Some(tls) => {
-                let (reader, writer) = tls::handshake(stream, addr, tls).map_err(connect_err)?;
+                let (reader, writer) = tls::handshake(stream, addr, tls).map_err(|e| connect_err(e.to_string()))?;
                 (Box::new(reader), Box::new(writer))
             }
             None => (Box::new(stream.try_clone().map_err(|e| connect_err(e.to_string()))?), Box::new(stream)),

@@ -57,7 +57,7 @@ pub use error::ClientError;
 pub use group::{ConsumeMode, GroupConfig, StartNew};
 pub use group_admin::QueueLag;
 pub use lookup::Found;
-pub use message_id::{MessageId, MessageIdGenerator};
+pub use message_id::{BadMessageId, MessageId, MessageIdGenerator};
 pub use producer::{Delay, DelayedResult, Message, Producer, ProducerConfig, QueueSelector, SelectorFn, SendResult};
 pub use push_consumer::{ConsumeStatus, Listener, PushConfig, PushConsumer};
 pub use sasl::SaslLogin;

@@ -14,12 +14,17 @@ impl std::fmt::Display for MessageId {
     }
 }
 
+/// Text that is not a message id.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("message id {0:?}: expected 32 hex digits")]
+pub struct BadMessageId(pub String);
+
 impl std::str::FromStr for MessageId {
-    type Err = String;
+    type Err = BadMessageId;
 
     /// Parses the 32 hex digits `Display` writes.
-    fn from_str(s: &str) -> Result<Self, String> {
-        let bad = || format!("message id {s:?}: expected 32 hex digits");
+    fn from_str(s: &str) -> Result<Self, BadMessageId> {
+        let bad = || BadMessageId(s.to_string());
         if s.len() != 32 || !s.is_ascii() {
             return Err(bad());
         }

@@ -39,9 +39,9 @@ use tokio::time::Instant;
 #[derive(Debug, thiserror::Error)]
 pub enum ControlPlaneError {
     #[error("cannot register with etcd at {endpoints:?}: {reason}; is etcd running there (see --cluster)?")]
-    Etcd { endpoints: Vec<String>, reason: String },
+    Etcd { endpoints: Vec<String>, reason: Unregistered },
     #[error("cannot start the control-plane thread: {0}")]
-    Thread(String),
+    Thread(std::io::Error),
     #[error(transparent)]
     Store(#[from] StoreError),
     #[error("the control plane stopped")]
@@ -50,6 +50,17 @@ pub enum ControlPlaneError {
     NoAnswer(Duration),
     #[error("the election took longer than {0:?}")]
     ElectionTimedOut(Duration),
+}
+
+/// Why a node could not register with etcd.
+#[derive(Debug, thiserror::Error)]
+pub enum Unregistered {
+    #[error("starting its runtime: {0}")]
+    Runtime(std::io::Error),
+    #[error(transparent)]
+    Store(StoreError),
+    #[error("no answer within {0:?}")]
+    NoAnswer(Duration),
 }
 
 /// Longest an election may take before it is reported as failed.
@@ -170,23 +181,23 @@ impl ControlPlane {
             .name("ringmq-control".into())
             .spawn(move || {
                 let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build();
-                let Ok(runtime) = runtime.map_err(|e| ready_tx.send(Err(format!("starting its runtime: {e}")))) else {
+                let Ok(runtime) = runtime.map_err(|e| ready_tx.send(Err(Unregistered::Runtime(e)))) else {
                     return;
                 };
                 runtime.block_on(async {
                     match EtcdStore::connect(&config.endpoints, ETCD_TIMEOUT).await {
                         Ok(store) => run(store, config, ready_tx, ends).await,
-                        Err(e) => drop(ready_tx.send(Err(e.to_string()))),
+                        Err(e) => drop(ready_tx.send(Err(Unregistered::Store(e)))),
                     }
                 })
             })
-            .map_err(|e| ControlPlaneError::Thread(e.to_string()))?;
+            .map_err(ControlPlaneError::Thread)?;
         handle.thread = Some(thread);
-        let failed = |reason: String| ControlPlaneError::Etcd { endpoints: endpoints.clone(), reason };
+        let failed = |reason: Unregistered| ControlPlaneError::Etcd { endpoints: endpoints.clone(), reason };
         match ready_rx.recv_timeout(2 * ETCD_TIMEOUT) {
             Ok(Ok(())) => Ok(handle),
             Ok(Err(reason)) => Err(failed(reason)),
-            Err(_) => Err(failed(format!("no answer within {:?}", 2 * ETCD_TIMEOUT))),
+            Err(_) => Err(failed(Unregistered::NoAnswer(2 * ETCD_TIMEOUT))),
         }
     }
 
@@ -320,7 +331,7 @@ async fn register<S: Store>(store: &S, config: &ClusterConfig) -> Result<Registe
     Ok(Registered { store: store.clone(), lease, events: Some(events), expires: asked + ttl })
 }
 
-async fn run<S: Store>(store: S, config: ClusterConfig, ready: mpsc::Sender<Result<(), String>>, ends: LoopEnds) {
+async fn run<S: Store>(store: S, config: ClusterConfig, ready: mpsc::Sender<Result<(), Unregistered>>, ends: LoopEnds) {
     let LoopEnds { mut stop, mut commands, shared } = ends;
     let renew_every = (config.lease_ttl / 3).max(Duration::from_millis(100));
     let start = async || {
@@ -334,8 +345,11 @@ async fn run<S: Store>(store: S, config: ClusterConfig, ready: mpsc::Sender<Resu
             Ok(registered) => break registered,
             // Told to whoever waits for the start; with nobody waiting (a
             // spawned control plane) it tries again.
-            Err(error) if ready.send(Err(error.to_string())).is_ok() => return,
             Err(error) => {
+                let Err(mpsc::SendError(Err(Unregistered::Store(error)))) = ready.send(Err(Unregistered::Store(error)))
+                else {
+                    return;
+                };
                 tracing::warn!(%error, "registering failed; trying again");
                 tokio::time::sleep(renew_every).await;
             }

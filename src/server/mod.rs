@@ -46,6 +46,7 @@ use self::core::tasks::Stop;
 use self::net::admission::PerAddress;
 use self::node::watchdog::Watchdog;
 use self::node::{data_keys, layout};
+use self::shard::ShardError;
 use glommio::channels::channel_mesh::MeshBuilder;
 use glommio::{LocalExecutorBuilder, Placement, PoolPlacement};
 use std::net::SocketAddr;
@@ -68,7 +69,7 @@ pub enum ServerError {
     #[error("loading the users, ACLs and quotas: {0}")]
     Users(crate::security::AccountsError),
     #[error("shard {0} failed to start: {1}")]
-    Shard(usize, String),
+    Shard(usize, ShardError),
 }
 
 /// A running broker.
@@ -196,16 +197,16 @@ fn local_accounts(data_dir: &std::path::Path) -> Result<Accounts, ServerError> {
 /// Collects every shard's bound address, hands the list to all, and waits
 /// until each serves; the first failure (shard, reason) ends the wait.
 fn wait_until_serving(
-    report_rx: &mpsc::Receiver<(usize, Result<Option<SocketAddr>, String>)>,
+    report_rx: &mpsc::Receiver<(usize, Result<Option<SocketAddr>, ShardError>)>,
     addr_txs: &[mpsc::Sender<Vec<SocketAddr>>],
     addrs: &mut [SocketAddr],
-) -> Result<(), (usize, String)> {
+) -> Result<(), (usize, ShardError)> {
     for _ in 0..addrs.len() {
         match report_rx.recv_timeout(START_TIMEOUT) {
             Ok((i, Ok(Some(addr)))) => addrs[i] = addr,
-            Ok((i, Ok(None))) => return Err((i, "reported ready before binding".into())),
+            Ok((i, Ok(None))) => return Err((i, ShardError::Abandoned("reported ready before binding".into()))),
             Ok((i, Err(e))) => return Err((i, e)),
-            Err(_) => return Err((0, "did not bind in time".into())),
+            Err(_) => return Err((0, ShardError::Abandoned("did not bind in time".into()))),
         }
     }
     for tx in addr_txs {
@@ -215,7 +216,7 @@ fn wait_until_serving(
         match report_rx.recv_timeout(START_TIMEOUT) {
             Ok((_, Ok(_))) => {}
             Ok((i, Err(e))) => return Err((i, e)),
-            Err(_) => return Err((0, "did not become ready in time".into())),
+            Err(_) => return Err((0, ShardError::Abandoned("did not become ready in time".into()))),
         }
     }
     Ok(())

@@ -14,6 +14,7 @@ use super::core::offsets::Offsets;
 use super::core::replication::{ClusterRole, Lead, Replication, ReplicationMode};
 use super::core::stall;
 use super::core::tasks::{Death, Stop};
+use super::core::Failure;
 use super::delay::levels;
 use super::delay::timer::Timer;
 use super::groups::Groups;
@@ -29,7 +30,7 @@ use super::wire::connection::Native;
 use super::wire::{self, Services};
 use glommio::channels::channel_mesh::FullMesh;
 use glommio::net::TcpListener;
-use ringmq_shards::{Shard, ShardConfig};
+use ringmq_shards::{Shard, ShardConfig, StorageError};
 use std::net::SocketAddr;
 use std::rc::Rc;
 use std::sync::mpsc;
@@ -49,7 +50,7 @@ pub struct Startup {
     pub config: ServerConfig,
     pub mesh: FullMesh<MeshMsg>,
     /// The shard reports its bound address, then that it is serving (or why not).
-    pub report: mpsc::Sender<(usize, Result<Option<SocketAddr>, String>)>,
+    pub report: mpsc::Sender<(usize, Result<Option<SocketAddr>, ShardError>)>,
     /// Every shard's address, once all are bound.
     pub addrs: mpsc::Receiver<Vec<SocketAddr>>,
     pub stop: Stop,
@@ -60,6 +61,30 @@ pub struct Startup {
     pub log_ends: Arc<std::sync::Mutex<Vec<u64>>>,
     /// The shard's heartbeat, which the watchdog watches.
     pub pulse: Arc<stall::Pulse>,
+}
+
+/// Why a shard could not start (or stop cleanly).
+#[derive(Debug, thiserror::Error)]
+pub enum ShardError {
+    #[error("{what}: {source}")]
+    Storage { what: &'static str, source: StorageError },
+    #[error("{what} {addr}: {source}")]
+    Bind { what: &'static str, addr: SocketAddr, source: std::io::Error },
+    #[error("loading metadata: {0}")]
+    MetadataFile(std::io::Error),
+    #[error("storing the metadata its log holds: {0}")]
+    Metadata(Failure),
+    #[error("{0}")]
+    Abandoned(String),
+}
+
+/// `ShardError::Storage` for `what`.
+fn storage_failed(what: &'static str) -> impl FnOnce(StorageError) -> ShardError {
+    move |source| ShardError::Storage { what, source }
+}
+
+fn abandoned() -> ShardError {
+    ShardError::Abandoned("start-up was abandoned".into())
 }
 
 /// Runs one shard until stopped; returns when its storage is closed.
@@ -90,7 +115,7 @@ fn storage_config(cfg: &ServerConfig, index: usize) -> ShardConfig {
     }
 }
 
-async fn serve(s: Startup) -> Result<(), String> {
+async fn serve(s: Startup) -> Result<(), ShardError> {
     let cfg = &s.config;
     let lead = cfg.cluster.as_ref().map(|c| &c.lead);
     let storage = match lead {
@@ -100,13 +125,13 @@ async fn serve(s: Startup) -> Result<(), String> {
         }
         _ => Shard::open(storage_config(cfg, s.index)).await,
     }
-    .map_err(|e| format!("opening storage: {e}"))?;
+    .map_err(storage_failed("opening storage"))?;
     s.log_ends.lock().expect("no shard panics holding it")[s.index] = storage.log_positions().1;
     if s.index == 0 {
-        metadata_log::open(&storage).await.map_err(|e| format!("opening the metadata log: {e}"))?;
+        metadata_log::open(&storage).await.map_err(storage_failed("opening the metadata log"))?;
         if !storage.is_mirror() {
             // A follower promoted to leader: its log may hold metadata its file lacks.
-            metadata_log::store_newest(&storage, &cfg.data_dir).await?;
+            metadata_log::store_newest(&storage, &cfg.data_dir).await.map_err(ShardError::Metadata)?;
         }
     }
     let role = shard_role(cfg, s.index, &storage);
@@ -114,7 +139,7 @@ async fn serve(s: Startup) -> Result<(), String> {
     if addr.port() != 0 {
         addr.set_port(addr.port() + s.index as u16);
     }
-    let listener = socket::bind(addr).map_err(|e| format!("listening on {addr}: {e}"))?;
+    let listener = socket::bind(addr).map_err(|source| ShardError::Bind { what: "listening", addr, source })?;
     // A follower serves no Kafka clients; a leader or a single node's shard
     // that cannot serve them stops, as it does when the native listener
     // cannot bind, instead of serving on with one listener missing.
@@ -122,11 +147,12 @@ async fn serve(s: Startup) -> Result<(), String> {
         Some(Lead::Follower { .. }) => None,
         _ => kafka_listener(cfg, s.index)?,
     };
-    let bound = listener.local_addr().map_err(|e| e.to_string())?;
-    s.report.send((s.index, Ok(Some(bound)))).map_err(|e| e.to_string())?;
-    let addrs = s.addrs.recv().map_err(|_| "start-up was abandoned".to_string())?;
-    let (senders, receivers) = s.mesh.join().await.map_err(|_| "joining the shard mesh failed".to_string())?;
-    let offsets = Offsets::open(&storage).await.map_err(|e| format!("loading consumer offsets: {e}"))?;
+    let bound = listener.local_addr().map_err(|e| ShardError::Abandoned(format!("the listener's address: {e}")))?;
+    s.report.send((s.index, Ok(Some(bound)))).map_err(|_| abandoned())?;
+    let addrs = s.addrs.recv().map_err(|_| abandoned())?;
+    let (senders, receivers) =
+        s.mesh.join().await.map_err(|_| ShardError::Abandoned("joining the shard mesh failed".into()))?;
+    let offsets = Offsets::open(&storage).await.map_err(storage_failed("loading consumer offsets"))?;
     let core = Core::new(Parts {
         id: s.index,
         config: s.config.clone(),
@@ -139,11 +165,11 @@ async fn serve(s: Startup) -> Result<(), String> {
         role,
         pulse: s.pulse.clone(),
     });
-    levels::open(&core).await.map_err(|e| format!("opening delay levels: {e}"))?;
-    let timer = Timer::open(&core).await.map_err(|e| format!("loading delayed messages: {e}"))?;
-    let transactions = Transactions::open(&core).await.map_err(|e| format!("loading transactions: {e}"))?;
-    let metadata = Metadata::load(&cfg.data_dir).map_err(|e| format!("loading metadata: {e}"))?;
-    core.apply_metadata(metadata).await.map_err(|e| format!("creating queues: {e}"))?;
+    levels::open(&core).await.map_err(storage_failed("opening delay levels"))?;
+    let timer = Timer::open(&core).await.map_err(storage_failed("loading delayed messages"))?;
+    let transactions = Transactions::open(&core).await.map_err(storage_failed("loading transactions"))?;
+    let metadata = Metadata::load(&cfg.data_dir).map_err(ShardError::MetadataFile)?;
+    core.apply_metadata(metadata).await.map_err(storage_failed("creating queues"))?;
     let services = Rc::new(Services { core: core.clone(), groups: Groups::new(core.clone()), timer, transactions });
     let net = Net::new(&core, s.per_address.clone());
     let mesh_tasks = core.mesh().spawn_receivers(receivers, wire::serve_calls(&services));
@@ -156,7 +182,7 @@ async fn serve(s: Startup) -> Result<(), String> {
         }
         _ => start_tasks(&services, &net, listener, kafka),
     }
-    s.report.send((s.index, Ok(None))).map_err(|e| e.to_string())?;
+    s.report.send((s.index, Ok(None))).map_err(|_| abandoned())?;
     let asked = async {
         s.stop.asked().await;
         "asked to stop"
@@ -172,7 +198,7 @@ async fn serve(s: Startup) -> Result<(), String> {
     }
     let closed = core.storage().close().await;
     drop(mesh_tasks);
-    closed.map_err(|e| format!("closing storage: {e}"))
+    closed.map_err(storage_failed("closing storage"))
 }
 
 /// What this shard does in its broker group (a single node: nothing more).
@@ -191,10 +217,11 @@ fn shard_role(cfg: &ServerConfig, index: usize, storage: &Shard) -> ShardRole {
 }
 
 /// This shard's Kafka listener (`--kafka-listen`, shard N on its port + N), if one is configured.
-fn kafka_listener(cfg: &ServerConfig, index: usize) -> Result<Option<TcpListener>, String> {
+fn kafka_listener(cfg: &ServerConfig, index: usize) -> Result<Option<TcpListener>, ShardError> {
     let Some(mut addr) = cfg.kafka_listen else { return Ok(None) };
     addr.set_port(addr.port() + index as u16);
-    let kafka = socket::bind(addr).map_err(|e| format!("the Kafka listener on {addr}: {e}"))?;
+    let kafka =
+        socket::bind(addr).map_err(|source| ShardError::Bind { what: "the Kafka listener on", addr, source })?;
     Ok(Some(kafka))
 }
 

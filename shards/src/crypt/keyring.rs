@@ -26,31 +26,48 @@ impl std::fmt::Debug for Keyring {
     }
 }
 
+/// A keyring's text that is not one; the line and what is wrong.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum KeyringError {
+    #[error("line {0}: expected `ID HEX`")]
+    Line(usize),
+    #[error("line {0}: key id {1:?} is not a number")]
+    Id(usize, String),
+    #[error("line {0}: a key is {hex} hex digits", hex = 2 * KEY_BYTES)]
+    Key(usize),
+    #[error("line {0}: key {1} is given twice")]
+    Twice(usize, u32),
+    #[error("no key: give one line `ID HEX` (64 hex digits, e.g. from `openssl rand -hex 32`)")]
+    Empty,
+    #[error("{0} keys; at most {KEYS_MAX}")]
+    TooMany(usize),
+}
+
 /// The one nonce no batch uses (its prefix is never drawn): the key check's.
 const CHECK_NONCE: [u8; 12] = [0xff; 12];
 const CHECK_PLAINTEXT: &[u8; 16] = b"ringmq key check";
 
 impl Keyring {
     /// Parses a keyring's text; an error names the line and what is wrong.
-    pub fn parse(text: &str) -> Result<Keyring, String> {
+    pub fn parse(text: &str) -> Result<Keyring, KeyringError> {
         let mut keys = BTreeMap::new();
         for (n, line) in text.lines().enumerate().map(|(n, l)| (n + 1, l.trim())) {
             if line.is_empty() || line.starts_with('#') {
                 continue;
             }
-            let (id, hex) = line.split_once(char::is_whitespace).ok_or(format!("line {n}: expected `ID HEX`"))?;
-            let id: u32 = id.parse().map_err(|_| format!("line {n}: key id {id:?} is not a number"))?;
-            let bytes = decode_hex(hex.trim()).ok_or(format!("line {n}: a key is {} hex digits", 2 * KEY_BYTES))?;
+            let (id, hex) = line.split_once(char::is_whitespace).ok_or(KeyringError::Line(n))?;
+            let id: u32 = id.parse().map_err(|_| KeyringError::Id(n, id.to_string()))?;
+            let bytes = decode_hex(hex.trim()).ok_or(KeyringError::Key(n))?;
             let cipher = Aes256Gcm::new_from_slice(&bytes).expect("32 bytes");
             if keys.insert(id, cipher).is_some() {
-                return Err(format!("line {n}: key {id} is given twice"));
+                return Err(KeyringError::Twice(n, id));
             }
         }
         if keys.is_empty() {
-            return Err("no key: give one line `ID HEX` (64 hex digits, e.g. from `openssl rand -hex 32`)".into());
+            return Err(KeyringError::Empty);
         }
         if keys.len() > KEYS_MAX {
-            return Err(format!("{} keys; at most {KEYS_MAX}", keys.len()));
+            return Err(KeyringError::TooMany(keys.len()));
         }
         Ok(Keyring { keys, nonce_prefix: nonce_prefix() })
     }
@@ -117,9 +134,9 @@ mod tests {
         assert_eq!((ring.ids(), ring.active().0), (vec![1, 7], 7));
         assert_ne!(ring.check_value(1), ring.check_value(7));
         assert_eq!(Keyring::parse(&format!("1 {KEY_A}")).unwrap().check_value(1), ring.check_value(1));
-        assert!(Keyring::parse("").unwrap_err().contains("no key"));
-        assert!(Keyring::parse("1 abc").unwrap_err().contains("line 1"));
-        assert!(Keyring::parse(&format!("x {KEY_A}")).unwrap_err().contains("not a number"));
-        assert!(Keyring::parse(&format!("1 {KEY_A}\n1 {KEY_A}")).unwrap_err().contains("twice"));
+        assert!(Keyring::parse("").unwrap_err().to_string().contains("no key"));
+        assert!(Keyring::parse("1 abc").unwrap_err().to_string().contains("line 1"));
+        assert!(Keyring::parse(&format!("x {KEY_A}")).unwrap_err().to_string().contains("not a number"));
+        assert!(Keyring::parse(&format!("1 {KEY_A}\n1 {KEY_A}")).unwrap_err().to_string().contains("twice"));
     }
 }

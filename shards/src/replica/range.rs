@@ -24,7 +24,9 @@ pub struct LogRange {
 
 /// Splits shipped bytes into (header, batch bytes), checking each batch's
 /// header and CRCs; the first bad one ends the iteration with an error.
-pub fn shipped_batches(mut bytes: &[u8]) -> impl Iterator<Item = std::result::Result<(BatchHeader, &[u8]), String>> {
+pub fn shipped_batches(
+    mut bytes: &[u8],
+) -> impl Iterator<Item = std::result::Result<(BatchHeader, &[u8]), &'static str>> {
     std::iter::from_fn(move || {
         if bytes.is_empty() {
             return None;
@@ -33,7 +35,7 @@ pub fn shipped_batches(mut bytes: &[u8]) -> impl Iterator<Item = std::result::Re
             Ok(h) => h,
             Err(e) => {
                 bytes = &[];
-                return Some(Err(e.to_string()));
+                return Some(Err(e));
             }
         };
         let take = if header.is_padding() { HEADER_BYTES } else { header.length as usize };

@@ -23,7 +23,7 @@ pub enum TlsReader {}
 pub enum TlsWriter {}
 
 /// Never called: no `ClientTls` exists to call it with.
-pub fn handshake(_socket: TcpStream, _addr: &str, tls: &ClientTls) -> Result<(TlsReader, TlsWriter), String> {
+pub fn handshake(_socket: TcpStream, _addr: &str, tls: &ClientTls) -> Result<(TlsReader, TlsWriter), TlsError> {
     match *tls {}
 }
 

@@ -4,7 +4,7 @@
 //! blocked read never holds up a write; the session itself is locked only
 //! while bytes are moved in or out of it, never across socket I/O.
 
-use super::{server_name, ClientTls};
+use super::{server_name, ClientTls, TlsError};
 use rustls::ClientConnection;
 use std::io::{self, Read, Write};
 use std::net::TcpStream;
@@ -19,14 +19,14 @@ type SocketWriter = Arc<Mutex<TcpStream>>;
 
 /// Runs the handshake with `addr` (its certificate must name the host; the
 /// socket's timeouts bound it), then gives the reader and the writer of the session.
-pub fn handshake(socket: TcpStream, addr: &str, tls: &ClientTls) -> Result<(TlsReader, TlsWriter), String> {
-    let name = server_name(addr).map_err(|e| e.to_string())?;
-    let mut session = ClientConnection::new(tls.config(), name).map_err(|e| format!("TLS: {e}"))?;
+pub fn handshake(socket: TcpStream, addr: &str, tls: &ClientTls) -> Result<(TlsReader, TlsWriter), TlsError> {
+    let name = server_name(addr)?;
+    let mut session = ClientConnection::new(tls.config(), name).map_err(|e| TlsError(format!("TLS: {e}")))?;
     let mut sock = socket;
     while session.is_handshaking() {
-        session.complete_io(&mut sock).map_err(|e| handshake_error(&e))?;
+        session.complete_io(&mut sock).map_err(|e| TlsError(handshake_error(&e)))?;
     }
-    let read_half = sock.try_clone().map_err(|e| e.to_string())?;
+    let read_half = sock.try_clone().map_err(|e| TlsError(format!("the socket: {e}")))?;
     let session = Arc::new(Mutex::new(session));
     let socket = Arc::new(Mutex::new(sock));
     let reader = TlsReader {

@@ -14,7 +14,7 @@ use crate::protocol::{ApiKey, Reader, Writer};
 use crate::security::acl::Operation;
 use crate::server::auth::authorizer::{self, Principal};
 use crate::server::core::metrics::{samples, Family, Sample, Value};
-use crate::server::core::Core;
+use crate::server::core::{Core, Failure};
 use crate::server::data::lookup;
 use ringmq_shards::batch::{self, BatchHeader};
 use ringmq_shards::record::RecordIter;
@@ -158,18 +158,18 @@ pub async fn message(core: &Core, request: &Request, principal: &Principal) -> R
 
 /// What every shard's lookup found: (topic, queue, batch). Shard 0 looks
 /// itself; the others are asked with the client's own request, over the mesh.
-async fn lookup_everywhere(core: &Core, query: &LookupQuery) -> Result<Vec<(String, u32, Vec<u8>)>, String> {
-    let mut found = lookup::lookup(core, query).await.map_err(|f| f.to_string())?.found;
+async fn lookup_everywhere(core: &Core, query: &LookupQuery) -> Result<Vec<(String, u32, Vec<u8>)>, Failure> {
+    let mut found = lookup::lookup(core, query).await?.found;
     let mut body = Writer::default();
     query.encode(&mut body);
     for shard in (0..core.shards()).filter(|s| *s != core.id()) {
         let request = frame::request(ApiKey::LookupMessages as u16, 0, 1, &body.buf);
-        let reply = core.mesh().forward(shard, request).await.map_err(|f| f.to_string())?;
-        let response = frame::Response::parse(&reply[4..]).map_err(|e| e.to_string())?;
+        let reply = core.mesh().forward(shard, request).await?;
+        let response = frame::Response::parse(&reply[4..])?;
         if response.error != crate::protocol::ErrorCode::None {
-            return Err(format!("shard {shard}: {}", response.message));
+            return Err(Failure(response.error, format!("shard {shard}: {}", response.message)));
         }
-        found.extend(LookedUp::decode(&mut Reader::new(response.body)).map_err(|e| e.to_string())?.found);
+        found.extend(LookedUp::decode(&mut Reader::new(response.body))?.found);
     }
     Ok(found)
 }

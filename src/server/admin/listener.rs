@@ -8,6 +8,7 @@ use super::{api, console, login, scrape};
 use crate::security::acl::Operation;
 use crate::server::auth::authorizer;
 use crate::server::core::Core;
+use crate::server::net::admission::Refused;
 use crate::server::net::stream::Stream;
 use crate::server::net::{Listener, Net};
 use futures_lite::AsyncWriteExt;
@@ -30,13 +31,13 @@ pub async fn accept_loop(core: Rc<Core>, net: Rc<Net>, listener: TcpListener) {
         };
         let admitted = match tcp.peer_addr() {
             Ok(peer) => net.admit(peer.ip(), Listener::Admin),
-            Err(e) => Err(format!("the client's address: {e}")),
+            Err(e) => Err(Refused::NoAddress(e)),
         };
         let open = match admitted {
             Ok(open) => open,
             Err(why) => {
                 tracing::info!(%why, "an admin connection refused");
-                refuse(tcp, &why).await;
+                refuse(tcp, &why.to_string()).await;
                 continue;
             }
         };

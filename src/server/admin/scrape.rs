@@ -5,8 +5,9 @@
 //! differ only by shard are added up (a histogram's buckets too), except
 //! the families whose value is the same on every shard or a maximum.
 
+use crate::protocol::ErrorCode;
 use crate::server::core::metrics::{samples, Family, Kind, Sample, Value};
-use crate::server::core::Core;
+use crate::server::core::{Core, Failure};
 use prometheus_client::encoding::{DescriptorEncoder, NoLabelSet};
 use prometheus_client::metrics::MetricType;
 use std::collections::BTreeMap;
@@ -23,17 +24,18 @@ const LARGEST_OF_SHARDS: &[&str] = &[
 ];
 
 /// Every shard's families, each sample labelled with its shard, plus consumer lag.
-pub async fn gather(core: &Core) -> Result<Vec<Family>, String> {
+pub async fn gather(core: &Core) -> Result<Vec<Family>, Failure> {
     let mut merged: Vec<Family> = Vec::new();
     for shard in 0..core.shards() {
         let families = if shard == core.id() {
             core.collect_metrics()
         } else {
             let timeout = core.config().admin_timeout;
-            let asked = async { core.mesh().metrics(shard).await.map_err(|f| f.to_string()) };
+            let asked = core.mesh().metrics(shard);
             let late = async {
                 glommio::timer::sleep(timeout).await;
-                Err(format!("shard {shard} did not report its metrics within {timeout:?}"))
+                let m = format!("shard {shard} did not report its metrics within {timeout:?} (admin_timeout)");
+                Err(Failure(ErrorCode::Internal, m))
             };
             futures_lite::future::or(asked, late).await?
         };

@@ -9,6 +9,13 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
+/// A setting the broker does not take, and what to give instead.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum ConfigError {
+    #[error("--trace-sample-rate {0} must be between 0 and 1")]
+    SampleRate(f64),
+}
+
 /// Everything `ringmq serve` needs to start.
 #[derive(Debug, Clone)]
 pub struct ServerConfig {

@@ -5,6 +5,8 @@
 //! newest record over its file (a follower's file may lag its log).
 
 use super::metadata::Metadata;
+use super::Failure;
+use crate::protocol::ErrorCode;
 use crate::server::internal::queues::{self, METADATA};
 use ringmq_shards::{FlushPolicy, Shard, StorageError};
 use std::path::Path;
@@ -25,36 +27,38 @@ pub fn end(storage: &Shard) -> u64 {
 }
 
 /// The newest metadata record in shard 0's log, if there is one.
-pub async fn newest(storage: &Shard) -> Result<Option<Metadata>, String> {
+pub async fn newest(storage: &Shard) -> Result<Option<Metadata>, Failure> {
     if !storage.queues().contains(&METADATA) {
         return Ok(None);
     }
-    let (start, end) = storage.offsets(METADATA).map_err(|e| e.to_string())?;
+    let (start, end) = storage.offsets(METADATA)?;
     if end == start {
         return Ok(None);
     }
-    let decoded = queues::with_record(storage, METADATA, end - 1, |r| Metadata::decode(r.value))
-        .await
-        .map_err(|e| format!("reading the metadata log: {e}"))?;
+    let decoded = queues::with_record(storage, METADATA, end - 1, |r| Metadata::decode(r.value)).await?;
     match decoded {
         Some(Ok(m)) => Ok(Some(m)),
-        Some(Err(e)) => Err(format!("the newest metadata record does not decode: {e}")),
+        Some(Err(e)) => Err(damaged(format!("the newest metadata record does not decode: {e}"))),
         None => Ok(None),
     }
 }
 
 /// Makes the metadata file hold the newest record of the log, if it differs;
 /// true if it was rewritten.
-pub async fn store_newest(storage: &Shard, data_dir: &Path) -> Result<bool, String> {
+pub async fn store_newest(storage: &Shard, data_dir: &Path) -> Result<bool, Failure> {
     let Some(newest) = newest(storage).await? else { return Ok(false) };
     let dir = data_dir.to_path_buf();
-    let current = Metadata::load(&dir).map_err(|e| format!("loading metadata: {e}"))?;
+    let current = Metadata::load(&dir).map_err(|e| damaged(format!("loading metadata: {e}")))?;
     if current == newest {
         return Ok(false);
     }
     glommio::executor()
         .spawn_blocking(move || newest.store(&dir))
         .await
-        .map_err(|e| format!("storing metadata: {e}"))?;
+        .map_err(|e| damaged(format!("storing metadata: {e}")))?;
     Ok(true)
+}
+
+fn damaged(why: String) -> Failure {
+    Failure(ErrorCode::StorageFailed, why)
 }

@@ -13,6 +13,7 @@
 //! counted), written by a task of the shard every `FLUSH_EVERY`, so a
 //! traced request waits for no trace write.
 
+use super::config::ConfigError;
 use super::context::Core;
 use super::mesh::{Answer, Call};
 use super::metadata::Home;
@@ -48,9 +49,9 @@ pub struct TraceConfig {
 
 impl TraceConfig {
     /// From `--trace-topics a,b` and `--trace-sample-rate 0.01`.
-    pub fn new(topics: &str, sample_rate: f64) -> Result<TraceConfig, String> {
+    pub fn new(topics: &str, sample_rate: f64) -> Result<TraceConfig, ConfigError> {
         if !(0.0..=1.0).contains(&sample_rate) {
-            return Err(format!("--trace-sample-rate {sample_rate} must be between 0 and 1"));
+            return Err(ConfigError::SampleRate(sample_rate));
         }
         let topics = topics.split(',').map(str::trim).filter(|t| !t.is_empty()).map(str::to_string).collect();
         Ok(TraceConfig { topics, sample_per_million: (sample_rate * PER_MILLION as f64).round() as u64 })

@@ -53,7 +53,7 @@ fn read_failed(e: StorageError) -> FetchFailed {
 /// Reads one queue of this shard from `f.offset`, through its tag filter,
 /// waiting up to `wait` at the end of the queue.
 pub async fn read_queue(core: &Core, slot: QueueSlot, f: &Fetch, wait: Duration) -> Result<QueueRead, FetchFailed> {
-    let filter = TagFilter::parse(&f.tags).map_err(Failure::invalid)?;
+    let filter = TagFilter::parse(&f.tags)?;
     let asked = std::time::Instant::now();
     if !core.readable(wait).await {
         // Nothing yet, as at the end of the queue: the reader asks again.

@@ -5,6 +5,7 @@
 //! re-packed into batches of consecutive offsets (each with its own CRCs), so
 //! nothing that does not match crosses the network.
 
+use crate::server::core::Failure;
 use ringmq_shards::batch::{self, BatchBuilder, BatchHeader};
 use ringmq_shards::record::{tag_hash, RecordIter};
 use ringmq_shards::{QueueId, ReadWait, Record, Shard, StorageError};
@@ -23,19 +24,21 @@ pub enum TagFilter {
 
 impl TagFilter {
     /// Parses `*` (or empty: everything) or tags joined by `||`.
-    pub fn parse(expression: &str) -> Result<TagFilter, String> {
+    pub fn parse(expression: &str) -> Result<TagFilter, Failure> {
         let e = expression.trim();
         if e.is_empty() || e == "*" {
             return Ok(TagFilter::All);
         }
         if e.len() > EXPRESSION_MAX {
-            return Err(format!("tag expression of {} bytes exceeds {EXPRESSION_MAX}", e.len()));
+            return Err(Failure::invalid(format!("tag expression of {} bytes exceeds {EXPRESSION_MAX}", e.len())));
         }
         let mut tags = Vec::new();
         for part in e.split("||") {
             let tag = part.trim();
             if tag.is_empty() || tag.contains('|') || tag == "*" {
-                return Err(format!("tag expression {expression:?}: expected `*` or tags joined by `||`"));
+                return Err(Failure::invalid(format!(
+                    "tag expression {expression:?}: expected `*` or tags joined by `||`"
+                )));
             }
             tags.push((tag.as_bytes().to_vec(), tag_hash(tag.as_bytes())));
         }
@@ -184,7 +187,7 @@ mod tests {
         assert!(f.matches(b"TagA") && f.matches(b"TagB") && !f.matches(b"TagC") && !f.matches(b""));
         assert!(f.may_match(tag_hash(b"TagB")) && !f.may_match(tag_hash(b"TagC")));
         for bad in ["TagA ||", "|| TagA", "A | B", "A || *"] {
-            assert!(TagFilter::parse(bad).unwrap_err().contains("expected"), "{bad}");
+            assert!(TagFilter::parse(bad).unwrap_err().1.contains("expected"), "{bad}");
         }
     }
 

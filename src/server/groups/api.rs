@@ -2,6 +2,7 @@
 //! (join, sync, heartbeat, leave), offsets, and queue locks. Joins, syncs and
 //! heartbeats park until their answer is ready or their wait ends.
 
+use super::coordinator::ParseError;
 use super::coordinator::{Coordinator, Formed, JoinRequest, Refusal, Share};
 use super::queue_locks::QueueLocks;
 use crate::protocol::groups::{GroupDescription, GroupListing};
@@ -106,7 +107,7 @@ impl Groups {
         &self,
         who: &Membership,
         assignments: &[(String, Vec<u8>)],
-        parse: impl Fn(&[u8]) -> Result<Assignment, String>,
+        parse: impl Fn(&[u8]) -> Result<Assignment, ParseError>,
     ) -> Result<Share, Failure> {
         self.coordinator.borrow_mut().sync(who, assignments, parse, self.core.now_ms())?;
         self.changed.notify();

@@ -14,6 +14,10 @@ use crate::protocol::messages::{Assignment, Membership};
 use crate::protocol::ErrorCode;
 use std::collections::{BTreeMap, HashMap};
 
+/// Why a member's assignment bytes do not parse: the decoder's own error
+/// (the native format's, or a Kafka consumer's through the codec).
+pub type ParseError = Box<dyn std::error::Error>;
+
 /// A refused group request: the code and a message a user can act on.
 pub type Refusal = (ErrorCode, String);
 
@@ -201,7 +205,7 @@ impl Coordinator {
         &mut self,
         who: &Membership,
         assignments: &[(String, Vec<u8>)],
-        parse: impl Fn(&[u8]) -> Result<Assignment, String>,
+        parse: impl Fn(&[u8]) -> Result<Assignment, ParseError>,
         now_ms: u64,
     ) -> Result<(), Refusal> {
         let g = self.current(who)?;
@@ -463,8 +467,8 @@ mod tests {
         }
     }
 
-    fn parse(bytes: &[u8]) -> Result<Assignment, String> {
-        Assignment::decode(bytes).map_err(|e| e.to_string())
+    fn parse(bytes: &[u8]) -> Result<Assignment, ParseError> {
+        Ok(Assignment::decode(bytes)?)
     }
 
     fn who(id: &str, generation: u32) -> Membership {

@@ -13,6 +13,7 @@ use super::api::{self, Decoded, Head, Outcome};
 use super::{sasl, KafkaError, Services};
 use crate::server::auth::session::Session;
 use crate::server::core::Core;
+use crate::server::net::admission::Refused;
 use crate::server::net::connection::{Lane, Next, Protocol};
 use crate::server::net::stream::Stream;
 use bytes::Bytes;
@@ -42,13 +43,14 @@ impl Protocol for Kafka {
     const NAME: &'static str = "kafka";
     const IN_ORDER: bool = true;
     type Session = Login;
+    type Error = KafkaError;
 
     fn core(&self) -> &Rc<Core> {
         &self.services.core
     }
 
     /// Kafka has no answer before a request: the connection just closes.
-    fn refused(_: &str) -> Option<Vec<u8>> {
+    fn refused(_: &Refused) -> Option<Vec<u8>> {
         None
     }
 
@@ -56,15 +58,15 @@ impl Protocol for Kafka {
         Login { session: Session::new(stream.is_tls(), stream.certificate_user(), peer), bare_tokens: false }
     }
 
-    fn frame_len(&self, prefix: [u8; 4]) -> Result<usize, (String, Option<Vec<u8>>)> {
+    fn frame_len(&self, prefix: [u8; 4]) -> Result<usize, (KafkaError, Option<Vec<u8>>)> {
         let (len, max) = (u32::from_be_bytes(prefix) as usize, self.services.core.config().max_frame_bytes);
         if len > max {
-            return Err((KafkaError::FrameTooLarge { len, max }.to_string(), None));
+            return Err((KafkaError::FrameTooLarge { len, max }, None));
         }
         Ok(len)
     }
 
-    async fn next(&self, login: &mut Login, frame: Vec<u8>) -> Next {
+    async fn next(&self, login: &mut Login, frame: Vec<u8>) -> Next<KafkaError> {
         let s = &self.services;
         let frame = Bytes::from(frame).slice(4..);
         if login.bare_tokens {
@@ -72,10 +74,7 @@ impl Protocol for Kafka {
             login.bare_tokens = served.bare_tokens;
             return answer(served.outcome);
         }
-        match next_request(s, login, frame).await {
-            Ok(next) => next,
-            Err(error) => Next::Close(error.to_string()),
-        }
+        next_request(s, login, frame).await.unwrap_or_else(Next::Close)
     }
 
     /// Kafka's clients retry what a closed connection left unanswered.
@@ -87,7 +86,7 @@ impl Protocol for Kafka {
 /// Decodes a request and starts serving it (SASL's served here, in order,
 /// on the session); an error for a frame that does not decode, or a request
 /// before a required login.
-async fn next_request(s: &Rc<Services>, login: &mut Login, frame: Bytes) -> Result<Next, KafkaError> {
+async fn next_request(s: &Rc<Services>, login: &mut Login, frame: Bytes) -> Result<Next<KafkaError>, KafkaError> {
     let (api, head, body) = match api::decode(frame)? {
         Decoded::Unsupported { correlation } => return Ok(answer(api::refuse(correlation))),
         Decoded::Served { api, head, body } => (api, head, body),
@@ -105,10 +104,7 @@ async fn next_request(s: &Rc<Services>, login: &mut Login, frame: Bytes) -> Resu
             }
             let lane = if key == ApiKey::Produce { Lane::Produce } else { Lane::Other };
             let serving = api.start(s, head, body, login.session.caller())?;
-            let serving = Box::pin(async move {
-                let response = serving.await.map_err(|e| e.to_string())?;
-                Ok(response.map(Vec::from))
-            });
+            let serving = Box::pin(async move { Ok(serving.await?.map(Vec::from)) });
             return Ok(Next::Serve { correlation: correlation as u32, lane, serving });
         }
     };
@@ -117,7 +113,7 @@ async fn next_request(s: &Rc<Services>, login: &mut Login, frame: Bytes) -> Resu
 }
 
 /// A request answered at once.
-fn answer(outcome: Outcome) -> Next {
+fn answer(outcome: Outcome) -> Next<KafkaError> {
     match outcome {
         Outcome::Respond(response) => Next::Answer { response: response.into(), close: false },
         Outcome::Last(response) => Next::Answer { response: response.into(), close: true },

@@ -10,6 +10,7 @@ use crate::protocol::messages::{Assignment, Membership};
 use crate::security::acl::Operation;
 use crate::server::auth::authorizer::{self, Principal};
 use crate::server::core::Failure;
+use crate::server::groups::coordinator::ParseError;
 use bytes::Bytes;
 use kafka_protocol::messages::ConsumerProtocolAssignment;
 use kafka_protocol::protocol::{Decodable, StrBytes};
@@ -35,7 +36,7 @@ pub fn coordinated(s: &Services, p: &Principal, operation: Operation, group: &st
 /// The partitions named by a Kafka consumer's assignment (empty bytes: none).
 /// A newer version than the codec knows is read as the newest it knows, as
 /// Kafka's consumers do.
-pub fn consumer_assignment(bytes: &[u8]) -> Result<Assignment, String> {
+pub fn consumer_assignment(bytes: &[u8]) -> Result<Assignment, ParseError> {
     if bytes.is_empty() {
         return Ok(Assignment::default());
     }

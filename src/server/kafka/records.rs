@@ -44,10 +44,11 @@ pub fn to_ringmq(records: &Bytes, partition: u32, max_bytes: usize) -> Result<Tr
     while !buf.is_empty() {
         let inflate = |b: &mut Bytes, c: Compression| match decompress(b, c, max_bytes) {
             Ok(records) => Ok(records),
-            Err(Inflate::Bad(e)) => Err(e),
+            // The codec's callback speaks anyhow: its errors are wrapped here only.
+            Err(Inflate::Bad(e)) => Err(anyhow::Error::new(e)),
             Err(Inflate::TooLarge) => {
                 too_large.set(true);
-                Err(anyhow::anyhow!("it inflates past the batch limit of {max_bytes} bytes"))
+                Err(anyhow::Error::new(InflateError::TooLarge(max_bytes)))
             }
         };
         let set = RecordBatchDecoder::decode_with_custom_compression(&mut buf, Some(inflate)).map_err(|e| {
@@ -98,7 +99,22 @@ pub fn to_ringmq(records: &Bytes, partition: u32, max_bytes: usize) -> Result<Tr
 enum Inflate {
     /// Its records exceed the batch limit.
     TooLarge,
-    Bad(anyhow::Error),
+    Bad(InflateError),
+}
+
+/// A compressed batch that does not decompress.
+#[derive(Debug, thiserror::Error)]
+enum InflateError {
+    #[error("it inflates past the batch limit of {0} bytes")]
+    TooLarge(usize),
+    #[error("{0}")]
+    Io(#[from] std::io::Error),
+    #[error("zstd: {0}")]
+    Zstd(#[from] ruzstd::decoding::errors::FrameDecoderError),
+    #[error("snappy: {0}")]
+    Snappy(#[from] snap::Error),
+    #[error("snappy: {0}")]
+    SnappyFraming(&'static str),
 }
 
 impl From<std::io::Error> for Inflate {
@@ -136,7 +152,7 @@ fn decompress(compressed: &[u8], compression: Compression, max_bytes: usize) -> 
 /// raw block as librdkafka may.
 fn snappy(input: &[u8], max_bytes: usize, out: &mut Vec<u8>) -> Result<(), Inflate> {
     const XERIAL: &[u8] = b"\x82SNAPPY\0";
-    let bad = |m: &str| Inflate::Bad(anyhow::anyhow!("snappy: {m}"));
+    let bad = |m: &'static str| Inflate::Bad(InflateError::SnappyFraming(m));
     let raw = |block: &[u8], out: &mut Vec<u8>| -> Result<(), Inflate> {
         let len = snap::raw::decompress_len(block).map_err(|e| Inflate::Bad(e.into()))?;
         if out.len() + len > max_bytes {

@@ -14,6 +14,17 @@ use std::rc::Rc;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+/// Why a connection is refused.
+#[derive(Debug, thiserror::Error)]
+pub enum Refused {
+    #[error("{ip} already has {max} connections to this node (max_connections_per_ip)")]
+    PerAddress { ip: IpAddr, max: usize },
+    #[error("shard {shard} already serves {max} client connections over its listeners (max_connections)")]
+    Shard { shard: usize, max: usize },
+    #[error("the client's address: {0}")]
+    NoAddress(glommio::GlommioError<()>),
+}
+
 /// The node's open connections by client address.
 #[derive(Debug, Default)]
 pub struct PerAddress {
@@ -34,11 +45,11 @@ impl PerAddress {
     }
 
     /// Counts a new connection from `ip`, unless that address is at its limit.
-    pub fn admit(self: &Arc<Self>, ip: IpAddr) -> Result<Admitted, String> {
+    pub fn admit(self: &Arc<Self>, ip: IpAddr) -> Result<Admitted, Refused> {
         let mut open = self.open.lock().expect("connection counts lock");
         let count = open.entry(ip).or_insert(0);
         if self.max > 0 && *count >= self.max {
-            return Err(format!("{ip} already has {} connections to this node (max_connections_per_ip)", self.max));
+            return Err(Refused::PerAddress { ip, max: self.max });
         }
         *count += 1;
         Ok(Admitted { limits: self.clone(), ip })
@@ -88,11 +99,9 @@ impl ShardConnections {
         listener: &'static str,
         admitted: Admitted,
         max: usize,
-    ) -> Result<Open, String> {
+    ) -> Result<Open, Refused> {
         if self.clients.get() >= max {
-            return Err(format!(
-                "shard {shard} already serves {max} client connections over its listeners (max_connections)"
-            ));
+            return Err(Refused::Shard { shard, max });
         }
         self.clients.set(self.clients.get() + 1);
         Ok(self.count_open(listener, admitted, true))

@@ -12,6 +12,7 @@
 //! where its protocol can (native) or closes (Kafka), and the shard waits
 //! for it before closing storage.
 
+use super::admission::Refused;
 use super::in_flight::{InFlight, STOP_GRACE};
 use super::request_budget::{ConnectionBudget, Reserved};
 use super::stream::Stream;
@@ -47,20 +48,23 @@ pub trait Protocol: 'static {
     /// A connection's own state (its login session, who it is).
     type Session;
 
+    /// Why a connection closes (logged).
+    type Error: std::fmt::Display;
+
     fn core(&self) -> &Rc<Core>;
 
     /// What a connection refused admission is sent before it is closed.
-    fn refused(why: &str) -> Option<Vec<u8>>;
+    fn refused(why: &Refused) -> Option<Vec<u8>>;
 
     /// A new connection's state.
     fn session(&self, stream: &Stream, peer: Option<SocketAddr>) -> Self::Session;
 
     /// The length after the 4-byte prefix that a frame announces, if the
     /// broker takes it; else why not, and the answer to send before closing.
-    fn frame_len(&self, prefix: [u8; 4]) -> Result<usize, (String, Option<Vec<u8>>)>;
+    fn frame_len(&self, prefix: [u8; 4]) -> Result<usize, (Self::Error, Option<Vec<u8>>)>;
 
     /// What to do with a frame read whole (its 4-byte prefix first).
-    async fn next(&self, session: &mut Self::Session, frame: Vec<u8>) -> Next;
+    async fn next(&self, session: &mut Self::Session, frame: Vec<u8>) -> Next<Self::Error>;
 
     /// The answer to a request still unanswered when the shard stops (None:
     /// the connection closes without one and the client retries).
@@ -68,19 +72,19 @@ pub trait Protocol: 'static {
 }
 
 /// What a frame asks of the connection.
-pub enum Next {
+pub enum Next<E> {
     /// Answer at once (a login step, a refusal); then close if `close`.
     Answer { response: Vec<u8>, close: bool },
     /// Serve it in a task of its own, within `lane`'s in-flight bound;
     /// `correlation` names it if the shard stops before it is answered.
-    Serve { correlation: u32, lane: Lane, serving: Serving },
+    Serve { correlation: u32, lane: Lane, serving: Serving<E> },
     /// Close the connection without an answer, for this reason.
-    Close(String),
+    Close(E),
 }
 
 /// A request's serving: its response (None: none, acks none), or why the
 /// connection closes.
-pub type Serving = LocalBoxFuture<'static, Result<Option<Vec<u8>>, String>>;
+pub type Serving<E> = LocalBoxFuture<'static, Result<Option<Vec<u8>>, E>>;
 
 /// Separate in-flight bounds: produces parked by back-pressure must not keep
 /// a fetch on the same connection from being read (consumers starved that
@@ -106,7 +110,7 @@ pub async fn accept_loop<P: Protocol>(protocol: Rc<P>, net: Rc<Net>, listener: T
         };
         let admitted = match stream.peer_addr() {
             Ok(peer) => net.admit(peer.ip(), Listener::Client(P::NAME)),
-            Err(e) => Err(format!("the client's address: {e}")),
+            Err(e) => Err(Refused::NoAddress(e)),
         };
         let admitted = match admitted {
             Ok(admitted) => admitted,
@@ -182,21 +186,21 @@ struct Connection<P: Protocol> {
 }
 
 /// Where responses go.
-enum Out {
+enum Out<E> {
     AsReady(Rc<Writer>),
-    InOrder(LocalSender<Pending>),
+    InOrder(LocalSender<Pending<E>>),
 }
 
 /// A response in the order its request came, with the bytes its request
 /// holds until it is written.
-struct Pending {
-    response: Response,
+struct Pending<E> {
+    response: Response<E>,
     _held: Held,
 }
 
-enum Response {
+enum Response<E> {
     Ready { response: Vec<u8>, close: bool },
-    Serving(Task<Result<Option<Vec<u8>>, String>>),
+    Serving(Task<Result<Option<Vec<u8>>, E>>),
 }
 
 /// What a request holds until its response is written (given back when
@@ -209,7 +213,7 @@ struct Held {
 impl<P: Protocol> Connection<P> {
     /// Reads and serves requests until the client closes, a frame ends the
     /// connection, or the shard stops (the caller stops awaiting).
-    async fn read(&mut self, mut reader: Reader, mut session: P::Session, out: &mut Out) {
+    async fn read(&mut self, mut reader: Reader, mut session: P::Session, out: &mut Out<P::Error>) {
         loop {
             let (frame, reserved) = match self.read_frame(&mut reader).await {
                 Ok(read) => read,
@@ -248,7 +252,10 @@ impl<P: Protocol> Connection<P> {
 
     /// Reads the next frame whole, its prefix first; Err(None) when the
     /// client closed, else why the connection closes and what it is told.
-    async fn read_frame(&self, reader: &mut Reader) -> Result<(Vec<u8>, Reserved), Option<(String, Option<Vec<u8>>)>> {
+    async fn read_frame(
+        &self,
+        reader: &mut Reader,
+    ) -> Result<(Vec<u8>, Reserved), Option<(P::Error, Option<Vec<u8>>)>> {
         let mut prefix = [0u8; 4];
         reader.read_exact(&mut prefix).await.map_err(|_| None)?;
         let len = self.protocol.frame_len(prefix).map_err(Some)?;
@@ -261,7 +268,7 @@ impl<P: Protocol> Connection<P> {
         Ok((frame, reserved))
     }
 
-    async fn serve(&self, out: &mut Out, correlation: u32, serving: Serving, held: Held) {
+    async fn serve(&self, out: &mut Out<P::Error>, correlation: u32, serving: Serving<P::Error>, held: Held) {
         match out {
             Out::InOrder(queue) => {
                 let task = glommio::spawn_local(serving);
@@ -302,7 +309,7 @@ impl<P: Protocol> Connection<P> {
     }
 }
 
-impl Out {
+impl<E> Out<E> {
     async fn answer(&mut self, response: Vec<u8>, close: bool, held: Held) {
         match self {
             Out::AsReady(writer) => {
@@ -318,7 +325,7 @@ impl Out {
 
 /// Writes each request's response as its turn comes; stops at a write
 /// failure, a response that fails, or one after which the connection closes.
-async fn write_in_order(answers: LocalReceiver<Pending>, mut writer: WriteHalf<Stream>) {
+async fn write_in_order<E: std::fmt::Display>(answers: LocalReceiver<Pending<E>>, mut writer: WriteHalf<Stream>) {
     while let Some(pending) = answers.recv().await {
         let (response, close) = match pending.response {
             Response::Ready { response, close } => (response, close),

@@ -16,7 +16,7 @@ pub mod stream;
 
 use crate::server::core::metrics::{Probe, Samples};
 use crate::server::core::Core;
-use admission::{Open, PerAddress, ShardConnections};
+use admission::{Open, PerAddress, Refused, ShardConnections};
 use request_budget::RequestBudget;
 use std::net::IpAddr;
 use std::rc::Rc;
@@ -59,7 +59,7 @@ impl Net {
     /// for the client listeners (native, Kafka) within the shard's
     /// `max_connections` too (the admin listener stays reachable when
     /// clients fill the shard); why not otherwise.
-    pub fn admit(&self, ip: IpAddr, listener: Listener) -> Result<Open, String> {
+    pub fn admit(&self, ip: IpAddr, listener: Listener) -> Result<Open, Refused> {
         let admitted = self.per_address.admit(ip)?;
         match listener {
             Listener::Client(name) => self.connections.admit(self.shard, name, admitted, self.max_connections),

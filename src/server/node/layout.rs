@@ -23,22 +23,19 @@ impl Layout {
         format!("shards = {}\nsegment_bytes = {}\n", self.shards, self.segment_bytes)
     }
 
-    fn decode(text: &str) -> Result<Layout, String> {
-        let mut shards = None;
-        let mut segment_bytes = None;
+    /// The layout a file holds; None if it holds anything else.
+    fn decode(text: &str) -> Option<Layout> {
+        let (mut shards, mut segment_bytes) = (None, None);
         for line in text.lines().map(str::trim).filter(|l| !l.is_empty()) {
-            let (key, value) = line.split_once('=').ok_or_else(|| format!("line {line:?} is not key = value"))?;
+            let (key, value) = line.split_once('=')?;
             let value = value.trim();
             match key.trim() {
                 "shards" => shards = value.parse().ok(),
                 "segment_bytes" => segment_bytes = value.parse().ok(),
-                other => return Err(format!("unknown key {other:?}")),
+                _ => return None,
             }
         }
-        match (shards, segment_bytes) {
-            (Some(shards), Some(segment_bytes)) => Ok(Layout { shards, segment_bytes }),
-            _ => Err("expected `shards = N` and `segment_bytes = N`".into()),
-        }
+        Some(Layout { shards: shards?, segment_bytes: segment_bytes? })
     }
 }
 
@@ -48,7 +45,10 @@ impl Layout {
 pub fn check_or_record(data_dir: &Path, wanted: Layout) -> Result<(), NodeError> {
     let path = data_dir.join(FILE);
     let recorded = match std::fs::read_to_string(&path) {
-        Ok(text) => Some(Layout::decode(&text).map_err(|why| NodeError::Unreadable { path: path.clone(), why })?),
+        Ok(text) => {
+            let why = "expected the lines `shards = N` and `segment_bytes = N`".to_string();
+            Some(Layout::decode(&text).ok_or_else(|| NodeError::Unreadable { path: path.clone(), why })?)
+        }
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
         Err(e) => return Err(io("reading", &path)(e)),
     };
@@ -111,7 +111,10 @@ mod tests {
         let layout = Layout { shards: 1, segment_bytes: 1 << 30 };
         assert!(check_or_record(dir.path(), layout).unwrap_err().to_string().contains("holds 2 shards"));
         check_or_record(dir.path(), Layout { shards: 2, ..layout }).unwrap();
-        assert_eq!(Layout::decode(&std::fs::read_to_string(dir.path().join(FILE)).unwrap()).unwrap().shards, 2);
+        assert_eq!(
+            Layout::decode(&std::fs::read_to_string(dir.path().join(FILE)).unwrap()).expect("a layout").shards,
+            2
+        );
     }
 
     proptest::proptest! {

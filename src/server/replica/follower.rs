@@ -4,6 +4,7 @@
 //! changes). Shard 0 also keeps the metadata file current from the log.
 
 use super::link::Link;
+use super::ReplicaError;
 use crate::protocol::messages::{ReplicaFetch, ReplicaRange};
 use crate::protocol::{ApiKey, Reader, Writer};
 use crate::server::core::{metadata_log, Core};
@@ -47,7 +48,7 @@ pub async fn follow(core: Rc<Core>, leader: Leader) {
 }
 
 /// Fetches and mirrors until something fails (Ok once the node stops).
-async fn fetch_until_failure(core: &Core, leader: &Leader) -> Result<(), String> {
+async fn fetch_until_failure(core: &Core, leader: &Leader) -> Result<(), ReplicaError> {
     let mut link =
         Link::connect(leader.addr, core.config().tls.as_ref(), IO_TIMEOUT, core.config().max_frame_bytes).await?;
     let storage = core.storage();
@@ -70,19 +71,19 @@ async fn fetch_until_failure(core: &Core, leader: &Leader) -> Result<(), String>
         let answer = answer?;
         let response = answer.response()?;
         if response.error != crate::protocol::ErrorCode::None {
-            return Err(format!("the leader refused: {:?}: {}", response.error, response.message));
+            return Err(ReplicaError::Refused(response.error, response.message.to_string()));
         }
         let mut r = Reader::new(response.body);
-        let range = ReplicaRange::decode(&mut r).map_err(|e| format!("a ReplicaFetch answer does not decode: {e}"))?;
+        let range = ReplicaRange::decode(&mut r).map_err(ReplicaError::Answer)?;
         if range.from != durable {
-            return Err(format!("asked from {durable}, the leader answered from {}", range.from));
+            return Err(ReplicaError::Position { asked: durable, from: range.from });
         }
         if range.batches.is_empty() {
             continue;
         }
-        storage.mirror(range.from, range.batches).await.map_err(|e| format!("mirroring: {e}"))?;
+        storage.mirror(range.from, range.batches).await.map_err(ReplicaError::Mirror)?;
         if core.id() == 0 && metadata_log::end(storage) != metadata_end {
-            metadata_log::store_newest(storage, &core.config().data_dir).await?;
+            metadata_log::store_newest(storage, &core.config().data_dir).await.map_err(ReplicaError::Metadata)?;
             metadata_end = metadata_log::end(storage);
         }
     }

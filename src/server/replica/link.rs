@@ -2,6 +2,7 @@
 //! another node (a follower to its leader), with a bound on every wait and
 //! on the size of what it reads.
 
+use super::ReplicaError;
 use crate::protocol::frame::{self, Response};
 use crate::protocol::ApiKey;
 use crate::security::tls::ServerTls;
@@ -22,8 +23,8 @@ pub struct Link {
 pub struct Answer(Vec<u8>);
 
 impl Answer {
-    pub fn response(&self) -> Result<Response<'_>, String> {
-        Response::parse(&self.0[4..]).map_err(|e| format!("a response does not parse: {e}"))
+    pub fn response(&self) -> Result<Response<'_>, ReplicaError> {
+        Response::parse(&self.0[4..]).map_err(ReplicaError::Response)
     }
 }
 
@@ -35,20 +36,20 @@ impl Link {
         tls: Option<&ServerTls>,
         timeout: Duration,
         frame_bytes_max: usize,
-    ) -> Result<Link, String> {
+    ) -> Result<Link, ReplicaError> {
         let tcp = glommio::timer::timeout(timeout, async {
             TcpStream::connect(addr).await.map_err(|e| glommio::GlommioError::IoError(e.into()))
         })
         .await
-        .map_err(|e| format!("connecting to {addr}: {e}"))?;
+        .map_err(|e| ReplicaError::Connect { addr, why: e.to_string() })?;
         let stream = Stream::connect(tcp, &addr.to_string(), tls, timeout)
             .await
-            .map_err(|e| format!("connecting to {addr}: {e}"))?;
+            .map_err(|e| ReplicaError::Connect { addr, why: e.to_string() })?;
         Ok(Link { stream, next_correlation: 0, frame_bytes_max })
     }
 
     /// Sends one request and reads its response, all within `timeout`.
-    pub async fn call(&mut self, api: ApiKey, body: &[u8], timeout: Duration) -> Result<Answer, String> {
+    pub async fn call(&mut self, api: ApiKey, body: &[u8], timeout: Duration) -> Result<Answer, ReplicaError> {
         self.next_correlation = self.next_correlation.wrapping_add(1);
         let corr = self.next_correlation;
         let request = frame::request(api as u16, 0, corr, body);
@@ -71,10 +72,10 @@ impl Link {
             Ok(Answer(frame))
         })
         .await
-        .map_err(|e| format!("{api:?}: {e}"))?;
+        .map_err(ReplicaError::Io)?;
         let got = answer.response()?.correlation_id;
         if got != corr {
-            return Err(format!("{api:?}: the answer is for request {got}, not {corr}"));
+            return Err(ReplicaError::Correlation { got, asked: corr });
         }
         Ok(answer)
     }

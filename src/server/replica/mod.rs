@@ -4,6 +4,9 @@
 //! protocol and mirrors it (`follower.rs`, over `link.rs`). etcd is not on
 //! this path; the control plane only decides who leads, in which epoch.
 
+mod error;
 pub mod follower;
 pub mod leader;
 mod link;
+
+pub use error::ReplicaError;

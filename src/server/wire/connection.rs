@@ -14,7 +14,8 @@ use crate::protocol::frame::{self, REQUEST_HEADER_BYTES};
 use crate::protocol::{ApiKey, ErrorCode};
 use crate::server::auth::session::Session;
 use crate::server::core::context::ShardRole;
-use crate::server::core::Core;
+use crate::server::core::{Core, Failure};
+use crate::server::net::admission::Refused;
 use crate::server::net::connection::{Lane, Next, Protocol};
 use crate::server::net::stream::Stream;
 use std::net::SocketAddr;
@@ -35,20 +36,21 @@ impl Protocol for Native {
     const NAME: &'static str = "native";
     const IN_ORDER: bool = false;
     type Session = Session;
+    type Error = Failure;
 
     fn core(&self) -> &Rc<Core> {
         &self.services.core
     }
 
-    fn refused(why: &str) -> Option<Vec<u8>> {
-        Some(frame::response(0, ErrorCode::TooManyConnections, why, &[]))
+    fn refused(why: &Refused) -> Option<Vec<u8>> {
+        Some(frame::response(0, ErrorCode::TooManyConnections, &why.to_string(), &[]))
     }
 
     fn session(&self, stream: &Stream, peer: Option<SocketAddr>) -> Session {
         Session::new(stream.is_tls(), stream.certificate_user(), peer)
     }
 
-    fn frame_len(&self, prefix: [u8; 4]) -> Result<usize, (String, Option<Vec<u8>>)> {
+    fn frame_len(&self, prefix: [u8; 4]) -> Result<usize, (Failure, Option<Vec<u8>>)> {
         let len = u32::from_le_bytes(prefix) as usize;
         let max = self.services.core.config().max_frame_bytes;
         let (code, m) = if len < REQUEST_HEADER_BYTES {
@@ -60,10 +62,10 @@ impl Protocol for Native {
             return Ok(len);
         };
         let answer = frame::response(0, code, &format!("{m}; closing the connection"), &[]);
-        Err((m, Some(answer)))
+        Err((Failure(code, m), Some(answer)))
     }
 
-    async fn next(&self, session: &mut Session, request: Vec<u8>) -> Next {
+    async fn next(&self, session: &mut Session, request: Vec<u8>) -> Next<Failure> {
         let s = &self.services;
         let correlation = u32::from_le_bytes([request[8], request[9], request[10], request[11]]);
         if correlation == 0 {

@@ -30,7 +30,7 @@ impl Api for SyncGroup {
     }
 
     async fn serve(s: &Services, sync: Self::Request<'_>, _: &At<'_>, w: &mut Writer) -> Result<(), Failure> {
-        let parse = |b: &[u8]| Assignment::decode(b).map_err(|e| e.to_string());
+        let parse = |b: &[u8]| Ok(Assignment::decode(b)?);
         let share = s.groups.sync(&sync.member, &sync.assignments, parse).await?;
         // A member the leader left out gets no queues (the coordinator hands out no bytes).
         let bytes = if share.bytes.is_empty() { Assignment::default().encode() } else { share.bytes };
