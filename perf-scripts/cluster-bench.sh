@@ -66,17 +66,17 @@ for mode in sync async; do
   addrs=()
   for i in 1 2 3; do
     listen="127.0.0.$((70 + i)):$(free_port)"
-    start_node "$out/$mode/n$i" "$listen" --cluster "$etcd_url" --group bench --node "n$i" \
+    start_node "$out/$mode/n$i" "$listen" --cluster "$etcd_url" --broker-group bench --node "n$i" \
       --replication "$mode"
     addrs+=("$listen")
   done
   sleep 2 # the followers join the in-sync set once caught up
-  "$bin/ringmq" cluster status --cluster "$etcd_url" | grep '^group=.* leader=' >&2 || true
+  "$bin/ringmq" cluster status --cluster "$etcd_url" | grep '^broker_group=.* leader=' >&2 || true
   bench "$mode" "$(IFS=,; echo "${addrs[*]}")" &
   bench_pid=$!
   # Mid-run: the leader's view of each follower's lag (bytes behind, ms since its last fetch).
   sleep $((duration / 2 + 2))
-  "$bin/ringmq" cluster status --cluster "$etcd_url" | grep '^group=.* \(leader\|follower\)=' \
+  "$bin/ringmq" cluster status --cluster "$etcd_url" | grep '^broker_group=.* \(leader\|follower\)=' \
     >"$out/$mode.status" || true
   wait "$bench_pid"
   stop_all

@@ -72,7 +72,7 @@ start_node() {
   local n=$1
   mkdir -p "$out/n$n"
   "$bin/ringmq" serve --data-dir "$out/n$n/data" --listen "${listen[$n]}" --kafka-listen "${kafka[$n]}" \
-    --cores 0,1 --cluster "$cluster" --group soak --node "n$n" --lease-ms "$lease_ms" \
+    --cores 0,1 --cluster "$cluster" --broker-group soak --node "n$n" --lease-ms "$lease_ms" \
     --segment-mib 16 --cache-mib 32 --idle-spin-us 0 --completion-yield-us 0 --retention-gib 1 \
     >>"$out/n$n/out" 2>>"$out/n$n/err" &
   echo $! >"$out/n$n/pid"
@@ -88,8 +88,8 @@ done
 boot=$(IFS=,; echo "${listen[*]}")
 kboot=$(IFS=,; echo "${kafka[*]}")
 status() { "$bin/ringmq" cluster status --cluster "$cluster" 2>/dev/null || true; }
-leader() { status | sed -n 's/^group=soak leader=n\([0-9]\) .*/\1/p'; }
-in_sync() { status | sed -n 's/^group=soak leader=.* isr=\(.*\)$/\1/p' | tr ',' '\n' | grep -c . || true; }
+leader() { status | sed -n 's/^broker_group=soak leader=n\([0-9]\) .*/\1/p'; }
+in_sync() { status | sed -n 's/^broker_group=soak leader=.* isr=\(.*\)$/\1/p' | tr ',' '\n' | grep -c . || true; }
 for _ in $(seq 600); do [[ $(in_sync) == 3 ]] && break; sleep 0.1; done
 echo "soak: 3 nodes (${listen[*]}), $minutes minutes at $rate msgs/s, a fault every ${fault_every}s; logs in $out" >&2
 

@@ -101,8 +101,12 @@ enum ClusterAction {
         /// The cluster's etcd (etcd://host:port[,host:port]).
         #[arg(long)]
         cluster: String,
-        #[arg(long)]
-        group: String,
+        /// The broker group whose leader is switched.
+        #[arg(long, required_unless_present = "group")]
+        broker_group: Option<String>,
+        /// The old name of --broker-group (accepted with a warning until the next release).
+        #[arg(long, hide = true)]
+        group: Option<String>,
         /// The node to lead (default: another registered member of the in-sync set).
         #[arg(long)]
         to: Option<String>,
@@ -276,6 +280,9 @@ struct ServeArgs {
     cluster: Option<String>,
     /// With --cluster: the broker group this node belongs to.
     #[arg(long, requires = "cluster")]
+    broker_group: Option<String>,
+    /// The old name of --broker-group (accepted with a warning until the next release).
+    #[arg(long, requires = "cluster", hide = true)]
     group: Option<String>,
     /// With --cluster: this node's name, unique in its group.
     #[arg(long, requires = "cluster")]
@@ -359,7 +366,11 @@ impl ServeArgs {
         let needed = |flag: Option<String>, name: &str| flag.ok_or_else(|| format!("--cluster needs --{name}"));
         Ok(Some(ringmq::cluster::ClusterConfig {
             endpoints: ringmq::cluster::parse_endpoints(&url)?,
-            group: needed(self.group.clone().or(file.group.clone()), "group")?,
+            broker_group: needed(
+                broker_group(self.broker_group.clone(), self.group.clone())
+                    .or(broker_group(file.broker_group.clone(), file.group.clone())),
+                "broker-group",
+            )?,
             node: needed(self.node.clone().or(file.node.clone()), "node")?,
             advertise: self.advertise.clone().or(file.advertise.clone()).unwrap_or_default(),
             lease_ttl: self
@@ -986,7 +997,7 @@ fn serve_in_cluster(
     let on_lost: ringmq::cluster::OnLost = Box::new(move |why| {
         let _ = lost.send(Wake::RoleLost(why));
     });
-    let (group, node) = (c.group.clone(), c.node.clone());
+    let (group, node) = (c.broker_group.clone(), c.node.clone());
     c.shards = cfg.cores.len();
     let control = ringmq::cluster::ControlPlane::start(c, on_lost).map_err(|e| e.to_string())?;
     let isr = control.isr_link();
@@ -1002,7 +1013,7 @@ fn serve_in_cluster(
         })
         .map_err(|e| format!("starting the signal thread: {e}"))?;
     let base = server::ClusterRole {
-        group,
+        broker_group: group,
         node: node.clone(),
         epoch: 0,
         replication,
@@ -1022,15 +1033,25 @@ fn serve_in_cluster(
     result.map_err(|e| e.to_string())
 }
 
+/// The broker group `--broker-group` names, or the old `--group` (warned:
+/// "group" alone means a consumer group everywhere else).
+fn broker_group(named: Option<String>, old: Option<String>) -> Option<String> {
+    if old.is_some() && named.is_none() {
+        eprintln!("warning: --group (and `group` in a config file) is the old name of --broker-group; it goes in the next release");
+    }
+    named.or(old)
+}
+
 fn cluster(action: ClusterAction) -> Result<(), String> {
     let (cluster, format) = match action {
         ClusterAction::Status { cluster, format } => (cluster, format),
-        ClusterAction::TransferLeader { cluster, group, to, wait_ms } => {
+        ClusterAction::TransferLeader { cluster, broker_group: named, group: old, to, wait_ms } => {
+            let group = broker_group(named, old).ok_or("--broker-group names the broker group")?;
             let endpoints = ringmq::cluster::parse_endpoints(&cluster)?;
             let wait = Duration::from_millis(wait_ms);
             let leader =
                 ringmq::cluster::transfer_leader(&endpoints, &group, to.as_deref(), wait).map_err(|e| e.to_string())?;
-            println!("group={group} leader={} epoch={}", leader.node, leader.epoch);
+            println!("broker_group={group} leader={} epoch={}", leader.node, leader.epoch);
             return Ok(());
         }
     };
@@ -1038,7 +1059,12 @@ fn cluster(action: ClusterAction) -> Result<(), String> {
     let nodes = ringmq::cluster::list_nodes(&endpoints).map_err(|e| e.to_string())?;
     for n in &nodes {
         match format {
-            Format::Text => println!("group={} node={} advertise={} lease={:x}", n.group, n.node, n.advertise, n.lease),
+            Format::Text => {
+                println!(
+                    "broker_group={} node={} advertise={} lease={:x}",
+                    n.broker_group, n.node, n.advertise, n.lease
+                )
+            }
             Format::Json => println!("{}", n.to_json()),
         }
     }
@@ -1050,10 +1076,17 @@ fn cluster(action: ClusterAction) -> Result<(), String> {
             Format::Text => {
                 let (leader, epoch) = g.leader.as_ref().map_or(("-", 0), |l| (l.node.as_str(), l.epoch));
                 let isr = g.isr.as_ref().map(|i| i.members.iter().cloned().collect::<Vec<_>>().join(","));
-                println!("group={} leader={leader} epoch={epoch} isr={}", g.group, isr.unwrap_or_default());
+                println!(
+                    "broker_group={} leader={leader} epoch={epoch} isr={}",
+                    g.broker_group,
+                    isr.unwrap_or_default()
+                );
                 for (follower, lag) in &g.lags {
                     let (bytes, ms) = (lag.lag_bytes, lag.since_fetch_ms);
-                    println!("group={} follower={follower} lag_bytes={bytes} since_fetch_ms={ms}", g.group);
+                    println!(
+                        "broker_group={} follower={follower} lag_bytes={bytes} since_fetch_ms={ms}",
+                        g.broker_group
+                    );
                 }
             }
             Format::Json => println!("{}", serde_json::to_string(&g).expect("a group serializes")),

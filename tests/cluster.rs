@@ -28,7 +28,7 @@ fn nodes_register_under_a_lease_and_leave_on_stop_or_when_it_runs_out() {
     let dir = tempfile::tempdir().unwrap();
     let etcd = Etcd::start(&dir.path().join("etcd"));
     let join = |node: &str, data: &str| {
-        let args = ["--cluster", &etcd.url, "--group", "g1", "--node", node, "--lease-ms", "1000"];
+        let args = ["--cluster", &etcd.url, "--broker-group", "g1", "--node", node, "--lease-ms", "1000"];
         let listen = format!("127.0.0.1:{}", common::free_port_pair("127.0.0.1"));
         Broker::start_listening(&dir.path().join(data), &listen, &args)
     };
@@ -36,13 +36,13 @@ fn nodes_register_under_a_lease_and_leave_on_stop_or_when_it_runs_out() {
     let mut b = join("b", "b");
     let lines = status(&etcd.url);
     assert_eq!(lines.len(), 2, "both nodes are registered once they serve: {lines:?}");
-    assert!(lines[0].starts_with("group=g1 node=a ") && lines[0].contains(&format!("advertise={}", a.addr())));
-    assert!(lines[1].starts_with("group=g1 node=b ") && lines[1].contains(&format!("advertise={}", b.addr())));
+    assert!(lines[0].starts_with("broker_group=g1 node=a ") && lines[0].contains(&format!("advertise={}", a.addr())));
+    assert!(lines[1].starts_with("broker_group=g1 node=b ") && lines[1].contains(&format!("advertise={}", b.addr())));
 
     a.stop();
     let lines = status(&etcd.url);
     assert_eq!(lines.len(), 1, "a clean stop revokes the lease at once: {lines:?}");
-    assert!(lines[0].starts_with("group=g1 node=b "));
+    assert!(lines[0].starts_with("broker_group=g1 node=b "));
 
     b.kill9();
     let lines = wait_for(&etcd.url, Duration::from_secs(30), |l| l.is_empty());
@@ -58,10 +58,26 @@ fn a_node_that_cannot_reach_etcd_refuses_to_start_and_says_why() {
         .args(["serve", "--listen", "127.0.0.1:9", "--cores", "0", "--segment-mib", "16", "--cache-mib", "16"])
         .arg("--data-dir")
         .arg(dir.path())
-        .args(["--cluster", &format!("etcd://127.0.0.1:{port}"), "--group", "g1", "--node", "a"])
+        .args(["--cluster", &format!("etcd://127.0.0.1:{port}"), "--broker-group", "g1", "--node", "a"])
         .output()
         .expect("run ringmq serve");
     assert!(!out.status.success());
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("cannot register with etcd") && err.contains("is etcd running"), "{err}");
+}
+
+#[test]
+fn the_old_group_flag_still_names_the_broker_group_and_says_its_new_name() {
+    let dir = tempfile::tempdir().unwrap();
+    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let out = Command::new(env!("CARGO_BIN_EXE_ringmq"))
+        .args(["serve", "--listen", "127.0.0.1:9", "--cores", "0", "--segment-mib", "16", "--cache-mib", "16"])
+        .arg("--data-dir")
+        .arg(dir.path())
+        .args(["--cluster", &format!("etcd://127.0.0.1:{port}"), "--group", "g1", "--node", "a"])
+        .output()
+        .expect("run ringmq serve");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("--group") && err.contains("--broker-group"), "the old flag is warned for: {err}");
+    assert!(err.contains("cannot register with etcd"), "and taken as the broker group: {err}");
 }

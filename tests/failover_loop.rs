@@ -130,7 +130,8 @@ fn start_group(dir: &std::path::Path, etcd: &Etcd, first_ip: usize, extra: &[&st
             let ip = format!("127.0.0.{}", first_ip + i);
             let listen = format!("{ip}:{}", free_port_pair(&ip));
             let lease = LEASE.as_millis().to_string();
-            let mut args = vec!["--cluster", etcd.url.as_str(), "--group", "g1", "--node", name, "--lease-ms", &lease];
+            let mut args =
+                vec!["--cluster", etcd.url.as_str(), "--broker-group", "g1", "--node", name, "--lease-ms", &lease];
             args.extend_from_slice(extra);
             Broker::start_listening(&dir.join(name), &listen, &args)
         })
@@ -361,7 +362,7 @@ fn ten_leader_pauses_past_the_lease_answer_every_request_and_writes_resume() {
 /// `ringmq cluster transfer-leader` to `to`; the line it prints.
 fn transfer_leader(etcd: &Etcd, to: &str) -> String {
     let out = std::process::Command::new(env!("CARGO_BIN_EXE_ringmq"))
-        .args(["cluster", "transfer-leader", "--cluster", &etcd.url, "--group", "g1", "--to", to])
+        .args(["cluster", "transfer-leader", "--cluster", &etcd.url, "--broker-group", "g1", "--to", to])
         .output()
         .expect("run ringmq cluster transfer-leader");
     assert!(out.status.success(), "transfer-leader: {}", String::from_utf8_lossy(&out.stderr));
@@ -390,7 +391,7 @@ fn a_rolling_restart_with_a_planned_leader_switch_keeps_the_group_writable() {
         if leader(&nodes) == victim {
             let to = (0..3).find(|n| *n != victim).unwrap();
             let said = transfer_leader(&etcd, names[to]);
-            assert!(said.starts_with(&format!("group=g1 leader={} epoch=", names[to])), "{said}");
+            assert!(said.starts_with(&format!("broker_group=g1 leader={} epoch=", names[to])), "{said}");
             assert_eq!(leader(&nodes), to, "the named node leads");
         }
         nodes[victim].stop();

@@ -33,7 +33,7 @@ fn kafka_clients_of_one_node_reach_the_partitions_and_coordinators_of_every_grou
     let node = |group: &str, name: &str, ip: &str| {
         let listen = format!("{ip}:{native}");
         let kafka_listen = format!("{ip}:{kafka}");
-        let args = ["--cluster", &etcd.url, "--group", group, "--node", name, "--lease-ms", "1000"];
+        let args = ["--cluster", &etcd.url, "--broker-group", group, "--node", name, "--lease-ms", "1000"];
         let mut args: Vec<&str> = args.to_vec();
         args.extend(["--min-insync", "1", "--kafka-listen", &kafka_listen]);
         Broker::start_listening(&dir.path().join(name), &listen, &args)
@@ -105,7 +105,8 @@ fn kafka_group(
     let (native, kafka) = (shared_port_pair(ips), shared_port_pair(ips));
     let start = |(name, ip): (&str, &&str)| {
         let (listen, kafka_listen) = (format!("{ip}:{native}"), format!("{ip}:{kafka}"));
-        let mut args = vec!["--cluster", &etcd.url, "--group", "g1", "--node", name, "--kafka-listen", &kafka_listen];
+        let mut args =
+            vec!["--cluster", &etcd.url, "--broker-group", "g1", "--node", name, "--kafka-listen", &kafka_listen];
         args.extend(extra);
         Broker::start_listening(&dir.join(name), &listen, &args)
     };
@@ -298,7 +299,7 @@ fn an_idempotent_kafka_retry_to_a_new_leader_is_answered_where_the_batch_was_sto
     nodes[0].kill9();
 
     let new_leader = |lines: &[String]| {
-        let line = lines.iter().find(|l| l.starts_with("group=g1 leader="))?;
+        let line = lines.iter().find(|l| l.starts_with("broker_group=g1 leader="))?;
         let leader = line.split(' ').nth(1)?.strip_prefix("leader=")?;
         names.iter().position(|n| *n == leader).filter(|&i| i != 0)
     };

@@ -78,7 +78,7 @@ fn a_partitioned_leader_is_fenced_and_rejoins_as_a_follower_without_divergent_da
     let nodes: Vec<Broker> = (0..3)
         .map(|i| {
             let listen = format!("{}:9000", lan.node_ip(i));
-            let args = ["--cluster", &etcd.url, "--group", "g1", "--node", names[i], "--lease-ms", &lease];
+            let args = ["--cluster", &etcd.url, "--broker-group", "g1", "--node", names[i], "--lease-ms", &lease];
             let args = [&args[..], &["--min-insync", "2", "--replica-ack-timeout-ms", "1000"]].concat();
             Broker::start_in_netns(lan.namespace(i), &dir.path().join(names[i]), &listen, &args)
         })
@@ -121,7 +121,7 @@ fn a_partitioned_leader_is_fenced_and_rejoins_as_a_follower_without_divergent_da
 
     // Led by a again, the group serves exactly what it acknowledged.
     let out = std::process::Command::new(env!("CARGO_BIN_EXE_ringmq"))
-        .args(["cluster", "transfer-leader", "--cluster", &etcd.url, "--group", "g1", "--to", "a"])
+        .args(["cluster", "transfer-leader", "--cluster", &etcd.url, "--broker-group", "g1", "--to", "a"])
         .output()
         .unwrap();
     assert!(out.status.success(), "transfer-leader: {}", String::from_utf8_lossy(&out.stderr));

@@ -47,7 +47,7 @@ const PATIENT: [&str; 2] = ["--replica-ack-timeout-ms", "10000"];
 /// `extra` sets them) and more flags.
 fn node_with(etcd: &Etcd, dir: &std::path::Path, name: &str, ip: &str, lease_ms: &str, extra: &[&str]) -> Broker {
     let listen = format!("{ip}:{}", free_port_pair(ip));
-    let mut args = vec!["--cluster", &etcd.url, "--group", "g1", "--node", name, "--lease-ms", lease_ms];
+    let mut args = vec!["--cluster", &etcd.url, "--broker-group", "g1", "--node", name, "--lease-ms", lease_ms];
     if !extra.contains(&"--min-insync") {
         args.extend_from_slice(&["--min-insync", "2"]);
     }
@@ -330,7 +330,7 @@ fn group_offsets_delayed_messages_retries_and_open_transactions_fail_over_with_t
     let etcd = Etcd::start(&dir.path().join("etcd"));
     let start = |name: &str, ip: &str| {
         let listen = format!("{ip}:{}", free_port_pair(ip));
-        let mut args = vec!["--cluster", &etcd.url, "--group", "g1", "--node", name, "--lease-ms", "1000"];
+        let mut args = vec!["--cluster", &etcd.url, "--broker-group", "g1", "--node", name, "--lease-ms", "1000"];
         args.push("--manual-clock");
         Broker::start_listening(&dir.path().join(name), &listen, &args)
     };
@@ -417,12 +417,12 @@ fn a_crashed_follower_leaves_the_in_sync_set_through_etcd_and_rejoins_it_once_ca
     let (status, metrics) = common::get(&admin, "/metrics");
     assert_eq!(status, 200);
     let line = |prefix: &str| metrics.lines().find(|l| l.starts_with(prefix)).map(str::to_string);
-    let isr = line("ringmq_replication_isr_size{shard=\"0\",group=\"g1\"}").expect("the in-sync set's size");
+    let isr = line("ringmq_replication_isr_size{shard=\"0\",broker_group=\"g1\"}").expect("the in-sync set's size");
     assert!(isr.ends_with(" 3.0"), "{isr}");
-    let epoch = line("ringmq_replication_leader_epoch{shard=\"0\",group=\"g1\"}").expect("the epoch");
+    let epoch = line("ringmq_replication_leader_epoch{shard=\"0\",broker_group=\"g1\"}").expect("the epoch");
     assert!(!epoch.ends_with(" 0.0"), "{epoch}");
     for f in ["b", "c"] {
-        let lag = format!("ringmq_replication_lag_bytes{{shard=\"1\",group=\"g1\",follower=\"{f}\"}}");
+        let lag = format!("ringmq_replication_lag_bytes{{shard=\"1\",broker_group=\"g1\",follower=\"{f}\"}}");
         assert!(line(&lag).is_some(), "{f}'s lag on shard 1:\n{metrics}");
     }
     assert!(line("ringmq_shard_role{shard=\"0\",role=\"leader\"} 1.0").is_some());
@@ -441,10 +441,12 @@ fn a_crashed_follower_leaves_the_in_sync_set_through_etcd_and_rejoins_it_once_ca
     assert_eq!(isr_becomes(&etcd, "a,b,c"), "a,b,c", "it catches up and rejoins");
     // The leader reports each follower's lag in bytes and the time since its last fetch.
     let lines = wait_for_status(&etcd.url, Duration::from_secs(60), |lines| {
-        ["b", "c"].iter().all(|f| lines.iter().any(|l| l.starts_with(&format!("group=g1 follower={f} lag_bytes="))))
+        ["b", "c"]
+            .iter()
+            .all(|f| lines.iter().any(|l| l.starts_with(&format!("broker_group=g1 follower={f} lag_bytes="))))
     });
     for f in ["b", "c"] {
-        let line = lines.iter().find(|l| l.starts_with(&format!("group=g1 follower={f} "))).expect("a lag line");
+        let line = lines.iter().find(|l| l.starts_with(&format!("broker_group=g1 follower={f} "))).expect("a lag line");
         let fields: Vec<u64> =
             line.split(' ').skip(2).map(|kv| kv.split_once('=').unwrap().1.parse().unwrap()).collect();
         assert_eq!(fields.len(), 2, "lag_bytes and since_fetch_ms: {line}");
@@ -480,7 +482,7 @@ fn a_follower_that_stops_keeping_up_leaves_the_in_sync_set_while_registered_and_
     b.pause();
     let lines = wait_for_status(&etcd.url, Duration::from_secs(60), |lines| isr_of(lines, "g1") == "a,c");
     assert_eq!(isr_of(&lines, "g1"), "a,c", "a follower past the lag limit leaves the set");
-    assert!(lines.iter().any(|l| l.starts_with("group=g1 node=b ")), "b is still registered: {lines:?}");
+    assert!(lines.iter().any(|l| l.starts_with("broker_group=g1 node=b ")), "b is still registered: {lines:?}");
     for i in 0..20 {
         send_until_acked(&producer, &format!("while b lags {i}"), Duration::from_secs(30));
     }

@@ -69,7 +69,7 @@ impl Workload {
         }
         self.send_mode()?;
         for d in [&self.warmup, &self.duration].into_iter().flatten() {
-            parse_duration(d)?;
+            parse_duration(d).map_err(|e| e.to_string())?;
         }
         Ok(())
     }
@@ -105,8 +105,8 @@ impl Workload {
         set(&mut a.batch_bytes, &self.batch_bytes);
         set(&mut a.keys, &self.keys);
         set(&mut a.mode, &self.send_mode()?);
-        set(&mut a.warmup, &self.warmup.as_deref().map(parse_duration).transpose()?);
-        set(&mut a.duration, &self.duration.as_deref().map(parse_duration).transpose()?);
+        set(&mut a.warmup, &self.warmup.as_deref().map(parse_duration).transpose().map_err(|e| e.to_string())?);
+        set(&mut a.duration, &self.duration.as_deref().map(parse_duration).transpose().map_err(|e| e.to_string())?);
         Ok(a)
     }
 }

@@ -323,7 +323,7 @@ async fn register<S: Store>(store: &S, config: &ClusterConfig) -> Result<Registe
     let node = Node::of(config, lease);
     store.put(&NodeKey::of(config).etcd_key(), node.to_json().into_bytes(), Some(lease)).await?;
     let events = store.watch(WATCHED_PREFIX).await?;
-    tracing::info!(group = %config.group, node = %config.node, lease, ttl_s = ttl.as_secs(), "registered with etcd");
+    tracing::info!(group = %config.broker_group, node = %config.node, lease, ttl_s = ttl.as_secs(), "registered with etcd");
     if ttl > config.lease_ttl.max(Duration::from_secs(1)) {
         // etcd's floor is 1.5 election timeouts (2 s with its defaults).
         tracing::warn!(asked_ms = config.lease_ttl.as_millis() as u64, granted_s = ttl.as_secs(), "etcd granted a longer lease than --lease-ms asks: a paused or cut-off leader is replaced after the granted time");
@@ -390,7 +390,7 @@ async fn run<S: Store>(store: S, config: ClusterConfig, ready: mpsc::Sender<Resu
                         // A follower learns that its leader's key went (its
                         // lease ran out) now, not at its next renewal: the
                         // election starts that much sooner.
-                        if keys.contains(&election::leader_key(&config.group)) {
+                        if keys.contains(&election::leader_key(&config.broker_group)) {
                             let limit = registered.time_left();
                             let lost = tokio::time::timeout(limit, role_lost(&config, &registered.store, role.as_ref()));
                             if let Ok(Some(why)) = lost.await {
@@ -450,7 +450,7 @@ async fn watch_role<S: Store>(config: &ClusterConfig, store: &S, lease: Lease, s
     }
     if let Some(l) = leading.as_mut() {
         note_registered(config, store, l).await;
-        l.lags.store(store, &config.group, lease).await;
+        l.lags.store(store, &config.broker_group, lease).await;
         if let Some(why) = update_isr(config, store, l, &shared.confirmed).await {
             depose(role, leading, shared, why);
         } else if let Some(why) = hand_over(config, store, lease, l).await {
@@ -551,7 +551,7 @@ async fn serve_command<S: Store>(
             }
         }
         Command::RecordStart { epoch, start, reply } => {
-            let put = election::record_start(&registered.store, &config.group, epoch, &start);
+            let put = election::record_start(&registered.store, &config.broker_group, epoch, &start);
             let recorded = in_time(tokio::time::timeout(ETCD_TIMEOUT, put).await);
             if recorded.is_ok() && *role == Some(Elected::Leader { epoch }) {
                 shared.deposed.store(false, Ordering::Release);
@@ -559,13 +559,14 @@ async fn serve_command<S: Store>(
             let _ = reply.send(recorded.map_err(Into::into));
         }
         Command::EpochStarts(reply) => {
-            let got = tokio::time::timeout(ETCD_TIMEOUT, election::epoch_starts(&registered.store, &config.group));
+            let got =
+                tokio::time::timeout(ETCD_TIMEOUT, election::epoch_starts(&registered.store, &config.broker_group));
             let got = got.await.unwrap_or_else(|_| Err(no_answer()));
             let _ = reply.send(got.map_err(Into::into));
         }
         Command::Placement(PlacementAsk::Applied(revision)) => {
             let Some(l) = leading.as_mut().filter(|l| revision > l.applied) else { return };
-            let put = placement::store_applied(&registered.store, &config.group, revision);
+            let put = placement::store_applied(&registered.store, &config.broker_group, revision);
             match in_time(tokio::time::timeout(ETCD_TIMEOUT, put).await) {
                 Ok(()) => l.applied = revision,
                 Err(error) => tracing::warn!(%error, revision, "recording the topics this group applied failed"),
@@ -649,7 +650,7 @@ async fn find_or_become_leader<S: Store>(
     pause: Duration,
 ) -> Result<Elected, StoreError> {
     loop {
-        match election::current(&r.store, &config.group).await? {
+        match election::current(&r.store, &config.broker_group).await? {
             Some(leader) if leader.node != config.node => return Ok(Elected::Follower(leader)),
             // Won under this registration (the answer to an election that
             // took too long, or the node asking again): it leads that epoch.
@@ -662,7 +663,7 @@ async fn find_or_become_leader<S: Store>(
             None => {
                 let attempt = election::campaign(
                     &r.store,
-                    &config.group,
+                    &config.broker_group,
                     &config.node,
                     &config.advertise,
                     config.shards,
@@ -671,17 +672,17 @@ async fn find_or_become_leader<S: Store>(
                 match attempt.await? {
                     Campaign::Won { epoch, isr } => {
                         let members = &isr.members;
-                        tracing::info!(group = %config.group, node = %config.node, epoch, ?members, "elected leader");
+                        tracing::info!(group = %config.broker_group, node = %config.node, epoch, ?members, "elected leader");
                         return Ok(Elected::Leader { epoch });
                     }
                     Campaign::Lost => tokio::time::sleep(pause / 4).await,
                     Campaign::MakeWay(to) => {
-                        tracing::info!(group = %config.group, node = %config.node, %to, "making way for the node a transfer names");
+                        tracing::info!(group = %config.broker_group, node = %config.node, %to, "making way for the node a transfer names");
                         tokio::time::sleep(pause / 4).await;
                         renew(r).await?;
                     }
                     Campaign::NotInSync(members) => {
-                        tracing::info!(group = %config.group, node = %config.node, ?members, "not in sync: waiting for a member of the in-sync set to lead");
+                        tracing::info!(group = %config.broker_group, node = %config.node, ?members, "not in sync: waiting for a member of the in-sync set to lead");
                         tokio::time::sleep(pause).await;
                         renew(r).await?;
                     }
@@ -702,7 +703,7 @@ fn depose(role: &mut Option<Elected>, leading: &mut Option<Leading>, shared: &Sh
 
 /// The in-sync set as this node begins to lead `epoch` (stored by its campaign).
 async fn start_leading<S: Store>(config: &ClusterConfig, store: &S, epoch: u64) -> Option<Leading> {
-    match isr::read(store, &config.group).await {
+    match isr::read(store, &config.broker_group).await {
         Ok((Some(isr), revision)) => {
             let tracker = Tracker::new(&config.node, config.shards, &isr.members);
             let lags = Lags::default();
@@ -713,7 +714,7 @@ async fn start_leading<S: Store>(config: &ClusterConfig, store: &S, epoch: u64) 
             Some(leading)
         }
         Ok((None, _)) => {
-            tracing::error!(group = %config.group, "the campaign stored no in-sync set");
+            tracing::error!(group = %config.broker_group, "the campaign stored no in-sync set");
             None
         }
         Err(error) => {
@@ -727,7 +728,7 @@ async fn start_leading<S: Store>(config: &ClusterConfig, store: &S, epoch: u64) 
 /// sync and caught up (or has had `CATCH_UP_WAIT`): says why once this
 /// node no longer leads.
 async fn hand_over<S: Store>(config: &ClusterConfig, store: &S, lease: Lease, l: &mut Leading) -> Option<String> {
-    let to = match transfer::make_way_for(store, &config.group, &config.node).await {
+    let to = match transfer::make_way_for(store, &config.broker_group, &config.node).await {
         Ok(Some(to)) if l.isr.members.contains(&to) => to,
         Ok(_) => return None,
         Err(error) => {
@@ -742,10 +743,10 @@ async fn hand_over<S: Store>(config: &ClusterConfig, store: &S, lease: Lease, l:
     }
     let (node, advertise) = (config.node.clone(), config.advertise.clone());
     let mine = Leadership { node, advertise, epoch: l.epoch, lease };
-    match transfer::resign(store, &config.group, &mine).await {
+    match transfer::resign(store, &config.broker_group, &mine).await {
         Ok(_) => {
-            tracing::info!(group = %config.group, %to, caught_up, "handing the lead over");
-            Some(format!("the lead of broker group {:?} goes to {to} (cluster transfer-leader)", config.group))
+            tracing::info!(group = %config.broker_group, %to, caught_up, "handing the lead over");
+            Some(format!("the lead of broker group {:?} goes to {to} (cluster transfer-leader)", config.broker_group))
         }
         Err(error) => {
             tracing::warn!(%error, "giving up the lead failed; retrying");
@@ -756,7 +757,7 @@ async fn hand_over<S: Store>(config: &ClusterConfig, store: &S, lease: Lease, l:
 
 /// Tells the tracker which of the group's nodes are registered now.
 async fn note_registered<S: Store>(config: &ClusterConfig, store: &S, l: &mut Leading) {
-    match registry::group_nodes(store, &config.group).await {
+    match registry::group_nodes(store, &config.broker_group).await {
         Ok(alive) => l.tracker.set_registered(alive.into_iter().collect()),
         Err(error) => tracing::warn!(%error, "listing the group's nodes failed"),
     }
@@ -774,9 +775,9 @@ async fn update_isr<S: Store>(
     if l.attempted.is_some() {
         // A write whose outcome is unknown (its answer lost, or cut short):
         // what etcd holds is read before anything else is decided.
-        match isr::read(store, &config.group).await {
+        match isr::read(store, &config.broker_group).await {
             Ok((Some(stored), _)) if stored.epoch > l.epoch => {
-                return Some(format!("epoch {} of broker group {:?} began", stored.epoch, config.group));
+                return Some(format!("epoch {} of broker group {:?} began", stored.epoch, config.broker_group));
             }
             Ok((Some(stored), revision)) => {
                 (l.isr, l.revision, l.attempted) = (stored, revision, None);
@@ -790,18 +791,18 @@ async fn update_isr<S: Store>(
         // Until its outcome is known, the shards count the members of both sets.
         l.attempted = Some(next.members.clone());
         publish_confirmed(config, Some(l), confirmed);
-        match isr::write(store, &config.group, &next, l.revision).await {
+        match isr::write(store, &config.broker_group, &next, l.revision).await {
             Ok(Some(revision)) => {
-                tracing::info!(group = %config.group, members = ?next.members, "in-sync set changed");
+                tracing::info!(group = %config.broker_group, members = ?next.members, "in-sync set changed");
                 (l.isr, l.revision, l.attempted) = (next, revision, None);
             }
             Ok(None) => {
                 l.attempted = None;
-                let stored = isr::read(store, &config.group).await;
-                tracing::warn!(group = %config.group, node = %config.node, epoch = l.epoch, revision = l.revision, ?stored, "the in-sync set or the epoch moved under this leader");
+                let stored = isr::read(store, &config.broker_group).await;
+                tracing::warn!(group = %config.broker_group, node = %config.node, epoch = l.epoch, revision = l.revision, ?stored, "the in-sync set or the epoch moved under this leader");
                 match stored {
                     Ok((Some(stored), _)) if stored.epoch > l.epoch => {
-                        return Some(format!("epoch {} of broker group {:?} began", stored.epoch, config.group));
+                        return Some(format!("epoch {} of broker group {:?} began", stored.epoch, config.broker_group));
                     }
                     Ok((Some(stored), revision)) => {
                         l.isr = stored;
@@ -828,7 +829,7 @@ fn publish_confirmed(config: &ClusterConfig, leading: Option<&Leading>, confirme
 /// Why the elected role no longer holds, if it does not.
 async fn role_lost<S: Store>(config: &ClusterConfig, store: &S, role: Option<&Elected>) -> Option<String> {
     let role = role?;
-    let current = match election::current(store, &config.group).await {
+    let current = match election::current(store, &config.broker_group).await {
         Ok(current) => current,
         Err(error) => {
             tracing::warn!(%error, "reading the group's leader failed");
@@ -838,8 +839,10 @@ async fn role_lost<S: Store>(config: &ClusterConfig, store: &S, role: Option<&El
     match (role, current) {
         (Elected::Leader { epoch }, Some(l)) if l.node == config.node && l.epoch == *epoch => None,
         (Elected::Follower(mine), Some(l)) if l == *mine => None,
-        (_, Some(l)) => Some(format!("broker group {:?} is led by {} in epoch {} now", config.group, l.node, l.epoch)),
-        (_, None) => Some(format!("broker group {:?} lost its leader", config.group)),
+        (_, Some(l)) => {
+            Some(format!("broker group {:?} is led by {} in epoch {} now", config.broker_group, l.node, l.epoch))
+        }
+        (_, None) => Some(format!("broker group {:?} lost its leader", config.broker_group)),
     }
 }
 

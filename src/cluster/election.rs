@@ -1,6 +1,6 @@
 //! A broker group's leader, elected through etcd. The leader key
-//! `/ringmq/groups/<group>/leader` lives under the leader's lease; the
-//! epoch key `/ringmq/groups/<group>/epoch` only grows, and both change in
+//! `/ringmq/broker-groups/<group>/leader` lives under the leader's lease; the
+//! epoch key `/ringmq/broker-groups/<group>/epoch` only grows, and both change in
 //! one compare-and-swap transaction: a node leads epoch E+1 only if no
 //! leader key exists and the epoch is still E when it commits.
 
@@ -20,14 +20,15 @@ pub struct Leadership {
     pub lease: i64,
 }
 
-pub(super) const GROUPS_PREFIX: &str = "/ringmq/groups/";
+/// Every broker group's keys are under here (a consumer group is not a broker group).
+pub(super) const BROKER_GROUPS_PREFIX: &str = "/ringmq/broker-groups/";
 
 pub(super) fn leader_key(group: &str) -> String {
-    format!("{GROUPS_PREFIX}{group}/leader")
+    format!("{BROKER_GROUPS_PREFIX}{group}/leader")
 }
 
 pub(super) fn epoch_key(group: &str) -> String {
-    format!("{GROUPS_PREFIX}{group}/epoch")
+    format!("{BROKER_GROUPS_PREFIX}{group}/epoch")
 }
 
 /// The group's current leader, if one holds the key.
@@ -115,7 +116,7 @@ pub struct EpochStart {
 }
 
 fn epoch_start_prefix(group: &str) -> String {
-    format!("/ringmq/groups/{group}/epochs/")
+    format!("{BROKER_GROUPS_PREFIX}{group}/epochs/")
 }
 
 fn epoch_start_key(group: &str, epoch: u64) -> String {
@@ -222,7 +223,7 @@ mod tests {
 /// A broker group as etcd describes it, for `ringmq cluster status`.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
 pub struct GroupState {
-    pub group: String,
+    pub broker_group: String,
     /// None while the group has no live leader.
     pub leader: Option<Leadership>,
     pub isr: Option<Isr>,
@@ -234,14 +235,14 @@ pub struct GroupState {
 pub fn list_groups(endpoints: &[String]) -> Result<Vec<GroupState>, super::ClusterError> {
     super::registry::blocking(endpoints, async |store| {
         let mut groups = Vec::new();
-        for kv in store.list(GROUPS_PREFIX).await?.kvs {
-            let Some(group) = kv.key.strip_prefix(GROUPS_PREFIX).and_then(|k| k.strip_suffix("/epoch")) else {
+        for kv in store.list(BROKER_GROUPS_PREFIX).await?.kvs {
+            let Some(group) = kv.key.strip_prefix(BROKER_GROUPS_PREFIX).and_then(|k| k.strip_suffix("/epoch")) else {
                 continue;
             };
             let leader = current(store, group).await?;
             let (isr, _) = isr::read(store, group).await?;
             let lags = isr::read_lags(store, group).await?;
-            groups.push(GroupState { group: group.to_string(), leader, isr, lags });
+            groups.push(GroupState { broker_group: group.to_string(), leader, isr, lags });
         }
         Ok(groups)
     })

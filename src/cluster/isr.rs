@@ -1,4 +1,4 @@
-//! A broker group's in-sync replica set in etcd, `/ringmq/groups/<group>/isr`:
+//! A broker group's in-sync replica set in etcd, `/ringmq/broker-groups/<group>/isr`:
 //! the nodes that hold everything the group acknowledged, and so the only
 //! ones that may be elected. Only the leader of the current epoch changes
 //! it, by a compare-and-swap on its revision and on the epoch. A follower
@@ -6,6 +6,7 @@
 //! falls behind on one or its registration is gone; the leader counts a
 //! follower toward the committed end only while etcd lists it.
 
+use super::election::BROKER_GROUPS_PREFIX;
 use super::store::{Compare, Lease, Op, Store, StoreError};
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -18,7 +19,7 @@ pub struct Isr {
 }
 
 pub(super) fn isr_key(group: &str) -> String {
-    format!("/ringmq/groups/{group}/isr")
+    format!("{BROKER_GROUPS_PREFIX}{group}/isr")
 }
 
 /// The stored set and its revision (0: none stored yet).
@@ -137,7 +138,7 @@ mod tests {
 }
 
 /// How far behind each follower is, summed over the leader's shards, as
-/// `ringmq cluster status` shows it (`/ringmq/groups/<group>/lag`, under
+/// `ringmq cluster status` shows it (`/ringmq/broker-groups/<group>/lag`, under
 /// the leader's lease, rewritten when it changes).
 #[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct FollowerLag {
@@ -186,7 +187,7 @@ impl Lags {
 }
 
 pub(super) fn lag_key(group: &str) -> String {
-    format!("/ringmq/groups/{group}/lag")
+    format!("{BROKER_GROUPS_PREFIX}{group}/lag")
 }
 
 /// The stored lags of `group`'s followers (none while no leader stored any).

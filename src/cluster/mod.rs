@@ -48,7 +48,7 @@ pub struct ClusterConfig {
     /// etcd endpoints, `host:port`.
     pub endpoints: Vec<String>,
     /// The broker group this node belongs to.
-    pub group: String,
+    pub broker_group: String,
     /// This node's name, unique in its group.
     pub node: String,
     /// The address clients and peers reach this node's shard 0 on.

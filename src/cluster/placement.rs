@@ -2,15 +2,15 @@
 //!
 //! - `/ringmq/topics/<name>`: the topic's flush policy and each queue's
 //!   group and shard (created once, by compare-and-swap);
-//! - `/ringmq/groups/<G>/shards`: how many shards the group's nodes run
+//! - `/ringmq/broker-groups/<G>/shards`: how many shards the group's nodes run
 //!   (stored by every campaign);
-//! - `/ringmq/groups/<G>/applied`: the newest etcd revision whose topics the
+//! - `/ringmq/broker-groups/<G>/applied`: the newest etcd revision whose topics the
 //!   group's leader has made its metadata.
 //!
 //! A topic change is answered once every group that has a leader applied it,
 //! so a client may use any queue of it at once.
 
-use super::election::{Leadership, GROUPS_PREFIX};
+use super::election::{Leadership, BROKER_GROUPS_PREFIX};
 use super::store::{Compare, Op, Store, StoreError};
 use super::ClusterError;
 use crate::protocol::messages::CreateTopic;
@@ -28,11 +28,11 @@ const APPLY_WAIT: Duration = Duration::from_secs(10);
 const APPLY_POLL: Duration = Duration::from_millis(20);
 
 pub(super) fn shards_key(group: &str) -> String {
-    format!("{GROUPS_PREFIX}{group}/shards")
+    format!("{BROKER_GROUPS_PREFIX}{group}/shards")
 }
 
 fn applied_key(group: &str) -> String {
-    format!("{GROUPS_PREFIX}{group}/applied")
+    format!("{BROKER_GROUPS_PREFIX}{group}/applied")
 }
 
 fn topic_key(name: &str) -> String {
@@ -42,14 +42,14 @@ fn topic_key(name: &str) -> String {
 /// True if a change of `key` may change the view (a leader, a group's shards, a topic).
 pub(super) fn moves_the_view(key: &str) -> bool {
     key.starts_with(TOPICS_PREFIX)
-        || (key.starts_with(GROUPS_PREFIX) && (key.ends_with("/leader") || key.ends_with("/shards")))
+        || (key.starts_with(BROKER_GROUPS_PREFIX) && (key.ends_with("/leader") || key.ends_with("/shards")))
 }
 
 /// Every group with its shards and leader, and what each leader applied.
 async fn read_groups(store: &impl Store) -> Result<(Vec<GroupShards>, BTreeMap<String, i64>), StoreError> {
     let (mut shards, mut leaders, mut applied) = (BTreeMap::new(), BTreeMap::new(), BTreeMap::new());
-    for kv in store.list(GROUPS_PREFIX).await?.kvs {
-        let Some((group, what)) = kv.key.strip_prefix(GROUPS_PREFIX).and_then(|k| k.split_once('/')) else {
+    for kv in store.list(BROKER_GROUPS_PREFIX).await?.kvs {
+        let Some((group, what)) = kv.key.strip_prefix(BROKER_GROUPS_PREFIX).and_then(|k| k.split_once('/')) else {
             continue;
         };
         match what {
@@ -67,7 +67,7 @@ async fn read_groups(store: &impl Store) -> Result<(Vec<GroupShards>, BTreeMap<S
     }
     let groups = shards
         .into_iter()
-        .map(|(group, shards)| GroupShards { leader: leaders.remove(&group), group, shards })
+        .map(|(group, shards)| GroupShards { leader: leaders.remove(&group), broker_group: group, shards })
         .collect();
     Ok((groups, applied))
 }
@@ -119,8 +119,8 @@ pub(super) async fn wait_applied(store: &impl Store, revision: i64) -> Result<()
         let (groups, applied) = read_groups(store).await?;
         let behind: Vec<String> = groups
             .into_iter()
-            .filter(|g| g.leader.is_some() && applied.get(&g.group).is_none_or(|a| *a < revision))
-            .map(|g| g.group)
+            .filter(|g| g.leader.is_some() && applied.get(&g.broker_group).is_none_or(|a| *a < revision))
+            .map(|g| g.broker_group)
             .collect();
         if behind.is_empty() {
             return Ok(());

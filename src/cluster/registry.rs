@@ -10,29 +10,30 @@ const NODES_PREFIX: &str = "/ringmq/nodes/";
 /// A registered node's key.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
 pub struct NodeKey {
-    pub group: String,
+    pub broker_group: String,
     pub node: String,
 }
 
 impl NodeKey {
     pub fn of(config: &ClusterConfig) -> NodeKey {
-        NodeKey { group: config.group.clone(), node: config.node.clone() }
+        NodeKey { broker_group: config.broker_group.clone(), node: config.node.clone() }
     }
 
     pub fn etcd_key(&self) -> String {
-        format!("{NODES_PREFIX}{}/{}", self.group, self.node)
+        format!("{NODES_PREFIX}{}/{}", self.broker_group, self.node)
     }
 
     fn parse(key: &str) -> Option<NodeKey> {
         let (group, node) = key.strip_prefix(NODES_PREFIX)?.split_once('/')?;
-        Some(NodeKey { group: group.to_string(), node: node.to_string() })
+        Some(NodeKey { broker_group: group.to_string(), node: node.to_string() })
     }
 }
 
 /// A registered node, as `ringmq cluster status` shows it.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Node {
-    pub group: String,
+    #[serde(alias = "group")]
+    pub broker_group: String,
     pub node: String,
     pub advertise: String,
     /// The etcd lease the registration lives under.
@@ -42,7 +43,12 @@ pub struct Node {
 
 impl Node {
     pub fn of(config: &ClusterConfig, lease: i64) -> Node {
-        Node { group: config.group.clone(), node: config.node.clone(), advertise: config.advertise.clone(), lease }
+        Node {
+            broker_group: config.broker_group.clone(),
+            node: config.node.clone(),
+            advertise: config.advertise.clone(),
+            lease,
+        }
     }
 
     pub fn to_json(&self) -> String {
@@ -82,7 +88,7 @@ pub fn list_nodes(endpoints: &[String]) -> Result<Vec<Node>, ClusterError> {
                 nodes.push(kv.json::<Node>()?);
             }
         }
-        nodes.sort_by(|a, b| (&a.group, &a.node).cmp(&(&b.group, &b.node)));
+        nodes.sort_by(|a, b| (&a.broker_group, &a.node).cmp(&(&b.broker_group, &b.node)));
         Ok(nodes)
     })
 }

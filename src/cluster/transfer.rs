@@ -1,5 +1,5 @@
 //! A planned change of a broker group's leader (`ringmq cluster
-//! transfer-leader`). The request `/ringmq/groups/<G>/transfer` names the
+//! transfer-leader`). The request `/ringmq/broker-groups/<G>/transfer` names the
 //! node to lead and lives under a lease of its own (`REQUEST_TTL`), so a
 //! request nobody can carry out goes away. The leader hands over once the
 //! target is in the in-sync set and has caught up (or after
@@ -12,7 +12,7 @@
 //! when the leader stepped down, as a fail-over does; the leader waits for
 //! it to catch up first.
 
-use super::election::{self, Leadership, GROUPS_PREFIX};
+use super::election::{self, Leadership, BROKER_GROUPS_PREFIX};
 use super::isr;
 use super::registry;
 use super::store::{Compare, Op, Store, StoreError};
@@ -35,7 +35,7 @@ pub struct Transfer {
 }
 
 pub(super) fn transfer_key(group: &str) -> String {
-    format!("{GROUPS_PREFIX}{group}/transfer")
+    format!("{BROKER_GROUPS_PREFIX}{group}/transfer")
 }
 
 /// The standing request of `group`, if any.

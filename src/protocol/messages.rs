@@ -727,7 +727,7 @@ mod tests {
 /// leader how far the follower has it durable).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ReplicaFetch {
-    pub group: String,
+    pub broker_group: String,
     pub follower: String,
     /// The leader epoch the follower follows: a leader of another epoch refuses.
     pub epoch: u64,
@@ -739,13 +739,13 @@ pub struct ReplicaFetch {
 
 impl ReplicaFetch {
     pub fn encode(&self, w: &mut Writer) {
-        w.string(&self.group).string(&self.follower).u64(self.epoch).u32(self.shard);
+        w.string(&self.broker_group).string(&self.follower).u64(self.epoch).u32(self.shard);
         w.u64(self.from).u32(self.max_bytes).u32(self.max_wait_ms);
     }
 
     pub fn decode(r: &mut Reader) -> Result<Self, DecodeError> {
         Ok(ReplicaFetch {
-            group: r.string()?,
+            broker_group: r.string()?,
             follower: r.string()?,
             epoch: r.u64()?,
             shard: r.u32()?,

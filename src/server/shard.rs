@@ -174,10 +174,11 @@ async fn serve(s: Startup) -> Result<(), ShardError> {
     let net = Net::new(&core, s.per_address.clone());
     let mesh_tasks = core.mesh().spawn_receivers(receivers, wire::serve_calls(&services));
     match cfg.cluster.as_ref() {
-        Some(ClusterRole { lead: Lead::Follower { addr, .. }, group, node, epoch, .. }) => {
+        Some(ClusterRole { lead: Lead::Follower { addr, .. }, broker_group, node, epoch, .. }) => {
             let mut addr = *addr;
             addr.set_port(addr.port() + s.index as u16);
-            let leader = follower::Leader { group: group.clone(), node: node.clone(), epoch: *epoch, addr };
+            let leader =
+                follower::Leader { broker_group: broker_group.clone(), node: node.clone(), epoch: *epoch, addr };
             start_follower_tasks(&services, &net, listener, leader);
         }
         _ => start_tasks(&services, &net, listener, kafka),

@@ -81,7 +81,7 @@ pub fn wait_for_status(url: &str, limit: Duration, done: impl Fn(&[String]) -> b
 
 /// The in-sync set the status lines give broker group `group` (empty if none).
 pub fn isr_of(lines: &[String], group: &str) -> String {
-    let prefix = format!("group={group} leader=");
+    let prefix = format!("broker_group={group} leader=");
     lines.iter().find(|l| l.starts_with(&prefix)).and_then(|l| l.split(" isr=").nth(1)).unwrap_or_default().to_string()
 }
 

@@ -266,7 +266,7 @@ impl World {
         });
         let config = ClusterConfig {
             endpoints: Vec::new(),
-            group: GROUP.into(),
+            broker_group: GROUP.into(),
             node: node.name.clone(),
             advertise: format!("{}:9092", node.name),
             lease_ttl: LEASE,
@@ -276,7 +276,7 @@ impl World {
         let (control, run) = ControlPlane::on(link, config, on_lost);
         let isr = control.isr_link();
         let base = ClusterRole {
-            group: GROUP.into(),
+            broker_group: GROUP.into(),
             node: node.name.clone(),
             epoch: 0,
             replication: REPLICATION,
@@ -509,7 +509,7 @@ impl World {
             tokio::time::sleep(STEP).await;
         }
         if self.acked.len() == calm {
-            let listed = self.store.list("/ringmq/groups/").await.expect("the memory store answers");
+            let listed = self.store.list("/ringmq/broker-groups/").await.expect("the memory store answers");
             let keys: Vec<String> =
                 listed.kvs.iter().map(|kv| format!("{}={}", kv.key, String::from_utf8_lossy(&kv.value))).collect();
             let state = format!("{}; store: {keys:?}", self.describe());

@@ -106,7 +106,7 @@ fn cluster(core: &Core, families: &[Family]) -> Json {
         .borrow()
         .groups
         .iter()
-        .map(|g| json!({"group": g.group, "shards": g.shards, "leader": g.leader}))
+        .map(|g| json!({"group": g.broker_group, "shards": g.shards, "leader": g.leader}))
         .collect();
     let gauge = |name: &'static str| samples(families, name).next().map(Sample::number);
     let followers: Vec<Json> = samples(families, "ringmq_replication_lag_bytes")

@@ -77,7 +77,7 @@ impl Metadata {
             for q in &t.queues {
                 match q {
                     Home::Here(slot) => w.u8(0).u32(slot.shard).u32(slot.storage_id),
-                    Home::Group(place) => w.u8(1).string(&place.group).u32(place.shard),
+                    Home::Group(place) => w.u8(1).string(&place.broker_group).u32(place.shard),
                 };
             }
         }
@@ -157,8 +157,10 @@ impl Metadata {
                 .iter()
                 .enumerate()
                 .map(|(i, place)| match kept.map(|t| &t.queues[i]) {
-                    Some(Home::Here(slot)) if place.group == group && slot.shard == place.shard => Home::Here(*slot),
-                    _ if place.group == group => {
+                    Some(Home::Here(slot)) if place.broker_group == group && slot.shard == place.shard => {
+                        Home::Here(*slot)
+                    }
+                    _ if place.broker_group == group => {
                         next.next_storage_id += 1;
                         Home::Here(QueueSlot { shard: place.shard, storage_id: next.next_storage_id - 1 })
                     }
@@ -191,7 +193,7 @@ impl Metadata {
 fn decode_home(r: &mut Reader<'_>, v1: bool) -> Result<Home, DecodeError> {
     match if v1 { 0 } else { r.u8()? } {
         0 => Ok(Home::Here(QueueSlot { shard: r.u32()?, storage_id: r.u32()? })),
-        1 => Ok(Home::Group(Place { group: r.string()?, shard: r.u32()? })),
+        1 => Ok(Home::Group(Place { broker_group: r.string()?, shard: r.u32()? })),
         _ => Err(DecodeError("unknown queue home")),
     }
 }
@@ -263,7 +265,7 @@ mod tests {
 
     #[test]
     fn a_placement_keeps_the_storage_of_topics_held_and_names_other_groups_queues() {
-        let at = |group: &str, shard| Place { group: group.into(), shard };
+        let at = |group: &str, shard| Place { broker_group: group.into(), shard };
         let topic = |created, queues: Vec<Place>| PlacedTopic { flush: 0, queues, created };
         let mut placed = BTreeMap::new();
         placed.insert("t".to_string(), topic(10, vec![at("a", 0), at("b", 0), at("a", 1)]));

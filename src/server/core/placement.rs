@@ -21,7 +21,8 @@ const PER_GROUP_PREFIXES: [&str; 2] = ["%RETRY%", "%DLQ%"];
 /// Where one queue lives: a shard of a broker group.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, serde::Serialize, serde::Deserialize)]
 pub struct Place {
-    pub group: String,
+    #[serde(alias = "group")]
+    pub broker_group: String,
     pub shard: u32,
 }
 
@@ -40,7 +41,7 @@ pub struct PlacedTopic {
 /// leader's shard 0 listens (None while it has no leader).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct GroupShards {
-    pub group: String,
+    pub broker_group: String,
     pub shards: u32,
     pub leader: Option<String>,
 }
@@ -59,7 +60,7 @@ impl ClusterView {
     pub fn global(&self, place: &Place) -> Option<u32> {
         let mut base = 0;
         for g in &self.groups {
-            if g.group == place.group {
+            if g.broker_group == place.broker_group {
                 return (place.shard < g.shards).then_some(base + place.shard);
             }
             base += g.shards;
@@ -71,7 +72,7 @@ impl ClusterView {
     pub fn place_of(&self, mut index: u32) -> Option<Place> {
         for g in &self.groups {
             if index < g.shards {
-                return Some(Place { group: g.group.clone(), shard: index });
+                return Some(Place { broker_group: g.broker_group.clone(), shard: index });
             }
             index -= g.shards;
         }
@@ -107,10 +108,12 @@ pub fn place(name: &str, queues: u32, groups: &[GroupShards]) -> Vec<Place> {
     let hash = super::metadata::spread_hash(name);
     if PER_GROUP_PREFIXES.iter().any(|p| name.starts_with(p)) {
         let shard_of = |g: &GroupShards| hash % g.shards.max(1);
-        return groups.iter().map(|g| Place { group: g.group.clone(), shard: shard_of(g) }).collect();
+        return groups.iter().map(|g| Place { broker_group: g.broker_group.clone(), shard: shard_of(g) }).collect();
     }
-    let all: Vec<Place> =
-        groups.iter().flat_map(|g| (0..g.shards).map(|shard| Place { group: g.group.clone(), shard })).collect();
+    let all: Vec<Place> = groups
+        .iter()
+        .flat_map(|g| (0..g.shards).map(|shard| Place { broker_group: g.broker_group.clone(), shard }))
+        .collect();
     if all.is_empty() {
         return Vec::new();
     }
@@ -172,7 +175,7 @@ impl Core {
 
     /// This node's broker group ("" on a single node).
     pub(super) fn group(&self) -> &str {
-        self.config().cluster.as_ref().map_or("", |c| c.group.as_str())
+        self.config().cluster.as_ref().map_or("", |c| c.broker_group.as_str())
     }
 
     /// The named topics (all if none named) as clients see them: in a
@@ -186,7 +189,7 @@ impl Core {
         let view = link.view.borrow();
         let shard_of = |h: &Home| {
             let place = match h {
-                Home::Here(slot) => &Place { group: self.group().to_string(), shard: slot.shard },
+                Home::Here(slot) => &Place { broker_group: self.group().to_string(), shard: slot.shard },
                 Home::Group(place) => place,
             };
             view.global(place).unwrap_or(u32::MAX)
@@ -201,10 +204,13 @@ impl Core {
         let view = link.view.borrow();
         let at = coordinator_of(group, view.total_shards() as usize) as u32;
         match view.place_of(at) {
-            Some(place) if place.group == self.group() => Ok(place.shard as usize),
+            Some(place) if place.broker_group == self.group() => Ok(place.shard as usize),
             Some(place) => Err(Failure(
                 ErrorCode::NotLeader,
-                format!("consumer group {group:?} is coordinated by broker group {:?}; refresh metadata", place.group),
+                format!(
+                    "consumer group {group:?} is coordinated by broker group {:?}; refresh metadata",
+                    place.broker_group
+                ),
             )),
             None => Err(Failure(ErrorCode::NotLeader, "no broker group is known yet; refresh metadata".into())),
         }
@@ -228,7 +234,7 @@ mod tests {
 
     fn groups() -> Vec<GroupShards> {
         let g = |name: &str, shards, leader: Option<&str>| GroupShards {
-            group: name.into(),
+            broker_group: name.into(),
             shards,
             leader: leader.map(str::to_string),
         };
@@ -240,11 +246,11 @@ mod tests {
         let placed = place("orders", 6, &groups());
         assert_eq!(placed.len(), 6);
         for shard in [("a", 0), ("a", 1), ("b", 0)] {
-            let n = placed.iter().filter(|p| (p.group.as_str(), p.shard) == shard).count();
+            let n = placed.iter().filter(|p| (p.broker_group.as_str(), p.shard) == shard).count();
             assert_eq!(n, 2, "{shard:?} holds a third of the queues: {placed:?}");
         }
         let retry = place("%RETRY%billing", 1, &groups());
-        assert_eq!(retry.iter().map(|p| p.group.as_str()).collect::<Vec<_>>(), ["a", "b"], "one per group");
+        assert_eq!(retry.iter().map(|p| p.broker_group.as_str()).collect::<Vec<_>>(), ["a", "b"], "one per group");
         assert!(place("x", 3, &[]).is_empty());
     }
 
@@ -252,10 +258,10 @@ mod tests {
     fn cluster_wide_shards_are_the_groups_shards_in_turn() {
         let view = ClusterView { groups: groups(), ..ClusterView::default() };
         assert_eq!(view.total_shards(), 3);
-        assert_eq!(view.global(&Place { group: "b".into(), shard: 0 }), Some(2));
-        assert_eq!(view.global(&Place { group: "b".into(), shard: 1 }), None);
-        assert_eq!(view.global(&Place { group: "c".into(), shard: 0 }), None);
-        assert_eq!(view.place_of(1), Some(Place { group: "a".into(), shard: 1 }));
+        assert_eq!(view.global(&Place { broker_group: "b".into(), shard: 0 }), Some(2));
+        assert_eq!(view.global(&Place { broker_group: "b".into(), shard: 1 }), None);
+        assert_eq!(view.global(&Place { broker_group: "c".into(), shard: 0 }), None);
+        assert_eq!(view.place_of(1), Some(Place { broker_group: "a".into(), shard: 1 }));
         assert_eq!(view.place_of(3), None);
         assert_eq!(view.shard_addrs(), ["127.0.0.1:9000", "127.0.0.1:9001", ""]);
     }

@@ -64,7 +64,7 @@ pub struct ReplicationConfig {
 /// the shards start.
 #[derive(Debug, Clone)]
 pub struct ClusterRole {
-    pub group: String,
+    pub broker_group: String,
     pub node: String,
     /// The leader epoch this role belongs to.
     pub epoch: u64,
@@ -201,7 +201,7 @@ impl Replication {
         let (_, inherited_end) = log.ends();
         Replication {
             config: role.replication.clone(),
-            group: role.group.clone(),
+            group: role.broker_group.clone(),
             epoch: role.epoch,
             shard,
             isr: role.isr.clone(),
@@ -349,7 +349,7 @@ impl Replication {
         let (written_end, _) = log.ends();
         let group = self.group.as_str();
         for (name, p) in self.followers.borrow().iter() {
-            let labels = [("group", group), ("follower", name.as_str())];
+            let labels = [("broker_group", group), ("follower", name.as_str())];
             let lag = written_end.saturating_sub(p.durable_end) as f64;
             out.gauge(
                 "ringmq_replication_lag_bytes",
@@ -369,20 +369,20 @@ impl Replication {
         out.gauge(
             "ringmq_replication_isr_size",
             "Replicas in the group's in-sync set as etcd lists it (the leader included).",
-            &[("group", group)],
+            &[("broker_group", group)],
             isr,
         );
         out.gauge(
             "ringmq_replication_leader_epoch",
             "The epoch this node leads its group in.",
-            &[("group", group)],
+            &[("broker_group", group)],
             self.epoch as f64,
         );
         let committed = self.committed.get() as f64;
         out.gauge(
             "ringmq_replication_committed_position",
             "The log position below which this shard's log is on enough replicas.",
-            &[("group", group)],
+            &[("broker_group", group)],
             committed,
         );
     }

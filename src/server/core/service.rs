@@ -26,7 +26,7 @@ impl Core {
                 ErrorCode::NotLeader,
                 format!(
                     "queue {} of topic {:?} lives in broker group {:?}: its leader serves it; refresh metadata",
-                    q.queue, q.topic, place.group
+                    q.queue, q.topic, place.broker_group
                 ),
             )),
         }

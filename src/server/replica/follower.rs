@@ -23,7 +23,7 @@ const RETRY_PAUSE: Duration = Duration::from_millis(200);
 
 /// Who this shard follows.
 pub struct Leader {
-    pub group: String,
+    pub broker_group: String,
     /// This node's name, as the leader knows its followers.
     pub node: String,
     pub epoch: u64,
@@ -56,7 +56,7 @@ async fn fetch_until_failure(core: &Core, leader: &Leader) -> Result<(), Replica
     loop {
         let (_, _, durable) = storage.log_positions();
         let fetch = ReplicaFetch {
-            group: leader.group.clone(),
+            broker_group: leader.broker_group.clone(),
             follower: leader.node.clone(),
             epoch: leader.epoch,
             shard: core.id() as u32,

@@ -17,12 +17,12 @@ pub async fn serve_fetch(core: &Core, f: &ReplicaFetch, w: &mut Writer) -> Resul
     let ShardRole::Leader(replication) = core.role() else {
         return Err(Failure(ErrorCode::NotLeader, "this node does not lead a broker group".into()));
     };
-    if f.group != replication.group() || f.epoch != replication.epoch() {
+    if f.broker_group != replication.group() || f.epoch != replication.epoch() {
         let m = format!(
             "this node leads broker group {:?} in epoch {}, not {:?} in epoch {}",
             replication.group(),
             replication.epoch(),
-            f.group,
+            f.broker_group,
             f.epoch
         );
         return Err(Failure(ErrorCode::NotLeader, m));
