@@ -49,35 +49,31 @@ fn nodes_register_under_a_lease_and_leave_on_stop_or_when_it_runs_out() {
     assert!(lines.is_empty(), "a killed node is gone once its lease runs out: {lines:?}");
 }
 
-#[test]
-fn a_node_that_cannot_reach_etcd_refuses_to_start_and_says_why() {
+/// `ringmq serve` of a node whose broker group `flag` names, with an etcd
+/// address where nothing listens: whether it started, and what it said.
+fn serve_without_etcd(flag: &str) -> (bool, String) {
     let dir = tempfile::tempdir().unwrap();
-    // Nothing listens there.
     let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
     let out = Command::new(env!("CARGO_BIN_EXE_ringmq"))
         .args(["serve", "--listen", "127.0.0.1:9", "--cores", "0", "--segment-mib", "16", "--cache-mib", "16"])
         .arg("--data-dir")
         .arg(dir.path())
-        .args(["--cluster", &format!("etcd://127.0.0.1:{port}"), "--broker-group", "g1", "--node", "a"])
+        .args(["--cluster", &format!("etcd://127.0.0.1:{port}"), flag, "g1", "--node", "a"])
         .output()
         .expect("run ringmq serve");
-    assert!(!out.status.success());
-    let err = String::from_utf8_lossy(&out.stderr);
+    (out.status.success(), String::from_utf8_lossy(&out.stderr).into_owned())
+}
+
+#[test]
+fn a_node_that_cannot_reach_etcd_refuses_to_start_and_says_why() {
+    let (started, err) = serve_without_etcd("--broker-group");
+    assert!(!started);
     assert!(err.contains("cannot register with etcd") && err.contains("is etcd running"), "{err}");
 }
 
 #[test]
 fn the_old_group_flag_still_names_the_broker_group_and_says_its_new_name() {
-    let dir = tempfile::tempdir().unwrap();
-    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
-    let out = Command::new(env!("CARGO_BIN_EXE_ringmq"))
-        .args(["serve", "--listen", "127.0.0.1:9", "--cores", "0", "--segment-mib", "16", "--cache-mib", "16"])
-        .arg("--data-dir")
-        .arg(dir.path())
-        .args(["--cluster", &format!("etcd://127.0.0.1:{port}"), "--group", "g1", "--node", "a"])
-        .output()
-        .expect("run ringmq serve");
-    let err = String::from_utf8_lossy(&out.stderr);
+    let (_, err) = serve_without_etcd("--group");
     assert!(err.contains("--group") && err.contains("--broker-group"), "the old flag is warned for: {err}");
     assert!(err.contains("cannot register with etcd"), "and taken as the broker group: {err}");
 }
