@@ -9,9 +9,9 @@ use crate::security::acl::Operation;
 use crate::server::auth::authorizer;
 use crate::server::core::Core;
 use crate::server::net::admission::Refused;
+use crate::server::net::socket::accept;
 use crate::server::net::stream::Stream;
 use crate::server::net::{Listener, Net};
-use futures_lite::AsyncWriteExt;
 use glommio::net::{TcpListener, TcpStream};
 use std::rc::Rc;
 
@@ -19,25 +19,12 @@ use std::rc::Rc;
 /// listeners' are (by client address, `Net::admit`); each is served on its
 /// own task.
 pub async fn accept_loop(core: Rc<Core>, net: Rc<Net>, listener: TcpListener) {
-    loop {
-        let tcp = match core.tasks().unless_stopping(listener.accept()).await {
-            None => return,
-            Some(Ok(tcp)) => tcp,
-            Some(Err(error)) => {
-                tracing::warn!(%error, "admin accept failed");
-                glommio::timer::sleep(std::time::Duration::from_millis(10)).await;
-                continue;
-            }
-        };
-        let admitted = match tcp.peer_addr() {
-            Ok(peer) => net.admit(peer.ip(), Listener::Admin),
-            Err(e) => Err(Refused::NoAddress(e)),
-        };
-        let open = match admitted {
+    while let Some(tcp) = accept(&core, &listener, "admin").await {
+        let open = match net.admit_peer(&tcp, Listener::Admin) {
             Ok(open) => open,
             Err(why) => {
                 tracing::info!(%why, "an admin connection refused");
-                refuse(tcp, &why.to_string()).await;
+                refuse(tcp, &why).await;
                 continue;
             }
         };
@@ -52,11 +39,11 @@ pub async fn accept_loop(core: Rc<Core>, net: Rc<Net>, listener: TcpListener) {
 
 /// A refused connection is told why (in the clear: no TLS handshake is
 /// spent on it) and closed.
-async fn refuse(mut tcp: TcpStream, why: &str) {
-    let body = format!("{why}\n");
-    let head = format!("HTTP/1.1 503 Service Unavailable\r\ncontent-type: text/plain\r\ncontent-length: {}\r\nconnection: close\r\n\r\n", body.len());
-    let _ = tcp.write_all(format!("{head}{body}").as_bytes()).await;
-    let _ = tcp.close().await;
+async fn refuse(tcp: TcpStream, why: &Refused) {
+    let response = Response::text(503, format!("{why}\n"));
+    if let Err(error) = http::write_response(&mut Stream::Plain(tcp), &response, false).await {
+        tracing::debug!(%error, "telling a refused admin connection why failed");
+    }
 }
 
 async fn serve(core: &Core, tcp: TcpStream) {

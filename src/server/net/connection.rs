@@ -15,6 +15,7 @@
 use super::admission::Refused;
 use super::in_flight::{InFlight, STOP_GRACE};
 use super::request_budget::{ConnectionBudget, Reserved};
+use super::socket::accept;
 use super::stream::Stream;
 use super::{Listener, Net};
 use crate::server::core::Core;
@@ -98,21 +99,8 @@ pub enum Lane {
 /// Accepts connections for `protocol` until the shard stops.
 pub async fn accept_loop<P: Protocol>(protocol: Rc<P>, net: Rc<Net>, listener: TcpListener) {
     let core = protocol.core().clone();
-    loop {
-        let stream = match core.tasks().unless_stopping(listener.accept()).await {
-            None => return,
-            Some(Ok(stream)) => stream,
-            Some(Err(error)) => {
-                tracing::warn!(shard = core.id(), listener = P::NAME, %error, "accept failed");
-                glommio::timer::sleep(Duration::from_millis(10)).await;
-                continue;
-            }
-        };
-        let admitted = match stream.peer_addr() {
-            Ok(peer) => net.admit(peer.ip(), Listener::Client(P::NAME)),
-            Err(e) => Err(Refused::NoAddress(e)),
-        };
-        let admitted = match admitted {
+    while let Some(stream) = accept(&core, &listener, P::NAME).await {
+        let admitted = match net.admit_peer(&stream, Listener::Client(P::NAME)) {
             Ok(admitted) => admitted,
             Err(why) => {
                 tracing::info!(shard = core.id(), listener = P::NAME, %why, "a connection refused");

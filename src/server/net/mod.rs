@@ -17,6 +17,7 @@ pub mod stream;
 use crate::server::core::metrics::{Probe, Samples};
 use crate::server::core::Core;
 use admission::{Open, PerAddress, Refused, ShardConnections};
+use glommio::net::TcpStream;
 use request_budget::RequestBudget;
 use std::net::IpAddr;
 use std::rc::Rc;
@@ -65,6 +66,12 @@ impl Net {
             Listener::Client(name) => self.connections.admit(self.shard, name, admitted, self.max_connections),
             Listener::Admin => Ok(self.connections.open("admin", admitted)),
         }
+    }
+
+    /// `admit` for an accepted connection, by its peer's address.
+    pub fn admit_peer(&self, tcp: &TcpStream, listener: Listener) -> Result<Open, Refused> {
+        let peer = tcp.peer_addr().map_err(Refused::NoAddress)?;
+        self.admit(peer.ip(), listener)
     }
 
     /// The bytes of client requests this shard's connections may hold.

@@ -5,7 +5,8 @@
 //! not hold their data, with no error anywhere. Each shard has its own port,
 //! so none needs the kernel's balancing: a port in use is refused here.
 
-use glommio::net::TcpListener;
+use crate::server::core::Core;
+use glommio::net::{TcpListener, TcpStream};
 use std::net::SocketAddr;
 use std::os::fd::{FromRawFd, IntoRawFd};
 
@@ -21,4 +22,18 @@ pub fn bind(addr: SocketAddr) -> std::io::Result<TcpListener> {
     // SAFETY: `fd` is a bound, listening TCP socket whose ownership
     // `into_raw_fd` gave up; glommio's listener takes it over and closes it.
     Ok(unsafe { TcpListener::from_raw_fd(fd) })
+}
+
+/// The next connection `listener` (named `name` in logs) accepts; a failed
+/// accept is logged and tried again shortly. None once the shard stops.
+pub async fn accept(core: &Core, listener: &TcpListener, name: &'static str) -> Option<TcpStream> {
+    loop {
+        match core.tasks().unless_stopping(listener.accept()).await? {
+            Ok(stream) => return Some(stream),
+            Err(error) => {
+                tracing::warn!(shard = core.id(), listener = name, %error, "accept failed");
+                glommio::timer::sleep(std::time::Duration::from_millis(10)).await;
+            }
+        }
+    }
 }

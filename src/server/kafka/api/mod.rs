@@ -124,11 +124,6 @@ impl At {
     pub fn throttle_ms_with(&self, more: Duration) -> i32 {
         (self.waited + more).as_millis().min(i32::MAX as u128) as i32
     }
-
-    /// The quota's wait before serving.
-    pub fn waited(&self) -> Duration {
-        self.waited
-    }
 }
 
 /// What the connection does with a request it answers at once.
