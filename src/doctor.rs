@@ -29,7 +29,7 @@ pub struct DiskNeeds {
     /// Retention by size, per shard.
     pub retention_bytes: Option<u64>,
     /// Retired segment files each shard keeps for recycling.
-    pub pooled_segments: u64,
+    pub segment_pool_max: u64,
 }
 
 /// Runs every check for a broker with `shards` shards on `cores`, keeping data
@@ -173,7 +173,7 @@ fn disk_space(data_dir: &Path, shards: u64, disk: DiskNeeds) -> Check {
     let retention = match disk.retention_bytes {
         None => "no size retention: the log grows until the disk is full (set --retention-gib)".to_string(),
         Some(r) => {
-            let most = shards * (r + (2 + disk.pooled_segments) * disk.segment_bytes + ballast);
+            let most = shards * (r + (2 + disk.segment_pool_max) * disk.segment_bytes + ballast);
             let fits = if most <= free + held { "fits" } else { "does NOT fit: lower --retention-gib or free space" };
             format!("retention keeps up to {:.1} GiB over {shards} shards, which {fits}", gib(most))
         }
@@ -292,7 +292,7 @@ mod tests {
             &dir,
             &[0],
             16,
-            DiskNeeds { segment_bytes: 1 << 20, retention_bytes: Some(1 << 20), pooled_segments: 4 },
+            DiskNeeds { segment_bytes: 1 << 20, retention_bytes: Some(1 << 20), segment_pool_max: 4 },
         );
         let _ = std::fs::remove_dir_all(&dir);
         for c in &checks {
@@ -303,7 +303,7 @@ mod tests {
         let no_room = disk_space(
             &std::env::temp_dir(),
             2,
-            DiskNeeds { segment_bytes: 1 << 50, retention_bytes: None, pooled_segments: 4 },
+            DiskNeeds { segment_bytes: 1 << 50, retention_bytes: None, segment_pool_max: 4 },
         );
         assert!(!no_room.ok && no_room.detail.contains("--segment-mib"), "{}", no_room.detail);
         assert!(no_room.detail.contains("no size retention"), "{}", no_room.detail);

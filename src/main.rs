@@ -3,7 +3,9 @@
 
 mod cli;
 
+use clap::parser::ValueSource;
 use clap::{Args, CommandFactory, FromArgMatches, Parser, Subcommand, ValueEnum};
+use cli::settings::{Flush, Settings};
 use ringmq::client::{
     Client, ClientConfig, ClientError, Consumer, GroupConfig, Message, Producer, ProducerConfig, SaslLogin, StartFrom,
     StartNew,
@@ -12,7 +14,6 @@ use ringmq::cluster::node::Role;
 use ringmq::security::sasl::SaslMechanism;
 use ringmq::security::tls::{ClientFiles, ClientTls, ServerTls};
 use ringmq::server::{self, config, ServerConfig};
-use ringmq::shards::crypt::keyring::Keyring;
 use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
 use signal_hook::iterator::Signals;
 use std::io::{BufRead, Write};
@@ -31,7 +32,7 @@ struct Cli {
 #[derive(Subcommand)]
 enum Command {
     /// Run the broker: one shard per core, shard N on the listen port + N.
-    Serve(Box<ServeArgs>),
+    Serve(Box<Settings>),
     /// Create, list, describe or delete topics.
     Topic {
         #[command(subcommand)]
@@ -102,11 +103,8 @@ enum ClusterAction {
         #[arg(long)]
         cluster: String,
         /// The broker group whose leader is switched.
-        #[arg(long, required_unless_present = "group")]
-        broker_group: Option<String>,
-        /// The old name of --broker-group (accepted with a warning until the next release).
-        #[arg(long, hide = true)]
-        group: Option<String>,
+        #[arg(long)]
+        broker_group: String,
         /// The node to lead (default: another registered member of the in-sync set).
         #[arg(long)]
         to: Option<String>,
@@ -176,392 +174,6 @@ enum DlqAction {
     },
 }
 
-/// Flags of `ringmq serve`; each may also come from the --config file (a flag wins).
-#[derive(Args, Default, serde::Deserialize)]
-#[serde(deny_unknown_fields)]
-struct ServeArgs {
-    /// TOML file with any of these settings (keys as the flags, with _ for -).
-    #[arg(long)]
-    #[serde(skip)]
-    config: Option<PathBuf>,
-    /// Data directory (shard N keeps its files in DIR/shard-N)
-    #[arg(long)]
-    data_dir: Option<PathBuf>,
-    /// CPUs to run shards on, e.g. 0,1
-    #[arg(long, value_delimiter = ',')]
-    cores: Option<Vec<usize>>,
-    /// Address of shard 0; shard N listens on port + N (port 0: ephemeral ports)
-    #[arg(long)]
-    listen: Option<std::net::SocketAddr>,
-    /// Default flush policy of new topics
-    #[arg(long, value_enum)]
-    flush: Option<Flush>,
-    /// Commit log segment size, MiB
-    #[arg(long)]
-    segment_mib: Option<u64>,
-    /// User-space cache per shard, MiB
-    #[arg(long)]
-    cache_mib: Option<usize>,
-    /// Durable log writes in flight per shard (1: one at a time)
-    #[arg(long)]
-    flush_depth: Option<usize>,
-    /// While durable writes are in flight, yield the shard's core to the kernel's completion work every this many microseconds (0: never)
-    #[arg(long)]
-    completion_yield_us: Option<u64>,
-    /// How long an idle shard polls for work before its thread sleeps, microseconds: lower wake-up latency for CPU spent idle (0 on shared hosts and for several brokers on one machine)
-    #[arg(long)]
-    idle_spin_us: Option<u64>,
-    /// Largest request frame, bytes, checked before the frame is read
-    #[arg(long)]
-    max_frame_bytes: Option<usize>,
-    /// Largest record batch, bytes
-    #[arg(long)]
-    max_batch_bytes: Option<usize>,
-    /// Client connections per shard, over its native and Kafka listeners
-    #[arg(long)]
-    max_connections: Option<usize>,
-    /// Connections from one client address to the node, over both listeners (0: no limit)
-    #[arg(long)]
-    max_connections_per_ip: Option<usize>,
-    /// Requests in flight per connection, for produces and for the rest each, before the broker stops reading it
-    #[arg(long)]
-    max_inflight_per_connection: Option<usize>,
-    /// Bytes of requests one connection may have read and not yet answered before the broker stops reading it (at least --max-frame-bytes)
-    #[arg(long)]
-    max_request_bytes_per_connection: Option<usize>,
-    /// Bytes of requests a shard's connections may hold together before the shard stops reading them (at least the per-connection bound)
-    #[arg(long)]
-    max_request_bytes_per_shard: Option<usize>,
-    /// Longest long-poll wait (Fetch, FetchMany, PollChecks) a client may ask for, ms; more is refused
-    #[arg(long)]
-    max_fetch_wait_ms: Option<u64>,
-    /// Longest group wait (heartbeat park, rebalance and session timeouts) a client may ask for, ms; more is refused
-    #[arg(long)]
-    max_group_wait_ms: Option<u64>,
-    /// A shard thread held this many ms is a stall: counted by cause, and logged with where the thread was (0: not watched)
-    #[arg(long)]
-    stall_threshold_ms: Option<u64>,
-    /// How long a shard's task queue runs before its tasks are asked to yield, ms
-    #[arg(long)]
-    task_quota_ms: Option<u64>,
-    /// Serve the Kafka protocol too: shard 0 on this address, shard N on its port + N (first step: ApiVersions, Metadata)
-    #[arg(long)]
-    kafka_listen: Option<std::net::SocketAddr>,
-    /// Serve the admin HTTP listener on this address (shard 0): /metrics and /public_metrics (Prometheus), /healthz, /readyz, the web console at /
-    #[arg(long)]
-    admin_listen: Option<std::net::SocketAddr>,
-    /// Trace every message of these topics (comma-separated; * for all): send, store, deliver, commit, retry, dead-letter events in topic %TRACE; `ringmq trace ID` prints them
-    #[arg(long)]
-    trace_topics: Option<String>,
-    /// Also trace this fraction (0..1) of every topic's messages, picked by message id
-    #[arg(long)]
-    trace_sample_rate: Option<f64>,
-    /// Batches each shard remembers so that a client's retry of one (the same bytes) is answered with where it was stored, not stored twice (0: off)
-    #[arg(long)]
-    idempotence_window: Option<usize>,
-    /// Delete log segments older than this many hours
-    #[arg(long)]
-    retention_hours: Option<u64>,
-    /// Keep at most this many GiB of log per shard
-    #[arg(long)]
-    retention_gib: Option<u64>,
-    /// Segment files retention keeps per shard to recycle as new segments (a rename, no zero-fill) instead of deleting them; each takes a segment of disk
-    #[arg(long)]
-    segment_pool: Option<usize>,
-    /// Delays of the 18 delay levels (retries use levels 3-18), e.g. "1s 5s 10s 30s 1m ..."
-    #[arg(long)]
-    delay_levels: Option<String>,
-    /// Time moves only through the AdvanceClock API: for tests of retries and delays.
-    #[arg(long)]
-    #[serde(default)]
-    manual_clock: bool,
-    /// Join a cluster whose control plane is this etcd (etcd://host:port[,host:port]); off: a single node.
-    #[arg(long)]
-    cluster: Option<String>,
-    /// With --cluster: the broker group this node belongs to.
-    #[arg(long, requires = "cluster")]
-    broker_group: Option<String>,
-    /// The old name of --broker-group (accepted with a warning until the next release).
-    #[arg(long, requires = "cluster", hide = true)]
-    group: Option<String>,
-    /// With --cluster: this node's name, unique in its group.
-    #[arg(long, requires = "cluster")]
-    node: Option<String>,
-    /// With --cluster: the address others reach shard 0 on (default: the address it listens on).
-    #[arg(long, requires = "cluster")]
-    advertise: Option<String>,
-    /// With --cluster: a node that stops renewing its etcd lease for this long is gone, ms.
-    #[arg(long, requires = "cluster")]
-    lease_ms: Option<u64>,
-    /// With --cluster: when a produce is acknowledged: sync (once min-insync replicas hold it durably) or async (once the leader does).
-    #[arg(long, requires = "cluster")]
-    replication: Option<Replication>,
-    /// With --cluster and sync replication: replicas, the leader counted, that must hold a produce durably.
-    #[arg(long, requires = "cluster")]
-    min_insync: Option<usize>,
-    /// With --cluster: a follower that has not fetched for this long leaves the in-sync set, ms.
-    #[arg(long, requires = "cluster")]
-    replica_lag_ms: Option<u64>,
-    /// With --cluster and sync replication: longest a produce waits for its replicas, ms.
-    #[arg(long, requires = "cluster")]
-    replica_ack_timeout_ms: Option<u64>,
-    /// Serve TLS on every listener (and use it to other nodes) with this certificate chain, PEM; SIGHUP reloads it
-    #[arg(long, requires = "tls_key")]
-    tls_cert: Option<PathBuf>,
-    /// The private key of --tls-cert, PEM
-    #[arg(long, requires = "tls_cert")]
-    tls_key: Option<PathBuf>,
-    /// The CA (PEM) that signs clients' certificates and other nodes' [default: the system's roots]
-    #[arg(long)]
-    tls_ca: Option<PathBuf>,
-    /// Whether clients must present a certificate --tls-ca signed
-    #[arg(long, value_enum)]
-    tls_client_auth: Option<TlsClientAuth>,
-    /// Clients must authenticate (SASL, or a client certificate --tls-ca signed: its CN is the user) before any request but ApiVersions
-    #[arg(long)]
-    #[serde(default)]
-    auth_required: bool,
-    /// SASL mechanisms offered (PLAIN only over TLS)
-    #[arg(long, value_delimiter = ',')]
-    sasl_mechanisms: Option<Vec<String>>,
-    /// Users every operation is allowed to
-    #[arg(long, value_delimiter = ',')]
-    super_users: Option<Vec<String>>,
-    /// Seal every stored batch with AES-256-GCM under the newest of these data keys (a file of `ID HEX` lines; or $RINGMQ_ENCRYPTION_KEYS holds them)
-    #[arg(long)]
-    encryption_keys: Option<PathBuf>,
-}
-
-/// `--tls-client-auth`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, serde::Deserialize)]
-#[serde(rename_all = "lowercase")]
-enum TlsClientAuth {
-    /// Clients present no certificate.
-    None,
-    /// A client may present one; it is verified when it does.
-    Optional,
-    /// A client without one is refused.
-    Required,
-}
-
-/// `--replication`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, serde::Deserialize)]
-#[serde(rename_all = "lowercase")]
-enum Replication {
-    Sync,
-    Async,
-}
-
-/// Replicas that hold a sync produce durably by default (the leader and one follower).
-const DEFAULT_MIN_INSYNC: usize = 2;
-/// A follower that has not fetched for this long leaves the in-sync set.
-const REPLICA_LAG_MAX: Duration = Duration::from_secs(10);
-/// Longest a sync produce waits for its followers.
-const REPLICA_ACK_TIMEOUT: Duration = Duration::from_secs(10);
-
-impl ServeArgs {
-    /// The cluster this node joins, if any (an empty `advertise`: shard 0's address, once bound).
-    fn cluster(&self, file: &ServeArgs) -> Result<Option<ringmq::cluster::ClusterConfig>, String> {
-        let Some(url) = self.cluster.clone().or(file.cluster.clone()) else { return Ok(None) };
-        let needed = |flag: Option<String>, name: &str| flag.ok_or_else(|| format!("--cluster needs --{name}"));
-        Ok(Some(ringmq::cluster::ClusterConfig {
-            endpoints: ringmq::cluster::parse_endpoints(&url)?,
-            broker_group: needed(
-                broker_group(self.broker_group.clone(), self.group.clone())
-                    .or(broker_group(file.broker_group.clone(), file.group.clone())),
-                "broker-group",
-            )?,
-            node: needed(self.node.clone().or(file.node.clone()), "node")?,
-            advertise: self.advertise.clone().or(file.advertise.clone()).unwrap_or_default(),
-            lease_ttl: self
-                .lease_ms
-                .or(file.lease_ms)
-                .map_or(ringmq::cluster::DEFAULT_LEASE_TTL, Duration::from_millis),
-            shards: 0,
-        }))
-    }
-
-    /// How the node's broker group replicates (cluster mode).
-    fn replication(&self, file: &ServeArgs) -> server::ReplicationConfig {
-        let mode = match self.replication.or(file.replication).unwrap_or(Replication::Sync) {
-            Replication::Sync => server::ReplicationMode::Sync,
-            Replication::Async => server::ReplicationMode::Async,
-        };
-        server::ReplicationConfig {
-            mode,
-            min_insync: self.min_insync.or(file.min_insync).unwrap_or(DEFAULT_MIN_INSYNC),
-            lag_max: self.replica_lag_ms.or(file.replica_lag_ms).map_or(REPLICA_LAG_MAX, Duration::from_millis),
-            ack_timeout: self
-                .replica_ack_timeout_ms
-                .or(file.replica_ack_timeout_ms)
-                .map_or(REPLICA_ACK_TIMEOUT, Duration::from_millis),
-        }
-    }
-
-    /// The settings file named by --config, or none.
-    fn file(&self) -> Result<ServeArgs, String> {
-        match &self.config {
-            Some(path) => {
-                let text = std::fs::read_to_string(path).map_err(|e| format!("reading {}: {e}", path.display()))?;
-                toml::from_str(&text).map_err(|e| format!("{}: {e}", path.display()))
-            }
-            None => Ok(ServeArgs::default()),
-        }
-    }
-}
-
-impl ServeArgs {
-    /// Flags over the config file (`file`, from --config) over the defaults.
-    fn resolve(self, file: ServeArgs) -> Result<ServerConfig, String> {
-        let data_dir = self.data_dir.or(file.data_dir).unwrap_or_else(|| PathBuf::from(config::DEFAULT_DATA_DIR));
-        let mut cfg = ServerConfig::new(data_dir);
-        if let Some(cores) = self.cores.or(file.cores) {
-            cfg.cores = cores;
-        }
-        if let Some(listen) = self.listen.or(file.listen) {
-            cfg.listen = listen;
-        }
-        if let Some(Flush::Async) = self.flush.or(file.flush) {
-            cfg.default_flush = ringmq::shards::FlushPolicy::Async;
-        }
-        cfg.segment_bytes =
-            self.segment_mib.or(file.segment_mib).map_or(cfg.segment_bytes, |m| m.saturating_mul(1 << 20));
-        cfg.cache_bytes = self.cache_mib.or(file.cache_mib).map_or(cfg.cache_bytes, |m| m.saturating_mul(1 << 20));
-        cfg.flush_depth = self.flush_depth.or(file.flush_depth).unwrap_or(cfg.flush_depth);
-        if cfg.flush_depth == 0 {
-            return Err("--flush-depth must be at least 1".into());
-        }
-        if let Some(us) = self.completion_yield_us.or(file.completion_yield_us) {
-            cfg.completion_yield = Duration::from_micros(us);
-        }
-        if let Some(us) = self.idle_spin_us.or(file.idle_spin_us) {
-            cfg.idle_spin = Duration::from_micros(us);
-        }
-        cfg.max_frame_bytes = self.max_frame_bytes.or(file.max_frame_bytes).unwrap_or(cfg.max_frame_bytes);
-        cfg.max_batch_bytes = self.max_batch_bytes.or(file.max_batch_bytes).unwrap_or(cfg.max_batch_bytes);
-        cfg.max_connections = self.max_connections.or(file.max_connections).unwrap_or(cfg.max_connections);
-        cfg.max_connections_per_ip =
-            self.max_connections_per_ip.or(file.max_connections_per_ip).unwrap_or(cfg.max_connections_per_ip);
-        cfg.kafka_listen = self.kafka_listen.or(file.kafka_listen);
-        cfg.admin_listen = self.admin_listen.or(file.admin_listen);
-        let trace_topics = self.trace_topics.clone().or(file.trace_topics.clone()).unwrap_or_default();
-        let sample_rate = self.trace_sample_rate.or(file.trace_sample_rate).unwrap_or(0.0);
-        cfg.trace = server::TraceConfig::new(&trace_topics, sample_rate).map_err(|e| e.to_string())?;
-        cfg.idempotence_window = self.idempotence_window.or(file.idempotence_window).unwrap_or(cfg.idempotence_window);
-        let millis = |flag: Option<u64>, file: Option<u64>, default: Duration| {
-            flag.or(file).map_or(default, Duration::from_millis)
-        };
-        cfg.max_fetch_wait = millis(self.max_fetch_wait_ms, file.max_fetch_wait_ms, cfg.max_fetch_wait);
-        cfg.max_group_wait = millis(self.max_group_wait_ms, file.max_group_wait_ms, cfg.max_group_wait);
-        cfg.stall_threshold = millis(self.stall_threshold_ms, file.stall_threshold_ms, cfg.stall_threshold);
-        cfg.task_quota = millis(self.task_quota_ms, file.task_quota_ms, cfg.task_quota);
-        if cfg.task_quota.is_zero() {
-            return Err("--task-quota-ms must be at least 1".into());
-        }
-        cfg.max_inflight_per_connection = self
-            .max_inflight_per_connection
-            .or(file.max_inflight_per_connection)
-            .unwrap_or(cfg.max_inflight_per_connection);
-        cfg.max_request_bytes_per_connection = self
-            .max_request_bytes_per_connection
-            .or(file.max_request_bytes_per_connection)
-            .unwrap_or(cfg.max_request_bytes_per_connection);
-        cfg.max_request_bytes_per_shard = self
-            .max_request_bytes_per_shard
-            .or(file.max_request_bytes_per_shard)
-            .unwrap_or(cfg.max_request_bytes_per_shard);
-        if cfg.max_request_bytes_per_connection < cfg.max_frame_bytes {
-            return Err(format!(
-                "--max-request-bytes-per-connection {} is below --max-frame-bytes {}: the largest request could never be read",
-                cfg.max_request_bytes_per_connection, cfg.max_frame_bytes
-            ));
-        }
-        if cfg.max_request_bytes_per_shard < cfg.max_request_bytes_per_connection {
-            return Err(format!(
-                "--max-request-bytes-per-shard {} is below --max-request-bytes-per-connection {}",
-                cfg.max_request_bytes_per_shard, cfg.max_request_bytes_per_connection
-            ));
-        }
-        cfg.retention_age =
-            self.retention_hours.or(file.retention_hours).map(|h| Duration::from_secs(h.saturating_mul(3600)));
-        cfg.retention_bytes = self.retention_gib.or(file.retention_gib).map(|g| g.saturating_mul(1 << 30));
-        cfg.segment_pool_max = self.segment_pool.or(file.segment_pool).unwrap_or(cfg.segment_pool_max);
-        if let Some(levels) = self.delay_levels.or(file.delay_levels) {
-            cfg.delay_levels = parse_delay_levels(&levels)?;
-        }
-        cfg.manual_clock = self.manual_clock || file.manual_clock;
-        cfg.tls = server_tls(
-            self.tls_cert.or(file.tls_cert),
-            self.tls_key.or(file.tls_key),
-            self.tls_ca.or(file.tls_ca),
-            self.tls_client_auth.or(file.tls_client_auth),
-        )?;
-        cfg.auth.required = self.auth_required || file.auth_required;
-        if let Some(names) = self.sasl_mechanisms.or(file.sasl_mechanisms) {
-            cfg.auth.mechanisms = names
-                .iter()
-                .map(|n| {
-                    SaslMechanism::from_name(n).ok_or_else(|| {
-                        format!("--sasl-mechanisms: {n:?} is not one of SCRAM-SHA-256, SCRAM-SHA-512, PLAIN")
-                    })
-                })
-                .collect::<Result<_, _>>()?;
-        }
-        cfg.auth.super_users = self.super_users.or(file.super_users).unwrap_or_default();
-        cfg.encryption = data_keys(self.encryption_keys.or(file.encryption_keys))?;
-        admin_apart(&cfg)?;
-        Ok(cfg)
-    }
-}
-
-/// The data keys from --encryption-keys, else from $RINGMQ_ENCRYPTION_KEYS (None: neither).
-fn data_keys(file: Option<PathBuf>) -> Result<Option<std::sync::Arc<Keyring>>, String> {
-    let text = match file {
-        Some(path) => std::fs::read_to_string(&path).map_err(|e| format!("reading {}: {e}", path.display()))?,
-        None => match std::env::var("RINGMQ_ENCRYPTION_KEYS") {
-            Ok(text) => text,
-            Err(_) => return Ok(None),
-        },
-    };
-    Keyring::parse(&text).map(|k| Some(std::sync::Arc::new(k))).map_err(|e| format!("the data keys: {e}"))
-}
-
-/// The broker's TLS, loaded (None without a certificate).
-fn server_tls(
-    cert: Option<PathBuf>,
-    key: Option<PathBuf>,
-    ca: Option<PathBuf>,
-    auth: Option<TlsClientAuth>,
-) -> Result<Option<ServerTls>, String> {
-    use ringmq::security::tls::ClientAuth;
-    let client_auth = match auth.unwrap_or(TlsClientAuth::None) {
-        TlsClientAuth::None => ClientAuth::None,
-        TlsClientAuth::Optional => ClientAuth::Optional,
-        TlsClientAuth::Required => ClientAuth::Required,
-    };
-    let (cert, key) = match (cert, key) {
-        (Some(cert), Some(key)) => (cert, key),
-        (None, None) if client_auth == ClientAuth::None => return Ok(None),
-        _ => return Err("TLS needs both --tls-cert and --tls-key".into()),
-    };
-    let files = ringmq::security::tls::ServerFiles { cert, key, ca, client_auth };
-    ServerTls::load(files).map(Some).map_err(|e| format!("TLS: {e}"))
-}
-
-/// 18 durations separated by spaces or commas, each at least the one before.
-fn parse_delay_levels(text: &str) -> Result<Vec<Duration>, String> {
-    let levels: Vec<Duration> = text
-        .split([' ', ','])
-        .filter(|t| !t.is_empty())
-        .map(ringmq::duration::parse_duration)
-        .collect::<Result<_, _>>()
-        .map_err(|e| format!("--delay-levels: {e}"))?;
-    if levels.len() != 18 || levels.windows(2).any(|w| w[0] > w[1]) {
-        return Err(format!("--delay-levels: expected 18 non-decreasing durations, got {text:?}"));
-    }
-    Ok(levels)
-}
-
 #[derive(Args)]
 struct DoctorArgs {
     /// Data directory to check for O_DIRECT and fallocate.
@@ -571,8 +183,8 @@ struct DoctorArgs {
     #[arg(long, value_delimiter = ',')]
     cores: Vec<usize>,
     /// Connections per shard to size the open-file limit for.
-    #[arg(long, default_value_t = ServerConfig::new(config::DEFAULT_DATA_DIR).max_connections)]
-    max_connections: usize,
+    #[arg(long, default_value_t = ServerConfig::new(config::DEFAULT_DATA_DIR).connections_max)]
+    connections_max: usize,
     /// Segment size the broker would use, MiB (for the free-space check).
     #[arg(long, default_value_t = ServerConfig::new(config::DEFAULT_DATA_DIR).segment_bytes >> 20)]
     segment_mib: u64,
@@ -581,16 +193,7 @@ struct DoctorArgs {
     retention_gib: Option<u64>,
     /// Segment files per shard the broker would keep for recycling.
     #[arg(long, default_value_t = ringmq_shards::config::SEGMENT_POOL_MAX)]
-    segment_pool: usize,
-}
-
-#[derive(Clone, Copy, ValueEnum, serde::Deserialize)]
-#[serde(rename_all = "lowercase")]
-enum Flush {
-    /// Acknowledge after fdatasync.
-    Sync,
-    /// Acknowledge when queued; flush by interval and size.
-    Async,
+    segment_pool_max: usize,
 }
 
 #[derive(Args, Clone)]
@@ -641,25 +244,6 @@ impl BrokerArg {
     fn password(&self) -> Result<String, String> {
         read_password(self.password_file.as_deref())
     }
-}
-
-/// Refuses an admin address that is one of the shards' listen addresses:
-/// glommio binds with SO_REUSEPORT, so both would bind and the kernel would
-/// split a port's connections between the broker and the admin listener.
-fn admin_apart(cfg: &ServerConfig) -> Result<(), String> {
-    let Some(admin) = cfg.admin_listen else { return Ok(()) };
-    let shards = cfg.cores.len() as u16;
-    let clashes = |base: std::net::SocketAddr| {
-        base.port() != 0
-            && base.ip() == admin.ip()
-            && (base.port()..base.port().saturating_add(shards)).contains(&admin.port())
-    };
-    if clashes(cfg.listen) || cfg.kafka_listen.is_some_and(clashes) {
-        return Err(format!(
-            "--admin-listen {admin} is one of the shards' listen addresses (port + shard): choose another port"
-        ));
-    }
-    Ok(())
 }
 
 /// A user's password: the first line of `file`, or $RINGMQ_PASSWORD.
@@ -781,66 +365,23 @@ fn parse_header(s: &str) -> Result<(String, String), String> {
         .ok_or_else(|| format!("header {s:?} is not name=value"))
 }
 
-/// What `ringmq serve` uses for each flag it is not given, from
-/// `ServerConfig::new`: the one place defaults are set.
-fn serve_defaults() -> Vec<(&'static str, String)> {
-    let d = ServerConfig::new(config::DEFAULT_DATA_DIR);
-    let ms = |t: Duration| t.as_millis().to_string();
-    let flush = if d.default_flush == ringmq::shards::FlushPolicy::Async { "async" } else { "sync" };
-    let levels: Vec<String> = d.delay_levels.iter().map(|l| ringmq::duration::format_duration(*l)).collect();
-    vec![
-        ("data_dir", config::DEFAULT_DATA_DIR.to_string()),
-        ("cores", "all".to_string()),
-        ("listen", d.listen.to_string()),
-        ("flush", flush.to_string()),
-        ("segment_mib", (d.segment_bytes >> 20).to_string()),
-        ("cache_mib", (d.cache_bytes >> 20).to_string()),
-        ("flush_depth", d.flush_depth.to_string()),
-        ("completion_yield_us", d.completion_yield.as_micros().to_string()),
-        ("idle_spin_us", d.idle_spin.as_micros().to_string()),
-        ("max_frame_bytes", d.max_frame_bytes.to_string()),
-        ("max_batch_bytes", d.max_batch_bytes.to_string()),
-        ("max_connections", d.max_connections.to_string()),
-        ("max_connections_per_ip", d.max_connections_per_ip.to_string()),
-        ("max_inflight_per_connection", d.max_inflight_per_connection.to_string()),
-        ("max_request_bytes_per_connection", d.max_request_bytes_per_connection.to_string()),
-        ("max_request_bytes_per_shard", d.max_request_bytes_per_shard.to_string()),
-        ("max_fetch_wait_ms", ms(d.max_fetch_wait)),
-        ("max_group_wait_ms", ms(d.max_group_wait)),
-        ("stall_threshold_ms", ms(d.stall_threshold)),
-        ("task_quota_ms", ms(d.task_quota)),
-        ("idempotence_window", d.idempotence_window.to_string()),
-        ("retention_hours", d.retention_age.map_or("keep".into(), |a| (a.as_secs() / 3600).to_string())),
-        ("retention_gib", d.retention_bytes.map_or("no limit".into(), |b| (b >> 30).to_string())),
-        ("segment_pool", d.segment_pool_max.to_string()),
-        ("delay_levels", format!("RocketMQ's, {}", levels.join(" "))),
-    ]
-}
-
-/// The command line, with `serve`'s defaults appended to its flags' help.
-fn cli() -> clap::Command {
-    Cli::command().mut_subcommand("serve", |serve| {
-        serve_defaults().into_iter().fold(serve, |serve, (id, default)| {
-            serve.mut_arg(id, |arg| {
-                let help = arg.get_help().map(ToString::to_string).unwrap_or_default();
-                arg.help(format!("{help} [default: {default}]"))
-            })
-        })
-    })
-}
-
 fn main() -> ExitCode {
     server::bound_large_allocations();
-    let cli = match Cli::from_arg_matches(&cli().get_matches()) {
+    let matches = Cli::command().get_matches_from(cli::renamed::flags(std::env::args_os()));
+    let cli = match Cli::from_arg_matches(&matches) {
         Ok(cli) => cli,
         Err(e) => e.exit(),
+    };
+    // Whether a serve setting was given as a flag (it then wins over --config).
+    let on_command_line = |id: &str| {
+        matches.subcommand_matches("serve").and_then(|m| m.value_source(id)) == Some(ValueSource::CommandLine)
     };
     tracing_subscriber::fmt()
         .with_writer(std::io::stderr)
         .with_env_filter(tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into()))
         .init();
     let result = match cli.command {
-        Command::Serve(a) => serve(*a),
+        Command::Serve(a) => a.merge(on_command_line).map_err(|e| e.to_string()).and_then(serve),
         Command::Topic { action } => topic(action),
         Command::Produce(a) => produce(a),
         Command::Consume(a) => consume(a),
@@ -864,12 +405,10 @@ fn main() -> ExitCode {
     }
 }
 
-fn serve(a: ServeArgs) -> Result<(), String> {
-    let file = a.file()?;
-    let cluster = a.cluster(&file)?;
-    let replication = a.replication(&file);
-    let cfg = a.resolve(file)?;
-    let failed: Vec<_> = ringmq::doctor::run(&cfg.data_dir, &cfg.cores, cfg.max_connections, disk_needs(&cfg))
+fn serve(settings: Settings) -> Result<(), String> {
+    let cluster = settings.cluster().map_err(|e| e.to_string())?;
+    let cfg = settings.server_config().map_err(|e| e.to_string())?;
+    let failed: Vec<_> = ringmq::doctor::run(&cfg.data_dir, &cfg.cores, cfg.connections_max, disk_needs(&cfg))
         .into_iter()
         .filter(|c| !c.ok)
         .collect();
@@ -879,7 +418,7 @@ fn serve(a: ServeArgs) -> Result<(), String> {
     }
     match cluster {
         None => serve_single(cfg),
-        Some(c) => serve_in_cluster(cfg, c, replication),
+        Some(c) => serve_in_cluster(cfg, c, settings.replication()),
     }
 }
 
@@ -1033,21 +572,11 @@ fn serve_in_cluster(
     result.map_err(|e| e.to_string())
 }
 
-/// The broker group `--broker-group` names, or the old `--group` (warned:
-/// "group" alone means a consumer group everywhere else).
-fn broker_group(named: Option<String>, old: Option<String>) -> Option<String> {
-    if old.is_some() && named.is_none() {
-        eprintln!("warning: --group (and `group` in a config file) is the old name of --broker-group; it goes in the next release");
-    }
-    named.or(old)
-}
-
 fn cluster(action: ClusterAction) -> Result<(), String> {
     let (cluster, format) = match action {
         ClusterAction::Status { cluster, format } => (cluster, format),
-        ClusterAction::TransferLeader { cluster, broker_group: named, group: old, to, wait_ms } => {
-            let group = broker_group(named, old).ok_or("--broker-group names the broker group")?;
-            let endpoints = ringmq::cluster::parse_endpoints(&cluster)?;
+        ClusterAction::TransferLeader { cluster, broker_group: group, to, wait_ms } => {
+            let endpoints = ringmq::cluster::parse_endpoints(&cluster).map_err(|e| e.to_string())?;
             let wait = Duration::from_millis(wait_ms);
             let leader =
                 ringmq::cluster::transfer_leader(&endpoints, &group, to.as_deref(), wait).map_err(|e| e.to_string())?;
@@ -1055,7 +584,7 @@ fn cluster(action: ClusterAction) -> Result<(), String> {
             return Ok(());
         }
     };
-    let endpoints = ringmq::cluster::parse_endpoints(&cluster)?;
+    let endpoints = ringmq::cluster::parse_endpoints(&cluster).map_err(|e| e.to_string())?;
     let nodes = ringmq::cluster::list_nodes(&endpoints).map_err(|e| e.to_string())?;
     for n in &nodes {
         match format {
@@ -1099,7 +628,7 @@ fn disk_needs(cfg: &ServerConfig) -> ringmq::doctor::DiskNeeds {
     ringmq::doctor::DiskNeeds {
         segment_bytes: cfg.segment_bytes,
         retention_bytes: cfg.retention_bytes,
-        pooled_segments: cfg.segment_pool_max as u64,
+        segment_pool_max: cfg.segment_pool_max as u64,
     }
 }
 
@@ -1108,9 +637,9 @@ fn doctor(a: DoctorArgs) -> Result<(), String> {
     let disk = ringmq::doctor::DiskNeeds {
         segment_bytes: a.segment_mib.saturating_mul(1 << 20),
         retention_bytes: a.retention_gib.map(|g| g.saturating_mul(1 << 30)),
-        pooled_segments: a.segment_pool as u64,
+        segment_pool_max: a.segment_pool_max as u64,
     };
-    let checks = ringmq::doctor::run(&a.data_dir, &cores, a.max_connections, disk);
+    let checks = ringmq::doctor::run(&a.data_dir, &cores, a.connections_max, disk);
     for c in &checks {
         println!("{} {:<18} {}", if c.ok { "ok  " } else { "FAIL" }, c.name, c.detail);
     }
@@ -1371,19 +900,10 @@ mod tests {
     use super::*;
 
     proptest::proptest! {
-        /// --delay-levels and --header take any text without panicking.
+        /// --header takes any text without panicking.
         #[test]
-        fn no_flag_text_makes_a_parser_panic(text in "\\PC{0,120}") {
-            let _ = parse_delay_levels(&text);
+        fn no_header_text_makes_the_parser_panic(text in "\\PC{0,120}") {
             let _ = parse_header(&text);
         }
-    }
-
-    #[test]
-    fn delay_levels_must_be_eighteen_rising_durations() {
-        let levels = "1s 5s 10s 30s 1m 2m 3m 4m 5m 6m 7m 8m 9m 10m 20m 30m 1h 2h";
-        assert_eq!(parse_delay_levels(levels).unwrap().len(), 18);
-        assert!(parse_delay_levels("1s 2s").unwrap_err().contains("18"));
-        assert!(parse_delay_levels(&levels.replace("1s", "-1s")).unwrap_err().contains("negative"));
     }
 }

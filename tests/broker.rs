@@ -121,7 +121,7 @@ fn a_produce_sent_again_is_answered_with_where_it_was_stored_and_stored_once() {
 #[test]
 fn bad_requests_get_typed_errors_and_the_connection_stays_open() {
     let dir = tempfile::tempdir().unwrap();
-    let broker = Broker::start(dir.path(), &["--max-batch-bytes", "65536"]);
+    let broker = Broker::start(dir.path(), &["--batch-bytes-max", "65536"]);
     broker.client().create_topic("t", 2, 0).unwrap();
     let mut raw = Raw::connect(broker.addr());
     let good = batch(b"good");
@@ -158,7 +158,7 @@ fn bad_requests_get_typed_errors_and_the_connection_stays_open() {
 #[test]
 fn framing_errors_close_only_that_connection() {
     let dir = tempfile::tempdir().unwrap();
-    let broker = Broker::start(dir.path(), &["--max-frame-bytes", "100000"]);
+    let broker = Broker::start(dir.path(), &["--frame-bytes-max", "100000"]);
     broker.client().create_topic("t", 1, 0).unwrap();
     let mut bystander = Raw::connect(broker.addr());
     for len in [3u32, 2_000_000_000] {
@@ -179,7 +179,7 @@ fn framing_errors_close_only_that_connection() {
 fn connections_past_the_limit_are_refused_and_the_slot_frees_on_close() {
     let dir = tempfile::tempdir().unwrap();
     // No other client connects first: its close would race with the count.
-    let broker = Broker::start(dir.path(), &["--max-connections", "2"]);
+    let broker = Broker::start(dir.path(), &["--connections-max", "2"]);
     let first = Raw::connect(broker.addr());
     let _second = Raw::connect(broker.addr());
     std::thread::sleep(Duration::from_millis(100));
@@ -199,7 +199,7 @@ fn connections_past_the_limit_are_refused_and_the_slot_frees_on_close() {
 fn a_parked_fetch_does_not_hold_up(api: ApiKey, body: impl Fn() -> Vec<u8>) {
     let dir = tempfile::tempdir().unwrap();
     // One request of each kind in flight per connection.
-    let broker = Broker::start(dir.path(), &["--max-inflight-per-connection", "1"]);
+    let broker = Broker::start(dir.path(), &["--inflight-per-connection-max", "1"]);
     broker.client().create_topic("t", 1, 0).unwrap();
     let owner = broker.client().owner("t", 0).unwrap();
     let mut raw = Raw::connect(&owner);
@@ -275,7 +275,7 @@ fn bad_requests_to_the_group_delay_transaction_and_lookup_apis_get_typed_errors(
         ApiKey::JoinGroup,
         body(&|w| join(1000, 999_999_999).encode(w)),
         ErrorCode::InvalidRequest,
-        "max_group_wait",
+        "--group-wait-ms-max",
     ));
     let stranger = Membership { group: "g".into(), generation: 1, member: "nobody".into() };
     cases.push((
@@ -355,7 +355,7 @@ fn produce_many_appends_each_entry_in_order_and_fails_only_the_bad_ones() {
     use ringmq::protocol::messages::{decode_produced_many, ProduceMany};
     use ringmq::protocol::Reader;
     let dir = tempfile::tempdir().unwrap();
-    let broker = Broker::start(dir.path(), &["--max-batch-bytes", "65536"]);
+    let broker = Broker::start(dir.path(), &["--batch-bytes-max", "65536"]);
     let client = broker.client();
     client.create_topic("t", 4, 0).unwrap();
     let shards = client.topic("t").unwrap().queue_shards;

@@ -26,7 +26,7 @@ const PER_QUEUE: u32 = 10;
 fn node(etcd: &common::etcd::Etcd, dir: &std::path::Path, group: &str, name: &str, ip: &str) -> Broker {
     let listen = format!("{ip}:{}", free_port_pair(ip));
     let args =
-        ["--cluster", &etcd.url, "--broker-group", group, "--node", name, "--lease-ms", "1000", "--min-insync", "1"];
+        ["--cluster", &etcd.url, "--broker-group", group, "--node", name, "--lease-ms", "1000", "--insync-min", "1"];
     Broker::start_listening(&dir.join(name), &listen, &args)
 }
 

@@ -77,8 +77,8 @@ fn help_describes_every_command_and_flag() {
         "--segment-mib",
         "--cache-mib",
         "--flush-depth",
-        "--max-frame-bytes",
-        "--max-connections",
+        "--frame-bytes-max",
+        "--connections-max",
         "--config",
     ] {
         assert!(serve.contains(flag), "{flag} missing from serve --help");

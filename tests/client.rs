@@ -140,7 +140,7 @@ fn pipelined_batches_of_a_queue_keep_the_senders_order() {
 #[test]
 fn a_bad_batch_among_a_shards_waiting_batches_fails_only_its_own_messages() {
     let dir = tempfile::tempdir().unwrap();
-    let broker = Broker::start(dir.path(), &["--max-batch-bytes", "65536"]);
+    let broker = Broker::start(dir.path(), &["--batch-bytes-max", "65536"]);
     let client = broker.client();
     client.create_topic("many", 4, 0).unwrap();
     // The key's first byte names the queue. Batches of the four queues wait

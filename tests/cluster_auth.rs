@@ -22,7 +22,7 @@ const SHA256: SaslMechanism = SaslMechanism::Scram(Mechanism::ScramSha256);
 fn node(etcd: &Etcd, dir: &std::path::Path, group: &str, name: &str, ip: &str) -> Broker {
     let listen = format!("{ip}:{}", free_port_pair(ip));
     let args =
-        ["--cluster", &etcd.url, "--broker-group", group, "--node", name, "--lease-ms", "1000", "--min-insync", "1"];
+        ["--cluster", &etcd.url, "--broker-group", group, "--node", name, "--lease-ms", "1000", "--insync-min", "1"];
     let auth = ["--auth-required", "--super-users", "admin"];
     let args: Vec<&str> = args.iter().chain(&auth).copied().collect();
     Broker::start_listening(&dir.join(name), &listen, &args)

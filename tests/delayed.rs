@@ -85,7 +85,7 @@ fn a_delayed_message_keeps_its_id_and_bad_delays_are_refused() {
     let (c, m) =
         code(producer.send_delayed("later", &Message::new("x"), Delay::After(Duration::from_secs(8 * 86_400))));
     assert_eq!(c, ErrorCode::InvalidRequest);
-    assert!(m.contains("max_delay"), "{m}");
+    assert!(m.contains("delay_max"), "{m}");
     let (c, _) = code(producer.send_delayed("later", &Message::new("x"), Delay::Level(19)));
     assert_eq!(c, ErrorCode::InvalidRequest);
     assert!(matches!(

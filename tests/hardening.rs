@@ -140,7 +140,7 @@ fn a_parking_request_whose_body_does_not_decode_is_answered_at_once() {
 #[test]
 fn a_wait_above_the_broker_maximum_is_refused() {
     let dir = tempfile::tempdir().unwrap();
-    let broker = Broker::start(dir.path(), &["--max-fetch-wait-ms", "1000", "--max-group-wait-ms", "2000"]);
+    let broker = Broker::start(dir.path(), &["--fetch-wait-ms-max", "1000", "--group-wait-ms-max", "2000"]);
     broker.client().create_topic("t", 1, 0).unwrap();
     let join = |session_timeout_ms, rebalance_timeout_ms| {
         body(|w| {
@@ -149,14 +149,14 @@ fn a_wait_above_the_broker_maximum_is_refused() {
         })
     };
     let cases: Vec<(ApiKey, Vec<u8>, &str)> = vec![
-        (ApiKey::Fetch, body(|w| fetch(1001).encode(w)), "max_fetch_wait of 1000 ms"),
+        (ApiKey::Fetch, body(|w| fetch(1001).encode(w)), "--fetch-wait-ms-max of 1000 ms"),
         (
             ApiKey::FetchMany,
             body(|w| FetchMany { max_wait_ms: 1001, entries: vec![], consumer: None }.encode(w)),
-            "max_fetch_wait",
+            "--fetch-wait-ms-max",
         ),
-        (ApiKey::PollChecks, poll_checks(1001), "max_fetch_wait"),
-        (ApiKey::Heartbeat, heartbeat(2001), "max_group_wait of 2000 ms"),
+        (ApiKey::PollChecks, poll_checks(1001), "--fetch-wait-ms-max"),
+        (ApiKey::Heartbeat, heartbeat(2001), "--group-wait-ms-max of 2000 ms"),
         (ApiKey::JoinGroup, join(2001, 1000), "session_timeout_ms 2001"),
         (ApiKey::JoinGroup, join(1000, 2001), "rebalance_timeout_ms 2001"),
     ];

@@ -35,7 +35,7 @@ fn kafka_clients_of_one_node_reach_the_partitions_and_coordinators_of_every_grou
         let kafka_listen = format!("{ip}:{kafka}");
         let args = ["--cluster", &etcd.url, "--broker-group", group, "--node", name, "--lease-ms", "1000"];
         let mut args: Vec<&str> = args.to_vec();
-        args.extend(["--min-insync", "1", "--kafka-listen", &kafka_listen]);
+        args.extend(["--insync-min", "1", "--kafka-listen", &kafka_listen]);
         Broker::start_listening(&dir.path().join(name), &listen, &args)
     };
     let east = node("east", "e1", ips[0]);

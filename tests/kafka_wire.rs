@@ -100,7 +100,7 @@ fn a_frame_that_does_not_decode_closes_its_connection_only_and_stores_nothing() 
 #[test]
 fn refused_batches_store_nothing() {
     let dir = tempfile::tempdir().unwrap();
-    let (broker, kafka) = broker(dir.path(), &["--max-batch-bytes", "65536"]);
+    let (broker, kafka) = broker(dir.path(), &["--batch-bytes-max", "65536"]);
     let mut s = connect(&kafka);
     let mut wrong_crc = batch(&records(3, None)).to_vec();
     let last = wrong_crc.len() - 1;
@@ -192,7 +192,7 @@ fn answers_api_versions(stream: &mut TcpStream) -> bool {
 fn the_kafka_listener_counts_against_max_connections_with_the_native_one() {
     let dir = tempfile::tempdir().unwrap();
     // No client connects first: its close would race with the count.
-    let (broker, kafka) = common::kafka_broker(dir.path(), &["--max-connections", "2"]);
+    let (broker, kafka) = common::kafka_broker(dir.path(), &["--connections-max", "2"]);
     let native = common::Raw::connect(broker.addr());
     let mut first = connect(&kafka);
     assert!(answers_api_versions(&mut first), "the second connection of shard 0 is served");

@@ -28,7 +28,7 @@ fn many_connections_of_large_produces_are_read_within_the_request_budgets() {
     const SHARD_BUDGET_BYTES: u64 = 16 << 20;
     let dir = tempfile::tempdir().unwrap();
     let budget = SHARD_BUDGET_BYTES.to_string();
-    let limits = ["--max-request-bytes-per-shard", &budget, "--max-request-bytes-per-connection", "8388608"];
+    let limits = ["--request-bytes-per-shard-max", &budget, "--request-bytes-per-connection-max", "8388608"];
     let broker = Broker::start(dir.path(), &limits);
     broker.client().create_topic("big", 2, 0).unwrap();
     let owners: Vec<String> = (0..2).map(|q| broker.client().owner("big", q).unwrap()).collect();

@@ -79,7 +79,7 @@ fn a_partitioned_leader_is_fenced_and_rejoins_as_a_follower_without_divergent_da
         .map(|i| {
             let listen = format!("{}:9000", lan.node_ip(i));
             let args = ["--cluster", &etcd.url, "--broker-group", "g1", "--node", names[i], "--lease-ms", &lease];
-            let args = [&args[..], &["--min-insync", "2", "--replica-ack-timeout-ms", "1000"]].concat();
+            let args = [&args[..], &["--insync-min", "2", "--replica-ack-timeout-ms", "1000"]].concat();
             Broker::start_in_netns(lan.namespace(i), &dir.path().join(names[i]), &listen, &args)
         })
         .collect();

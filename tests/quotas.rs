@@ -86,7 +86,7 @@ fn served(stream: &mut TcpStream) -> bool {
     match r.error {
         ErrorCode::None => true,
         ErrorCode::TooManyConnections => {
-            assert!(r.message.contains("max_connections_per_ip"), "{}", r.message);
+            assert!(r.message.contains("--connections-per-ip-max"), "{}", r.message);
             false
         }
         other => panic!("unexpected {other:?}: {}", r.message),
@@ -106,7 +106,7 @@ fn admin_health(mut stream: TcpStream) -> (u16, String) {
 fn a_flood_of_connections_from_one_address_stops_at_its_limit_and_others_still_connect() {
     let dir = tempfile::tempdir().unwrap();
     let admin = format!("127.0.0.1:{}", common::free_port_pair("127.0.0.1"));
-    let broker = Broker::start(dir.path(), &["--max-connections-per-ip", "4", "--admin-listen", &admin]);
+    let broker = Broker::start(dir.path(), &["--connections-per-ip-max", "4", "--admin-listen", &admin]);
     let one = Ipv4Addr::new(127, 0, 0, 1);
     let mut flood: Vec<TcpStream> = (0..4).map(|i| connect_from(one, &broker.addrs[i % 2])).collect();
     assert!(flood.iter_mut().all(served), "the first 4 are served, on both shards");
@@ -114,7 +114,7 @@ fn a_flood_of_connections_from_one_address_stops_at_its_limit_and_others_still_c
     assert!(!served(&mut over), "the 5th from 127.0.0.1 is refused");
     let (status, body) = admin_health(connect_from(one, &admin));
     assert_eq!(status, 503, "the admin listener admits as the client listeners do: {body}");
-    assert!(body.contains("max_connections_per_ip"), "{body}");
+    assert!(body.contains("--connections-per-ip-max"), "{body}");
     let (status, body) = admin_health(connect_from(Ipv4Addr::new(127, 0, 0, 2), &admin));
     assert_eq!((status, body.as_str()), (200, "ok\n"), "127.0.0.2 reaches the admin listener");
     let mut other = connect_from(Ipv4Addr::new(127, 0, 0, 2), broker.addr());

@@ -48,8 +48,8 @@ const PATIENT: [&str; 2] = ["--replica-ack-timeout-ms", "10000"];
 fn node_with(etcd: &Etcd, dir: &std::path::Path, name: &str, ip: &str, lease_ms: &str, extra: &[&str]) -> Broker {
     let listen = format!("{ip}:{}", free_port_pair(ip));
     let mut args = vec!["--cluster", &etcd.url, "--broker-group", "g1", "--node", name, "--lease-ms", lease_ms];
-    if !extra.contains(&"--min-insync") {
-        args.extend_from_slice(&["--min-insync", "2"]);
+    if !extra.contains(&"--insync-min") {
+        args.extend_from_slice(&["--insync-min", "2"]);
     }
     if !extra.contains(&"--replica-ack-timeout-ms") {
         args.extend_from_slice(&["--replica-ack-timeout-ms", "1000"]);
@@ -266,7 +266,7 @@ fn a_retry_the_new_leader_recognises_waits_for_every_in_sync_follower() {
     // One replica makes an ack, but a follower stays in the set for 20 s
     // without fetching, and c stays registered for a minute while hung:
     // a leader must wait for c all that time.
-    let flags = ["--min-insync", "1", "--replica-lag-ms", "20000"];
+    let flags = ["--insync-min", "1", "--replica-lag-ms-max", "20000"];
     let mut a = node_with(&etcd, dir.path(), "a", "127.0.0.41", "1000", &flags);
     let mut b = node_with(&etcd, dir.path(), "b", "127.0.0.42", "1000", &flags);
     let mut c = node_with(&etcd, dir.path(), "c", "127.0.0.43", "60000", &flags);
@@ -469,7 +469,7 @@ fn a_follower_that_stops_keeping_up_leaves_the_in_sync_set_while_registered_and_
     let dir = tempfile::tempdir().unwrap();
     let etcd = Etcd::start(&dir.path().join("etcd"));
     // Leases that outlast the pause, and a lag limit well inside it.
-    let lag = ["--replica-lag-ms", "1000"];
+    let lag = ["--replica-lag-ms-max", "1000"];
     let a = node_with(&etcd, dir.path(), "a", "127.0.0.54", "10000", &lag);
     let b = node_with(&etcd, dir.path(), "b", "127.0.0.55", "10000", &lag);
     let _c = node_with(&etcd, dir.path(), "c", "127.0.0.56", "10000", &lag);

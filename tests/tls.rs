@@ -175,7 +175,7 @@ fn a_follower_replicates_its_leader_over_tls_with_client_certificates_required()
         args.extend(
             ["--cluster", &etcd.url, "--broker-group", "g1", "--node", name, "--lease-ms", "1000"].map(String::from),
         );
-        args.extend(["--min-insync", "2", "--replica-ack-timeout-ms", "5000"].map(String::from));
+        args.extend(["--insync-min", "2", "--replica-ack-timeout-ms", "5000"].map(String::from));
         let args: Vec<&str> = args.iter().map(String::as_str).collect();
         Broker::start_listening(&dir.path().join(name), &format!("{ip}:{}", free_port_pair(ip)), &args)
     };

@@ -3,6 +3,8 @@
 pub mod acls;
 pub mod groups;
 pub mod quotas;
+pub mod renamed;
+pub mod settings;
 pub mod top;
 pub mod trace;
 pub mod users;

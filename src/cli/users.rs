@@ -127,7 +127,7 @@ fn alter(target: &Target, change: AlterUser) -> Result<(), String> {
         return next.store(dir).map_err(|e| format!("storing the users in {}: {e}", dir.display()));
     }
     if let Some(url) = &target.cluster {
-        let endpoints = ringmq::cluster::parse_endpoints(url)?;
+        let endpoints = ringmq::cluster::parse_endpoints(url).map_err(|e| e.to_string())?;
         return ringmq::cluster::change_accounts(&endpoints, &AccountsChange::User(change))
             .map(|_| ())
             .map_err(|e| e.to_string());
@@ -140,7 +140,8 @@ fn list(target: &Target) -> Result<Vec<(String, Vec<Mechanism>)>, String> {
     let users = match (&target.data_dir, &target.cluster) {
         (Some(dir), _) => Users::load(dir).map_err(|e| e.to_string())?,
         (None, Some(url)) => {
-            ringmq::cluster::cluster_users(&ringmq::cluster::parse_endpoints(url)?).map_err(|e| e.to_string())?
+            ringmq::cluster::cluster_users(&ringmq::cluster::parse_endpoints(url).map_err(|e| e.to_string())?)
+                .map_err(|e| e.to_string())?
         }
         (None, None) => return Ok(crate::connect(&target.broker)?.list_users().map_err(|e| e.to_string())?.0),
     };

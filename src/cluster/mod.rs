@@ -64,12 +64,18 @@ pub const ETCD_TIMEOUT: Duration = Duration::from_secs(5);
 /// Default lease of a node's registration.
 pub const DEFAULT_LEASE_TTL: Duration = Duration::from_secs(5);
 
+/// A cluster URL that names no etcd endpoint.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0:?}: expected etcd://host:port[,host:port]")]
+pub struct BadClusterUrl(pub String);
+
 /// `etcd://host:port[,host:port...]` as endpoints.
-pub fn parse_endpoints(url: &str) -> Result<Vec<String>, String> {
-    let rest = url.strip_prefix("etcd://").ok_or_else(|| format!("{url:?}: expected etcd://host:port[,host:port]"))?;
+pub fn parse_endpoints(url: &str) -> Result<Vec<String>, BadClusterUrl> {
+    let bad = || BadClusterUrl(url.to_string());
+    let rest = url.strip_prefix("etcd://").ok_or_else(bad)?;
     let endpoints: Vec<String> = rest.split(',').filter(|e| !e.is_empty()).map(str::to_string).collect();
     if endpoints.is_empty() || endpoints.iter().any(|e| !e.contains(':')) {
-        return Err(format!("{url:?}: expected etcd://host:port[,host:port]"));
+        return Err(bad());
     }
     Ok(endpoints)
 }

@@ -90,7 +90,7 @@ pub struct Server {
 const START_TIMEOUT: Duration = Duration::from_secs(300);
 
 /// Allocations from this size up are mapped on their own and unmapped when
-/// freed (request frames run up to `max_frame_bytes`).
+/// freed (request frames run up to `frame_bytes_max`).
 const MMAP_THRESHOLD_BYTES: i32 = 256 << 10;
 
 /// Fixes glibc's mmap threshold; called first thing in a process that runs
@@ -133,7 +133,7 @@ pub fn start(config: ServerConfig) -> Result<Server, ServerError> {
         Some(role) => role.accounts.shared.clone(),
         None => Arc::new(local_accounts(&config.data_dir)?),
     };
-    let per_address = Arc::new(PerAddress::new(config.max_connections_per_ip));
+    let per_address = Arc::new(PerAddress::new(config.connections_per_ip_max));
     let (report_tx, report_rx) = mpsc::channel();
     let log_ends = Arc::new(std::sync::Mutex::new(vec![0; n]));
     let mut addr_txs = Vec::new();

@@ -103,7 +103,7 @@ fn storage_config(cfg: &ServerConfig, index: usize) -> ShardConfig {
         cache_bytes: cfg.cache_bytes,
         flush_depth: cfg.flush_depth,
         completion_yield: cfg.completion_yield,
-        batch_bytes_max: cfg.max_batch_bytes,
+        batch_bytes_max: cfg.batch_bytes_max,
         recent_batches: cfg.idempotence_window,
         default_flush_policy: cfg.default_flush,
         retention_age: cfg.retention_age,

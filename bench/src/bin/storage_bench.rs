@@ -50,7 +50,7 @@ struct Args {
     retention_mib: Option<u64>,
     /// Retired segment files kept for recycling.
     #[arg(long, default_value_t = ringmq_shards::config::SEGMENT_POOL_MAX)]
-    segment_pool: usize,
+    segment_pool_max: usize,
     /// User-space cache size in MiB.
     #[arg(long, default_value_t = 256)]
     cache_mib: usize,
@@ -124,7 +124,7 @@ async fn run(args: Args) -> Result<Outcome, ringmq_shards::StorageError> {
         default_flush_policy: if args.flush == "async" { FlushPolicy::Async } else { FlushPolicy::Sync },
         keyring: args.encrypt.then(random_keyring),
         retention_bytes: args.retention_mib.map(|m| m << 20),
-        segment_pool_max: args.segment_pool,
+        segment_pool_max: args.segment_pool_max,
         ..ShardConfig::new(&args.dir)
     };
     let shard = Shard::open(config).await?;

@@ -38,7 +38,7 @@ const STEP: Duration = Duration::from_millis(20);
 const RECOVERY: Duration = Duration::from_secs(60);
 const REPLICATION: ReplicationConfig = ReplicationConfig {
     mode: ReplicationMode::Sync,
-    min_insync: 2,
+    insync_min: 2,
     lag_max: Duration::from_secs(1),
     ack_timeout: Duration::from_secs(3),
 };

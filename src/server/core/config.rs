@@ -40,38 +40,38 @@ pub struct ServerConfig {
     /// Durable log writes in flight per shard.
     pub flush_depth: usize,
     /// Largest frame accepted, checked before the frame is buffered.
-    pub max_frame_bytes: usize,
+    pub frame_bytes_max: usize,
     /// Largest record batch accepted.
-    pub max_batch_bytes: usize,
+    pub batch_bytes_max: usize,
     /// Client connections per shard, over its native and Kafka listeners.
-    pub max_connections: usize,
+    pub connections_max: usize,
     /// Connections from one client address to the node, both listeners (0: no limit).
-    pub max_connections_per_ip: usize,
+    pub connections_per_ip_max: usize,
     /// Batches each shard remembers to recognise a client's retry (0: off).
     pub idempotence_window: usize,
     /// Requests in flight per connection before the broker stops reading from it
     /// (produces and other requests each have this many).
-    pub max_inflight_per_connection: usize,
+    pub inflight_per_connection_max: usize,
     /// Bytes of requests one connection may have read and not yet answered;
-    /// past it the connection is not read (at least `max_frame_bytes`).
-    pub max_request_bytes_per_connection: usize,
+    /// past it the connection is not read (at least `frame_bytes_max`).
+    pub request_bytes_per_connection_max: usize,
     /// Bytes of requests a shard's connections may hold together; past it no
     /// connection of the shard is read (at least the per-connection bound).
-    pub max_request_bytes_per_shard: usize,
+    pub request_bytes_per_shard_max: usize,
     /// Longest long-poll wait a fetch may ask for.
-    pub max_fetch_wait: Duration,
+    pub fetch_wait_max: Duration,
     /// Longest a group join or sync is parked, and the largest rebalance timeout a member may ask for.
-    pub max_group_wait: Duration,
+    pub group_wait_max: Duration,
     /// Delays of levels 1..=18 (retries and delayed messages).
     pub delay_levels: Vec<Duration>,
     /// Longest delay a delayed message may ask for.
-    pub max_delay: Duration,
+    pub delay_max: Duration,
     /// A half message unresolved this long after it was stored is checked with its producer group...
     pub tx_timeout: Duration,
     /// ...again every this long...
     pub tx_check_interval: Duration,
     /// ...and rolled back after this many checks without an answer.
-    pub tx_max_checks: u32,
+    pub tx_checks_max: u32,
     /// Time moves only through the AdvanceClock API (tests).
     pub manual_clock: bool,
     pub retention_age: Option<Duration>,
@@ -163,21 +163,21 @@ impl ServerConfig {
             segment_bytes: storage.segment_bytes,
             cache_bytes: storage.cache_bytes,
             flush_depth: storage.flush_depth,
-            max_frame_bytes: 8 << 20,
-            max_batch_bytes: storage.batch_bytes_max,
-            max_connections: 1024,
-            max_connections_per_ip: 0,
+            frame_bytes_max: 8 << 20,
+            batch_bytes_max: storage.batch_bytes_max,
+            connections_max: 1024,
+            connections_per_ip_max: 0,
             idempotence_window: storage.recent_batches,
-            max_inflight_per_connection: 256,
-            max_request_bytes_per_connection: 32 << 20,
-            max_request_bytes_per_shard: 128 << 20,
-            max_fetch_wait: Duration::from_secs(60),
-            max_group_wait: Duration::from_secs(300),
+            inflight_per_connection_max: 256,
+            request_bytes_per_connection_max: 32 << 20,
+            request_bytes_per_shard_max: 128 << 20,
+            fetch_wait_max: Duration::from_secs(60),
+            group_wait_max: Duration::from_secs(300),
             delay_levels: default_delay_levels(),
-            max_delay: Duration::from_secs(7 * 24 * 3600),
+            delay_max: Duration::from_secs(7 * 24 * 3600),
             tx_timeout: Duration::from_secs(6),
             tx_check_interval: Duration::from_secs(60),
-            tx_max_checks: 15,
+            tx_checks_max: 15,
             manual_clock: false,
             retention_age: None,
             retention_bytes: None,

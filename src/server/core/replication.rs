@@ -40,7 +40,7 @@ impl ReplicatedLog for Shard {
 /// When a produce is acknowledged.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ReplicationMode {
-    /// Once the leader and `min_insync - 1` in-sync followers hold it durably
+    /// Once the leader and `insync_min - 1` in-sync followers hold it durably
     /// (RocketMQ SYNC_MASTER, Kafka acks=all); consumers read only that far.
     Sync,
     /// Once the leader holds it durably; followers catch up behind it
@@ -53,7 +53,7 @@ pub enum ReplicationMode {
 pub struct ReplicationConfig {
     pub mode: ReplicationMode,
     /// Replicas (the leader counted) that must hold a produce durably before a sync ack.
-    pub min_insync: usize,
+    pub insync_min: usize,
     /// A follower whose last fetch is older than this leaves the in-sync set.
     pub lag_max: Duration,
     /// Longest a sync produce waits for its followers.
@@ -309,11 +309,11 @@ impl Replication {
     }
 
     /// The committed end: what the leader and the followers etcd lists as in
-    /// sync hold durably, as long as they make at least `min_insync` replicas.
+    /// sync hold durably, as long as they make at least `insync_min` replicas.
     /// A listed follower counts until etcd drops it, even while it lags: so
     /// everything committed is on every node that may be elected.
     fn advance(&self, log: &impl ReplicatedLog) {
-        if self.isr.confirmed().len() + 1 < self.config.min_insync {
+        if self.isr.confirmed().len() + 1 < self.config.insync_min {
             return;
         }
         let committed = self.held_by_the_set(log);
@@ -392,7 +392,7 @@ impl Replication {
     /// holds). False if one does not yet: readers must not see that log,
     /// for if this leader died now a follower that lacks it could be
     /// elected, and what they read would be gone. (Not the committed end: a
-    /// set smaller than `min_insync` takes no produce but still serves what
+    /// set smaller than `insync_min` takes no produce but still serves what
     /// it holds.)
     pub async fn settle(&self, log: &impl ReplicatedLog, wait: Duration) -> bool {
         if self.config.mode == ReplicationMode::Async || self.settled.get() {
@@ -435,7 +435,7 @@ impl Replication {
                 let m = format!(
                     "the batch is stored on the leader but fewer than {} replicas of broker group {:?} hold it after {:?}; \
                      its outcome is unknown until followers catch up (a retry may store it twice)",
-                    self.config.min_insync, self.group, self.config.ack_timeout
+                    self.config.insync_min, self.group, self.config.ack_timeout
                 );
                 return Err(Failure(ErrorCode::NotEnoughReplicas, m));
             }

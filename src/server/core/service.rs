@@ -112,7 +112,7 @@ impl Core {
     /// The records of a client's batch, after checking its length, CRC and
     /// records against the broker's limits.
     pub fn records_of<'a>(&self, batch: &'a [u8]) -> Result<Vec<Record<'a>>, Failure> {
-        ringmq_shards::batch::check(batch, self.config().max_batch_bytes)?;
+        ringmq_shards::batch::check(batch, self.config().batch_bytes_max)?;
         let body = &batch[ringmq_shards::batch::HEADER_BYTES..];
         Ok(ringmq_shards::record::RecordIter::new(body).collect::<Result<Vec<_>, _>>()?)
     }

@@ -1,5 +1,5 @@
 //! Delayed messages of one shard, due at any time up to the broker's
-//! `max_delay` (a delay level is turned into its due time on arrival).
+//! `delay_max` (a delay level is turned into its due time on arrival).
 //!
 //! Durable: each message is appended, stamped with due time and
 //! destination, to the shard's timer log (an internal storage queue, synced
@@ -106,17 +106,17 @@ impl Timer {
     }
 
     /// When a delayed message is due: after its level's delay, or at its time
-    /// (at once if that has passed), at most `max_delay` ahead.
+    /// (at once if that has passed), at most `delay_max` ahead.
     fn due_time(&self, level: u32, at_ms: u64) -> Result<u64, Failure> {
         let now = self.core.clock().now_ms();
         let due = match level {
             0 => at_ms.max(now),
             l => now + level_delay(self.core.config(), l)?.as_millis() as u64,
         };
-        let max = self.core.config().max_delay.as_millis() as u64;
+        let max = self.core.config().delay_max.as_millis() as u64;
         if due > now + max {
             return Err(Failure::invalid(format!(
-                "delivery {} ms ahead exceeds the broker's max_delay of {max} ms",
+                "delivery {} ms ahead exceeds the broker's delay_max of {max} ms",
                 due - now
             )));
         }

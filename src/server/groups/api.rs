@@ -92,7 +92,7 @@ impl Groups {
 
     /// Joins (or rejoins) a member; answers once the generation formed.
     pub async fn join(&self, group: &str, req: JoinRequest) -> Result<Formed, Failure> {
-        // At most max_group_wait: the edges check or clamp it with the request's other limits.
+        // At most group_wait_max: the edges check or clamp it with the request's other limits.
         let limit = Duration::from_millis(u64::from(req.rebalance_timeout_ms));
         let member = self.coordinator.borrow_mut().join(group, req, self.core.now_ms())?;
         self.changed.notify();
@@ -111,7 +111,7 @@ impl Groups {
     ) -> Result<Share, Failure> {
         self.coordinator.borrow_mut().sync(who, assignments, parse, self.core.now_ms())?;
         self.changed.notify();
-        let limit = self.core.config().max_group_wait;
+        let limit = self.core.config().group_wait_max;
         self.park(limit, || self.coordinator.borrow().synced(who)).await
     }
 

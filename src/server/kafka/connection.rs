@@ -1,7 +1,7 @@
 //! Kafka connections, run by the shared connection loop (`net::connection`):
 //! frames are a 4-byte big-endian length then the request; each is decoded
 //! whole as it arrives (a frame that does not decode, or one past
-//! `max_frame_bytes`, stops the reading: the requests before it are
+//! `frame_bytes_max`, stops the reading: the requests before it are
 //! answered, then the connection closes), and the responses are written in
 //! the order the requests came, as Kafka's clients require. SASL is served
 //! in order on the connection's session (v0's bare tokens too). At a stop
@@ -59,7 +59,7 @@ impl Protocol for Kafka {
     }
 
     fn frame_len(&self, prefix: [u8; 4]) -> Result<usize, (KafkaError, Option<Vec<u8>>)> {
-        let (len, max) = (u32::from_be_bytes(prefix) as usize, self.services.core.config().max_frame_bytes);
+        let (len, max) = (u32::from_be_bytes(prefix) as usize, self.services.core.config().frame_bytes_max);
         if len > max {
             return Err((KafkaError::FrameTooLarge { len, max }, None));
         }

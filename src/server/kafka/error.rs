@@ -10,7 +10,7 @@ pub enum KafkaError {
     ShortHeader(usize),
     #[error("a {0:?} v{1} request does not decode: {2}")]
     Malformed(ApiKey, i16, String),
-    #[error("a Kafka frame of {len} bytes exceeds max_frame_bytes {max}")]
+    #[error("a Kafka frame of {len} bytes exceeds --frame-bytes-max {max}")]
     FrameTooLarge { len: usize, max: usize },
     #[error("client {0:?} sent a request before authenticating (SASL_SSL or SASL_PLAINTEXT, or a client certificate)")]
     NotAuthenticated(String),

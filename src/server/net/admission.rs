@@ -1,8 +1,8 @@
 //! Connections per client address, counted across the node's shards and
 //! listeners (native and Kafka), so one address cannot take every
-//! connection a node has (`max_connections_per_ip`; 0: no limit); each
+//! connection a node has (`connections_per_ip_max`; 0: no limit); each
 //! shard's client connections over both client listeners, held to
-//! `max_connections`; and its open and accepted connections per listener,
+//! `connections_max`; and its open and accepted connections per listener,
 //! for its metrics. Every listener admits through `Net::admit`.
 
 use crate::server::core::metrics::Samples;
@@ -17,9 +17,9 @@ use std::time::Duration;
 /// Why a connection is refused.
 #[derive(Debug, thiserror::Error)]
 pub enum Refused {
-    #[error("{ip} already has {max} connections to this node (max_connections_per_ip)")]
+    #[error("{ip} already has {max} connections to this node (--connections-per-ip-max)")]
     PerAddress { ip: IpAddr, max: usize },
-    #[error("shard {shard} already serves {max} client connections over its listeners (max_connections)")]
+    #[error("shard {shard} already serves {max} client connections over its listeners (--connections-max)")]
     Shard { shard: usize, max: usize },
     #[error("the client's address: {0}")]
     NoAddress(glommio::GlommioError<()>),
@@ -72,7 +72,7 @@ impl Drop for Admitted {
 #[derive(Debug, Default)]
 pub struct ShardConnections {
     counts: RefCell<HashMap<&'static str, (u64, u64)>>,
-    /// Client connections open over every client listener (`max_connections`).
+    /// Client connections open over every client listener (`connections_max`).
     clients: Cell<usize>,
     /// A client connection closed.
     closed: Signal,
@@ -85,7 +85,7 @@ pub struct Open {
     listener: &'static str,
     /// Its admission by client address.
     _admitted: Admitted,
-    /// Counted among the shard's client connections (`max_connections`).
+    /// Counted among the shard's client connections (`connections_max`).
     client: bool,
 }
 

@@ -135,7 +135,7 @@ async fn serve<P: Protocol>(protocol: Rc<P>, net: Rc<Net>, tcp: TcpStream) {
     let session = protocol.session(&stream, peer);
     let (reader, writer) = futures_lite::io::split(stream);
     let reader = BufReader::with_capacity(READ_BUFFER_BYTES, reader);
-    let limit = core.config().max_inflight_per_connection.max(1) as u64;
+    let limit = core.config().inflight_per_connection_max.max(1) as u64;
     let mut connection = Connection {
         protocol,
         budget: net.request_budget().connection(),

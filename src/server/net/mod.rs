@@ -27,7 +27,7 @@ use std::time::Duration;
 /// One shard's connection state, shared by its listeners.
 pub struct Net {
     shard: usize,
-    max_connections: usize,
+    connections_max: usize,
     /// The node's connections by client address.
     per_address: Arc<PerAddress>,
     /// This shard's connections per listener.
@@ -42,12 +42,12 @@ impl Net {
         let config = core.config();
         let net = Rc::new(Net {
             shard: core.id(),
-            max_connections: config.max_connections,
+            connections_max: config.connections_max,
             per_address,
             connections: Rc::default(),
             request_budget: RequestBudget::new(
-                config.max_request_bytes_per_shard,
-                config.max_request_bytes_per_connection,
+                config.request_bytes_per_shard_max,
+                config.request_bytes_per_connection_max,
             ),
         });
         let probe: Rc<dyn Probe> = net.clone();
@@ -56,14 +56,14 @@ impl Net {
     }
 
     /// Admits a new connection from `ip` to `listener`: within the node's
-    /// per-address limit (`max_connections_per_ip`) on every listener, and
+    /// per-address limit (`connections_per_ip_max`) on every listener, and
     /// for the client listeners (native, Kafka) within the shard's
-    /// `max_connections` too (the admin listener stays reachable when
+    /// `connections_max` too (the admin listener stays reachable when
     /// clients fill the shard); why not otherwise.
     pub fn admit(&self, ip: IpAddr, listener: Listener) -> Result<Open, Refused> {
         let admitted = self.per_address.admit(ip)?;
         match listener {
-            Listener::Client(name) => self.connections.admit(self.shard, name, admitted, self.max_connections),
+            Listener::Client(name) => self.connections.admit(self.shard, name, admitted, self.connections_max),
             Listener::Admin => Ok(self.connections.open("admin", admitted)),
         }
     }

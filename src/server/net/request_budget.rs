@@ -1,6 +1,6 @@
 //! The bytes of client requests a shard holds at once, bounded per
-//! connection and per shard (`max_request_bytes_per_connection`,
-//! `max_request_bytes_per_shard`), on both client listeners. A frame's bytes
+//! connection and per shard (`request_bytes_per_connection_max`,
+//! `request_bytes_per_shard_max`), on both client listeners. A frame's bytes
 //! are reserved from both budgets after its length is read and before its
 //! buffer is allocated, and given back once its response is written. At a
 //! bound the connection is not read further (back-pressure through TCP to

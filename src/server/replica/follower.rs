@@ -50,7 +50,7 @@ pub async fn follow(core: Rc<Core>, leader: Leader) {
 /// Fetches and mirrors until something fails (Ok once the node stops).
 async fn fetch_until_failure(core: &Core, leader: &Leader) -> Result<(), ReplicaError> {
     let mut link =
-        Link::connect(leader.addr, core.config().tls.as_ref(), IO_TIMEOUT, core.config().max_frame_bytes).await?;
+        Link::connect(leader.addr, core.config().tls.as_ref(), IO_TIMEOUT, core.config().frame_bytes_max).await?;
     let storage = core.storage();
     let mut metadata_end = metadata_log::end(storage);
     loop {

@@ -8,7 +8,7 @@
 //! A half message unresolved `tx_timeout` after it was stored is checked:
 //! the check waits for any producer of its group polling this shard, whose
 //! answer ends it; every `tx_check_interval` it is checked again, and after
-//! `tx_max_checks` unanswered checks it is rolled back (and logged).
+//! `tx_checks_max` unanswered checks it is rolled back (and logged).
 
 use crate::protocol::messages::Transactional;
 use crate::server::core::metrics::{Probe, Samples};
@@ -274,7 +274,7 @@ impl Transactions {
     async fn check_due(&self) -> Result<(), StorageError> {
         let now = self.core.clock().now_ms();
         let config = self.core.config();
-        let (max, every) = (config.tx_max_checks, config.tx_check_interval.as_millis() as u64);
+        let (max, every) = (config.tx_checks_max, config.tx_check_interval.as_millis() as u64);
         let due: Vec<(u64, String, u32)> = self
             .open
             .borrow()

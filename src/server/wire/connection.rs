@@ -52,12 +52,12 @@ impl Protocol for Native {
 
     fn frame_len(&self, prefix: [u8; 4]) -> Result<usize, (Failure, Option<Vec<u8>>)> {
         let len = u32::from_le_bytes(prefix) as usize;
-        let max = self.services.core.config().max_frame_bytes;
+        let max = self.services.core.config().frame_bytes_max;
         let (code, m) = if len < REQUEST_HEADER_BYTES {
             let m = format!("frame of {len} bytes is shorter than the {REQUEST_HEADER_BYTES}-byte request header");
             (ErrorCode::Malformed, m)
         } else if len > max {
-            (ErrorCode::FrameTooLarge, format!("frame of {len} bytes exceeds max_frame_bytes {max}"))
+            (ErrorCode::FrameTooLarge, format!("frame of {len} bytes exceeds --frame-bytes-max {max}"))
         } else {
             return Ok(len);
         };

@@ -92,7 +92,7 @@ fn configs(core: &Core) -> Vec<(&'static str, String)> {
     vec![
         ("cleanup.policy", "delete".into()),
         ("compression.type", "uncompressed".into()),
-        ("max.message.bytes", c.max_batch_bytes.to_string()),
+        ("max.message.bytes", c.batch_bytes_max.to_string()),
         ("message.timestamp.type", "CreateTime".into()),
         ("min.insync.replicas", "1".into()),
         ("retention.bytes", retention_bytes.to_string()),

@@ -1,6 +1,6 @@
 //! Fetch of the partitions this shard owns: every partition is read at
 //! once and, when none has news, all are long-polled until the first does
-//! or `max_wait_ms` (at most the broker's `max_fetch_wait`) passes, as
+//! or `max_wait_ms` (at most the broker's `fetch_wait_max`) passes, as
 //! native FetchMany does. Stored batches are served as record batches v2
 //! whose keys and values point into the read.
 
@@ -35,7 +35,7 @@ impl Api for Fetch {
         let core = &s.core;
         let asked = asked(core, at, &request);
         let entries: Vec<Read> = asked.iter().filter_map(|a| a.read.as_ref().ok().cloned()).collect();
-        let wait = Duration::from_millis(request.max_wait_ms.max(0) as u64).min(core.config().max_fetch_wait);
+        let wait = Duration::from_millis(request.max_wait_ms.max(0) as u64).min(core.config().fetch_wait_max);
         let mut reads = fetch_many(core, &entries, wait).await.into_iter();
         let consumer = if core.trace().is_on() { format!("kafka:{}", at.principal.client()) } else { String::new() };
         let mut topics: Vec<FetchableTopicResponse> = request

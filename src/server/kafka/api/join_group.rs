@@ -33,9 +33,9 @@ async fn join(s: &Services, p: &Principal, client_id: &str, r: &JoinGroupRequest
         return failed(code);
     }
     // v0 has no rebalance timeout: Kafka uses the session's. A client's
-    // max.poll.interval (librdkafka: 5 minutes) is held to max_group_wait.
+    // max.poll.interval (librdkafka: 5 minutes) is held to group_wait_max.
     let rebalance = if r.rebalance_timeout_ms > 0 { r.rebalance_timeout_ms } else { r.session_timeout_ms };
-    let most = s.core.config().max_group_wait.as_millis().min(u128::from(u32::MAX)) as u32;
+    let most = s.core.config().group_wait_max.as_millis().min(u128::from(u32::MAX)) as u32;
     let req = JoinRequest {
         member: r.member_id.to_string(),
         client_id: client_id.to_string(),

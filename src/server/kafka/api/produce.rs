@@ -106,7 +106,7 @@ fn answer(
 async fn store(s: &Services, queue: &QueueRef, records: Option<&Bytes>) -> Result<(u64, u32), Refusal> {
     let records =
         records.ok_or((ResponseError::CorruptMessage.code(), "the partition's records are missing".to_string()))?;
-    let translated = to_ringmq(records, queue.queue, s.core.config().max_batch_bytes).map_err(|r| match r {
+    let translated = to_ringmq(records, queue.queue, s.core.config().batch_bytes_max).map_err(|r| match r {
         Refused::Corrupt(m) => (ResponseError::CorruptMessage.code(), m),
         Refused::TooLarge(m) => (ResponseError::MessageTooLarge.code(), m),
     })?;

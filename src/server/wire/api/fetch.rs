@@ -30,7 +30,7 @@ impl Api for Fetch {
     }
 
     fn check(f: &msg::Fetch, core: &Core) -> Result<(), Failure> {
-        check_wait("max_wait_ms", f.max_wait_ms, core.config().max_fetch_wait, "max_fetch_wait")
+        check_wait("max_wait_ms", f.max_wait_ms, core.config().fetch_wait_max, "--fetch-wait-ms-max")
     }
 
     fn authorize(f: &msg::Fetch, need: &mut Need) -> Result<(), Failure> {

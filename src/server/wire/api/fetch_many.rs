@@ -31,7 +31,7 @@ impl Api for FetchMany {
     }
 
     fn check(f: &msg::FetchMany, core: &Core) -> Result<(), Failure> {
-        check_wait("max_wait_ms", f.max_wait_ms, core.config().max_fetch_wait, "max_fetch_wait")
+        check_wait("max_wait_ms", f.max_wait_ms, core.config().fetch_wait_max, "--fetch-wait-ms-max")
     }
 
     fn authorize(f: &msg::FetchMany, need: &mut Need) -> Result<(), Failure> {

@@ -29,7 +29,7 @@ impl Api for Heartbeat {
     }
 
     fn check(b: &Beat, core: &Core) -> Result<(), Failure> {
-        check_wait("wait_ms", b.wait_ms, core.config().max_group_wait, "max_group_wait")
+        check_wait("wait_ms", b.wait_ms, core.config().group_wait_max, "--group-wait-ms-max")
     }
 
     fn authorize(b: &Beat, need: &mut Need) -> Result<(), Failure> {

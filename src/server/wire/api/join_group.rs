@@ -26,9 +26,9 @@ impl Api for JoinGroup {
     }
 
     fn check(j: &msg::JoinGroup, core: &Core) -> Result<(), Failure> {
-        let max = core.config().max_group_wait;
-        check_wait("rebalance_timeout_ms", j.rebalance_timeout_ms, max, "max_group_wait")?;
-        check_wait("session_timeout_ms", j.session_timeout_ms, max, "max_group_wait")
+        let max = core.config().group_wait_max;
+        check_wait("rebalance_timeout_ms", j.rebalance_timeout_ms, max, "--group-wait-ms-max")?;
+        check_wait("session_timeout_ms", j.session_timeout_ms, max, "--group-wait-ms-max")
     }
 
     fn authorize(j: &msg::JoinGroup, need: &mut Need) -> Result<(), Failure> {

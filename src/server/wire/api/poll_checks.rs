@@ -29,7 +29,7 @@ impl Api for PollChecks {
     }
 
     fn check(p: &Poll, core: &Core) -> Result<(), Failure> {
-        check_wait("wait_ms", p.wait_ms, core.config().max_fetch_wait, "max_fetch_wait")
+        check_wait("wait_ms", p.wait_ms, core.config().fetch_wait_max, "--fetch-wait-ms-max")
     }
 
     fn authorize(p: &Poll, need: &mut Need) -> Result<(), Failure> {

@@ -26,7 +26,7 @@ impl Api for ReplicaFetch {
     }
 
     fn check(f: &msg::ReplicaFetch, core: &Core) -> Result<(), Failure> {
-        check_wait("max_wait_ms", f.max_wait_ms, core.config().max_fetch_wait, "max_fetch_wait")
+        check_wait("max_wait_ms", f.max_wait_ms, core.config().fetch_wait_max, "--fetch-wait-ms-max")
     }
 
     fn authorize(_: &msg::ReplicaFetch, need: &mut Need) -> Result<(), Failure> {
