@@ -11,12 +11,11 @@
 use super::registry::blocking;
 use super::store::{Compare, Op, Store, StoreError};
 use super::ClusterError;
-use crate::protocol::ErrorCode;
 use crate::security::acl::Acls;
 use crate::security::change::{AccountsChange, Changed, Store as Kept};
 use crate::security::quota::Quotas;
 use crate::security::users::Users;
-use crate::server::Failure;
+use crate::server::{Failure, Reason};
 
 pub(super) const ACCOUNTS_PREFIX: &str = "/ringmq/security/";
 const USERS_KEY: &str = "/ringmq/security/users";
@@ -72,7 +71,7 @@ pub(super) async fn change(store: &impl Store, change: &AccountsChange) -> Resul
             Changed::Acls(acls, removed) => (serde_json::to_vec(acls), *removed),
             Changed::Quotas(quotas) => (serde_json::to_vec(quotas), 0),
         };
-        let json = json.map_err(|e| Failure(ErrorCode::Internal, e.to_string()))?;
+        let json = json.map_err(|e| Failure(Reason::Internal, e.to_string()))?;
         let when = vec![Compare::ModRevision(key.to_string(), revision)];
         if store.txn(when, vec![Op::put(key, json)]).await.map_err(unavailable)?.is_some() {
             return Ok(removed);

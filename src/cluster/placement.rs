@@ -13,10 +13,8 @@
 use super::election::{Leadership, BROKER_GROUPS_PREFIX};
 use super::store::{Compare, Op, Store, StoreError};
 use super::ClusterError;
-use crate::protocol::messages::CreateTopic;
-use crate::protocol::ErrorCode;
 use crate::server::placement::{place, ClusterView, GroupShards, PlacedTopic};
-use crate::server::Failure;
+use crate::server::{flush_code, Failure, NewTopic, Reason};
 use std::collections::BTreeMap;
 use std::time::Duration;
 use tokio::time::Instant;
@@ -91,23 +89,23 @@ fn unavailable(e: impl std::fmt::Display) -> Failure {
 }
 
 /// Stores a new topic placed over the groups `view` knows; the revision it was stored at.
-pub(super) async fn create(store: &impl Store, view: &ClusterView, req: &CreateTopic) -> Result<i64, Failure> {
+pub(super) async fn create(store: &impl Store, view: &ClusterView, req: &NewTopic) -> Result<i64, Failure> {
     let queues = place(&req.name, req.queues, &view.groups);
     if queues.is_empty() {
         return Err(unavailable("no broker group has recorded its shards yet"));
     }
-    let topic = PlacedTopic { flush: req.flush, queues, created: 0 };
+    let topic = PlacedTopic { flush: flush_code(req.flush), queues, created: 0 };
     let json = serde_json::to_string(&topic).expect("a topic serializes");
     let key = topic_key(&req.name);
     let made = store.txn(vec![Compare::Absent(key.clone())], vec![Op::put(key, json)]).await.map_err(unavailable)?;
-    made.ok_or_else(|| Failure(ErrorCode::TopicExists, format!("topic {:?} already exists", req.name)))
+    made.ok_or_else(|| Failure(Reason::TopicExists, format!("topic {:?} already exists", req.name)))
 }
 
 /// Deletes a topic; the revision it was deleted at.
 pub(super) async fn delete(store: &impl Store, name: &str) -> Result<i64, Failure> {
     let key = topic_key(name);
     let done = store.txn(vec![Compare::Present(key.clone())], vec![Op::Delete(key)]).await.map_err(unavailable)?;
-    done.ok_or_else(|| Failure(ErrorCode::UnknownTopic, format!("unknown topic {name:?}")))
+    done.ok_or_else(|| Failure(Reason::UnknownTopic, format!("unknown topic {name:?}")))
 }
 
 /// Waits until every group that has a leader applied `revision`; after

@@ -35,8 +35,9 @@ pub use self::core::replication::{
     ClusterRole, FollowerReport, InSyncReport, IsrLink, Lead, ReplicatedLog, Replication, ReplicationConfig,
     ReplicationMode,
 };
+pub use self::core::topics::{flush_code, NewTopic};
 pub use self::core::trace::TraceConfig;
-pub use self::core::Failure;
+pub use self::core::{Failure, Reason};
 pub use self::node::dir_lock::DataDirLock;
 pub use self::node::NodeError;
 

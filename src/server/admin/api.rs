@@ -14,7 +14,7 @@ use crate::protocol::{ApiKey, Reader, Writer};
 use crate::security::acl::Operation;
 use crate::server::auth::authorizer::{self, Principal};
 use crate::server::core::metrics::{samples, Family, Sample, Value};
-use crate::server::core::{Core, Failure};
+use crate::server::core::{Core, Failure, Reason};
 use crate::server::data::lookup;
 use ringmq_shards::batch::{self, BatchHeader};
 use ringmq_shards::record::RecordIter;
@@ -167,7 +167,9 @@ async fn lookup_everywhere(core: &Core, query: &LookupQuery) -> Result<Vec<(Stri
         let reply = core.mesh().forward(shard, request).await?;
         let response = frame::Response::parse(&reply[4..])?;
         if response.error != crate::protocol::ErrorCode::None {
-            return Err(Failure(response.error, format!("shard {shard}: {}", response.message)));
+            // Another shard's refusal of the forwarded lookup: named as it answered.
+            let m = format!("shard {shard} answered {:?}: {}", response.error, response.message);
+            return Err(Failure(Reason::Internal, m));
         }
         found.extend(LookedUp::decode(&mut Reader::new(response.body))?.found);
     }

@@ -5,8 +5,8 @@
 //! differ only by shard are added up (a histogram's buckets too), except
 //! the families whose value is the same on every shard or a maximum.
 
-use crate::protocol::ErrorCode;
 use crate::server::core::metrics::{samples, Family, Kind, Sample, Value};
+use crate::server::core::Reason;
 use crate::server::core::{Core, Failure};
 use prometheus_client::encoding::{DescriptorEncoder, NoLabelSet};
 use prometheus_client::metrics::MetricType;
@@ -35,7 +35,7 @@ pub async fn gather(core: &Core) -> Result<Vec<Family>, Failure> {
             let late = async {
                 glommio::timer::sleep(timeout).await;
                 let m = format!("shard {shard} did not report its metrics within {timeout:?} (admin_timeout)");
-                Err(Failure(ErrorCode::Internal, m))
+                Err(Failure(Reason::Internal, m))
             };
             futures_lite::future::or(asked, late).await?
         };

@@ -5,10 +5,10 @@
 //! it in etcd; every node's control plane then takes it from its watch.
 
 use crate::protocol::security::UserList;
-use crate::protocol::ErrorCode;
 use crate::security::acl::{Acl, AclFilter};
 use crate::security::change::{AccountsChange, Changed};
 use crate::security::quota::Entry;
+use crate::server::core::Reason;
 use crate::server::core::{Core, Failure};
 
 /// Makes a change; stored before it is answered. For a removal of ACLs,
@@ -34,7 +34,7 @@ pub async fn change(core: &Core, change: AccountsChange) -> Result<u32, Failure>
             Changed::Quotas(quotas) => quotas.store(&dir),
         })
         .await
-        .map_err(|e| Failure(ErrorCode::StorageFailed, format!("storing the {what}: {e}")))?;
+        .map_err(|e| Failure(Reason::StorageFailed, format!("storing the {what}: {e}")))?;
     Ok(accounts.replace(changed))
 }
 

@@ -5,8 +5,8 @@
 //! naming the operation and the resource, logged once per connection and
 //! resource.
 
-use crate::protocol::ErrorCode;
 use crate::security::acl::{principal_of, Operation, ResourceType, ANONYMOUS, CLUSTER};
+use crate::server::core::Reason;
 use crate::server::core::{Core, Failure};
 use std::cell::RefCell;
 use std::collections::HashSet;
@@ -89,7 +89,7 @@ impl Principal {
             tracing::warn!(shard = core.id(), principal = %who, %operation, resource = %resource.kind, name = resource.name, "not authorized");
         }
         Err(Failure(
-            ErrorCode::NotAuthorized,
+            Reason::NotAuthorized,
             format!(
                 "{who} may not {operation} {} {:?}: no ACL allows it, or one denies it (see `ringmq acl list`)",
                 resource.kind, resource.name

@@ -4,10 +4,10 @@
 //! the connection as its subject's common name from the start. A failed
 //! exchange ends the session: the edge answers and closes the connection.
 
-use crate::protocol::ErrorCode;
 use crate::security::sasl::{self, PlainError, SaslMechanism};
 use crate::security::scram::{Mechanism, ScramError, ScramServer};
 use crate::server::auth::authorizer::Principal;
+use crate::server::core::Reason;
 use crate::server::core::{Core, Failure};
 use std::net::SocketAddr;
 use std::rc::Rc;
@@ -74,9 +74,9 @@ impl Session {
     /// A handshake: the client names its mechanism.
     pub fn handshake(&mut self, core: &Core, name: &str) -> Result<SaslMechanism, Failure> {
         if matches!(self.state, State::Scram(_) | State::Done) || self.principal.is_some() {
-            return Err(Failure(ErrorCode::InvalidRequest, "this connection is already authenticated".into()));
+            return Err(Failure(Reason::InvalidRequest, "this connection is already authenticated".into()));
         }
-        let unsupported = |why: String| Failure(ErrorCode::UnsupportedSaslMechanism, why);
+        let unsupported = |why: String| Failure(Reason::UnsupportedSaslMechanism, why);
         let Some(mechanism) = SaslMechanism::from_name(name).filter(|m| core.config().auth.mechanisms.contains(m))
         else {
             return Err(unsupported(format!(
@@ -100,10 +100,7 @@ impl Session {
             // handshake may still follow on a connection that did not log in).
             previous @ (State::Start | State::Done) => {
                 self.state = previous;
-                return Err(Failure(
-                    ErrorCode::InvalidRequest,
-                    "SaslAuthenticate without a SaslHandshake first".into(),
-                ));
+                return Err(Failure(Reason::InvalidRequest, "SaslAuthenticate without a SaslHandshake first".into()));
             }
             State::Chosen(SaslMechanism::Scram(m)) => self.scram_first(core, m, token),
             State::Chosen(SaslMechanism::Plain) => self.plain(core, token).await,
@@ -124,7 +121,7 @@ impl Session {
             }
             Err((user, why)) => {
                 tracing::warn!(shard = core.id(), %user, %why, "a client failed to authenticate");
-                Err(Failure(ErrorCode::AuthenticationFailed, "authentication failed: invalid user or password".into()))
+                Err(Failure(Reason::AuthenticationFailed, "authentication failed: invalid user or password".into()))
             }
         }
     }

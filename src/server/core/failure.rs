@@ -1,25 +1,83 @@
-//! The broker's typed error: a wire error code and a message a user can act
-//! on. Every service call fails with one; the wire sends it as the response.
+//! The broker's typed error: why a request failed, in the broker's own
+//! terms, and a message a user can act on. Every service call fails with
+//! one; each protocol's edge names the reason in its own codes (the native
+//! wire's `ErrorCode`, Kafka's error codes) and sends the message.
 
-use crate::protocol::{DecodeError, ErrorCode};
+use crate::protocol::DecodeError;
 use crate::security::AccountsError;
 use ringmq_shards::{FormatError, StorageError};
 
-/// A failed request: the code and a message a user can act on.
+/// Why a request failed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Reason {
+    /// The request (or a stored record it names) does not parse.
+    Malformed,
+    /// The API version is not one the broker serves.
+    UnsupportedVersion,
+    UnknownTopic,
+    UnknownQueue,
+    TopicExists,
+    /// A topic name of characters or a length the broker refuses.
+    InvalidTopic,
+    /// A batch whose CRC does not match its bytes: nothing of it is stored.
+    CrcMismatch,
+    BatchTooLarge,
+    /// A batch whose records do not add up.
+    InvalidBatch,
+    OffsetOutOfRange,
+    /// The shard could not store or read its log (an I/O error).
+    StorageFailed,
+    /// The shard is stopping.
+    ShuttingDown,
+    /// A field out of its range or a request the broker's limits refuse.
+    InvalidRequest,
+    /// A state the broker did not expect: a bug to report.
+    Internal,
+    /// The consumer group is rebalancing: rejoin.
+    RebalanceInProgress,
+    /// The member's generation is not the group's: it was fenced.
+    IllegalGeneration,
+    /// The group does not know the member.
+    UnknownMember,
+    /// The member commits a queue not assigned to it.
+    NotAssigned,
+    /// A stored batch fails its check: the offsets it covers are damaged.
+    CorruptData,
+    /// The shard's disk is full: nothing was stored.
+    StorageFull,
+    /// This node does not lead the queue's broker group (or the epoch).
+    NotLeader,
+    /// A follower's log does not continue the leader's.
+    LogDiverged,
+    /// Sync replication: too few replicas hold the batch durably in time.
+    NotEnoughReplicas,
+    /// Cluster mode: the coordination service did not take a change.
+    ClusterUnavailable,
+    /// The member's client kind or protocols do not match the group's.
+    InconsistentGroupProtocol,
+    /// Wrong user or password (or certificate).
+    AuthenticationFailed,
+    /// A SASL mechanism the broker does not offer.
+    UnsupportedSaslMechanism,
+    /// The principal may not do this to this resource.
+    NotAuthorized,
+}
+
+/// A failed request: why, and a message a user can act on.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Failure(pub ErrorCode, pub String);
+pub struct Failure(pub Reason, pub String);
 
 impl Failure {
     pub fn invalid(message: impl Into<String>) -> Failure {
-        Failure(ErrorCode::InvalidRequest, message.into())
+        Failure(Reason::InvalidRequest, message.into())
     }
 
     pub fn unknown_topic(name: &str) -> Failure {
-        Failure(ErrorCode::UnknownTopic, format!("unknown topic {name:?}; create it first"))
+        Failure(Reason::UnknownTopic, format!("unknown topic {name:?}; create it first"))
     }
 
     pub fn cluster_unavailable(why: impl std::fmt::Display) -> Failure {
-        Failure(ErrorCode::ClusterUnavailable, format!("the cluster's etcd did not take the change: {why}; retry"))
+        Failure(Reason::ClusterUnavailable, format!("the cluster's etcd did not take the change: {why}; retry"))
     }
 }
 
@@ -31,7 +89,7 @@ impl std::fmt::Display for Failure {
 
 impl From<DecodeError> for Failure {
     fn from(e: DecodeError) -> Self {
-        Failure(ErrorCode::Malformed, e.to_string())
+        Failure(Reason::Malformed, e.to_string())
     }
 }
 
@@ -43,35 +101,35 @@ impl From<AccountsError> for Failure {
 
 impl From<FormatError> for Failure {
     fn from(e: FormatError) -> Self {
-        let code = match &e {
+        let reason = match &e {
             FormatError::BatchTooShort { .. } | FormatError::LengthMismatch { .. } | FormatError::Malformed(_) => {
-                ErrorCode::InvalidBatch
+                Reason::InvalidBatch
             }
-            FormatError::BatchTooLarge { .. } => ErrorCode::BatchTooLarge,
-            FormatError::CrcMismatch { .. } => ErrorCode::CrcMismatch,
+            FormatError::BatchTooLarge { .. } => Reason::BatchTooLarge,
+            FormatError::CrcMismatch { .. } => Reason::CrcMismatch,
         };
-        Failure(code, e.to_string())
+        Failure(reason, e.to_string())
     }
 }
 
 impl From<StorageError> for Failure {
     fn from(e: StorageError) -> Self {
-        let code = match e {
+        let reason = match e {
             StorageError::Format(format) => return format.into(),
-            StorageError::UnknownQueue(_) => ErrorCode::UnknownQueue,
-            StorageError::OffsetOutOfRange { .. } => ErrorCode::OffsetOutOfRange,
-            StorageError::Closed => ErrorCode::ShuttingDown,
-            StorageError::CorruptBatch { .. } => ErrorCode::CorruptData,
-            StorageError::Full { .. } => ErrorCode::StorageFull,
-            ref e if e.is_no_space() => ErrorCode::StorageFull,
+            StorageError::UnknownQueue(_) => Reason::UnknownQueue,
+            StorageError::OffsetOutOfRange { .. } => Reason::OffsetOutOfRange,
+            StorageError::Closed => Reason::ShuttingDown,
+            StorageError::CorruptBatch { .. } => Reason::CorruptData,
+            StorageError::Full { .. } => Reason::StorageFull,
+            ref e if e.is_no_space() => Reason::StorageFull,
             StorageError::Failed(_)
             | StorageError::Io { .. }
             | StorageError::Corruption { .. }
-            | StorageError::Sealed { .. } => ErrorCode::StorageFailed,
-            StorageError::PositionOutOfRange { .. } | StorageError::Diverged { .. } => ErrorCode::LogDiverged,
-            StorageError::WrongRole(_) => ErrorCode::NotLeader,
-            StorageError::QueueExists(_) | StorageError::Config(_) => ErrorCode::Internal,
+            | StorageError::Sealed { .. } => Reason::StorageFailed,
+            StorageError::PositionOutOfRange { .. } | StorageError::Diverged { .. } => Reason::LogDiverged,
+            StorageError::WrongRole(_) => Reason::NotLeader,
+            StorageError::QueueExists(_) | StorageError::Config(_) => Reason::Internal,
         };
-        Failure(code, e.to_string())
+        Failure(reason, e.to_string())
     }
 }

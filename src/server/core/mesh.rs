@@ -6,10 +6,11 @@
 //! answer. Every call is a message out and an answer back.
 
 use super::failure::Failure;
+use super::failure::Reason;
 use super::metadata::Metadata;
 use super::metrics::Family;
-use crate::protocol::messages::{CreateTopic, QueueRef};
-use crate::protocol::ErrorCode;
+use super::topics::NewTopic;
+use crate::protocol::messages::QueueRef;
 use glommio::channels::channel_mesh::{Receivers, Senders};
 use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
@@ -27,7 +28,7 @@ pub enum Call {
     /// Append a batch to a topic's queue (owned there).
     Append { queue: QueueRef, batch: Vec<u8> },
     /// Create a topic (on shard 0, which owns metadata changes).
-    CreateTopic(CreateTopic),
+    CreateTopic(NewTopic),
     /// Delete a topic (on shard 0).
     DeleteTopic(String),
     /// Report this shard's metrics.
@@ -144,7 +145,7 @@ impl Mesh {
         self.pending.borrow_mut().insert(id, waiter.clone());
         if self.senders.send_to(shard, MeshMsg::Call { id, call }).await.is_err() {
             self.pending.borrow_mut().remove(&id);
-            return Err(Failure(ErrorCode::ShuttingDown, format!("shard {shard} is gone")));
+            return Err(Failure(Reason::ShuttingDown, format!("shard {shard} is gone")));
         }
         let answer = std::future::poll_fn(|cx| {
             let mut w = waiter.borrow_mut();
@@ -199,5 +200,5 @@ impl Mesh {
 }
 
 fn unexpected(answer: &Answer) -> Failure {
-    Failure(ErrorCode::Internal, format!("unexpected answer from a peer shard: {answer:?}"))
+    Failure(Reason::Internal, format!("unexpected answer from a peer shard: {answer:?}"))
 }

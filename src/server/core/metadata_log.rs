@@ -4,9 +4,9 @@
 //! record to its metadata file, and a node that starts as leader takes the
 //! newest record over its file (a follower's file may lag its log).
 
+use super::failure::Reason;
 use super::metadata::Metadata;
 use super::Failure;
-use crate::protocol::ErrorCode;
 use crate::server::internal::queues::{self, METADATA};
 use ringmq_shards::{FlushPolicy, Shard, StorageError};
 use std::path::Path;
@@ -60,5 +60,5 @@ pub async fn store_newest(storage: &Shard, data_dir: &Path) -> Result<bool, Fail
 }
 
 fn damaged(why: String) -> Failure {
-    Failure(ErrorCode::StorageFailed, why)
+    Failure(Reason::StorageFailed, why)
 }

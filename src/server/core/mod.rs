@@ -27,4 +27,4 @@ pub mod trace;
 pub mod traffic;
 
 pub use context::Core;
-pub use failure::Failure;
+pub use failure::{Failure, Reason};

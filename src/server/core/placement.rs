@@ -7,9 +7,11 @@
 
 use super::context::Core;
 use super::failure::Failure;
+use super::failure::Reason;
 use super::metadata::Home;
-use crate::protocol::messages::{CreateTopic, MetadataResponse};
-use crate::protocol::{coordinator_of, ErrorCode};
+use super::topics::NewTopic;
+use crate::protocol::coordinator_of;
+use crate::protocol::messages::MetadataResponse;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use tokio::sync::{oneshot, watch};
@@ -126,7 +128,7 @@ pub fn place(name: &str, queues: u32, groups: &[GroupShards]) -> Vec<Place> {
 pub enum PlacementAsk {
     /// Store a new topic in etcd; answered once every group that leads has applied it.
     Create {
-        topic: CreateTopic,
+        topic: NewTopic,
         reply: oneshot::Sender<Result<(), Failure>>,
     },
     Delete {
@@ -153,7 +155,7 @@ impl std::fmt::Debug for PlacementLink {
 
 impl PlacementLink {
     /// Creates a topic through etcd.
-    pub async fn create(&self, topic: CreateTopic) -> Result<(), Failure> {
+    pub async fn create(&self, topic: NewTopic) -> Result<(), Failure> {
         let (reply, answer) = oneshot::channel();
         (self.ask)(PlacementAsk::Create { topic, reply });
         answer.await.unwrap_or_else(|_| Err(Failure::cluster_unavailable("the control plane stopped")))
@@ -206,13 +208,13 @@ impl Core {
         match view.place_of(at) {
             Some(place) if place.broker_group == self.group() => Ok(place.shard as usize),
             Some(place) => Err(Failure(
-                ErrorCode::NotLeader,
+                Reason::NotLeader,
                 format!(
                     "consumer group {group:?} is coordinated by broker group {:?}; refresh metadata",
                     place.broker_group
                 ),
             )),
-            None => Err(Failure(ErrorCode::NotLeader, "no broker group is known yet; refresh metadata".into())),
+            None => Err(Failure(Reason::NotLeader, "no broker group is known yet; refresh metadata".into())),
         }
     }
 
@@ -223,7 +225,7 @@ impl Core {
         let t = metadata.topics.get(topic).ok_or_else(|| Failure::unknown_topic(topic))?;
         let here = t.queues.iter().position(|h| matches!(h, Home::Here(_)));
         here.map(|q| q as u32).ok_or_else(|| {
-            Failure(ErrorCode::NotLeader, format!("topic {topic:?} has no queue in broker group {:?}", self.group()))
+            Failure(Reason::NotLeader, format!("topic {topic:?} has no queue in broker group {:?}", self.group()))
         })
     }
 }

@@ -6,8 +6,8 @@
 //! simulator runs this same code against its model of a shard.
 
 use super::failure::Failure;
+use super::failure::Reason;
 use super::metrics::Samples;
-use crate::protocol::ErrorCode;
 use ringmq_shards::{Shard, Signal};
 use std::cell::RefCell;
 use std::collections::{BTreeMap, BTreeSet};
@@ -428,7 +428,7 @@ impl Replication {
             if self.deposed() {
                 let m = "this node stopped leading before the batch was replicated; it is stored here, its outcome \
                          unknown (a retry on the new leader is recognised if the batch got there)";
-                return Err(Failure(ErrorCode::NotLeader, m.into()));
+                return Err(Failure(Reason::NotLeader, m.into()));
             }
             let left = deadline.saturating_duration_since(Instant::now());
             if left.is_zero() {
@@ -437,7 +437,7 @@ impl Replication {
                      its outcome is unknown until followers catch up (a retry may store it twice)",
                     self.config.insync_min, self.group, self.config.ack_timeout
                 );
-                return Err(Failure(ErrorCode::NotEnoughReplicas, m));
+                return Err(Failure(Reason::NotEnoughReplicas, m));
             }
             // A follower's fetch moves the committed end; so may a change of the in-sync set.
             self.advanced.wait_for(left.min(ISR_RECHECK)).await;

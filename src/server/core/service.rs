@@ -5,10 +5,10 @@
 
 use super::context::{Core, ShardRole};
 use super::failure::Failure;
+use super::failure::Reason;
 use super::mesh::{Answer, Call};
 use super::metadata::{Home, QueueSlot};
 use crate::protocol::messages::QueueRef;
-use crate::protocol::ErrorCode;
 use ringmq_shards::{QueueId, ReadBatches, ReadWait, Record, StorageError};
 use std::rc::Rc;
 use std::time::Duration;
@@ -23,7 +23,7 @@ impl Core {
         match self.home(q)? {
             Home::Here(slot) => Ok(slot),
             Home::Group(place) => Err(Failure(
-                ErrorCode::NotLeader,
+                Reason::NotLeader,
                 format!(
                     "queue {} of topic {:?} lives in broker group {:?}: its leader serves it; refresh metadata",
                     q.queue, q.topic, place.broker_group
@@ -38,7 +38,7 @@ impl Core {
         let topic = metadata.topics.get(&q.topic).ok_or_else(|| Failure::unknown_topic(&q.topic))?;
         let home = topic.queues.get(q.queue as usize).ok_or_else(|| {
             Failure(
-                ErrorCode::UnknownQueue,
+                Reason::UnknownQueue,
                 format!("topic {:?} has queues 0..{}, not {}", q.topic, topic.queues.len(), q.queue),
             )
         })?;
@@ -61,7 +61,7 @@ impl Core {
             if replication.deposed() {
                 let m = "this node does not lead its broker group now (its lease lapsed, a new epoch began, or its \
                          epoch has not started yet); refresh metadata and retry";
-                return Err(Failure(ErrorCode::NotLeader, m.into()));
+                return Err(Failure(Reason::NotLeader, m.into()));
             }
         }
         let appended = self.storage().append(QueueId(slot.storage_id), batch).await?;

@@ -7,21 +7,30 @@
 
 use super::context::Core;
 use super::failure::Failure;
+use super::failure::Reason;
 use super::mesh::Call;
 use super::metadata::{self, Home, Metadata, QUEUES_MAX};
 use super::placement::ClusterView;
-use crate::protocol::messages::CreateTopic;
-use crate::protocol::ErrorCode;
 use ringmq_shards::{FlushPolicy, QueueId, StorageError};
 use std::collections::HashSet;
 use std::rc::Rc;
+
+/// A topic to create, in the broker's terms: each protocol's edge builds
+/// it from its own request.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NewTopic {
+    pub name: String,
+    pub queues: u32,
+    /// How its appends are made durable.
+    pub flush: FlushPolicy,
+}
 
 /// The shard that owns metadata changes.
 const METADATA_SHARD: usize = 0;
 
 impl Core {
     /// Creates a topic (on shard 0, wherever it is asked).
-    pub async fn create_topic(self: &Rc<Self>, req: CreateTopic) -> Result<(), Failure> {
+    pub async fn create_topic(self: &Rc<Self>, req: NewTopic) -> Result<(), Failure> {
         check_new_topic(&req)?;
         if let Some(placement) = self.placement() {
             return placement.create(req).await;
@@ -32,9 +41,9 @@ impl Core {
         let _one_change_at_a_time = self.metadata_lock.acquire_permit(1).await;
         let current = self.metadata();
         if current.topics.contains_key(&req.name) {
-            return Err(Failure(ErrorCode::TopicExists, format!("topic {:?} already exists", req.name)));
+            return Err(Failure(Reason::TopicExists, format!("topic {:?} already exists", req.name)));
         }
-        let next = current.with_topic(&req.name, req.queues, req.flush, self.shards() as u32);
+        let next = current.with_topic(&req.name, req.queues, flush_code(req.flush), self.shards() as u32);
         self.publish(next).await
     }
 
@@ -49,7 +58,7 @@ impl Core {
         let _one_change_at_a_time = self.metadata_lock.acquire_permit(1).await;
         let mut next = (*self.metadata()).clone();
         if next.topics.remove(name).is_none() {
-            return Err(Failure(ErrorCode::UnknownTopic, format!("unknown topic {name:?}")));
+            return Err(Failure(Reason::UnknownTopic, format!("unknown topic {name:?}")));
         }
         self.publish(next).await
     }
@@ -59,8 +68,8 @@ impl Core {
         if self.metadata().topics.contains_key(name) {
             return Ok(());
         }
-        match self.create_topic(CreateTopic { name: name.to_string(), queues: 1, flush: 0 }).await {
-            Err(Failure(ErrorCode::TopicExists, _)) => Ok(()),
+        match self.create_topic(NewTopic { name: name.to_string(), queues: 1, flush: FlushPolicy::Sync }).await {
+            Err(Failure(Reason::TopicExists, _)) => Ok(()),
             other => other,
         }
     }
@@ -109,7 +118,7 @@ impl Core {
         // A buffered write and two fsyncs: on the blocking pool, not the shard's thread.
         let (stored, dir) = (next.clone(), self.config().data_dir.clone());
         glommio::executor().spawn_blocking(move || stored.store(&dir)).await.map_err(|e| {
-            let code = if ringmq_shards::is_no_space(&e) { ErrorCode::StorageFull } else { ErrorCode::StorageFailed };
+            let code = if ringmq_shards::is_no_space(&e) { Reason::StorageFull } else { Reason::StorageFailed };
             Failure(code, format!("storing metadata: {e}"))
         })?;
         for peer in (0..self.shards()).filter(|p| *p != self.id()) {
@@ -148,21 +157,26 @@ impl Core {
     }
 }
 
-/// Refuses a topic that could not be created: a bad name, queue count or flush code.
-fn check_new_topic(req: &CreateTopic) -> Result<(), Failure> {
+/// Refuses a topic that could not be created: a bad name or queue count.
+fn check_new_topic(req: &NewTopic) -> Result<(), Failure> {
     if !metadata::valid_topic_name(&req.name) {
         return Err(Failure(
-            ErrorCode::InvalidTopic,
+            Reason::InvalidTopic,
             format!("topic name {:?} must be 1-200 characters of A-Z a-z 0-9 . _ -", req.name),
         ));
     }
     if req.queues == 0 || req.queues > QUEUES_MAX {
         return Err(Failure::invalid(format!("a topic has 1..={QUEUES_MAX} queues, not {}", req.queues)));
     }
-    if req.flush > 1 {
-        return Err(Failure::invalid("flush must be 0 (sync) or 1 (async)"));
-    }
     Ok(())
+}
+
+/// A flush policy as the metadata and the cluster's placement store it.
+pub fn flush_code(policy: FlushPolicy) -> u8 {
+    match policy {
+        FlushPolicy::Sync => 0,
+        FlushPolicy::Async => 1,
+    }
 }
 
 /// The storage policy of a topic's flush code.

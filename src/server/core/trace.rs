@@ -15,13 +15,15 @@
 
 use super::config::ConfigError;
 use super::context::Core;
+use super::failure::Reason;
 use super::mesh::{Answer, Call};
 use super::metadata::Home;
 use super::metrics::Samples;
-use crate::protocol::messages::{CreateTopic, QueueRef, TRACE_TOPIC};
-use crate::protocol::ErrorCode;
+use super::topics::NewTopic;
+use crate::protocol::messages::{QueueRef, TRACE_TOPIC};
 use ringmq_shards::batch::{self, BatchBuilder, BatchHeader};
 use ringmq_shards::record::{Record, RecordIter};
+use ringmq_shards::FlushPolicy;
 use std::cell::{Cell, RefCell};
 use std::collections::{HashMap, VecDeque};
 use std::rc::Rc;
@@ -256,9 +258,9 @@ impl Core {
     /// (shard 0 creates the trace topic first).
     pub async fn write_traces(self: Rc<Self>) {
         if self.id() == 0 {
-            let topic = CreateTopic { name: TRACE_TOPIC.into(), queues: TRACE_QUEUES, flush: 0 };
+            let topic = NewTopic { name: TRACE_TOPIC.into(), queues: TRACE_QUEUES, flush: FlushPolicy::Sync };
             match self.create_topic(topic).await {
-                Ok(()) | Err(super::Failure(ErrorCode::TopicExists, _)) => {}
+                Ok(()) | Err(super::Failure(Reason::TopicExists, _)) => {}
                 Err(failure) => tracing::error!(%failure, "creating the trace topic failed; traces are dropped"),
             }
         }

@@ -3,7 +3,7 @@
 //! shard).
 
 use super::tag_filter::{self, TagFilter};
-use crate::protocol::messages::{Fetch, FetchFailed, Fetched};
+use crate::protocol::messages::{Fetch, Fetched};
 use crate::server::core::metadata::QueueSlot;
 use crate::server::core::{Core, Failure};
 use ringmq_shards::{QueueId, StorageError};
@@ -34,9 +34,17 @@ impl QueueRead {
     }
 }
 
+/// Why a fetch of one queue failed; a stored batch that fails its check
+/// names the offsets it covers, so that a consumer may skip them.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FetchFailed {
+    pub failure: Failure,
+    pub damaged: Option<(u64, u64)>,
+}
+
 impl From<Failure> for FetchFailed {
-    fn from(Failure(code, message): Failure) -> Self {
-        FetchFailed { code, message, damaged: None }
+    fn from(failure: Failure) -> Self {
+        FetchFailed { failure, damaged: None }
     }
 }
 
@@ -47,7 +55,7 @@ fn read_failed(e: StorageError) -> FetchFailed {
         StorageError::CorruptBatch { first_offset, next_offset, .. } => Some((first_offset, next_offset)),
         _ => None,
     };
-    FetchFailed { damaged, ..Failure::from(e).into() }
+    FetchFailed { failure: e.into(), damaged }
 }
 
 /// Reads one queue of this shard from `f.offset`, through its tag filter,

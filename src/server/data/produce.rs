@@ -2,7 +2,7 @@
 //! any is stored, so a refused request stores nothing; ProduceMany entries
 //! are appended wherever their queues live.
 
-use crate::protocol::messages::{self as msg, QueueRef};
+use crate::protocol::messages::QueueRef;
 use crate::server::core::metadata::QueueSlot;
 use crate::server::core::{Core, Failure};
 
@@ -19,9 +19,7 @@ pub async fn produce(core: &Core, slot: QueueSlot, batches: &[&[u8]]) -> Result<
 /// Appends every ProduceMany entry where its queue lives (a producer that
 /// has not yet seen a metadata change may send one to the wrong shard).
 /// Entries start in order, so each queue's batches are placed in request order.
-pub async fn produce_many(core: &Core, entries: &[(QueueRef, &[u8])]) -> Vec<msg::EntryOutcome> {
-    let appends = entries.iter().map(|(queue, batch)| async move {
-        core.append(queue, batch).await.map_err(|Failure(code, message)| (code, message))
-    });
+pub async fn produce_many(core: &Core, entries: &[(QueueRef, &[u8])]) -> Vec<Result<(u64, u32), Failure>> {
+    let appends = entries.iter().map(|(queue, batch)| core.append(queue, batch));
     futures_util::future::join_all(appends).await
 }

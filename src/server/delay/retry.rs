@@ -8,8 +8,8 @@
 use super::levels::level_delay;
 use super::probe::SendBacks;
 use crate::protocol::messages::{QueueRef, SendBack, SentBack};
-use crate::protocol::ErrorCode;
 use crate::server::core::metadata::{self, QueueSlot};
+use crate::server::core::Reason;
 use crate::server::core::{Core, Failure};
 use crate::server::internal::queues::{self, delay_level, DELAY_LEVELS};
 use crate::server::internal::stamp::{self, Destination};
@@ -61,7 +61,7 @@ pub async fn send_back(
         copy_back(core, req, level, &retry_queue, r)
     })
     .await?
-    .ok_or_else(|| Failure(ErrorCode::OffsetOutOfRange, format!("no message at offset {}", req.offset)))??;
+    .ok_or_else(|| Failure(Reason::OffsetOutOfRange, format!("no message at offset {}", req.offset)))??;
     let max = if req.max_retries == 0 { DEFAULT_MAX_RETRIES } else { req.max_retries };
     if copy.times > max || req.dead_letter {
         core.ensure_topic(&dlq).await?;

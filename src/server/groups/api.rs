@@ -7,7 +7,7 @@ use super::coordinator::{Coordinator, Formed, JoinRequest, Refusal, Share};
 use super::queue_locks::QueueLocks;
 use crate::protocol::groups::{GroupDescription, GroupListing};
 use crate::protocol::messages::{self as msg, Assignment, GroupOffset, Membership, QueueLocking, QueueRef};
-use crate::protocol::ErrorCode;
+use crate::server::core::Reason;
 use crate::server::core::{Core, Failure};
 use ringmq_shards::Signal;
 use std::cell::RefCell;
@@ -162,7 +162,7 @@ impl Groups {
                 if let Some(answer) = ready()? {
                     return Ok(answer);
                 }
-                return Err(Failure(ErrorCode::RebalanceInProgress, format!("no answer within {limit:?}; rejoin")));
+                return Err(Failure(Reason::RebalanceInProgress, format!("no answer within {limit:?}; rejoin")));
             }
         }
     }

@@ -11,7 +11,7 @@
 
 use crate::protocol::groups::{GroupDescription, GroupListing, MemberDescription};
 use crate::protocol::messages::{Assignment, Membership};
-use crate::protocol::ErrorCode;
+use crate::server::core::Reason;
 use std::collections::{BTreeMap, HashMap};
 
 /// Why a member's assignment bytes do not parse: the decoder's own error
@@ -19,7 +19,7 @@ use std::collections::{BTreeMap, HashMap};
 pub type ParseError = Box<dyn std::error::Error>;
 
 /// A refused group request: the code and a message a user can act on.
-pub type Refusal = (ErrorCode, String);
+pub type Refusal = (Reason, String);
 
 /// The protocol type (and only assignment protocol) of ringmq's own consumers.
 pub const NATIVE: &str = "ringmq";
@@ -153,7 +153,7 @@ impl Coordinator {
     /// way; returns the member id. Its answer comes from [`Coordinator::joined`].
     pub fn join(&mut self, group: &str, req: JoinRequest, now_ms: u64) -> Result<String, Refusal> {
         if req.session_timeout_ms == 0 || req.rebalance_timeout_ms == 0 {
-            return Err((ErrorCode::InvalidRequest, "session and rebalance timeouts must be positive".into()));
+            return Err((Reason::InvalidRequest, "session and rebalance timeouts must be positive".into()));
         }
         let g = self.groups.entry(group.to_string()).or_insert_with(|| Group {
             generation: 0,
@@ -216,7 +216,7 @@ impl Coordinator {
         let mut decoded = HashMap::new();
         for (member, bytes) in assignments {
             let queues = parse(bytes)
-                .map_err(|e| (ErrorCode::InvalidRequest, format!("assignment for {member:?} does not parse: {e}")))?;
+                .map_err(|e| (Reason::InvalidRequest, format!("assignment for {member:?} does not parse: {e}")))?;
             decoded.insert(member.clone(), Share { bytes: bytes.clone(), queues });
         }
         for (id, m) in g.members.iter_mut() {
@@ -273,7 +273,7 @@ impl Coordinator {
             let active = self.groups.get(&who.group).is_some_and(|g| !g.members.is_empty());
             if active {
                 return Err((
-                    ErrorCode::UnknownMember,
+                    Reason::UnknownMember,
                     format!("group {:?} has active members; only they commit its offsets", who.group),
                 ));
             }
@@ -284,7 +284,7 @@ impl Coordinator {
         match &g.members[&who.member].assignment {
             Some(share) if share.queues.holds(topic, queue) => Ok(()),
             _ => Err((
-                ErrorCode::NotAssigned,
+                Reason::NotAssigned,
                 format!(
                     "{topic}/{queue} is not assigned to {} in generation {} of group {:?}",
                     who.member, who.generation, who.group
@@ -408,20 +408,20 @@ impl Group {
     fn check_protocols(&self, group: &str, id: &str, req: &JoinRequest) -> Result<(), Refusal> {
         let others: Vec<&Member> = self.members.iter().filter(|(m, _)| m.as_str() != id).map(|(_, m)| m).collect();
         if req.protocols.is_empty() {
-            return Err((ErrorCode::InvalidRequest, "a join must name at least one assignment protocol".into()));
+            return Err((Reason::InvalidRequest, "a join must name at least one assignment protocol".into()));
         }
         if !others.is_empty() && self.protocol_type != req.protocol_type {
             let m = format!(
                 "group {group:?} is used by {:?} clients; a {:?} client cannot join it (use another group name)",
                 self.protocol_type, req.protocol_type
             );
-            return Err((ErrorCode::InconsistentGroupProtocol, m));
+            return Err((Reason::InconsistentGroupProtocol, m));
         }
         let shared = req.protocols.iter().any(|(p, _)| others.iter().all(|m| m.speaks(p)));
         if !shared {
             let names: Vec<&str> = req.protocols.iter().map(|(p, _)| p.as_str()).collect();
             let m = format!("group {group:?}'s members support none of the assignment protocols {names:?}");
-            return Err((ErrorCode::InconsistentGroupProtocol, m));
+            return Err((Reason::InconsistentGroupProtocol, m));
         }
         Ok(())
     }
@@ -432,7 +432,7 @@ fn check_generation(g: &Group, who: &Membership) -> Result<(), Refusal> {
         return Ok(());
     }
     Err((
-        ErrorCode::IllegalGeneration,
+        Reason::IllegalGeneration,
         format!(
             "{} speaks for generation {} of group {:?}, which is at {}: it was fenced; rejoin",
             who.member, who.generation, who.group, g.generation
@@ -441,11 +441,11 @@ fn check_generation(g: &Group, who: &Membership) -> Result<(), Refusal> {
 }
 
 fn unknown_member(group: &str, member: &str) -> Refusal {
-    (ErrorCode::UnknownMember, format!("group {group:?} has no member {member:?} (left or session expired); rejoin"))
+    (Reason::UnknownMember, format!("group {group:?} has no member {member:?} (left or session expired); rejoin"))
 }
 
 fn rebalancing(group: &str) -> Refusal {
-    (ErrorCode::RebalanceInProgress, format!("group {group:?} is rebalancing; rejoin"))
+    (Reason::RebalanceInProgress, format!("group {group:?} is rebalancing; rejoin"))
 }
 
 #[cfg(test)]
@@ -491,18 +491,18 @@ mod tests {
 
         let b = join(&mut gs, "", 10);
         assert_eq!(gs.joined("g", &b).unwrap(), None, "waits for a to rejoin");
-        assert_eq!(gs.heartbeat(&who(&a, 1), 20).unwrap_err().0, ErrorCode::RebalanceInProgress);
+        assert_eq!(gs.heartbeat(&who(&a, 1), 20).unwrap_err().0, Reason::RebalanceInProgress);
         gs.may_commit(&who(&a, 1), "t", 1).expect("a may commit its queues until the next generation forms");
         join(&mut gs, &a, 30);
         let (ja, jb) = (gs.joined("g", &a).unwrap().unwrap(), gs.joined("g", &b).unwrap().unwrap());
         assert_eq!((ja.generation, jb.generation), (2, 2));
         assert_eq!((ja.members.len(), jb.members.len()), (2, 0), "only the leader gets the members");
-        assert_eq!(gs.may_commit(&who(&a, 1), "t", 1).unwrap_err().0, ErrorCode::IllegalGeneration);
+        assert_eq!(gs.may_commit(&who(&a, 1), "t", 1).unwrap_err().0, Reason::IllegalGeneration);
         assert_eq!(gs.synced(&who(&b, 2)).unwrap(), None, "b waits for the leader");
         gs.sync(&who(&b, 2), &[], parse, 31).unwrap();
         gs.sync(&who(&a, 2), &[(a.clone(), assign(&[0])), (b.clone(), assign(&[1]))], parse, 32).unwrap();
         assert_eq!(gs.synced(&who(&b, 2)).unwrap().unwrap().queues.topics[0].1, vec![1]);
-        assert_eq!(gs.may_commit(&who(&a, 2), "t", 1).unwrap_err().0, ErrorCode::NotAssigned);
+        assert_eq!(gs.may_commit(&who(&a, 2), "t", 1).unwrap_err().0, Reason::NotAssigned);
         gs.may_commit(&who(&b, 2), "t", 1).unwrap();
         gs.heartbeat(&who(&b, 2), 40).unwrap();
     }
@@ -517,12 +517,12 @@ mod tests {
         assert!(!gs.tick(599));
         assert!(gs.tick(601));
         assert_eq!(gs.joined("g", &b).unwrap().unwrap().generation, 2);
-        assert_eq!(gs.heartbeat(&who(&a, 1), 602).unwrap_err().0, ErrorCode::UnknownMember);
+        assert_eq!(gs.heartbeat(&who(&a, 1), 602).unwrap_err().0, Reason::UnknownMember);
         gs.sync(&who(&b, 2), &[], parse, 602).unwrap();
         // b stops heartbeating: after its session (1000 ms) the group is empty.
         assert!(!gs.tick(1500));
         assert!(gs.tick(1603));
-        assert_eq!(gs.heartbeat(&who(&b, 2), 1604).unwrap_err().0, ErrorCode::UnknownMember);
+        assert_eq!(gs.heartbeat(&who(&b, 2), 1604).unwrap_err().0, Reason::UnknownMember);
         gs.may_commit(&who("", 0), "t", 0).expect("an empty group takes commits from outside");
     }
 
@@ -533,13 +533,13 @@ mod tests {
         let b = join(&mut gs, "", 0);
         join(&mut gs, &a, 1);
         gs.sync(&who(&a, 2), &[], parse, 2).unwrap();
-        assert_eq!(gs.may_commit(&who("", 0), "t", 0).unwrap_err().0, ErrorCode::UnknownMember);
+        assert_eq!(gs.may_commit(&who("", 0), "t", 0).unwrap_err().0, Reason::UnknownMember);
         gs.leave(&who(&a, 2), 3).unwrap();
-        assert_eq!(gs.heartbeat(&who(&b, 2), 4).unwrap_err().0, ErrorCode::RebalanceInProgress);
+        assert_eq!(gs.heartbeat(&who(&b, 2), 4).unwrap_err().0, Reason::RebalanceInProgress);
         join(&mut gs, &b, 5);
         let jb = gs.joined("g", &b).unwrap().unwrap();
         assert_eq!((jb.generation, jb.leader.as_str()), (3, b.as_str()), "b leads once a left");
-        assert_eq!(gs.leave(&who(&a, 2), 6).unwrap_err().0, ErrorCode::UnknownMember);
+        assert_eq!(gs.leave(&who(&a, 2), 6).unwrap_err().0, Reason::UnknownMember);
     }
 
     #[test]
@@ -548,9 +548,9 @@ mod tests {
         let a = gs.join("g", request("", &["range", "roundrobin"]), 0).unwrap();
         let b = gs.join("g", request("", &["roundrobin"]), 0).unwrap();
         let refused = gs.join("g", request("", &["sticky"]), 0).unwrap_err();
-        assert_eq!(refused.0, ErrorCode::InconsistentGroupProtocol);
+        assert_eq!(refused.0, Reason::InconsistentGroupProtocol);
         let kafka = JoinRequest { protocol_type: "consumer".into(), ..request("", &["roundrobin"]) };
-        assert_eq!(gs.join("g", kafka, 0).unwrap_err().0, ErrorCode::InconsistentGroupProtocol);
+        assert_eq!(gs.join("g", kafka, 0).unwrap_err().0, Reason::InconsistentGroupProtocol);
         gs.join("g", request(&a, &["range", "roundrobin"]), 1).unwrap();
         let formed = gs.joined("g", &a).unwrap().unwrap();
         assert_eq!((formed.leader.as_str(), formed.protocol.as_str()), (a.as_str(), "roundrobin"));

@@ -3,8 +3,9 @@
 //! the log from there, parked at the written end up to the asked wait.
 
 use crate::protocol::messages::{ReplicaFetch, ReplicaRange};
-use crate::protocol::{ErrorCode, Writer};
+use crate::protocol::Writer;
 use crate::server::core::context::ShardRole;
+use crate::server::core::Reason;
 use crate::server::core::{Core, Failure};
 use ringmq_shards::ReadWait;
 use std::time::Duration;
@@ -15,7 +16,7 @@ pub const REPLICA_FETCH_BYTES_MAX: u32 = 4 << 20;
 /// Serves `f` on this shard, which must lead `f.group` in `f.epoch`.
 pub async fn serve_fetch(core: &Core, f: &ReplicaFetch, w: &mut Writer) -> Result<(), Failure> {
     let ShardRole::Leader(replication) = core.role() else {
-        return Err(Failure(ErrorCode::NotLeader, "this node does not lead a broker group".into()));
+        return Err(Failure(Reason::NotLeader, "this node does not lead a broker group".into()));
     };
     if f.broker_group != replication.group() || f.epoch != replication.epoch() {
         let m = format!(
@@ -25,7 +26,7 @@ pub async fn serve_fetch(core: &Core, f: &ReplicaFetch, w: &mut Writer) -> Resul
             f.broker_group,
             f.epoch
         );
-        return Err(Failure(ErrorCode::NotLeader, m));
+        return Err(Failure(Reason::NotLeader, m));
     }
     let storage = core.storage();
     replication.fetched(storage, &f.follower, f.from, std::time::Instant::now());

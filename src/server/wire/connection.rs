@@ -14,7 +14,7 @@ use crate::protocol::frame::{self, REQUEST_HEADER_BYTES};
 use crate::protocol::{ApiKey, ErrorCode};
 use crate::server::auth::session::Session;
 use crate::server::core::context::ShardRole;
-use crate::server::core::{Core, Failure};
+use crate::server::core::Core;
 use crate::server::net::admission::Refused;
 use crate::server::net::connection::{Lane, Next, Protocol};
 use crate::server::net::stream::Stream;
@@ -24,6 +24,15 @@ use std::rc::Rc;
 /// The native protocol, as one shard's listener serves it.
 pub struct Native {
     services: Rc<Services>,
+}
+
+/// A frame the connection cannot read (too short, too long): answered with
+/// correlation id 0, and the connection is closed.
+#[derive(Debug, thiserror::Error)]
+#[error("{code:?}: {message}")]
+pub struct FrameError {
+    code: ErrorCode,
+    message: String,
 }
 
 impl Native {
@@ -36,7 +45,7 @@ impl Protocol for Native {
     const NAME: &'static str = "native";
     const IN_ORDER: bool = false;
     type Session = Session;
-    type Error = Failure;
+    type Error = FrameError;
 
     fn core(&self) -> &Rc<Core> {
         &self.services.core
@@ -50,7 +59,7 @@ impl Protocol for Native {
         Session::new(stream.is_tls(), stream.certificate_user(), peer)
     }
 
-    fn frame_len(&self, prefix: [u8; 4]) -> Result<usize, (Failure, Option<Vec<u8>>)> {
+    fn frame_len(&self, prefix: [u8; 4]) -> Result<usize, (FrameError, Option<Vec<u8>>)> {
         let len = u32::from_le_bytes(prefix) as usize;
         let max = self.services.core.config().frame_bytes_max;
         let (code, m) = if len < REQUEST_HEADER_BYTES {
@@ -62,10 +71,10 @@ impl Protocol for Native {
             return Ok(len);
         };
         let answer = frame::response(0, code, &format!("{m}; closing the connection"), &[]);
-        Err((Failure(code, m), Some(answer)))
+        Err((FrameError { code, message: m }, Some(answer)))
     }
 
-    async fn next(&self, session: &mut Session, request: Vec<u8>) -> Next<Failure> {
+    async fn next(&self, session: &mut Session, request: Vec<u8>) -> Next<FrameError> {
         let s = &self.services;
         let correlation = u32::from_le_bytes([request[8], request[9], request[10], request[11]]);
         if correlation == 0 {

@@ -6,10 +6,10 @@
 
 use super::api::{self, Handled, Reply};
 use super::caller::Caller;
+use super::codes;
 use super::Services;
 use crate::protocol::frame::{self, RequestHeader};
 use crate::protocol::{ApiKey, ErrorCode};
-use crate::server::core::Failure;
 
 /// Serves a request frame (length prefix included). None: no response (acks none).
 pub async fn handle(s: &Services, frame: Vec<u8>, caller: &Caller) -> Option<Vec<u8>> {
@@ -33,7 +33,8 @@ async fn respond(s: &Services, frame: &[u8], caller: &Caller) -> (Option<Vec<u8>
         return (Some(frame::response(corr, ErrorCode::UnknownApi, &m, &[])), None);
     };
     let key = Some(handler.key());
-    if let Err(Failure(code, m)) = api::check_version(handler, header.api_version) {
+    if let Err(f) = api::check_version(handler, header.api_version) {
+        let (code, m) = codes::failed(f);
         return (Some(frame::response(corr, code, &m, &[])), key);
     }
     let Handled { outcome, throttle } = handler.handle(s, header.api_version, frame, body, caller).await;
@@ -41,7 +42,10 @@ async fn respond(s: &Services, frame: &[u8], caller: &Caller) -> (Option<Vec<u8>
         Ok(Reply::Body(buf)) => frame::finish_ok_response(corr, buf),
         Ok(Reply::Frame(frame)) => frame,
         Ok(Reply::Nothing) => return (None, key),
-        Err(Failure(code, m)) => frame::response(corr, code, &m, &[]),
+        Err(f) => {
+            let (code, m) = codes::failed(f);
+            frame::response(corr, code, &m, &[])
+        }
     };
     if !throttle.is_zero() {
         frame::set_throttle(&mut response, throttle.as_millis().min(u128::from(u32::MAX)) as u32);

@@ -6,6 +6,7 @@
 
 pub mod api;
 pub mod caller;
+pub mod codes;
 pub mod connection;
 pub mod dispatch;
 mod sasl;

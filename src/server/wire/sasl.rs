@@ -5,7 +5,7 @@
 //! is the last.
 
 use super::api::{self, sasl_authenticate::SaslAuthenticate, sasl_handshake::SaslHandshake};
-use super::Services;
+use super::{codes, Services};
 use crate::protocol::frame::{self, RequestHeader};
 use crate::protocol::{ApiKey, ErrorCode, Writer};
 use crate::server::auth::session::Session;
@@ -23,7 +23,8 @@ pub async fn serve(s: &Services, session: &mut Session, frame: &[u8]) -> (Vec<u8
     let served = serve_api(s, session, header.api_key, header.api_version, body, &mut w).await;
     match served {
         Ok(()) => (frame::finish_ok_response(corr, w.buf), false),
-        Err(Failure(code, m)) => {
+        Err(f) => {
+            let (code, m) = codes::failed(f);
             // Only a refused mechanism is answered with the mechanisms offered (PROTOCOL.md).
             let listed = code == ErrorCode::UnsupportedSaslMechanism;
             let body = if listed { &w.buf[frame::ok_response_buffer().len()..] } else { &[] };

@@ -2,14 +2,15 @@
 //! one), so a topic made either way is seen both ways.
 
 use super::{Api, At};
-use crate::protocol::messages::CreateTopic;
 use crate::security::acl::Operation;
 use crate::server::auth::authorizer::{self, Principal};
+use crate::server::core::topics::NewTopic;
 use crate::server::core::Core;
 use crate::server::kafka::codes::of_topic_change;
 use crate::server::kafka::{text, Services};
 use kafka_protocol::messages::create_topics_response::CreatableTopicResult;
 use kafka_protocol::messages::{ApiKey, CreateTopicsRequest, CreateTopicsResponse};
+use ringmq_shards::FlushPolicy;
 use std::rc::Rc;
 
 pub struct CreateTopics;
@@ -31,7 +32,7 @@ async fn create(core: &Rc<Core>, p: &Principal, request: &CreateTopicsRequest) -
     let mut topics = Vec::new();
     for t in &request.topics {
         let queues = if t.num_partitions < 0 { 1 } else { t.num_partitions as u32 };
-        let ask = CreateTopic { name: t.name.to_string(), queues, flush: 0 };
+        let ask = NewTopic { name: t.name.to_string(), queues, flush: FlushPolicy::Sync };
         let result = CreatableTopicResult::default()
             .with_name(t.name.clone())
             .with_num_partitions(queues as i32)

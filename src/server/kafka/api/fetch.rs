@@ -5,14 +5,13 @@
 //! whose keys and values point into the read.
 
 use super::{Api, At};
-use crate::protocol::messages::FetchFailed;
 use crate::protocol::messages::{Fetch as Read, QueueRef};
 use crate::security::acl::Operation;
 use crate::server::auth::authorizer;
 use crate::server::auth::quotas;
 use crate::server::core::traffic::{Direction, Tally};
-use crate::server::core::Core;
-use crate::server::data::fetch::{fetch_many, QueueRead};
+use crate::server::core::{Core, Failure};
+use crate::server::data::fetch::{fetch_many, FetchFailed, QueueRead};
 use crate::server::kafka::records::to_kafka;
 use crate::server::kafka::{codes, owned, permitted, Services};
 use kafka_protocol::messages::fetch_response::{FetchableTopicResponse, PartitionData};
@@ -112,8 +111,9 @@ fn partition(
         }
         Some(Err(failed)) => {
             count(core, topic, Tally { failed: true, ..Tally::default() });
-            tracing::debug!(code = ?failed.code, message = %failed.message, "kafka fetch refused");
-            data.with_error_code(codes::of(failed.code))
+            let Failure(reason, message) = failed.failure;
+            tracing::debug!(?reason, %message, "kafka fetch refused");
+            data.with_error_code(codes::of(reason))
         }
         None => data.with_error_code(ResponseError::UnknownServerError.code()),
     }

@@ -4,10 +4,10 @@
 
 use super::{Api, At};
 use crate::protocol::messages::QueueRef;
-use crate::protocol::ErrorCode;
 use crate::security::acl::Operation;
 use crate::server::auth::authorizer;
 use crate::server::core::metadata::QueueSlot;
+use crate::server::core::Reason;
 use crate::server::core::{Core, Failure};
 use crate::server::kafka::records::timestamp_at;
 use crate::server::kafka::{codes, owned, permitted, Services};
@@ -88,5 +88,5 @@ async fn offset_for(core: &Core, slot: QueueSlot, timestamp: i64) -> Result<(i64
 async fn record_time(core: &Core, slot: QueueSlot, offset: u64) -> Result<i64, Failure> {
     let read = core.read_here(slot, offset, 1, Duration::ZERO).await?;
     timestamp_at(&read.bytes, offset)
-        .ok_or_else(|| Failure(ErrorCode::CorruptData, format!("no record at offset {offset}")))
+        .ok_or_else(|| Failure(Reason::CorruptData, format!("no record at offset {offset}")))
 }

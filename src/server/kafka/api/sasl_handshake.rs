@@ -4,9 +4,9 @@
 //! in order by the connection on its session, never spawned.
 
 use super::{respond, Api, At};
-use crate::protocol::ErrorCode;
 use crate::server::auth::session::Session;
 use crate::server::core::Failure;
+use crate::server::core::Reason;
 use crate::server::kafka::sasl::{encoded, Served};
 use crate::server::kafka::{codes, text, KafkaError, Services};
 use bytes::Bytes;
@@ -42,7 +42,7 @@ pub fn serve_on(
     let chosen = session.handshake(&s.core, &request.mechanism);
     let code = match &chosen {
         Ok(_) => codes::NONE,
-        Err(Failure(ErrorCode::UnsupportedSaslMechanism, _)) => ResponseError::UnsupportedSaslMechanism.code(),
+        Err(Failure(Reason::UnsupportedSaslMechanism, _)) => ResponseError::UnsupportedSaslMechanism.code(),
         Err(_) => ResponseError::IllegalSaslState.code(),
     };
     let body = SaslHandshakeResponse::default().with_error_code(code).with_mechanisms(offered);

@@ -50,7 +50,7 @@ impl Api for Fetch {
         let wait = Duration::from_millis(u64::from(f.max_wait_ms));
         let read = fetch::read_queue(core, at.slot()?, &f, wait).await;
         fetched(core, "Fetch", &f, read.as_ref().ok(), None);
-        let read = read.map_err(|f| Failure(f.code, f.message))?;
+        let read = read.map_err(|f| f.failure)?;
         read.fetched().encode(w);
         Ok(())
     }

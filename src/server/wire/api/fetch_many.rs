@@ -10,6 +10,7 @@ use crate::security::acl::Operation::Read;
 use crate::server::auth::authorizer::topic;
 use crate::server::core::{Core, Failure};
 use crate::server::data::fetch;
+use crate::server::wire::codes;
 use crate::server::wire::traffic::fetched;
 use crate::server::wire::Services;
 use std::time::Duration;
@@ -45,8 +46,10 @@ impl Api for FetchMany {
         for (entry, read) in f.entries.iter().zip(&reads) {
             fetched(core, "FetchMany", entry, read.as_ref().ok(), f.consumer.as_ref());
         }
-        let outcomes: Vec<_> =
-            reads.iter().map(|o| o.as_ref().map(fetch::QueueRead::fetched).map_err(Clone::clone)).collect();
+        let outcomes: Vec<_> = reads
+            .iter()
+            .map(|o| o.as_ref().map(fetch::QueueRead::fetched).map_err(|f| codes::fetch_failed(f.clone())))
+            .collect();
         // Sized once: growing to a megabyte copied it several times.
         let batches: usize = outcomes.iter().flatten().map(|f| f.batches.len()).sum();
         w.buf.reserve(batches + 64 * outcomes.len());

@@ -48,13 +48,13 @@ mod unlock_queues;
 
 use crate::protocol::codec::{DecodeError, Reader};
 use crate::protocol::frame;
-use crate::protocol::{ApiKey, ErrorCode, Writer};
+use crate::protocol::{ApiKey, Writer};
 use crate::security::acl::Operation;
 use crate::server::auth::authorizer::Resource;
 use crate::server::auth::quotas;
 use crate::server::core::context::ShardRole;
 use crate::server::core::metadata::QueueSlot;
-use crate::server::core::{Core, Failure};
+use crate::server::core::{Core, Failure, Reason};
 use crate::server::wire::caller::Caller;
 use crate::server::wire::Services;
 use futures_util::future::LocalBoxFuture;
@@ -190,7 +190,7 @@ pub struct At<'a> {
 impl At<'_> {
     /// The queue a `Route::Queue` request is served on.
     pub fn slot(&self) -> Result<QueueSlot, Failure> {
-        self.slot.ok_or_else(|| Failure(ErrorCode::Internal, "a queue request was served without its queue".into()))
+        self.slot.ok_or_else(|| Failure(Reason::Internal, "a queue request was served without its queue".into()))
     }
 }
 
@@ -289,7 +289,7 @@ pub fn check_version(api: &dyn Handler, version: u16) -> Result<(), Failure> {
         return Ok(());
     }
     let m = format!("{:?} version {version} is not supported; this broker speaks {min}..={max}", api.key());
-    Err(Failure(ErrorCode::UnsupportedVersion, m))
+    Err(Failure(Reason::UnsupportedVersion, m))
 }
 
 async fn handle<A: Api>(
@@ -363,12 +363,12 @@ fn serving_role(core: &Core) -> Result<(), Failure> {
     match core.role() {
         ShardRole::Follower { leader } => {
             let m = format!("this node follows {leader}, its broker group's leader: send requests there");
-            Err(Failure(ErrorCode::NotLeader, m))
+            Err(Failure(Reason::NotLeader, m))
         }
         ShardRole::Leader(replication) if replication.deposed() => {
             let m = "this node does not lead its broker group now (its lease lapsed, a new epoch began, or \
                      its epoch is still starting); refresh metadata";
-            Err(Failure(ErrorCode::NotLeader, m.into()))
+            Err(Failure(Reason::NotLeader, m.into()))
         }
         _ => Ok(()),
     }
@@ -485,7 +485,7 @@ mod tests {
             let refused = decodes(api, &long).expect_err("trailing bytes");
             assert_eq!(
                 refused,
-                Failure(ErrorCode::Malformed, "malformed body: trailing bytes after the body".into()),
+                Failure(Reason::Malformed, "malformed body: trailing bytes after the body".into()),
                 "{api:?}"
             );
         }

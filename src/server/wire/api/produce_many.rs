@@ -9,6 +9,7 @@ use crate::security::acl::Operation::Write;
 use crate::server::auth::authorizer::topic;
 use crate::server::core::{Core, Failure};
 use crate::server::data::produce;
+use crate::server::wire::codes;
 use crate::server::wire::traffic::produced;
 use crate::server::wire::Services;
 
@@ -49,6 +50,7 @@ impl Api for ProduceMany {
             let stored = outcome.as_ref().ok().map(std::slice::from_ref);
             produced(core, at.caller, "ProduceMany", queue, std::slice::from_ref(batch), stored);
         }
+        let outcomes: Vec<msg::EntryOutcome> = outcomes.into_iter().map(|o| o.map_err(codes::failed)).collect();
         msg::encode_produced_many(&outcomes, w);
         Ok(())
     }

@@ -1,0 +1,96 @@
+//! The native protocol's error codes for the broker's failure reasons: the
+//! wire sends a failure as its code and message.
+
+use crate::protocol::messages::FetchFailed as WireFetchFailed;
+use crate::protocol::ErrorCode;
+use crate::server::core::{Failure, Reason};
+use crate::server::data::fetch::FetchFailed;
+
+/// The wire's code for a reason.
+pub fn code(reason: Reason) -> ErrorCode {
+    use Reason as R;
+    match reason {
+        R::Malformed => ErrorCode::Malformed,
+        R::UnsupportedVersion => ErrorCode::UnsupportedVersion,
+        R::UnknownTopic => ErrorCode::UnknownTopic,
+        R::UnknownQueue => ErrorCode::UnknownQueue,
+        R::TopicExists => ErrorCode::TopicExists,
+        R::InvalidTopic => ErrorCode::InvalidTopic,
+        R::CrcMismatch => ErrorCode::CrcMismatch,
+        R::BatchTooLarge => ErrorCode::BatchTooLarge,
+        R::InvalidBatch => ErrorCode::InvalidBatch,
+        R::OffsetOutOfRange => ErrorCode::OffsetOutOfRange,
+        R::StorageFailed => ErrorCode::StorageFailed,
+        R::ShuttingDown => ErrorCode::ShuttingDown,
+        R::InvalidRequest => ErrorCode::InvalidRequest,
+        R::Internal => ErrorCode::Internal,
+        R::RebalanceInProgress => ErrorCode::RebalanceInProgress,
+        R::IllegalGeneration => ErrorCode::IllegalGeneration,
+        R::UnknownMember => ErrorCode::UnknownMember,
+        R::NotAssigned => ErrorCode::NotAssigned,
+        R::CorruptData => ErrorCode::CorruptData,
+        R::StorageFull => ErrorCode::StorageFull,
+        R::NotLeader => ErrorCode::NotLeader,
+        R::LogDiverged => ErrorCode::LogDiverged,
+        R::NotEnoughReplicas => ErrorCode::NotEnoughReplicas,
+        R::ClusterUnavailable => ErrorCode::ClusterUnavailable,
+        R::InconsistentGroupProtocol => ErrorCode::InconsistentGroupProtocol,
+        R::AuthenticationFailed => ErrorCode::AuthenticationFailed,
+        R::UnsupportedSaslMechanism => ErrorCode::UnsupportedSaslMechanism,
+        R::NotAuthorized => ErrorCode::NotAuthorized,
+    }
+}
+
+/// A failure as the wire sends it: its code and message.
+pub fn failed(Failure(reason, message): Failure) -> (ErrorCode, String) {
+    (code(reason), message)
+}
+
+/// A fetch's failure as a FetchMany entry carries it.
+pub fn fetch_failed(f: FetchFailed) -> WireFetchFailed {
+    let (code, message) = failed(f.failure);
+    WireFetchFailed { code, message, damaged: f.damaged }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_reason_has_its_own_code() {
+        use Reason as R;
+        let all = [
+            R::Malformed,
+            R::UnsupportedVersion,
+            R::UnknownTopic,
+            R::UnknownQueue,
+            R::TopicExists,
+            R::InvalidTopic,
+            R::CrcMismatch,
+            R::BatchTooLarge,
+            R::InvalidBatch,
+            R::OffsetOutOfRange,
+            R::StorageFailed,
+            R::ShuttingDown,
+            R::InvalidRequest,
+            R::Internal,
+            R::RebalanceInProgress,
+            R::IllegalGeneration,
+            R::UnknownMember,
+            R::NotAssigned,
+            R::CorruptData,
+            R::StorageFull,
+            R::NotLeader,
+            R::LogDiverged,
+            R::NotEnoughReplicas,
+            R::ClusterUnavailable,
+            R::InconsistentGroupProtocol,
+            R::AuthenticationFailed,
+            R::UnsupportedSaslMechanism,
+            R::NotAuthorized,
+        ];
+        let codes: std::collections::HashSet<ErrorCode> = all.iter().map(|r| code(*r)).collect();
+        assert_eq!(codes.len(), all.len());
+        assert!(!codes.contains(&ErrorCode::None));
+    }
+}
