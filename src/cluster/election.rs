@@ -163,6 +163,12 @@ pub fn cut_for(starts: &BTreeMap<u64, EpochStart>, last: u64, leading: u64, shar
     let mut c = last;
     let mut on_chain = leading;
     while let Some(previous) = starts.get(&on_chain).and_then(|s| s.previous) {
+        // A chain runs to earlier epochs only: a start that names its own
+        // epoch or a later one (recorded again after the node had stored
+        // the epoch) ends it, as a start without a previous epoch does.
+        if previous >= on_chain {
+            break;
+        }
         if previous <= last {
             c = previous;
             break;
@@ -209,6 +215,17 @@ mod tests {
             Some(616),
             "its recorded epoch may lag its data: every later start counts"
         );
+    }
+
+    #[test]
+    fn a_start_that_names_its_own_epoch_ends_the_chain_instead_of_looping() {
+        // Found by the simulator (seed 196): a follower of epoch 5 looped forever.
+        let starts: BTreeMap<u64, EpochStart> =
+            [(3, start("a", &[100], Some(2))), (5, start("b", &[150], Some(5)))].into_iter().collect();
+        assert_eq!(cut_for(&starts, 2, 5, 0), Some(100));
+        let without: BTreeMap<u64, EpochStart> =
+            [(3, start("a", &[100], Some(2))), (5, start("b", &[150], None))].into_iter().collect();
+        assert_eq!(cut_for(&starts, 4, 5, 0), cut_for(&without, 4, 5, 0));
     }
 
     #[test]

@@ -122,8 +122,11 @@ pub async fn serve(
             },
         };
         let leads = role == Role::Leader;
-        // The epoch before this one in a leader's logs' history.
-        let previous = if leads { Some(data.last_epoch().map_err(NodeError::Data)?) } else { None };
+        // The epoch before this one in a leader's logs' history: unknown
+        // (None) when the node already stored this epoch, leading it before
+        // a record that did not reach the store.
+        let last = data.last_epoch().map_err(NodeError::Data)?;
+        let previous = Some(last).filter(|&last| leads && last < epoch);
         let log_ends = data.start(epoch, role).map_err(NodeError::Data)?;
         if let Err(error) = data.store_epoch(epoch) {
             data.stop();

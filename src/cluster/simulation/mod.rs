@@ -33,6 +33,20 @@ fn simulate(seed: u64) -> Outcome {
     local.block_on(&runtime, async { World::new(seed).run(FAULTY, STORMY).await })
 }
 
+/// Real time a seed may take (about a second is usual): past it, a task
+/// spins without yielding, so simulated time stands still.
+const SEED_WALL_TIME: Duration = Duration::from_secs(120);
+
+/// `simulate` on a thread of its own, failed if it does not end in time
+/// (the spinning thread is left behind; the test fails and the process ends).
+fn simulate_bounded(seed: u64) -> Result<Outcome, String> {
+    let (done, outcome) = std::sync::mpsc::channel();
+    std::thread::spawn(move || done.send(simulate(seed)));
+    outcome.recv_timeout(SEED_WALL_TIME).map_err(|_| {
+        format!("did not end within {SEED_WALL_TIME:?} of real time: a task spins without yielding, so simulated time stands still")
+    })
+}
+
 /// Log stamps in simulated time since the runtime started.
 struct SimTime;
 
@@ -58,7 +72,14 @@ fn seeded_runs_keep_one_leader_an_epoch_every_ack_on_the_in_sync_set_and_recover
     };
     let mut failed = Vec::new();
     for seed in seeds {
-        let outcome = simulate(seed);
+        let outcome = match simulate_bounded(seed) {
+            Ok(outcome) => outcome,
+            Err(hung) => {
+                failed
+                    .push(format!("seed {seed}: {hung} (replay: RINGMQ_SIM_SEED={seed} cargo test --lib simulation)"));
+                break;
+            }
+        };
         if verbose {
             outcome.faults.iter().for_each(|f| eprintln!("  {f}"));
         }

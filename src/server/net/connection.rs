@@ -33,6 +33,9 @@ use std::time::Duration;
 
 /// Read buffer per connection: bigger requests bypass it.
 const READ_BUFFER_BYTES: usize = 64 << 10;
+/// How long a stopping connection waits for each further request already
+/// sent to it: those in its socket arrive at once.
+const READ_AFTER_STOP: Duration = Duration::from_millis(10);
 /// Responses up to this size are joined into one send; bigger ones are sent
 /// on their own rather than copied.
 const JOIN_MAX_BYTES: usize = 64 << 10;
@@ -70,6 +73,13 @@ pub trait Protocol: 'static {
     /// The answer to a request still unanswered when the shard stops (None:
     /// the connection closes without one and the client retries).
     fn unanswered(&self, correlation: u32) -> Option<Vec<u8>>;
+
+    /// The answer to a request found in the socket after the shard stopped
+    /// (None, the default: the connection closes without one).
+    fn unread(&self, frame: &[u8]) -> Option<Vec<u8>> {
+        let _ = frame;
+        None
+    }
 }
 
 /// What a frame asks of the connection.
@@ -134,7 +144,7 @@ async fn serve<P: Protocol>(protocol: Rc<P>, net: Rc<Net>, tcp: TcpStream) {
     };
     let session = protocol.session(&stream, peer);
     let (reader, writer) = futures_lite::io::split(stream);
-    let reader = BufReader::with_capacity(READ_BUFFER_BYTES, reader);
+    let mut reader = BufReader::with_capacity(READ_BUFFER_BYTES, reader);
     let limit = core.config().inflight_per_connection_max.max(1) as u64;
     let mut connection = Connection {
         protocol,
@@ -147,7 +157,7 @@ async fn serve<P: Protocol>(protocol: Rc<P>, net: Rc<Net>, tcp: TcpStream) {
         let (queue, answers) = local_channel::new_unbounded();
         let mut writing = glommio::spawn_local(write_in_order(answers, writer));
         let mut out = Out::InOrder(queue);
-        core.tasks().unless_stopping(connection.read(reader, session, &mut out)).await;
+        core.tasks().unless_stopping(connection.read(&mut reader, session, &mut out)).await;
         // The writer ends once it wrote what was queued.
         drop(out);
         // The requests read get STOP_GRACE to be answered, in order; the
@@ -159,8 +169,8 @@ async fn serve<P: Protocol>(protocol: Rc<P>, net: Rc<Net>, tcp: TcpStream) {
     }
     let writer = Rc::new(Writer::new(writer));
     let mut out = Out::AsReady(writer.clone());
-    if core.tasks().unless_stopping(connection.read(reader, session, &mut out)).await.is_none() {
-        connection.answer_the_rest(&writer).await;
+    if core.tasks().unless_stopping(connection.read(&mut reader, session, &mut out)).await.is_none() {
+        connection.answer_the_rest(&mut reader, &writer).await;
     }
 }
 
@@ -201,9 +211,9 @@ struct Held {
 impl<P: Protocol> Connection<P> {
     /// Reads and serves requests until the client closes, a frame ends the
     /// connection, or the shard stops (the caller stops awaiting).
-    async fn read(&mut self, mut reader: Reader, mut session: P::Session, out: &mut Out<P::Error>) {
+    async fn read(&mut self, reader: &mut Reader, mut session: P::Session, out: &mut Out<P::Error>) {
         loop {
-            let (frame, reserved) = match self.read_frame(&mut reader).await {
+            let (frame, reserved) = match self.read_frame(reader).await {
                 Ok(read) => read,
                 Err(None) => return,
                 Err(Some((why, answer))) => {
@@ -285,15 +295,35 @@ impl<P: Protocol> Connection<P> {
         }
     }
 
-    /// The shard stops: the requests still in flight after `STOP_GRACE`
-    /// are answered as the protocol can, and the connection closes.
-    async fn answer_the_rest(&self, writer: &Writer) {
+    /// The shard stops: the requests already in the socket (a node resumed
+    /// from a pause finds its clients' there) and those still in flight
+    /// after `STOP_GRACE` are answered as the protocol can, and the
+    /// connection closes; no request is left to a closed connection.
+    async fn answer_the_rest(&self, reader: &mut Reader, writer: &Writer) {
+        while let Some(frame) = self.sent_frame(reader).await {
+            if let Some(response) = self.protocol.unread(&frame) {
+                writer.send(response).await;
+            }
+        }
         for correlation in self.in_flight.settle(STOP_GRACE).await {
             if let Some(response) = self.protocol.unanswered(correlation) {
                 writer.send(response).await;
             }
         }
         writer.close(STOP_GRACE).await;
+    }
+}
+
+impl<P: Protocol> Connection<P> {
+    /// The next frame the client already sent, if it comes within
+    /// `READ_AFTER_STOP` (None too for a frame the broker refuses).
+    async fn sent_frame(&self, reader: &mut Reader) -> Option<Vec<u8>> {
+        let read = async { self.read_frame(reader).await.ok().map(|(frame, _)| frame) };
+        futures_lite::future::or(read, async {
+            glommio::timer::sleep(READ_AFTER_STOP).await;
+            None
+        })
+        .await
     }
 }
 

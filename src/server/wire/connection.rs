@@ -76,7 +76,7 @@ impl Protocol for Native {
 
     async fn next(&self, session: &mut Session, request: Vec<u8>) -> Next<FrameError> {
         let s = &self.services;
-        let correlation = u32::from_le_bytes([request[8], request[9], request[10], request[11]]);
+        let correlation = correlation_of(&request);
         if correlation == 0 {
             // Its answer could not be told from a framing error's.
             let m = "correlation id 0 is reserved for framing errors; number requests from 1; closing the connection";
@@ -112,4 +112,13 @@ impl Protocol for Native {
         };
         Some(frame::response(correlation, code, m, &[]))
     }
+
+    fn unread(&self, frame: &[u8]) -> Option<Vec<u8>> {
+        self.unanswered(correlation_of(frame))
+    }
+}
+
+/// A request frame's correlation id (its length checked to hold a header).
+fn correlation_of(frame: &[u8]) -> u32 {
+    u32::from_le_bytes([frame[8], frame[9], frame[10], frame[11]])
 }
