@@ -296,15 +296,20 @@ impl<P: Protocol> Connection<P> {
     }
 
     /// The shard stops: the requests already in the socket (a node resumed
-    /// from a pause finds its clients' there) and those still in flight
-    /// after `STOP_GRACE` are answered as the protocol can, and the
-    /// connection closes; no request is left to a closed connection.
+    /// from a pause finds its clients' there, read for up to `STOP_GRACE`)
+    /// and those still in flight after `STOP_GRACE` are answered as the
+    /// protocol can, and the connection closes; no request is left to a
+    /// closed connection.
     async fn answer_the_rest(&self, reader: &mut Reader, writer: &Writer) {
-        while let Some(frame) = self.sent_frame(reader).await {
-            if let Some(response) = self.protocol.unread(&frame) {
-                writer.send(response).await;
+        // At most STOP_GRACE in all: a client that keeps sending must not hold the shard's stop.
+        let unread = async {
+            while let Some(frame) = self.sent_frame(reader).await {
+                if let Some(response) = self.protocol.unread(&frame) {
+                    writer.send(response).await;
+                }
             }
-        }
+        };
+        futures_lite::future::or(unread, glommio::timer::sleep(STOP_GRACE)).await;
         for correlation in self.in_flight.settle(STOP_GRACE).await {
             if let Some(response) = self.protocol.unanswered(correlation) {
                 writer.send(response).await;
