@@ -317,9 +317,7 @@ impl<P: Protocol> Connection<P> {
         }
         writer.close(STOP_GRACE).await;
     }
-}
 
-impl<P: Protocol> Connection<P> {
     /// The next frame the client already sent, if it comes within
     /// `READ_AFTER_STOP` (None too for a frame the broker refuses).
     async fn sent_frame(&self, reader: &mut Reader) -> Option<Vec<u8>> {
