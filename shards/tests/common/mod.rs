@@ -9,7 +9,15 @@ use std::path::Path;
 /// Runs `fut` on a fresh glommio executor; when it returns, the executor and
 /// every task still on it are dropped, as if the process had died there.
 pub fn run<T: Send + 'static, F: Future<Output = T> + 'static>(make: impl FnOnce() -> F + Send + 'static) -> T {
-    glommio::LocalExecutorBuilder::new(glommio::Placement::Unbound)
+    run_on(glommio::LocalExecutorBuilder::new(glommio::Placement::Unbound), make)
+}
+
+/// `run` on an executor made by `builder`.
+pub fn run_on<T: Send + 'static, F: Future<Output = T> + 'static>(
+    builder: glommio::LocalExecutorBuilder,
+    make: impl FnOnce() -> F + Send + 'static,
+) -> T {
+    builder
         .name("test-shard")
         .spawn(move || async move { make().await })
         .expect("spawn executor")
