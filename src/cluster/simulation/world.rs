@@ -5,9 +5,11 @@
 //! is driven by the real `Replication`, fed by its followers' fetches.
 //!
 //! Faults come from the seed: crashes, pauses past the lease, a node cut
-//! off from everything, and calls to the store delayed, lost, or done with
-//! their answer lost. After every step the world checks what must always
-//! hold; once the faults stop, that the group leads and acknowledges again.
+//! off from everything, a node partitioned from a peer (or from all of
+//! them) while it still reaches the store, and calls to the store delayed,
+//! lost, or done with their answer lost. After every step the world checks
+//! what must always hold; once the faults stop, that the group leads and
+//! acknowledges again.
 
 use super::super::control_plane::ControlPlane;
 use super::super::isr::{isr_key, Isr};
@@ -176,6 +178,8 @@ struct Node {
     name: String,
     model: Rc<RefCell<Model>>,
     cut: Arc<AtomicBool>,
+    /// Peers this node cannot reach nor be reached by (the store it still can).
+    apart_from: Vec<usize>,
     pause: Rc<Pause>,
     /// None while crashed.
     tasks: Option<JoinHandle<()>>,
@@ -234,6 +238,7 @@ impl World {
                 name: format!("n{i}"),
                 model: Rc::new(RefCell::new(Model { log: Vec::new(), stored_epoch: 0, serving: Serving::Stopped })),
                 cut: Arc::default(),
+                apart_from: Vec::new(),
                 pause: Rc::default(),
                 tasks: None,
                 fault_ends: None,
@@ -324,33 +329,55 @@ impl World {
             }
             self.resume(i);
             self.nodes[i].cut.store(false, Ordering::Relaxed);
+            self.nodes[i].apart_from.clear();
         }
     }
 
     /// Maybe starts a fault on a node that has none.
     fn strike(&mut self, now: Instant, at: Duration) {
-        let chosen = self.rng(|r| (r.random_range(0..NODES), r.random_range(0..1000u32), r.random_range(300..6000u64)));
-        let (i, draw, lasts_ms) = chosen;
+        let chosen = self.rng(|r| {
+            (
+                r.random_range(0..NODES),
+                r.random_range(0..1000u32),
+                r.random_range(300..6000u64),
+                r.random_range(0..NODES),
+            )
+        });
+        let (i, draw, lasts_ms, peer) = chosen;
         // About one fault a node every 5 s.
         if self.nodes[i].fault_ends.is_some() || draw >= 4 * NODES as u32 {
             return;
         }
-        let kind = match draw % 3 {
+        let kind = match draw % 4 {
             0 => {
                 self.crash(i);
-                "crashed"
+                "crashed".to_string()
             }
             1 => {
                 self.nodes[i].pause.on.set(true);
-                "paused"
+                "paused".to_string()
+            }
+            2 => {
+                self.nodes[i].cut.store(true, Ordering::Relaxed);
+                "cut off".to_string()
+            }
+            // A peer drawn as the node itself: apart from every peer.
+            _ if peer == i => {
+                self.nodes[i].apart_from = (0..NODES).filter(|&p| p != i).collect();
+                "partitioned from its peers".to_string()
             }
             _ => {
-                self.nodes[i].cut.store(true, Ordering::Relaxed);
-                "cut off"
+                self.nodes[i].apart_from = vec![peer];
+                format!("partitioned from {}", self.nodes[peer].name)
             }
         };
         self.nodes[i].fault_ends = Some(now + Duration::from_millis(lasts_ms));
         self.faults.push(format!("{at:?}: {} {kind} for {lasts_ms} ms", self.nodes[i].name));
+    }
+
+    /// Whether nodes `a` and `b` cannot reach each other.
+    fn apart(&self, a: usize, b: usize) -> bool {
+        self.nodes[a].apart_from.contains(&b) || self.nodes[b].apart_from.contains(&a)
     }
 
     /// The data's step: followers fetch, leaders expire lagging followers,
@@ -364,7 +391,7 @@ impl World {
                 _ => continue,
             };
             let Some(l) = self.nodes.iter().position(|n| n.name == leader) else { continue };
-            if l == f || !self.nodes[f].up() || !self.nodes[l].up() || lost {
+            if l == f || !self.nodes[f].up() || !self.nodes[l].up() || self.apart(f, l) || lost {
                 continue;
             }
             let (follower, leading) = (self.nodes[f].model.clone(), self.nodes[l].model.clone());
@@ -447,6 +474,7 @@ impl World {
                 (false, ..) => "crashed",
                 (_, true, _) => "paused",
                 (_, _, true) => "cut off",
+                _ if !n.apart_from.is_empty() => "partitioned",
                 _ => "up",
             };
             format!(

@@ -254,7 +254,7 @@ impl Replication {
                 self.report(log, follower, p, now);
             }
         }
-        self.advance(log);
+        self.advance(log, now);
     }
 
     /// Tells the control plane how `follower` does; one said to be in sync
@@ -305,14 +305,14 @@ impl Replication {
         for (name, p) in self.followers.borrow_mut().iter_mut() {
             self.report(log, name, p, now);
         }
-        self.advance(log);
+        self.advance(log, now);
     }
 
     /// The committed end: what the leader and the followers etcd lists as in
     /// sync hold durably, as long as they make at least `insync_min` replicas.
     /// A listed follower counts until etcd drops it, even while it lags: so
     /// everything committed is on every node that may be elected.
-    fn advance(&self, log: &impl ReplicatedLog) {
+    fn advance(&self, log: &impl ReplicatedLog, now: Instant) {
         if self.isr.confirmed().len() + 1 < self.config.insync_min {
             return;
         }
@@ -322,7 +322,24 @@ impl Replication {
             if self.config.mode == ReplicationMode::Sync {
                 log.commit_to(committed);
             }
+            self.left_behind(log, committed, now);
             self.advanced.notify();
+        }
+    }
+
+    /// Followers in sync that the committed end passed without them are out
+    /// of sync until they catch up again. The end passes one only once it
+    /// no longer counts: not listed, and the control plane acted on its
+    /// report without adding it (it was not registered then). Kept in sync,
+    /// the next periodic report would say so again and the control plane
+    /// could list a node lacking acknowledged writes, electable.
+    fn left_behind(&self, log: &impl ReplicatedLog, committed: u64, now: Instant) {
+        for (name, p) in self.followers.borrow_mut().iter_mut() {
+            if p.in_sync && p.durable_end < committed {
+                p.in_sync = false;
+                tracing::info!(group = %self.group, shard = self.shard, follower = %name, durable_end = p.durable_end, committed, "the committed end passed a follower: out of sync");
+                self.report(log, name, p, now);
+            }
         }
     }
 
@@ -421,7 +438,7 @@ impl Replication {
         }
         let deadline = Instant::now() + self.config.ack_timeout;
         loop {
-            self.advance(log);
+            self.advance(log, Instant::now());
             if self.committed.get() >= end {
                 return Ok(());
             }
@@ -442,5 +459,76 @@ impl Replication {
             // A follower's fetch moves the committed end; so may a change of the in-sync set.
             self.advanced.wait_for(left.min(ISR_RECHECK)).await;
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::cell::Cell;
+    use std::sync::Mutex;
+
+    /// A log whose written end is durable at once.
+    struct Log(Cell<u64>);
+
+    impl ReplicatedLog for Log {
+        fn ends(&self) -> (u64, u64) {
+            (self.0.get(), self.0.get())
+        }
+
+        fn commit_to(&self, _: u64) {}
+    }
+
+    /// A leader's role with one replica needed, whose in-sync reports land in `reports`.
+    fn role(isr: IsrLink) -> ClusterRole {
+        let (_, view) = tokio::sync::watch::channel(Default::default());
+        let accounts =
+            super::super::accounts::Accounts::new(Default::default(), Default::default(), Default::default());
+        ClusterRole {
+            broker_group: "g".into(),
+            node: "a".into(),
+            epoch: 1,
+            replication: ReplicationConfig {
+                mode: ReplicationMode::Sync,
+                insync_min: 1,
+                lag_max: Duration::from_secs(10),
+                ack_timeout: Duration::from_secs(1),
+            },
+            lead: Lead::Leader,
+            isr,
+            placement: super::super::placement::PlacementLink { view, ask: Arc::new(|_| {}) },
+            accounts: super::super::accounts::AccountsLink { shared: Arc::new(accounts), ask: Arc::new(|_| {}) },
+        }
+    }
+
+    #[test]
+    fn a_follower_the_committed_end_passed_unlisted_is_reported_out_of_sync_until_it_catches_up() {
+        let reports: Arc<Mutex<Vec<FollowerReport>>> = Arc::default();
+        let sink = reports.clone();
+        let isr = IsrLink {
+            confirmed: Arc::default(),
+            report: Arc::new(move |r| sink.lock().unwrap().push(r)),
+            deposed: Arc::default(),
+            heard: Arc::default(),
+        };
+        let log = Log(Cell::new(10));
+        let now = Instant::now();
+        let r = Replication::new(&role(isr.clone()), 0, &log, now);
+        r.fetched(&log, "b", 10, now);
+        r.fetched(&log, "c", 10, now);
+        assert_eq!(r.committed(), 10, "both said in sync and hold the log");
+        // The control plane acts on both reports but lists only c (b's
+        // registration had lapsed when it handled b's).
+        let newest = reports.lock().unwrap().iter().map(|r| r.seq).max().unwrap();
+        isr.heard.write().unwrap().insert(0, newest);
+        isr.confirmed.write().unwrap().insert("c".to_string());
+        log.0.set(20);
+        r.fetched(&log, "c", 20, now);
+        assert_eq!(r.committed(), 20, "b neither listed nor joining: the end passes it");
+        r.expire(&log, now);
+        let last_of_b = |reports: &[FollowerReport]| reports.iter().rev().find(|r| r.follower == "b").unwrap().in_sync;
+        assert!(!last_of_b(&reports.lock().unwrap()), "b lacks 10..20 and must not be listed on a later report");
+        r.fetched(&log, "b", 20, now);
+        assert!(last_of_b(&reports.lock().unwrap()), "b holds the committed end again: in sync");
     }
 }
