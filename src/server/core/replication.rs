@@ -483,7 +483,7 @@ mod tests {
     fn role(isr: IsrLink) -> ClusterRole {
         let (_, view) = tokio::sync::watch::channel(Default::default());
         let accounts =
-            super::super::accounts::Accounts::new(Default::default(), Default::default(), Default::default());
+            crate::server::core::accounts::Accounts::new(Default::default(), Default::default(), Default::default());
         ClusterRole {
             broker_group: "g".into(),
             node: "a".into(),
@@ -496,8 +496,8 @@ mod tests {
             },
             lead: Lead::Leader,
             isr,
-            placement: super::super::placement::PlacementLink { view, ask: Arc::new(|_| {}) },
-            accounts: super::super::accounts::AccountsLink { shared: Arc::new(accounts), ask: Arc::new(|_| {}) },
+            placement: crate::server::core::placement::PlacementLink { view, ask: Arc::new(|_| {}) },
+            accounts: crate::server::core::accounts::AccountsLink { shared: Arc::new(accounts), ask: Arc::new(|_| {}) },
         }
     }
 
