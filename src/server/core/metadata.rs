@@ -7,7 +7,7 @@
 
 use super::placement::{Place, PlacedTopic};
 use crate::protocol::codec::{DecodeError, Reader, Writer};
-use crate::protocol::messages::{MetadataResponse, ShardAddr, TopicInfo};
+use ringmq_shards::FlushPolicy;
 use std::collections::BTreeMap;
 use std::path::Path;
 
@@ -172,22 +172,39 @@ impl Metadata {
         next
     }
 
-    /// The protocol's view: shard addresses and the named topics (all if
-    /// none named), each queue by the index `shard_of` gives its home.
-    pub fn describe(&self, addrs: Vec<String>, shard_of: impl Fn(&Home) -> u32, names: &[String]) -> MetadataResponse {
-        let shards = addrs.into_iter().enumerate().map(|(i, addr)| ShardAddr { shard: i as u32, addr }).collect();
+    /// The named topics (all if none named) as clients see them: shard
+    /// addresses, and each queue by the index `shard_of` gives its home.
+    pub fn describe(&self, addrs: Vec<String>, shard_of: impl Fn(&Home) -> u32, names: &[String]) -> ClientView {
         let topics = self
             .topics
             .iter()
             .filter(|(n, _)| names.is_empty() || names.contains(n))
-            .map(|(n, t)| TopicInfo {
+            .map(|(n, t)| TopicView {
                 name: n.clone(),
-                flush: t.flush,
+                flush: super::topics::flush_policy(t.flush),
                 queue_shards: t.queues.iter().map(&shard_of).collect(),
             })
             .collect();
-        MetadataResponse { shards, topics }
+        ClientView { shard_addrs: addrs, topics }
     }
+}
+
+/// Topics as a client of either protocol sees them; each edge encodes it
+/// as its Metadata response.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ClientView {
+    /// Every shard's address, by its index (cluster-wide in a cluster).
+    pub shard_addrs: Vec<String>,
+    pub topics: Vec<TopicView>,
+}
+
+/// One topic of a [`ClientView`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TopicView {
+    pub name: String,
+    pub flush: FlushPolicy,
+    /// The index of the shard holding each queue (`u32::MAX`: none now).
+    pub queue_shards: Vec<u32>,
 }
 
 fn decode_home(r: &mut Reader<'_>, v1: bool) -> Result<Home, DecodeError> {

@@ -8,10 +8,9 @@
 use super::context::Core;
 use super::failure::Failure;
 use super::failure::Reason;
-use super::metadata::Home;
+use super::metadata::{ClientView, Home};
 use super::topics::NewTopic;
 use crate::protocol::coordinator_of;
-use crate::protocol::messages::MetadataResponse;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use tokio::sync::{oneshot, watch};
@@ -182,7 +181,7 @@ impl Core {
 
     /// The named topics (all if none named) as clients see them: in a
     /// cluster, every queue on a shard numbered cluster-wide.
-    pub fn describe(&self, names: &[String]) -> MetadataResponse {
+    pub fn describe(&self, names: &[String]) -> ClientView {
         let metadata = self.metadata();
         let Some(link) = self.placement() else {
             let shard_of = |h: &Home| if let Home::Here(slot) = h { slot.shard } else { u32::MAX };

@@ -18,15 +18,16 @@ pub fn brokers(core: &Core) -> Vec<Option<MetadataResponseBroker>> {
     let native_base = mine.first().and_then(|a| a.parse::<SocketAddr>().ok()).map_or(0, |a| a.port());
     let distance = i32::from(kafka.port()) - i32::from(native_base);
     core.describe(&[])
-        .shards
+        .shard_addrs
         .iter()
-        .map(|s| {
-            let native: SocketAddr = s.addr.parse().ok()?;
-            let (host, port) = match mine.iter().position(|a| *a == s.addr) {
+        .enumerate()
+        .map(|(shard, addr)| {
+            let native: SocketAddr = addr.parse().ok()?;
+            let (host, port) = match mine.iter().position(|a| a == addr) {
                 Some(k) => (kafka.ip(), i32::from(kafka.port()) + k as i32),
                 None => (native.ip(), i32::from(native.port()) + distance),
             };
-            let broker = MetadataResponseBroker::default().with_node_id(BrokerId(s.shard as i32));
+            let broker = MetadataResponseBroker::default().with_node_id(BrokerId(shard as i32));
             Some(broker.with_host(StrBytes::from_string(host.to_string())).with_port(port))
         })
         .collect()

@@ -5,6 +5,24 @@ use crate::protocol::messages::FetchFailed as WireFetchFailed;
 use crate::protocol::ErrorCode;
 use crate::server::core::{Failure, Reason};
 use crate::server::data::fetch::FetchFailed;
+use ringmq_shards::FlushPolicy;
+
+/// A flush policy on the wire: 0 sync, 1 async.
+pub fn flush_code(policy: FlushPolicy) -> u8 {
+    match policy {
+        FlushPolicy::Sync => 0,
+        FlushPolicy::Async => 1,
+    }
+}
+
+/// The flush policy of a wire code, if it names one.
+pub fn flush_policy(code: u8) -> Option<FlushPolicy> {
+    match code {
+        0 => Some(FlushPolicy::Sync),
+        1 => Some(FlushPolicy::Async),
+        _ => None,
+    }
+}
 
 /// The wire's code for a reason.
 pub fn code(reason: Reason) -> ErrorCode {
@@ -55,6 +73,14 @@ pub fn fetch_failed(f: FetchFailed) -> WireFetchFailed {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn flush_codes_round_trip_and_others_name_none() {
+        for policy in [FlushPolicy::Sync, FlushPolicy::Async] {
+            assert_eq!(flush_policy(flush_code(policy)), Some(policy));
+        }
+        assert_eq!(flush_policy(2), None);
+    }
 
     #[test]
     fn every_reason_has_its_own_code() {

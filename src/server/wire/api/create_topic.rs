@@ -9,8 +9,8 @@ use crate::security::acl::Operation::Create;
 use crate::server::auth::authorizer::{cluster, topic};
 use crate::server::core::topics::NewTopic;
 use crate::server::core::Failure;
+use crate::server::wire::codes::flush_policy;
 use crate::server::wire::Services;
-use ringmq_shards::FlushPolicy;
 
 pub struct CreateTopic;
 
@@ -29,11 +29,7 @@ impl Api for CreateTopic {
     }
 
     async fn serve(s: &Services, c: Self::Request<'_>, _: &At<'_>, _: &mut Writer) -> Result<(), Failure> {
-        let flush = match c.flush {
-            0 => FlushPolicy::Sync,
-            1 => FlushPolicy::Async,
-            _ => return Err(Failure::invalid("flush must be 0 (sync) or 1 (async)")),
-        };
+        let flush = flush_policy(c.flush).ok_or_else(|| Failure::invalid("flush must be 0 (sync) or 1 (async)"))?;
         s.core.create_topic(NewTopic { name: c.name, queues: c.queues, flush }).await
     }
 }

@@ -3,11 +3,13 @@
 
 use super::{Api, At, Need};
 use crate::protocol::codec::{DecodeError, Reader};
-use crate::protocol::messages::decode_names;
+use crate::protocol::messages::{decode_names, MetadataResponse, ShardAddr, TopicInfo};
 use crate::protocol::{ApiKey, Writer};
 use crate::security::acl::Operation::Describe;
 use crate::server::auth::authorizer::topic;
+use crate::server::core::metadata::ClientView;
 use crate::server::core::Failure;
+use crate::server::wire::codes::flush_code;
 use crate::server::wire::Services;
 
 pub struct Metadata;
@@ -37,7 +39,19 @@ impl Api for Metadata {
         }
         let mut described = core.describe(&names);
         described.topics.retain(|t| at.caller.sees(core, &t.name));
-        described.encode(w);
+        response(described).encode(w);
         Ok(())
     }
+}
+
+/// The wire's form of what clients see.
+fn response(view: ClientView) -> MetadataResponse {
+    let shards =
+        view.shard_addrs.into_iter().enumerate().map(|(i, addr)| ShardAddr { shard: i as u32, addr }).collect();
+    let topics = view
+        .topics
+        .into_iter()
+        .map(|t| TopicInfo { name: t.name, flush: flush_code(t.flush), queue_shards: t.queue_shards })
+        .collect();
+    MetadataResponse { shards, topics }
 }
