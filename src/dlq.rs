@@ -53,7 +53,7 @@ pub fn redrive(client: &Arc<Client>, letters: &[ConsumedMessage]) -> Result<Vec<
     for m in letters {
         let message = Message {
             id: Some(m.message_id),
-            key: (!m.key.is_empty()).then(|| m.key.clone()),
+            key: m.key.clone(),
             tag: (!m.tag.is_empty()).then(|| m.tag.clone()),
             headers: m.headers.iter().filter(|(n, _)| !n.starts_with("ringmq.")).cloned().collect(),
             value: m.value.clone(),

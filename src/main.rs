@@ -694,7 +694,7 @@ fn produce(a: ProduceArgs) -> Result<(), String> {
         let mut m = Message::new(line.into_bytes());
         m.key = a.key.clone().map(String::into_bytes);
         m.tag = a.tag.clone();
-        m.headers = a.headers.iter().map(|(k, v)| (k.clone(), v.clone().into_bytes())).collect();
+        m.headers = a.headers.iter().map(|(k, v)| (k.clone(), Some(v.clone().into_bytes()))).collect();
         match a.mode {
             Mode::Sync => {
                 let r = producer.send(&a.topic, &m).map_err(|e| e.to_string())?;
@@ -756,7 +756,7 @@ fn consume(a: ConsumeArgs) -> Result<(), String> {
         }
         for m in messages.iter().take(a.count.map_or(usize::MAX, |c| (c - seen) as usize)) {
             match a.format {
-                Format::Text => writeln!(out, "{}", String::from_utf8_lossy(&m.value)),
+                Format::Text => writeln!(out, "{}", String::from_utf8_lossy(m.value_or_empty())),
                 Format::Json => writeln!(out, "{}", message_json(m, false)),
             }
             .map_err(|e| e.to_string())?;
@@ -779,7 +779,8 @@ fn consume(a: ConsumeArgs) -> Result<(), String> {
 
 /// A message as one JSON object; `full` adds its topic, tries and headers.
 fn message_json(m: &ringmq::client::ConsumedMessage, full: bool) -> String {
-    let text = |b: &[u8]| String::from_utf8_lossy(b).into_owned();
+    // No key, or no value (a tombstone), is JSON's null.
+    let text = |b: &Option<Vec<u8>>| b.as_deref().map(|b| String::from_utf8_lossy(b).into_owned());
     let full = full.then(|| FullJson {
         topic: &m.topic,
         origin_topic: m.origin_topic(),
@@ -805,10 +806,10 @@ struct MessageJson<'a> {
     queue: u32,
     offset: u64,
     id: String,
-    key: String,
+    key: Option<String>,
     tag: &'a str,
     timestamp_ms: i64,
-    value: String,
+    value: Option<String>,
     #[serde(flatten)]
     full: Option<FullJson<'a>>,
 }
@@ -823,11 +824,12 @@ struct FullJson<'a> {
 }
 
 /// Headers as an object, in their order (a repeated name repeats).
-struct HeadersJson<'a>(&'a [(String, Vec<u8>)]);
+struct HeadersJson<'a>(&'a [(String, Option<Vec<u8>>)]);
 
 impl serde::Serialize for HeadersJson<'_> {
+    /// In order, a repeated name written again, a null value as null.
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        s.collect_map(self.0.iter().map(|(k, v)| (k, String::from_utf8_lossy(v))))
+        s.collect_map(self.0.iter().map(|(k, v)| (k, v.as_deref().map(String::from_utf8_lossy))))
     }
 }
 
@@ -864,7 +866,7 @@ fn dlq(action: DlqAction) -> Result<(), String> {
                     m.origin_topic(),
                     m.reconsume_times(),
                     json_string(&m.tag),
-                    json_string(&String::from_utf8_lossy(&m.value)),
+                    json_string(&String::from_utf8_lossy(m.value_or_empty())),
                 );
             }
         }

@@ -259,7 +259,8 @@ fn bad_requests_to_the_group_delay_transaction_and_lookup_apis_get_typed_errors(
     };
     let two = {
         let mut b = BatchBuilder::new(0);
-        b.push(&Record { value: b"a", ..Record::default() }).push(&Record { value: b"b", ..Record::default() });
+        b.push(&Record { value: Some(b"a"), ..Record::default() })
+            .push(&Record { value: Some(b"b"), ..Record::default() });
         b.finish()
     };
     let join = |session, rebalance| JoinGroup {

@@ -24,10 +24,10 @@ fn sync_async_and_oneway_sends_are_consumed_with_ids_keys_tags_and_headers() {
     consumer.assign_all("t", StartFrom::Earliest).unwrap();
     let got = common::consume(&mut consumer, 12, Duration::from_secs(10));
     assert_eq!(got.len(), 12, "1 sync + 10 async + 1 one-way");
-    let first = got.iter().find(|c| c.value == b"sync").unwrap();
+    let first = got.iter().find(|c| c.value_or_empty() == b"sync").unwrap();
     assert_eq!((first.message_id, first.queue, first.offset), (sent.message_id, sent.queue, sent.offset));
-    assert_eq!((first.key.as_slice(), first.tag.as_str()), (&b"k1"[..], "TagA"));
-    assert_eq!(first.headers, vec![("trace".to_string(), b"abc".to_vec())]);
+    assert_eq!((first.key.as_deref(), first.tag.as_str()), (Some(&b"k1"[..]), "TagA"));
+    assert_eq!(first.headers, vec![("trace".to_string(), Some(b"abc".to_vec()))]);
     for s in &async_sent {
         let c = got.iter().find(|c| c.message_id == s.message_id).expect("async message consumed");
         assert_eq!((c.queue, c.offset), (s.queue, s.offset), "async sends report their own offsets");
@@ -77,7 +77,7 @@ fn a_group_resumes_from_its_committed_offsets() {
     let mut c2 = Consumer::new(client.clone(), Some("group-a".into()));
     c2.assign_all("g", StartFrom::Committed).unwrap();
     let got = c2.poll(Duration::from_secs(2)).unwrap();
-    let values: Vec<_> = got.iter().map(|m| m.value.clone()).collect();
+    let values: Vec<_> = got.iter().map(|m| m.value_or_empty().to_vec()).collect();
     assert_eq!(values, vec![b"after commit".to_vec()], "only what came after the commit");
 }
 
@@ -122,7 +122,7 @@ fn pipelined_batches_of_a_queue_keep_the_senders_order() {
     let mut m = Message::default().with_header("h", "v");
     let futures: Vec<_> = (0..20_000)
         .map(|i| {
-            m.value = format!("p-{i:0>200}").into_bytes();
+            m.value = Some(format!("p-{i:0>200}").into_bytes());
             producer.send_async("pipe", &m)
         })
         .collect();
@@ -132,7 +132,7 @@ fn pipelined_batches_of_a_queue_keep_the_senders_order() {
     let got = common::consume(&mut consumer, acked.len(), Duration::from_secs(20));
     assert_eq!(got.len(), acked.len());
     assert_eq!(common::assert_per_sender_order(&got).len(), 2);
-    let values: std::collections::HashSet<&[u8]> = got.iter().map(|c| c.value.as_slice()).collect();
+    let values: std::collections::HashSet<&[u8]> = got.iter().map(|c| c.value_or_empty()).collect();
     assert_eq!(values.len(), got.len(), "each send kept the value it was given");
     assert!(got.iter().all(|c| c.header("h") == Some(&b"v"[..])));
 }
@@ -206,7 +206,7 @@ fn tag_filters_deliver_exactly_the_matching_messages_and_advance_past_the_rest()
     assert_eq!(got.len(), 2_000, "every TagA and TagB message, nothing else");
     assert!(got.iter().all(|m| m.tag == "TagA" || m.tag == "TagB"));
     let mut values: Vec<u32> =
-        got.iter().map(|m| m.value[2..].iter().fold(0, |n, d| n * 10 + u32::from(d - b'0'))).collect();
+        got.iter().map(|m| m.value_or_empty()[2..].iter().fold(0, |n, d| n * 10 + u32::from(d - b'0'))).collect();
     values.sort_unstable();
     assert_eq!(values, (0..4_000).filter(|i| i % 4 < 2).collect::<Vec<u32>>());
     // Positions move past the non-matching tail without delivering it.

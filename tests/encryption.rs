@@ -35,7 +35,7 @@ fn read_all(broker: &Broker, count: usize) -> Vec<String> {
     consumer.assign_all("orders", StartFrom::Earliest).unwrap();
     let mut got: Vec<String> = common::consume(&mut consumer, count, Duration::from_secs(30))
         .into_iter()
-        .map(|m| String::from_utf8(m.value.to_vec()).unwrap())
+        .map(|m| String::from_utf8(m.value_or_empty().to_vec()).unwrap())
         .collect();
     got.sort();
     got

@@ -256,7 +256,7 @@ fn broadcast_members_each_receive_everything_and_resume_after_a_restart() {
         Consumer::subscribe(broker.client(), config)
     };
     let values = |got: &[ringmq::client::ConsumedMessage]| {
-        let mut v: Vec<String> = got.iter().map(|m| String::from_utf8(m.value.clone()).unwrap()).collect();
+        let mut v: Vec<String> = got.iter().map(|m| String::from_utf8(m.value_or_empty().to_vec()).unwrap()).collect();
         v.sort();
         v
     };
@@ -306,7 +306,8 @@ fn a_new_group_starts_where_configured_and_auto_commit_keeps_its_place() {
         ..GroupConfig::new(group, &[TOPIC])
     };
     let values = |got: Vec<ringmq::client::ConsumedMessage>| {
-        let mut v: Vec<String> = got.into_iter().map(|m| String::from_utf8(m.value).unwrap()).collect();
+        let mut v: Vec<String> =
+            got.into_iter().map(|m| String::from_utf8(m.value.unwrap_or_default()).unwrap()).collect();
         v.sort();
         v
     };

@@ -100,7 +100,7 @@ fn a_frame_that_does_not_decode_closes_its_connection_only_and_stores_nothing() 
 #[test]
 fn refused_batches_store_nothing() {
     let dir = tempfile::tempdir().unwrap();
-    let (broker, kafka) = broker(dir.path(), &["--batch-bytes-max", "65536"]);
+    let (broker, kafka) = broker(dir.path(), &["--batch-bytes-max", "65536", "--inflated-bytes-max", "1048576"]);
     let mut s = connect(&kafka);
     let mut wrong_crc = batch(&records(3, None)).to_vec();
     let last = wrong_crc.len() - 1;

@@ -32,7 +32,7 @@ struct Seen {
 }
 
 fn parse(m: &ConsumedMessage) -> (u32, u32) {
-    let v = String::from_utf8_lossy(&m.value).into_owned();
+    let v = String::from_utf8_lossy(m.value_or_empty()).into_owned();
     let (k, s) = v.trim_start_matches('k').split_once('-').unwrap();
     (k.parse().unwrap(), s.parse().unwrap())
 }

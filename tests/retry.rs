@@ -56,7 +56,7 @@ fn sent_back_messages_return_on_the_growing_schedule_then_go_to_the_dead_letter_
         let got = common::consume(&mut retries, 1, Duration::from_secs(10));
         assert_eq!(got.len(), 1, "retry {n} arrives once due");
         let m = &got[0];
-        assert_eq!((m.message_id, m.value.as_slice(), m.tag.as_str()), (sent.message_id, &b"poison"[..], "T"));
+        assert_eq!((m.message_id, m.value_or_empty(), m.tag.as_str()), (sent.message_id, &b"poison"[..], "T"));
         assert_eq!((m.reconsume_times(), m.origin_topic().as_str()), (n, "pay"));
         (topic, queue, offset) = (m.topic.clone(), m.queue, m.offset);
     }
@@ -105,8 +105,12 @@ fn a_push_consumer_retries_a_failing_message_then_dead_letters_it_and_processes_
     let seen = Arc::new(Mutex::new(Vec::new()));
     let seen2 = seen.clone();
     let listener = Arc::new(move |m: &ConsumedMessage| {
-        seen2.lock().unwrap().push((String::from_utf8_lossy(&m.value).into_owned(), m.reconsume_times(), m.message_id));
-        if m.value == b"poison" {
+        seen2.lock().unwrap().push((
+            String::from_utf8_lossy(m.value_or_empty()).into_owned(),
+            m.reconsume_times(),
+            m.message_id,
+        ));
+        if m.value_or_empty() == b"poison" {
             ConsumeStatus::ReconsumeLater
         } else {
             ConsumeStatus::Success

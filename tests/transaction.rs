@@ -16,7 +16,7 @@ use std::time::{Duration, Instant};
 /// A checker answering by message value, counting its calls.
 fn checker(calls: Arc<Mutex<HashMap<String, u32>>>) -> ringmq::client::CheckFn {
     Arc::new(move |m: &ConsumedMessage| {
-        let v = String::from_utf8_lossy(&m.value).into_owned();
+        let v = String::from_utf8_lossy(m.value_or_empty()).into_owned();
         *calls.lock().unwrap().entry(v.clone()).or_default() += 1;
         match v.as_str() {
             v if v.starts_with("check-commit") => TxState::Commit,
@@ -31,7 +31,7 @@ fn visible(client: &Arc<Client>) -> Vec<String> {
     c.assign_all("pay", StartFrom::Earliest).unwrap();
     let mut got: Vec<String> = common::poll_during(&mut c, Duration::from_millis(600))
         .into_iter()
-        .map(|m| String::from_utf8(m.value).unwrap())
+        .map(|m| String::from_utf8(m.value.unwrap_or_default()).unwrap())
         .collect();
     got.sort();
     got

@@ -59,7 +59,9 @@ impl Probe {
         let receiver = std::thread::spawn(move || {
             while !s.load(Ordering::Relaxed) {
                 for m in consumer.poll(Duration::from_millis(100)).unwrap_or_default() {
-                    let Some(due) = m.value.get(..8).map(|b| u64::from_le_bytes(b.try_into().expect("8 bytes"))) else {
+                    let Some(due) =
+                        m.value_or_empty().get(..8).map(|b| u64::from_le_bytes(b.try_into().expect("8 bytes")))
+                    else {
                         continue;
                     };
                     let late_us = unix_us().saturating_sub(due * 1000);

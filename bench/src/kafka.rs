@@ -70,6 +70,7 @@ pub(crate) fn producer(s: &Arc<Shared>, bootstrap: &str) -> Result<Arc<Producer>
         // As the native client: no Nagle delay behind a request in flight.
         .set("socket.nagle.disable", "true")
         .set("enable.idempotence", "false")
+        .set("compression.type", &a.kafka_compression)
         .create_with_context(Acks { shared: s.clone(), in_flight: in_flight.clone() })
         .map_err(|e| format!("kafka producer: {e}"))?;
     Ok(Arc::new(Producer { inner, in_flight }))

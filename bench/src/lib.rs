@@ -6,6 +6,7 @@ pub mod compare;
 pub mod cpu;
 pub mod delayed;
 pub mod histogram;
+pub mod payload;
 // Without the `kafka` feature (librdkafka), --protocol kafka is refused.
 #[cfg_attr(not(feature = "kafka"), path = "kafka_off.rs")]
 mod kafka;

@@ -6,6 +6,7 @@
 use crate::cpu::CpuTimes;
 use crate::delayed;
 use crate::histogram::{self, new_histogram, percentiles_us, Schedule, PERCENTILES};
+use crate::payload::{Payload, Payloads};
 use crate::rebalance::{Split, Window};
 use crate::summary::Summary;
 use clap::{Args, ValueEnum};
@@ -63,6 +64,12 @@ pub struct RunArgs {
     /// Bytes per message (at least 20: the timestamp stamp).
     #[arg(long, default_value_t = 1024)]
     pub message_size: usize,
+    /// What messages carry after the stamp: filler bytes, or JSON-like text (compressible as logs are).
+    #[arg(long, value_enum, default_value_t = Payload::Filler)]
+    pub payload: Payload,
+    /// With --protocol kafka: the producer's compression.type (none, gzip, snappy, lz4, zstd).
+    #[arg(long, default_value = "none")]
+    pub kafka_compression: String,
     /// Messages per second over all producers, on an open-loop schedule; 0: as fast as possible.
     #[arg(long, default_value_t = 10_000.0)]
     pub rate: f64,
@@ -468,8 +475,9 @@ fn produce(s: &Arc<Shared>, client: Arc<Client>, id: u32, start_ns: u64) {
     // One message, refilled for each send: the producer encodes it before send_with_callback returns.
     let mut m = Message::default();
     on_schedule(s, id, start_ns, &in_flight, |seq, intended, payload, key| {
-        m.value.clear();
-        m.value.extend_from_slice(payload);
+        let value = m.value.get_or_insert_default();
+        value.clear();
+        value.extend_from_slice(payload);
         m.key = key;
         match s.args.mode {
             SendMode::Async => {
@@ -510,7 +518,7 @@ pub(crate) fn on_schedule(
 ) {
     let a = &s.args;
     let schedule = Schedule::new(start_ns, a.rate / a.producers as f64);
-    let mut payload = vec![b'x'; a.message_size];
+    let mut payloads = Payloads::new(a.payload, a.message_size);
     let mut send_delay = new_histogram();
     for seq in 0u64.. {
         let intended = if schedule.interval_ns == 0 { now_ns(a.clock) } else { schedule.intended(seq) };
@@ -522,6 +530,7 @@ pub(crate) fn on_schedule(
         while in_flight.load(Ordering::Relaxed) >= a.max_outstanding {
             std::thread::sleep(Duration::from_micros(50));
         }
+        let payload = payloads.for_seq(seq);
         payload[0..8].copy_from_slice(&intended.to_le_bytes());
         payload[8..12].copy_from_slice(&id.to_le_bytes());
         payload[12..20].copy_from_slice(&seq.to_le_bytes());
@@ -531,7 +540,7 @@ pub(crate) fn on_schedule(
         if intended >= s.measure_from_ns {
             histogram::record(&mut send_delay, intended, now_ns(a.clock));
         }
-        send(seq, intended, &payload, key);
+        send(seq, intended, payload, key);
         s.outstanding_seen.fetch_max(in_flight.load(Ordering::Relaxed), Ordering::Relaxed);
     }
     s.send_delay.lock().expect("lock").add(&send_delay).expect("histograms of the same bounds");
@@ -600,7 +609,7 @@ fn consume(s: &Shared, mut consumer: Consumer, subscription: usize, restart: Opt
         let now = now_ns(s.args.clock);
         tally.latencies.clear();
         for m in &messages {
-            tally.note(s, &m.value, now);
+            tally.note(s, m.value_or_empty(), now);
         }
         if let Some(w) = &s.window {
             w.record(now, &tally.latencies);

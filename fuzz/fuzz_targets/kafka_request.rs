@@ -1,8 +1,8 @@
 //! Kafka request frames as the listener decodes them: the header, the body
 //! of every API and version served (through the broker's API table), and
-//! each produce's record sets through the translation (record batch v2,
-//! CRC-32C, the four decompressions, each bounded). Nothing may panic or
-//! allocate from a count alone.
+//! each produce's record set as the edge wraps it and the shard checks it
+//! (record batch v2, CRC-32C, the four decompressions, each bounded).
+//! Nothing may panic or allocate from a count alone.
 #![no_main]
 
 use kafka_protocol::messages::{ApiKey, ProduceRequest};
@@ -10,9 +10,10 @@ use kafka_protocol::protocol::Decodable;
 use libfuzzer_sys::fuzz_target;
 use ringmq::server::kafka::api::{decode, Decoded};
 use ringmq::server::kafka::to_ringmq;
+use ringmq_shards::batch::{self, Limits};
 
-/// The broker's default batch limit.
-const MAX_BATCH_BYTES: usize = 4 << 20;
+/// The broker's limits, about its defaults.
+const LIMITS: Limits = Limits { batch_bytes: 4 << 20, inflated_bytes: 32 << 20 };
 
 fuzz_target!(|data: &[u8]| {
     let Ok(Decoded::Served { api, head, body }) = decode(bytes::Bytes::copy_from_slice(data)) else { return };
@@ -23,7 +24,9 @@ fuzz_target!(|data: &[u8]| {
     for topic in &produce.topic_data {
         for partition in &topic.partition_data {
             if let Some(records) = &partition.records {
-                let _ = to_ringmq(records, partition.index as u32, MAX_BATCH_BYTES);
+                if let Ok(wrapped) = to_ringmq(records, partition.index as u32) {
+                    let _ = batch::check(&wrapped.batch, LIMITS);
+                }
             }
         }
     }

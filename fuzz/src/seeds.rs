@@ -18,7 +18,7 @@ fn body(encode: impl FnOnce(&mut Writer)) -> Vec<u8> {
 fn batch_of(values: &[&[u8]]) -> Vec<u8> {
     let mut b = BatchBuilder::new(1_700_000_000_000);
     for (i, v) in values.iter().enumerate() {
-        b.push(&Record { value: v, key: if i % 2 == 0 { b"key" } else { b"" }, tag: b"TagA", ..Record::default() });
+        b.push(&Record { value: Some(v), key: Some(if i % 2 == 0 { b"key" } else { b"" }), tag: b"TagA", ..Record::default() });
     }
     b.finish()
 }

@@ -1,5 +1,6 @@
 //! Shard configuration: every bound has a name and a default.
 
+use crate::batch;
 use crate::error::{Result, StorageError};
 use crate::position::PAGE_BYTES;
 use std::path::PathBuf;
@@ -26,6 +27,9 @@ pub struct ShardConfig {
     pub round_bytes_max: usize,
     /// Largest batch accepted by append.
     pub batch_bytes_max: usize,
+    /// The most a compressed Kafka batch's records may inflate to (append
+    /// inflates them to check and index them).
+    pub inflated_bytes_max: usize,
     /// Bytes appended but not yet written and synced before appends wait (back-pressure).
     pub pending_bytes_max: usize,
     /// How long the flusher waits for more appends before closing a small round (0 = never waits).
@@ -87,6 +91,9 @@ pub const SEGMENT_POOL_MAX: usize = 4;
 
 /// Default of `recent_batches`: about 1.5 MiB of memory per shard.
 pub const RECENT_BATCHES: usize = 16 * 1024;
+/// Default `inflated_bytes_max`: 32 times a default batch, past what text
+/// compresses to with any of Kafka's codecs.
+pub const INFLATED_BYTES_MAX: usize = 32 << 20;
 
 impl ShardConfig {
     /// Defaults for a production shard in `dir`.
@@ -96,6 +103,7 @@ impl ShardConfig {
             segment_bytes: 1 << 30,
             round_bytes_max: 1 << 20,
             batch_bytes_max: (1 << 20) - 2 * PAGE_BYTES as usize,
+            inflated_bytes_max: INFLATED_BYTES_MAX,
             pending_bytes_max: 16 << 20,
             flush_delay: Duration::ZERO,
             flush_depth: 2,
@@ -136,6 +144,11 @@ impl ShardConfig {
         }
     }
 
+    /// What append checks a producer's batch against.
+    pub fn limits(&self) -> batch::Limits {
+        batch::Limits { batch_bytes: self.batch_bytes_max, inflated_bytes: self.inflated_bytes_max }
+    }
+
     /// Checks the relations between the sizes.
     pub fn validate(&self) -> Result<()> {
         let page = PAGE_BYTES as usize;
@@ -158,6 +171,13 @@ impl ShardConfig {
         }
         if self.batch_bytes_max > self.round_bytes_max || self.batch_bytes_max as u64 > self.segment_bytes / 2 {
             return fail(format!("batch_bytes_max {} must fit in a round and in half a segment", self.batch_bytes_max));
+        }
+        if self.inflated_bytes_max > batch::INFLATED_BYTES_CEILING {
+            return fail(format!(
+                "inflated_bytes_max {} must be at most {} (what readers inflate a stored batch to)",
+                self.inflated_bytes_max,
+                batch::INFLATED_BYTES_CEILING
+            ));
         }
         if self.flush_depth == 0 {
             return Err(StorageError::Config("flush_depth must be at least 1".into()));

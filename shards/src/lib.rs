@@ -32,6 +32,6 @@ pub use probe::stats::{SegmentBytes, ShardHistograms, ShardStats};
 pub use read::reader::{ReadBatches, ReadWait};
 pub use record::Record;
 pub use replica::{shipped_batches, LogRange};
-pub use ringmq_format::{batch, record, FormatError};
+pub use ringmq_format::{batch, kafka, record, FormatError};
 pub use shard::Shard;
 pub use signal::Signal;

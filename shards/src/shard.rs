@@ -311,7 +311,7 @@ impl Shard {
     pub async fn append(&self, queue: QueueId, batch: &[u8]) -> Result<Appended> {
         let inner = &self.inner;
         let called = std::time::Instant::now();
-        let checked = batch::check(batch, inner.config.batch_bytes_max)?;
+        let checked = batch::check(batch, inner.config.limits())?;
         let key = BatchKey::checked(queue, &checked);
         let turn = Turn::take(inner);
         let placed = loop {

@@ -17,7 +17,7 @@ const Q: QueueId = QueueId(1);
 /// A one-record batch of a client: its message id is `id`.
 fn client_batch(id: u8, value: &[u8]) -> Vec<u8> {
     let mut b = BatchBuilder::new(1_700_000_000_000);
-    b.push(&Record { message_id: [id; 16], value, ..Record::default() });
+    b.push(&Record { message_id: [id; 16], value: Some(value), ..Record::default() });
     b.finish()
 }
 

@@ -22,7 +22,7 @@ async fn append(shard: &Shard, n: u64) -> (QueueId, u64) {
     let key = format!("key-{}", n % 10);
     let value = value(q.0, n, 40_000);
     let mut b = BatchBuilder::new(1_700_000_000_000);
-    b.push(&Record { message_id: id(n), key: key.as_bytes(), value: &value, ..Record::default() });
+    b.push(&Record { message_id: id(n), key: Some(key.as_bytes()), value: Some(&value), ..Record::default() });
     (q, shard.append(q, &b.finish()).await.unwrap().base_offset)
 }
 

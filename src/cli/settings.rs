@@ -110,6 +110,12 @@ pub struct Settings {
     /// Largest record batch, bytes
     #[arg(long, default_value_t = d().batch_bytes_max)]
     batch_bytes_max: usize,
+    /// The most a compressed Kafka batch's records may inflate to, bytes (checked as the batch is stored)
+    #[arg(long, default_value_t = d().inflated_bytes_max)]
+    inflated_bytes_max: usize,
+    /// The longest metadata string a Kafka offset commit may carry, bytes (longer: OFFSET_METADATA_TOO_LARGE)
+    #[arg(long, default_value_t = d().offset_metadata_bytes_max)]
+    offset_metadata_bytes_max: usize,
     /// Client connections per shard, over its native and Kafka listeners
     #[arg(long, default_value_t = d().connections_max)]
     connections_max: usize,
@@ -319,6 +325,8 @@ impl Settings {
         cfg.idle_spin = Duration::from_micros(self.idle_spin_us);
         cfg.frame_bytes_max = self.frame_bytes_max;
         cfg.batch_bytes_max = self.batch_bytes_max;
+        cfg.inflated_bytes_max = self.inflated_bytes_max;
+        cfg.offset_metadata_bytes_max = self.offset_metadata_bytes_max;
         cfg.connections_max = self.connections_max;
         cfg.connections_per_ip_max = self.connections_per_ip_max;
         cfg.inflight_per_connection_max = self.inflight_per_connection_max;

@@ -176,7 +176,7 @@ impl Batcher {
             waiters: Vec::new(),
         });
         let first = open.waiters.is_empty();
-        let delta_ms = (now_ms - open.batch.first_timestamp_ms()).clamp(0, i64::from(u32::MAX)) as u32;
+        let delta_ms = now_ms - open.batch.first_timestamp_ms();
         push_record(&mut open.batch, id, message, delta_ms);
         open.waiters.push(Waiter { id, done });
         if idle || open.batch.size_bytes() >= self.batch_bytes {

@@ -11,7 +11,6 @@ use super::error::ClientError;
 use super::group::{ConsumeMode, GroupConfig, GroupMember, StartNew};
 use super::message_id::MessageId;
 use ringmq_format::batch;
-use ringmq_format::record::RecordIter;
 use ringmq_protocol::messages::{decode_fetched_many, Fetch, FetchFailed, FetchMany, Membership, QueueRef};
 use ringmq_protocol::{ApiKey, ErrorCode, Reader, Writer};
 use std::collections::HashMap;
@@ -28,18 +27,27 @@ pub struct ConsumedMessage {
     pub queue: u32,
     pub offset: u64,
     pub message_id: MessageId,
-    pub key: Vec<u8>,
+    /// None: no key (Kafka's null key), distinct from an empty one.
+    pub key: Option<Vec<u8>>,
     pub tag: String,
-    pub headers: Vec<(String, Vec<u8>)>,
-    pub value: Vec<u8>,
+    /// In the order sent; a name may repeat; None: a null value.
+    pub headers: Vec<(String, Option<Vec<u8>>)>,
+    /// None: no value (a tombstone), distinct from an empty one.
+    pub value: Option<Vec<u8>>,
     /// Producer's timestamp, Unix milliseconds.
     pub timestamp_ms: i64,
 }
 
 impl ConsumedMessage {
-    /// A header's value, if the message has it.
+    /// The value of the first header named `name`, if the message has it
+    /// (a null value reads empty).
     pub fn header(&self, name: &str) -> Option<&[u8]> {
-        self.headers.iter().find(|(n, _)| n == name).map(|(_, v)| v.as_slice())
+        self.headers.iter().find(|(n, _)| n == name).map(|(_, v)| v.as_deref().unwrap_or_default())
+    }
+
+    /// The value, empty for a tombstone.
+    pub fn value_or_empty(&self) -> &[u8] {
+        self.value.as_deref().unwrap_or_default()
     }
 
     /// How many times the message was sent back for a retry (0: first delivery).
@@ -67,7 +75,9 @@ pub fn decode_messages(
     for b in batch::split(batches) {
         let h = batch::verify_stored(b)
             .map_err(|e| ClientError::Protocol(format!("fetched batch fails its check: {e}")))?;
-        for (k, r) in RecordIter::new(&b[batch::HEADER_BYTES..]).enumerate() {
+        let mut inflated = Vec::new();
+        let records = batch::records(b, &mut inflated).map_err(|e| ClientError::Protocol(e.to_string()))?;
+        for (k, r) in records.enumerate() {
             let r = r.map_err(|e| ClientError::Protocol(e.to_string()))?;
             let offset = h.base_offset + k as u64;
             if offset < from {
@@ -78,11 +88,15 @@ pub fn decode_messages(
                 queue,
                 offset,
                 message_id: MessageId(r.message_id),
-                key: r.key.to_vec(),
+                key: r.key.map(<[u8]>::to_vec),
                 tag: String::from_utf8_lossy(r.tag).into_owned(),
-                headers: r.headers.iter().map(|(k, v)| (String::from_utf8_lossy(k).into_owned(), v.to_vec())).collect(),
-                value: r.value.to_vec(),
-                timestamp_ms: h.first_timestamp_ms + i64::from(r.timestamp_delta_ms),
+                headers: r
+                    .headers
+                    .iter()
+                    .map(|(k, v)| (String::from_utf8_lossy(k).into_owned(), v.map(<[u8]>::to_vec)))
+                    .collect(),
+                value: r.value.map(<[u8]>::to_vec),
+                timestamp_ms: h.first_timestamp_ms + r.timestamp_delta_ms,
             });
         }
     }
@@ -213,7 +227,8 @@ impl Consumer {
         }
     }
 
-    /// Adds queues of a topic, each starting as `start` says.
+    /// Adds queues of a topic, each starting as `start` says (one already
+    /// assigned moves there).
     pub fn assign(&mut self, topic: &str, queues: &[u32], start: StartFrom) -> Result<(), ClientError> {
         for &queue in queues {
             let (first, end) = self.client.list_offsets(topic, queue)?;
@@ -226,6 +241,13 @@ impl Consumer {
                     None => return Err(ClientError::Invalid("StartFrom::Committed needs a consumer group".into())),
                 },
             };
+            // A queue assigned again moves to the new position; what was in
+            // flight for the old one is dropped.
+            if let Some(a) = self.assigned.iter_mut().find(|a| a.topic == topic && a.queue == queue) {
+                a.position = position;
+                self.new_epoch();
+                continue;
+            }
             self.assigned.push(Assignment {
                 topic: topic.to_string(),
                 queue,

@@ -10,7 +10,7 @@ use super::fault_avoidance::FaultTable;
 use super::message_id::{MessageId, MessageIdGenerator};
 use super::send_future::{send_future, SendFuture};
 use ringmq_format::batch::BatchBuilder;
-use ringmq_format::record::{Headers, Record};
+use ringmq_format::record::{Header, Headers, Record, HEADERS_MAX, KEY_BYTES_MAX, NAME_BYTES_MAX};
 use ringmq_protocol::messages::{self as msg, Produce, QueueRef};
 use ringmq_protocol::{ApiKey, Reader, Writer};
 use std::borrow::Borrow;
@@ -23,16 +23,47 @@ use std::time::{Duration, Instant};
 pub struct Message {
     /// The message ID to keep (a redriven message keeps its own); None: a new one.
     pub id: Option<MessageId>,
+    /// None: no key (Kafka's null key), distinct from an empty one.
     pub key: Option<Vec<u8>>,
     pub tag: Option<String>,
-    pub headers: Vec<(String, Vec<u8>)>,
-    pub value: Vec<u8>,
+    /// In order; a name may repeat; None: a null value.
+    pub headers: Vec<(String, Option<Vec<u8>>)>,
+    /// None: no value, a tombstone (Kafka's null value), distinct from an empty one.
+    pub value: Option<Vec<u8>>,
 }
 
 impl Message {
     /// A message with only a value.
     pub fn new(value: impl Into<Vec<u8>>) -> Self {
-        Message { value: value.into(), ..Message::default() }
+        Message { value: Some(value.into()), ..Message::default() }
+    }
+
+    /// A message without a value (a tombstone: on a compacted topic, it
+    /// deletes its key).
+    pub fn tombstone(key: impl Into<Vec<u8>>) -> Self {
+        Message { key: Some(key.into()), ..Message::default() }
+    }
+
+    /// Refuses a message a record cannot hold: a key, tag or header name
+    /// past its length limit, or too many headers.
+    pub fn check(&self) -> Result<(), ClientError> {
+        let too_long = |what: &str, len: usize, max: usize| {
+            Err(ClientError::Invalid(format!("the message's {what} has {len} bytes; a record holds at most {max}")))
+        };
+        if let Some(key) = self.key.as_ref().filter(|k| k.len() > KEY_BYTES_MAX) {
+            return too_long("key", key.len(), KEY_BYTES_MAX);
+        }
+        if let Some(tag) = self.tag.as_ref().filter(|t| t.len() > NAME_BYTES_MAX) {
+            return too_long("tag", tag.len(), NAME_BYTES_MAX);
+        }
+        if let Some((name, _)) = self.headers.iter().find(|(n, _)| n.len() > NAME_BYTES_MAX) {
+            return too_long("header name", name.len(), NAME_BYTES_MAX);
+        }
+        if self.headers.len() > HEADERS_MAX {
+            let m = format!("the message has {} headers; a record holds at most {HEADERS_MAX}", self.headers.len());
+            return Err(ClientError::Invalid(m));
+        }
+        Ok(())
     }
 
     /// Sets the key (used by the key-hash selector).
@@ -47,9 +78,15 @@ impl Message {
         self
     }
 
-    /// Adds a header.
+    /// Adds a header (after any of the same name).
     pub fn with_header(mut self, name: impl Into<String>, value: impl Into<Vec<u8>>) -> Self {
-        self.headers.push((name.into(), value.into()));
+        self.headers.push((name.into(), Some(value.into())));
+        self
+    }
+
+    /// Adds a header whose value is null.
+    pub fn with_null_header(mut self, name: impl Into<String>) -> Self {
+        self.headers.push((name.into(), None));
         self
     }
 }
@@ -212,6 +249,9 @@ impl Producer {
         messages: &[Message],
         delay: Delay,
     ) -> Result<u64, ClientError> {
+        for m in messages {
+            m.check()?;
+        }
         let with_ids: Vec<(MessageId, &Message)> =
             messages.iter().map(|m| (m.id.unwrap_or_else(|| self.ids.next_id()), m)).collect();
         self.store_delayed(topic, queue, &with_ids, delay)
@@ -263,6 +303,7 @@ impl Producer {
     }
 
     pub(super) fn select(&self, topic: &str, message: &Message) -> Result<u32, ClientError> {
+        message.check()?;
         let queues = self.client.with_topic(topic, |t| t.queue_shards.len() as u32)?;
         let q = match &self.config.selector {
             QueueSelector::RoundRobin if self.config.fault_avoidance => {
@@ -293,16 +334,16 @@ pub(super) fn build_batch(messages: &[(MessageId, &Message)]) -> Vec<u8> {
 }
 
 /// Appends `m` to `b` as a record `delta_ms` after the batch's first timestamp.
-pub(super) fn push_record(b: &mut BatchBuilder, id: MessageId, m: &Message, delta_ms: u32) {
-    let pairs: Vec<(&[u8], &[u8])> = m.headers.iter().map(|(k, v)| (k.as_bytes(), v.as_slice())).collect();
+pub(super) fn push_record(b: &mut BatchBuilder, id: MessageId, m: &Message, delta_ms: i64) {
+    let pairs: Vec<Header<'_>> = m.headers.iter().map(|(k, v)| (k.as_bytes(), v.as_deref())).collect();
     let mut header_bytes = Vec::new();
     Headers::encode(&pairs, &mut header_bytes);
     b.push(&Record {
         timestamp_delta_ms: delta_ms,
         message_id: id.0,
-        key: m.key.as_deref().unwrap_or(&[]),
+        key: m.key.as_deref(),
         tag: m.tag.as_deref().map(str::as_bytes).unwrap_or(&[]),
-        value: &m.value,
+        value: m.value.as_deref(),
         headers: Headers::from_encoded(pairs.len() as u16, &header_bytes),
     });
 }

@@ -17,7 +17,7 @@ impl Client {
             other => other?,
         };
         let mut events: Vec<serde_json::Value> =
-            found.messages.iter().filter_map(|m| serde_json::from_slice(&m.value).ok()).collect();
+            found.messages.iter().filter_map(|m| serde_json::from_slice(m.value_or_empty()).ok()).collect();
         events.sort_by_key(|e| e["time_ms"].as_i64().unwrap_or(0));
         Ok(events)
     }

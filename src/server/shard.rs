@@ -104,6 +104,7 @@ fn storage_config(cfg: &ServerConfig, index: usize) -> ShardConfig {
         flush_depth: cfg.flush_depth,
         completion_yield: cfg.completion_yield,
         batch_bytes_max: cfg.batch_bytes_max,
+        inflated_bytes_max: cfg.inflated_bytes_max,
         recent_batches: cfg.idempotence_window,
         default_flush_policy: cfg.default_flush,
         retention_age: cfg.retention_age,

@@ -79,7 +79,9 @@ pub fn records(n: usize, producer: Option<(i64, i16, i32)>) -> Vec<Record> {
             producer_epoch,
             timestamp_type: TimestampType::Creation,
             offset: i as i64,
-            sequence: if first < 0 { -1 } else { first + i as i32 },
+            // The codec puts records in one batch while offset minus sequence stays the same
+            // (a batch without a producer has base sequence -1).
+            sequence: first + i as i32,
             timestamp: 1_700_000_000_000 + i as i64,
             key: Some(Bytes::from(format!("k{i}"))),
             value: Some(Bytes::from(format!("v{i}"))),
@@ -103,4 +105,20 @@ pub fn produce_body(topic: &str, partition: i32, records: Bytes) -> ProduceReque
         .with_name(TopicName(StrBytes::from_string(topic.into())))
         .with_partition_data(vec![data]);
     ProduceRequest::default().with_acks(-1).with_timeout_ms(10_000).with_topic_data(vec![topic])
+}
+
+/// Fetch v11 of `topic` queue 0 from `offset`: the records bytes.
+pub fn fetch(kafka: &str, topic: &str, offset: i64) -> Bytes {
+    let partition = kafka_protocol::messages::fetch_request::FetchPartition::default()
+        .with_partition(0)
+        .with_fetch_offset(offset)
+        .with_partition_max_bytes(1 << 20);
+    let topic = kafka_protocol::messages::fetch_request::FetchTopic::default()
+        .with_topic(TopicName(StrBytes::from_string(topic.into())))
+        .with_partitions(vec![partition]);
+    let request = FetchRequest::default().with_max_wait_ms(5_000).with_min_bytes(1).with_max_bytes(1 << 20);
+    let response: FetchResponse = call(&mut connect(kafka), ApiKey::Fetch, 11, &request.with_topics(vec![topic]));
+    let p = &response.responses[0].partitions[0];
+    assert_eq!(p.error_code, 0);
+    p.records.clone().expect("records")
 }

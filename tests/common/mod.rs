@@ -28,21 +28,21 @@ pub const SHARED_HOST: [&str; 4] = ["--idle-spin-us", "0", "--completion-yield-u
 /// A one-record batch of `value`, as a producer builds it.
 pub fn batch(value: &[u8]) -> Vec<u8> {
     let mut b = ringmq::shards::batch::BatchBuilder::new(0);
-    b.push(&ringmq::shards::Record { value, ..ringmq::shards::Record::default() });
+    b.push(&ringmq::shards::Record { value: Some(value), ..ringmq::shards::Record::default() });
     b.finish()
 }
 
 /// A one-record batch of `value` whose message id is `id`, as the SDK makes them.
 pub fn client_batch(id: u8, value: &[u8]) -> Vec<u8> {
     let mut b = ringmq::shards::batch::BatchBuilder::new(0);
-    b.push(&ringmq::shards::Record { message_id: [id; 16], value, ..ringmq::shards::Record::default() });
+    b.push(&ringmq::shards::Record { message_id: [id; 16], value: Some(value), ..ringmq::shards::Record::default() });
     b.finish()
 }
 
 /// Asserts that every acknowledged (value, result) is stored at its queue and
 /// offset with its value, and that no position was returned twice.
 pub fn assert_acked_present(got: &[ConsumedMessage], acked: &[(String, SendResult)]) {
-    let at: HashMap<(u32, u64), &[u8]> = got.iter().map(|m| ((m.queue, m.offset), m.value.as_slice())).collect();
+    let at: HashMap<(u32, u64), &[u8]> = got.iter().map(|m| ((m.queue, m.offset), m.value_or_empty())).collect();
     assert_eq!(at.len(), got.len(), "no message is returned twice");
     for (value, r) in acked {
         assert_eq!(
@@ -82,7 +82,7 @@ pub fn assert_per_sender_order(got: &[ConsumedMessage]) -> HashSet<u32> {
     ordered.sort_by_key(|m| (m.queue, m.offset));
     let mut last: HashMap<(u32, String), u64> = HashMap::new();
     for m in ordered {
-        let v = String::from_utf8_lossy(&m.value).into_owned();
+        let v = String::from_utf8_lossy(m.value_or_empty()).into_owned();
         let (sender, seq) = v.rsplit_once('-').expect("values are sender-seq");
         let seq: u64 = seq.parse().expect("a sequence number");
         if let Some(prev) = last.insert((m.queue, sender.to_string()), seq) {

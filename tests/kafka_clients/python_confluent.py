@@ -8,6 +8,12 @@ listener. Usage: python3 THIS HOST:PORT PHASE, where PHASE is one of
   configs     DescribeConfigs of a topic (both clients), and of one that does not exist
   transactional  a transactional producer is refused at once with a final error
               (transactions are not served yet), not left to retry until its timeout
+  metadata    an offset commit's metadata, written by each client and read back by
+              both; metadata past the broker's limit is refused and stores nothing
+  exact       records of every shape (null and empty keys and values, repeated
+              headers, null header values, timestamps before the batch's first),
+              uncompressed and in each codec, written by each client and read
+              back by both exactly as sent
 Each phase prints what it checked; any failed check exits non-zero."""
 import sys
 import time
@@ -217,6 +223,108 @@ def transactional():
         print("transactional: refused at once: %s" % error.str())
 
 
+BASE_TS = 1_700_000_000_000
+# (key, value, headers, timestamp): every shape a Kafka record can take.
+SHAPES = [
+    (None, None, [], BASE_TS),
+    (b"", b"", [], BASE_TS + 1),
+    (b"k", b"v", [("a", b"1"), ("a", b"2"), ("n", None), ("e", b"")], BASE_TS + 2),
+    (None, b"x", [("a", b"3")], BASE_TS - 5000),
+    (b"t", None, [("n", None), ("n", None)], BASE_TS + 86_400_000),
+]
+
+
+def expect_shapes(got, who, shapes=SHAPES):
+    want = [(k, v, h, t) for (k, v, h, t) in shapes]
+    assert got == want, "%s read\n%r\nwant\n%r" % (who, got, want)
+
+
+def read_shapes_kafka_python(topic, count=len(SHAPES)):
+    c = kafka.KafkaConsumer(bootstrap_servers=BOOT, api_version=(2, 1, 0), group_id=None,
+                            auto_offset_reset="earliest", consumer_timeout_ms=10000)
+    c.assign([kafka.TopicPartition(topic, 0)])
+    got = []
+    for m in c:
+        got.append((m.key, m.value, [(n, v) for (n, v) in m.headers], m.timestamp))
+        if len(got) == count:
+            break
+    c.close()
+    return got
+
+
+def read_shapes_confluent(topic, count=len(SHAPES)):
+    c = ck.Consumer({"bootstrap.servers": BOOT, "group.id": "exact-" + topic, "auto.offset.reset": "earliest",
+                     "enable.auto.commit": False})
+    c.assign([ck.TopicPartition(topic, 0, 0)])
+    got, deadline = [], time.time() + 30
+    while len(got) < count and time.time() < deadline:
+        m = c.poll(1.0)
+        if m is None or m.error():
+            continue
+        got.append((m.key(), m.value(), list(m.headers() or []), m.timestamp()[1]))
+    c.close()
+    return got
+
+
+def exact():
+    for codec in ["none", "gzip", "snappy", "lz4", "zstd"]:
+        create("x-c-" + codec, 1)
+        p = ck.Producer({"bootstrap.servers": BOOT, "compression.type": codec, "linger.ms": 50})
+        for (k, v, h, t) in SHAPES:
+            p.produce("x-c-" + codec, key=k, value=v, headers=h, timestamp=t, partition=0)
+        assert p.flush(30) == 0
+        expect_shapes(read_shapes_kafka_python("x-c-" + codec), "kafka-python from confluent " + codec)
+        expect_shapes(read_shapes_confluent("x-c-" + codec), "confluent from confluent " + codec)
+        create("x-k-" + codec, 1)
+        p = kafka.KafkaProducer(bootstrap_servers=BOOT, api_version=(2, 1, 0), linger_ms=50,
+                                compression_type=None if codec == "none" else codec)
+        # kafka-python refuses a record with neither key nor value, and a null header value.
+        shapes = [(k, v, [(n, x) for (n, x) in h if x is not None], t) for (k, v, h, t) in SHAPES[1:]]
+        for (k, v, h, t) in shapes:
+            p.send("x-k-" + codec, key=k, value=v, headers=h, timestamp_ms=t, partition=0)
+        p.flush()
+        p.close()
+        got = read_shapes_confluent("x-k-" + codec, len(shapes))
+        expect_shapes(got, "confluent from kafka-python " + codec, shapes)
+        got = read_shapes_kafka_python("x-k-" + codec, len(shapes))
+        expect_shapes(got, "kafka-python from kafka-python " + codec, shapes)
+        print("exact %s: %d shapes, each client to both" % (codec, len(SHAPES)))
+
+
+def metadata():
+    create("m", 1)
+    tp = kafka.TopicPartition("m", 0)
+    kp = kafka.KafkaConsumer(bootstrap_servers=BOOT, api_version=V, group_id="meta-k", enable_auto_commit=False)
+    kp.assign([tp])
+    kp.commit({tp: kafka.structs.OffsetAndMetadata(5, "checkpoint-a")})
+    assert kp.committed(tp, metadata=True) == kafka.structs.OffsetAndMetadata(5, "checkpoint-a")
+    cc = ck.Consumer({"bootstrap.servers": BOOT, "group.id": "meta-k", "enable.auto.commit": False})
+    [back] = cc.committed([ck.TopicPartition("m", 0)], 10)
+    assert (back.offset, back.metadata) == (5, "checkpoint-a"), back
+    cc.close()
+    cc = ck.Consumer({"bootstrap.servers": BOOT, "group.id": "meta-c", "enable.auto.commit": False})
+    cc.assign([ck.TopicPartition("m", 0, 0)])
+    cc.commit(offsets=[ck.TopicPartition("m", 0, 7, "checkpoint-b")], asynchronous=False)
+    [back] = cc.committed([ck.TopicPartition("m", 0)], 10)
+    assert (back.offset, back.metadata) == (7, "checkpoint-b"), back
+    cc.close()
+    kp2 = kafka.KafkaConsumer(bootstrap_servers=BOOT, api_version=V, group_id="meta-c", enable_auto_commit=False)
+    # confluent-kafka-python sends the metadata's C string with its NUL, and the broker keeps every byte.
+    got = kp2.committed(tp, metadata=True)
+    assert got == kafka.structs.OffsetAndMetadata(7, "checkpoint-b\x00"), got
+    try:
+        kp.commit({tp: kafka.structs.OffsetAndMetadata(9, "x" * 5000)})
+        raise AssertionError("metadata past the limit was taken")
+    except kafka.errors.OffsetMetadataTooLargeError:
+        pass
+    assert kp.committed(tp, metadata=True) == kafka.structs.OffsetAndMetadata(5, "checkpoint-a"), "nothing stored"
+    kp.close()
+    kp2.close()
+    print("metadata: each client's commit metadata read back by both; too large refused")
+
+
 PHASES = {"idempotent": idempotent, "compressed": compressed, "seek": seek, "group": group, "configs": configs}
 PHASES["transactional"] = transactional
+PHASES["exact"] = exact
+PHASES["metadata"] = metadata
 PHASES[PHASE]()

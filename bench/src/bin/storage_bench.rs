@@ -147,7 +147,7 @@ async fn run(args: Args) -> Result<Outcome, ringmq_shards::StorageError> {
             glommio::spawn_local(async move {
                 // The shard stamps a copy, so one prepared batch serves every append.
                 let mut b = BatchBuilder::new(0);
-                b.push(&Record { value: &value, ..Record::default() });
+                b.push(&Record { value: Some(&value), ..Record::default() });
                 let batch = b.finish();
                 // One clock read per append: the end of one is the start of the next.
                 let mut t = Instant::now();

@@ -8,11 +8,16 @@
 //! 20 u32 header_crc    CRC32 of bytes [0, 20), set by the shard when it stamps
 //! 24 u16 magic         BATCH_MAGIC
 //! 26 u16 attributes    bit 0: padding batch (fills a segment's end or a round's last page);
-//!                      bit 1: sealed (encrypted at rest, see ringmq-shards crypt/sealed.rs)
+//!                      bit 1: sealed (encrypted at rest, see ringmq-shards crypt/sealed.rs);
+//!                      bit 2: a Kafka batch (see kafka.rs)
 //! 28 u32 record_count
 //! 32 i64 first_timestamp_ms
-//! 40 records           see record.rs
+//! 40 records           see record.rs; of a Kafka batch, see kafka.rs
 //! ```
+//!
+//! Two kinds of batch share the header: ringmq's own records, and a Kafka
+//! record batch kept as its producer sent it (compression included), which
+//! a Kafka consumer is served byte for byte. [`records`] reads either.
 //!
 //! Two checksums, so that stamping never re-hashes the body: the producer's
 //! `crc` covers everything the producer sets, `header_crc` covers the length,
@@ -24,6 +29,7 @@
 //! tail. On the wire (and in a file's first life) the seed is 0.
 
 use crate::error::{FormatError, Result};
+use crate::kafka::{self, KafkaBatch};
 use crate::record::{Record, RecordIter};
 
 /// Size of the batch header.
@@ -34,6 +40,11 @@ pub const BATCH_MAGIC: u16 = 0x5242;
 pub const ATTR_PADDING: u16 = 1;
 /// Attribute bit of a sealed (encrypted) batch, see ringmq-shards `crypt::sealed`.
 pub const ATTR_SEALED: u16 = 2;
+/// Attribute bit of a batch that holds a Kafka record batch (see `kafka`).
+pub const ATTR_KAFKA: u16 = 4;
+/// The most a stored batch's compressed records inflate to when read: no
+/// broker may take a batch that inflates further (`check`'s bound is at most this).
+pub const INFLATED_BYTES_CEILING: usize = 256 << 20;
 /// Bytes covered by the producer's CRC start here.
 const BODY_START: usize = 24;
 /// The header CRC covers the header's first bytes: length, crc, base offset, queue.
@@ -106,6 +117,11 @@ impl BatchHeader {
         self.attributes & ATTR_PADDING != 0
     }
 
+    /// True for a batch holding a Kafka record batch.
+    pub fn is_kafka(&self) -> bool {
+        self.attributes & ATTR_KAFKA != 0
+    }
+
     /// The offset after this batch's last record.
     pub fn next_offset(&self) -> u64 {
         self.base_offset + u64::from(self.record_count)
@@ -122,8 +138,19 @@ pub struct CheckedBatch {
     pub first_id: [u8; 16],
 }
 
-/// Validates a producer's batch: length, CRC and record framing.
-pub fn check(bytes: &[u8], batch_bytes_max: usize) -> Result<CheckedBatch> {
+/// The limits a producer's batch is checked against.
+#[derive(Debug, Clone, Copy)]
+pub struct Limits {
+    /// The most bytes a batch takes, header included.
+    pub batch_bytes: usize,
+    /// The most a Kafka batch's compressed records inflate to (at most
+    /// [`INFLATED_BYTES_CEILING`]).
+    pub inflated_bytes: usize,
+}
+
+/// Validates a producer's batch: length, CRCs and record framing (a Kafka
+/// batch's records inflated, within `limits`).
+pub fn check(bytes: &[u8], limits: Limits) -> Result<CheckedBatch> {
     if bytes.len() < HEADER_BYTES {
         return Err(FormatError::BatchTooShort { len: bytes.len(), min: HEADER_BYTES });
     }
@@ -131,20 +158,25 @@ pub fn check(bytes: &[u8], batch_bytes_max: usize) -> Result<CheckedBatch> {
     if declared != bytes.len() {
         return Err(FormatError::LengthMismatch { declared, actual: bytes.len() });
     }
-    if bytes.len() > batch_bytes_max {
-        return Err(FormatError::BatchTooLarge { len: bytes.len(), max: batch_bytes_max });
+    if bytes.len() > limits.batch_bytes {
+        return Err(FormatError::BatchTooLarge { len: bytes.len(), max: limits.batch_bytes });
     }
     let header = BatchHeader::decode(bytes).ok_or(FormatError::Malformed("bad magic number"))?;
     if header.is_padding() || header.attributes & ATTR_SEALED != 0 {
         return Err(FormatError::Malformed("producers cannot send padding or sealed batches"));
     }
+    if header.attributes & !ATTR_KAFKA != 0 {
+        return Err(FormatError::Malformed("unknown batch attributes"));
+    }
     let computed = crc32fast::hash(&bytes[BODY_START..]);
     if computed != header.crc {
         return Err(FormatError::CrcMismatch { stored: header.crc, computed });
     }
+    let mut scratch = Vec::new();
+    let inflated_max = limits.inflated_bytes.min(INFLATED_BYTES_CEILING);
     let mut count = 0u32;
     let mut first_id = [0; 16];
-    for record in RecordIter::new(&bytes[HEADER_BYTES..]) {
+    for record in records_within(bytes, &header, inflated_max, &mut scratch)? {
         let record = record?;
         if count == 0 {
             first_id = record.message_id;
@@ -155,6 +187,79 @@ pub fn check(bytes: &[u8], batch_bytes_max: usize) -> Result<CheckedBatch> {
         return Err(FormatError::Malformed("record count does not match the records in the batch"));
     }
     Ok(CheckedBatch { record_count: count, crc: header.crc, first_id })
+}
+
+/// The records of one batch (header included), of either kind: a Kafka
+/// batch's are inflated into `scratch` when compressed. The batch was
+/// checked when it was stored; a reader still gets an error, not a panic,
+/// from one that breaks the format.
+pub fn records<'a>(batch: &'a [u8], scratch: &'a mut Vec<u8>) -> Result<Records<'a>> {
+    let header = BatchHeader::decode(batch).ok_or(FormatError::Malformed("bad magic number"))?;
+    let end = (header.length as usize).min(batch.len());
+    records_within(&batch[..end], &header, INFLATED_BYTES_CEILING, scratch)
+}
+
+fn records_within<'a>(
+    batch: &'a [u8],
+    header: &BatchHeader,
+    inflated_max: usize,
+    scratch: &'a mut Vec<u8>,
+) -> Result<Records<'a>> {
+    let body = &batch[HEADER_BYTES..];
+    if !header.is_kafka() {
+        return Ok(Records::Ringmq(RecordIter::new(body)));
+    }
+    let (first_id, kafka) =
+        body.split_at_checked(kafka::ID_BYTES).ok_or(FormatError::Malformed("a Kafka batch is cut"))?;
+    let kafka = KafkaBatch::parse(kafka)?;
+    if kafka.record_count() as u32 != header.record_count || kafka.base_timestamp() != header.first_timestamp_ms {
+        return Err(FormatError::Malformed("the header's record count or first timestamp is not the Kafka batch's"));
+    }
+    let first_id = first_id.try_into().expect("16 bytes");
+    Ok(Records::Kafka(kafka.records(first_id, inflated_max, scratch)?))
+}
+
+/// The records of a batch of either kind.
+pub enum Records<'a> {
+    Ringmq(RecordIter<'a>),
+    Kafka(kafka::RecordIter<'a>),
+}
+
+impl<'a> Iterator for Records<'a> {
+    type Item = Result<Record<'a>>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        match self {
+            Records::Ringmq(r) => r.next(),
+            Records::Kafka(r) => r.next(),
+        }
+    }
+}
+
+/// A Kafka record batch as a ringmq batch: the header a producer sets, the
+/// first record's message id, and the Kafka batch's bytes. The shard checks
+/// it as any producer's batch.
+pub fn wrap_kafka(kafka: &KafkaBatch<'_>, first_id: [u8; 16]) -> Vec<u8> {
+    let mut b = Vec::with_capacity(HEADER_BYTES + kafka::ID_BYTES + kafka.bytes().len());
+    b.resize(HEADER_BYTES, 0);
+    b.extend_from_slice(&first_id);
+    b.extend_from_slice(kafka.bytes());
+    let len = b.len() as u32;
+    b[0..4].copy_from_slice(&len.to_le_bytes());
+    b[24..26].copy_from_slice(&BATCH_MAGIC.to_le_bytes());
+    b[26..28].copy_from_slice(&ATTR_KAFKA.to_le_bytes());
+    b[28..32].copy_from_slice(&(kafka.record_count() as u32).to_le_bytes());
+    b[32..40].copy_from_slice(&kafka.base_timestamp().to_le_bytes());
+    let crc = crc32fast::hash(&b[BODY_START..]);
+    b[4..8].copy_from_slice(&crc.to_le_bytes());
+    b
+}
+
+/// The Kafka batch inside a stored batch of that kind.
+pub fn kafka_bytes(batch: &[u8]) -> Option<&[u8]> {
+    let header = BatchHeader::decode(batch)?;
+    let end = header.length as usize;
+    (header.is_kafka() && end <= batch.len()).then(|| batch.get(HEADER_BYTES + kafka::ID_BYTES..end)).flatten()
 }
 
 /// Writes the shard's base offset and queue into a copy of a checked batch and
@@ -324,16 +429,74 @@ pub fn u64_at(b: &[u8], at: usize) -> u64 {
 mod tests {
     use super::*;
 
+    const LIMITS: Limits = Limits { batch_bytes: 1 << 20, inflated_bytes: 1 << 20 };
+
     fn one_record_batch(value: &[u8]) -> Vec<u8> {
         let mut b = BatchBuilder::new(1_000);
-        b.push(&Record { value, tag: b"TagA", ..Record::default() });
+        b.push(&Record { value: Some(value), tag: b"TagA", ..Record::default() });
         b.finish()
+    }
+
+    fn kafka_batch(values: &[&[u8]]) -> Vec<u8> {
+        let mut out = Vec::new();
+        let records =
+            values.iter().enumerate().map(|(i, v)| (i as i32, Record { value: Some(v), ..Record::default() }));
+        kafka::encode_batch(&mut out, 0, 5_000, records);
+        out
+    }
+
+    #[test]
+    fn a_wrapped_kafka_batch_checks_and_reads_with_ids_counting_up() {
+        let kafka = kafka_batch(&[b"a", b"b"]);
+        let mut first = [1u8; 16];
+        first[12..16].copy_from_slice(&7i32.to_be_bytes());
+        let bytes = wrap_kafka(&KafkaBatch::parse(&kafka).unwrap(), first);
+        let checked = check(&bytes, LIMITS).unwrap();
+        assert_eq!((checked.record_count, checked.first_id), (2, first));
+        let mut copy = bytes.clone();
+        stamp(&mut copy, 42, 7);
+        let mut scratch = Vec::new();
+        let back: Vec<_> = records(&copy, &mut scratch).unwrap().collect::<Result<_>>().unwrap();
+        assert_eq!(back.iter().map(|r| r.value.unwrap()).collect::<Vec<_>>(), [b"a", b"b"]);
+        assert_eq!(back[1].message_id[12..16], 8i32.to_be_bytes());
+        assert_eq!(kafka_bytes(&copy), Some(kafka.as_slice()));
+    }
+
+    #[test]
+    fn a_wrapped_kafka_batch_whose_header_disagrees_is_malformed() {
+        let kafka = kafka_batch(&[b"a"]);
+        let mut bytes = wrap_kafka(&KafkaBatch::parse(&kafka).unwrap(), [0; 16]);
+        bytes[28..32].copy_from_slice(&2u32.to_le_bytes());
+        let crc = crc32fast::hash(&bytes[BODY_START..]);
+        bytes[4..8].copy_from_slice(&crc.to_le_bytes());
+        assert!(matches!(check(&bytes, LIMITS), Err(FormatError::Malformed(_))));
+    }
+
+    #[test]
+    fn a_kafka_batch_that_inflates_past_the_limit_is_refused() {
+        let kafka = kafka_batch(&[&[0u8; 4096]]);
+        let parsed = KafkaBatch::parse(&kafka).unwrap();
+        let mut compressed = kafka[..kafka::BATCH_HEADER_BYTES].to_vec();
+        let mut e = lz4_flex::frame::FrameEncoder::new(Vec::new());
+        std::io::Write::write_all(&mut e, &kafka[kafka::BATCH_HEADER_BYTES..]).unwrap();
+        compressed.extend_from_slice(&e.finish().unwrap());
+        compressed[21..23].copy_from_slice(&3i16.to_be_bytes());
+        let len = (compressed.len() - 12) as i32;
+        compressed[8..12].copy_from_slice(&len.to_be_bytes());
+        let crc = crc32c::crc32c(&compressed[21..]);
+        compressed[17..21].copy_from_slice(&crc.to_be_bytes());
+        assert_eq!(KafkaBatch::parse(&compressed).unwrap().record_count(), parsed.record_count());
+        let bytes = wrap_kafka(&KafkaBatch::parse(&compressed).unwrap(), [0; 16]);
+        assert!(bytes.len() < 1000, "lz4 shrank the zeros");
+        assert!(check(&bytes, LIMITS).is_ok());
+        let small = Limits { inflated_bytes: 1000, ..LIMITS };
+        assert!(matches!(check(&bytes, small), Err(FormatError::InflatesTooLarge { max: 1000 })));
     }
 
     #[test]
     fn stamped_batch_verifies_with_new_offset_and_queue() {
         let bytes = one_record_batch(b"hello");
-        check(&bytes, 1 << 20).unwrap();
+        check(&bytes, LIMITS).unwrap();
         let mut copy = bytes.clone();
         stamp(&mut copy, 42, 7);
         let header = verify_stored(&copy).unwrap();
@@ -343,7 +506,7 @@ mod tests {
     #[test]
     fn a_builder_reusing_a_buffer_of_another_batch_builds_the_same_bytes() {
         let mut b = BatchBuilder::reusing(one_record_batch(&[7u8; 300]), 1_000);
-        b.push(&Record { value: b"hello", tag: b"TagA", ..Record::default() });
+        b.push(&Record { value: Some(b"hello"), tag: b"TagA", ..Record::default() });
         assert_eq!(b.finish(), one_record_batch(b"hello"));
     }
 
@@ -352,15 +515,15 @@ mod tests {
         let mut bytes = one_record_batch(b"hello");
         let last = bytes.len() - 1;
         bytes[last] ^= 0x10;
-        assert!(matches!(check(&bytes, 1 << 20), Err(FormatError::CrcMismatch { .. })));
+        assert!(matches!(check(&bytes, LIMITS), Err(FormatError::CrcMismatch { .. })));
     }
 
     #[test]
     fn wrong_length_field_and_short_and_oversized_batches_are_rejected() {
         let bytes = one_record_batch(b"hello");
-        assert!(matches!(check(&bytes[..bytes.len() - 1], 1 << 20), Err(FormatError::LengthMismatch { .. })));
-        assert!(matches!(check(&bytes[..10], 1 << 20), Err(FormatError::BatchTooShort { .. })));
-        assert!(matches!(check(&bytes, 50), Err(FormatError::BatchTooLarge { .. })));
+        assert!(matches!(check(&bytes[..bytes.len() - 1], LIMITS), Err(FormatError::LengthMismatch { .. })));
+        assert!(matches!(check(&bytes[..10], LIMITS), Err(FormatError::BatchTooShort { .. })));
+        assert!(matches!(check(&bytes, Limits { batch_bytes: 50, ..LIMITS }), Err(FormatError::BatchTooLarge { .. })));
     }
 
     #[test]
@@ -369,7 +532,7 @@ mod tests {
         bytes[28..32].copy_from_slice(&2u32.to_le_bytes());
         let crc = crc32fast::hash(&bytes[BODY_START..]);
         bytes[4..8].copy_from_slice(&crc.to_le_bytes());
-        assert!(matches!(check(&bytes, 1 << 20), Err(FormatError::Malformed(_))));
+        assert!(matches!(check(&bytes, LIMITS), Err(FormatError::Malformed(_))));
     }
 
     #[test]

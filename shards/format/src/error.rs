@@ -15,6 +15,10 @@ pub enum FormatError {
     CrcMismatch { stored: u32, computed: u32 },
     #[error("malformed batch: {0}")]
     Malformed(&'static str),
+    #[error("the batch's compressed records do not inflate: {0}")]
+    Inflate(String),
+    #[error("the batch's compressed records inflate past the limit of {max} bytes (raise inflated_bytes_max or send smaller batches)")]
+    InflatesTooLarge { max: usize },
 }
 
 /// Result type of the format's checks.

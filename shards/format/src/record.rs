@@ -1,41 +1,81 @@
-//! Records inside a batch (little-endian):
+//! Records inside a ringmq batch (little-endian):
 //!
 //! ```text
 //! u32 length            bytes of the record after this field
-//! u32 timestamp_delta   milliseconds after the batch's first timestamp
+//! i32 timestamp_delta   milliseconds after (or before) the batch's first timestamp
 //! [u8; 16] message_id   made by the client
-//! u16 key_len,  key
+//! u16 key_len,  key     key_len 0xFFFF: no key (null), so a key holds at most 65,534 bytes
 //! u16 tag_len,  tag
-//! u32 value_len, value
+//! u32 value_len, value  value_len 0xFFFF_FFFF: no value (null, a tombstone)
 //! u16 header_count, then per header: u16 name_len, name, u32 value_len, value
+//!                       (value_len 0xFFFF_FFFF: a null header value)
 //! ```
+//!
+//! Null and empty are distinct everywhere a Kafka record distinguishes them.
+//! Batches written before nulls existed read the same: their lengths never
+//! reached the markers (a key was never longer than 65,534 bytes, nor a value
+//! 4 GiB). The timestamp delta was unsigned before; a delta past 24 days in
+//! one old batch reads as negative.
+//!
+//! A Kafka batch stored as the producer sent it ([`crate::kafka`]) yields the
+//! same [`Record`]s: its headers keep their own encoding ([`Headers`]).
 
 use crate::batch::{u16_at, u32_at};
 use crate::error::{FormatError, Result};
+use crate::kafka;
+
+/// The key length that marks a null key.
+const NULL_KEY: u16 = u16::MAX;
+/// The value length that marks a null value (record or header).
+const NULL_VALUE: u32 = u32::MAX;
+/// The longest key a ringmq record holds (longer is refused by the producer).
+pub const KEY_BYTES_MAX: usize = NULL_KEY as usize - 1;
+/// The longest tag or header name a ringmq record holds.
+pub const NAME_BYTES_MAX: usize = u16::MAX as usize;
+/// The most headers a ringmq record holds.
+pub const HEADERS_MAX: usize = u16::MAX as usize;
 
 /// One message, borrowed from a batch or from the producer.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Record<'a> {
-    pub timestamp_delta_ms: u32,
+    /// Milliseconds after the batch's first timestamp (negative: before it).
+    pub timestamp_delta_ms: i64,
     pub message_id: [u8; 16],
-    pub key: &'a [u8],
+    /// None: no key (Kafka's null key), distinct from an empty one.
+    pub key: Option<&'a [u8]>,
     pub tag: &'a [u8],
-    pub value: &'a [u8],
-    /// Encoded headers: use [`Record::headers`] to iterate them.
+    /// None: no value (a tombstone), distinct from an empty one.
+    pub value: Option<&'a [u8]>,
+    /// Encoded headers: use [`Headers::iter`] to walk them.
     pub headers: Headers<'a>,
 }
 
-/// Headers of a record: encoded pairs, iterated without allocation.
+/// How a record's headers are encoded.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+enum Encoding {
+    /// ringmq's: u16 name length, name, u32 value length, value.
+    #[default]
+    Ringmq,
+    /// Kafka's: varint lengths (-1: a null value).
+    Kafka,
+}
+
+/// Headers of a record: encoded pairs in the order sent (a name may repeat),
+/// iterated without allocation.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Headers<'a> {
-    count: u16,
+    count: u32,
     bytes: &'a [u8],
+    encoding: Encoding,
 }
+
+/// A header: its name and its value (None: null).
+pub type Header<'a> = (&'a [u8], Option<&'a [u8]>);
 
 impl<'a> Headers<'a> {
     /// Number of headers.
     pub fn len(&self) -> usize {
-        usize::from(self.count)
+        self.count as usize
     }
 
     /// True without headers.
@@ -43,55 +83,96 @@ impl<'a> Headers<'a> {
         self.count == 0
     }
 
-    /// Iterates (name, value) pairs.
-    pub fn iter(&self) -> impl Iterator<Item = (&'a [u8], &'a [u8])> {
+    /// Iterates (name, value) pairs in order.
+    pub fn iter(&self) -> impl Iterator<Item = Header<'a>> {
         let mut rest = self.bytes;
+        let encoding = self.encoding;
         (0..self.count).map(move |_| {
-            let (name, r) = take_u16_prefixed(rest).expect("checked at decode");
-            let (value, r) = take_u32_prefixed(r).expect("checked at decode");
+            let (header, r) = match encoding {
+                Encoding::Ringmq => take_header(rest),
+                Encoding::Kafka => kafka::take_header(rest),
+            }
+            .expect("checked at decode");
             rest = r;
-            (name, value)
+            header
         })
     }
 
-    /// The value of the first header named `name`.
+    /// The value of the first header named `name` (a null value reads empty).
     pub fn get(&self, name: &[u8]) -> Option<&'a [u8]> {
-        self.iter().find(|(n, _)| *n == name).map(|(_, v)| v)
+        self.iter().find(|(n, _)| *n == name).map(|(_, v)| v.unwrap_or_default())
     }
 
-    /// Encodes pairs for [`Record::headers`].
-    pub fn encode(pairs: &[(&[u8], &[u8])], out: &mut Vec<u8>) {
+    /// Encodes pairs for [`Headers::from_encoded`].
+    pub fn encode(pairs: &[Header<'_>], out: &mut Vec<u8>) {
         for (name, value) in pairs {
             out.extend_from_slice(&(name.len() as u16).to_le_bytes());
             out.extend_from_slice(name);
-            out.extend_from_slice(&(value.len() as u32).to_le_bytes());
-            out.extend_from_slice(value);
+            put_value(*value, out);
         }
     }
 
-    /// Headers over bytes made by [`Headers::encode`].
+    /// Headers over `count` pairs made by [`Headers::encode`].
     pub fn from_encoded(count: u16, bytes: &'a [u8]) -> Self {
-        Headers { count, bytes }
+        Headers { count: u32::from(count), bytes, encoding: Encoding::Ringmq }
+    }
+
+    /// Headers over `count` pairs in Kafka's encoding, checked by the caller.
+    pub(crate) fn kafka(count: u32, bytes: &'a [u8]) -> Self {
+        Headers { count, bytes, encoding: Encoding::Kafka }
     }
 }
 
 impl<'a> Record<'a> {
-    /// Appends the encoded record to `out`.
+    /// Appends the record to `out` in ringmq's encoding. A native producer
+    /// keeps keys, tags, names and counts within the limits above; only a
+    /// Kafka record re-encoded for a native reader (a lookup, a tag filter's
+    /// repack) can pass them, and its key is then cut to [`KEY_BYTES_MAX`]
+    /// rather than break the encoding. A timestamp delta past i32 (24 days)
+    /// is held at its bound.
     pub fn encode(&self, out: &mut Vec<u8>) {
-        let body =
-            4 + 16 + 2 + self.key.len() + 2 + self.tag.len() + 4 + self.value.len() + 2 + self.headers.bytes.len();
+        debug_assert!(self.headers.len() <= HEADERS_MAX, "too many headers");
+        let key = self.key.map(|k| &k[..k.len().min(KEY_BYTES_MAX)]);
+        let header_bytes = match self.headers.encoding {
+            Encoding::Ringmq => self.headers.bytes.len(),
+            Encoding::Kafka => self.headers.iter().map(|(n, v)| 2 + n.len() + 4 + v.map_or(0, <[u8]>::len)).sum(),
+        };
+        let body = 4
+            + 16
+            + 2
+            + key.map_or(0, <[u8]>::len)
+            + 2
+            + self.tag.len()
+            + 4
+            + self.value.map_or(0, <[u8]>::len)
+            + 2
+            + header_bytes;
         out.reserve(4 + body);
         out.extend_from_slice(&(body as u32).to_le_bytes());
-        out.extend_from_slice(&self.timestamp_delta_ms.to_le_bytes());
+        let delta = self.timestamp_delta_ms.clamp(i64::from(i32::MIN), i64::from(i32::MAX)) as i32;
+        out.extend_from_slice(&delta.to_le_bytes());
         out.extend_from_slice(&self.message_id);
-        out.extend_from_slice(&(self.key.len() as u16).to_le_bytes());
-        out.extend_from_slice(self.key);
+        match key {
+            Some(key) => {
+                out.extend_from_slice(&(key.len() as u16).to_le_bytes());
+                out.extend_from_slice(key);
+            }
+            None => out.extend_from_slice(&NULL_KEY.to_le_bytes()),
+        }
         out.extend_from_slice(&(self.tag.len() as u16).to_le_bytes());
         out.extend_from_slice(self.tag);
-        out.extend_from_slice(&(self.value.len() as u32).to_le_bytes());
-        out.extend_from_slice(self.value);
-        out.extend_from_slice(&self.headers.count.to_le_bytes());
-        out.extend_from_slice(self.headers.bytes);
+        put_value(self.value, out);
+        out.extend_from_slice(&(self.headers.count as u16).to_le_bytes());
+        match self.headers.encoding {
+            Encoding::Ringmq => out.extend_from_slice(self.headers.bytes),
+            Encoding::Kafka => {
+                for (name, value) in self.headers.iter() {
+                    out.extend_from_slice(&(name.len() as u16).to_le_bytes());
+                    out.extend_from_slice(name);
+                    put_value(value, out);
+                }
+            }
+        }
     }
 
     /// Hash of the tag stored in the queue index (0 = no tag), for tag filtering
@@ -104,11 +185,11 @@ impl<'a> Record<'a> {
         if body.len() < 20 {
             return None;
         }
-        let timestamp_delta_ms = u32_at(body, 0);
+        let timestamp_delta_ms = i64::from(u32_at(body, 0) as i32);
         let message_id = body[4..20].try_into().ok()?;
-        let (key, rest) = take_u16_prefixed(&body[20..])?;
+        let (key, rest) = take_key(&body[20..])?;
         let (tag, rest) = take_u16_prefixed(rest)?;
-        let (value, rest) = take_u32_prefixed(rest)?;
+        let (value, rest) = take_value(rest)?;
         if rest.len() < 2 {
             return None;
         }
@@ -116,9 +197,7 @@ impl<'a> Record<'a> {
         let header_bytes = &rest[2..];
         let mut walk = header_bytes;
         for _ in 0..count {
-            let (_, r) = take_u16_prefixed(walk)?;
-            let (_, r) = take_u32_prefixed(r)?;
-            walk = r;
+            walk = take_header(walk)?.1;
         }
         if !walk.is_empty() {
             return None;
@@ -129,7 +208,7 @@ impl<'a> Record<'a> {
             key,
             tag,
             value,
-            headers: Headers { count, bytes: header_bytes },
+            headers: Headers::from_encoded(count, header_bytes),
         })
     }
 }
@@ -143,7 +222,7 @@ pub fn tag_hash(tag: &[u8]) -> u32 {
     h.max(1)
 }
 
-/// Iterates the records of a batch body (the bytes after the header).
+/// Iterates the records of a ringmq batch's body (the bytes after the header).
 pub struct RecordIter<'a> {
     rest: &'a [u8],
 }
@@ -177,6 +256,38 @@ impl<'a> Iterator for RecordIter<'a> {
     }
 }
 
+fn put_value(value: Option<&[u8]>, out: &mut Vec<u8>) {
+    match value {
+        Some(v) => {
+            out.extend_from_slice(&(v.len() as u32).to_le_bytes());
+            out.extend_from_slice(v);
+        }
+        None => out.extend_from_slice(&NULL_VALUE.to_le_bytes()),
+    }
+}
+
+fn take_header(b: &[u8]) -> Option<(Header<'_>, &[u8])> {
+    let (name, rest) = take_u16_prefixed(b)?;
+    let (value, rest) = take_value(rest)?;
+    Some(((name, value), rest))
+}
+
+fn take_key(b: &[u8]) -> Option<(Option<&[u8]>, &[u8])> {
+    if b.get(0..2)? == NULL_KEY.to_le_bytes() {
+        return Some((None, &b[2..]));
+    }
+    let (key, rest) = take_u16_prefixed(b)?;
+    Some((Some(key), rest))
+}
+
+fn take_value(b: &[u8]) -> Option<(Option<&[u8]>, &[u8])> {
+    if b.get(0..4)? == NULL_VALUE.to_le_bytes() {
+        return Some((None, &b[4..]));
+    }
+    let (value, rest) = take_u32_prefixed(b)?;
+    Some((Some(value), rest))
+}
+
 fn take_u16_prefixed(b: &[u8]) -> Option<(&[u8], &[u8])> {
     let len = usize::from(u16::from_le_bytes(b.get(0..2)?.try_into().ok()?));
     let rest = &b[2..];
@@ -193,30 +304,63 @@ fn take_u32_prefixed(b: &[u8]) -> Option<(&[u8], &[u8])> {
 mod tests {
     use super::*;
 
-    #[test]
-    fn record_round_trips_with_headers() {
-        let mut hb = Vec::new();
-        Headers::encode(&[(b"trace".as_slice(), b"abc".as_slice()), (b"k", b"")], &mut hb);
-        let rec = Record {
-            timestamp_delta_ms: 5,
-            message_id: [9; 16],
-            key: b"key",
-            tag: b"TagA",
-            value: b"value",
-            headers: Headers::from_encoded(2, &hb),
-        };
+    fn round_trip(rec: &Record<'_>) -> Vec<u8> {
         let mut out = Vec::new();
         rec.encode(&mut out);
         let back: Vec<_> = RecordIter::new(&out).collect::<Result<_>>().unwrap();
-        assert_eq!(back, vec![rec]);
-        let pairs: Vec<_> = back[0].headers.iter().collect();
-        assert_eq!(pairs, vec![(b"trace".as_slice(), b"abc".as_slice()), (b"k".as_slice(), b"".as_slice())]);
+        assert_eq!(back, vec![*rec]);
+        out
+    }
+
+    #[test]
+    fn record_round_trips_with_repeated_and_null_headers() {
+        let mut hb = Vec::new();
+        let pairs: [Header<'_>; 4] =
+            [(b"trace", Some(b"abc")), (b"k", Some(b"")), (b"trace", Some(b"def")), (b"n", None)];
+        Headers::encode(&pairs, &mut hb);
+        let rec = Record {
+            timestamp_delta_ms: -5,
+            message_id: [9; 16],
+            key: Some(b"key"),
+            tag: b"TagA",
+            value: Some(b"value"),
+            headers: Headers::from_encoded(4, &hb),
+        };
+        let out = round_trip(&rec);
+        let back = RecordIter::new(&out).next().unwrap().unwrap();
+        assert_eq!(back.headers.iter().collect::<Vec<_>>(), pairs);
+        assert_eq!(back.headers.get(b"trace"), Some(b"abc".as_slice()));
+    }
+
+    #[test]
+    fn null_and_empty_keys_and_values_stay_distinct() {
+        for (key, value) in
+            [(None, None), (Some(&b""[..]), Some(&b""[..])), (None, Some(&b"v"[..])), (Some(&b"k"[..]), None)]
+        {
+            round_trip(&Record { key, value, ..Record::default() });
+        }
+        let longest = vec![7u8; KEY_BYTES_MAX];
+        round_trip(&Record { key: Some(&longest), value: Some(b"v"), ..Record::default() });
+    }
+
+    #[test]
+    fn a_record_of_the_old_encoding_reads_as_it_was_written() {
+        // u32 delta 5, id, key "k", no tag, value "v", one header "h"="x".
+        let mut body = Vec::new();
+        body.extend_from_slice(&5u32.to_le_bytes());
+        body.extend_from_slice(&[1; 16]);
+        body.extend_from_slice(&[1, 0, b'k', 0, 0, 1, 0, 0, 0, b'v', 1, 0, 1, 0, b'h', 1, 0, 0, 0, b'x']);
+        let mut out = (body.len() as u32).to_le_bytes().to_vec();
+        out.extend_from_slice(&body);
+        let r = RecordIter::new(&out).next().unwrap().unwrap();
+        assert_eq!((r.timestamp_delta_ms, r.key, r.value), (5, Some(&b"k"[..]), Some(&b"v"[..])));
+        assert_eq!(r.headers.iter().collect::<Vec<_>>(), vec![(&b"h"[..], Some(&b"x"[..]))]);
     }
 
     #[test]
     fn truncated_record_is_malformed() {
         let mut out = Vec::new();
-        Record { value: b"value", ..Record::default() }.encode(&mut out);
+        Record { value: Some(b"value"), ..Record::default() }.encode(&mut out);
         out.truncate(out.len() - 2);
         assert!(RecordIter::new(&out).next().unwrap().is_err());
     }

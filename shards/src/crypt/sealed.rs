@@ -132,9 +132,9 @@ mod tests {
     fn a_sealed_batch_keeps_no_payload_in_clear_and_opens_to_the_stamped_original() {
         let ring = keyring(&format!("3 {}", "11".repeat(32)));
         let mut b = BatchBuilder::new(1_000);
-        b.push(&Record { value: b"SECRET-VALUE", key: b"SECRET-KEY", tag: b"TagA", ..Record::default() });
+        b.push(&Record { value: Some(b"SECRET-VALUE"), key: Some(b"SECRET-KEY"), tag: b"TagA", ..Record::default() });
         let plain = b.finish();
-        check(&plain, 1 << 20).unwrap();
+        check(&plain, crate::ShardConfig::new("").limits()).unwrap();
         let stored = sealed(&ring, &plain);
         assert!(is_sealed(&stored));
         assert!(!stored.windows(6).any(|w| w == b"SECRET"), "no payload in clear");
@@ -143,7 +143,7 @@ mod tests {
         let mut expected = plain.clone();
         stamp(&mut expected, 42, 7);
         assert_eq!(opened, expected);
-        check(&opened, 1 << 20).expect("the producer's CRC holds");
+        check(&opened, crate::ShardConfig::new("").limits()).expect("the producer's CRC holds");
     }
 
     proptest::proptest! {
@@ -159,7 +159,7 @@ mod tests {
     fn a_wrong_key_a_missing_key_and_an_altered_byte_do_not_open() {
         let ring = keyring(&format!("1 {}", "11".repeat(32)));
         let mut b = BatchBuilder::new(0);
-        b.push(&Record { value: b"v", ..Record::default() });
+        b.push(&Record { value: Some(b"v"), ..Record::default() });
         let stored = sealed(&ring, &b.finish());
         assert_eq!(open(&keyring(&format!("1 {}", "22".repeat(32))), &stored), Err(OpenError::BadTag(1)));
         assert_eq!(open(&keyring(&format!("2 {}", "11".repeat(32))), &stored), Err(OpenError::UnknownKey(1)));

@@ -12,7 +12,6 @@ use crate::log::pool::{self, SegmentPool};
 use crate::log::segment::{self, Segment};
 use crate::lookup::{self, Lookup};
 use crate::position::{LogPos, Offset, QueueId, PAGE_BYTES};
-use crate::record::RecordIter;
 use std::collections::{BTreeMap, HashMap};
 use std::rc::Rc;
 
@@ -321,9 +320,10 @@ fn index_batch(
     lookup.note_batch(lookup::BatchKey::of(q.id(), batch), stored);
     let mut count = 0;
     // `header` is the stored batch's (its length the index's size); `batch` in clear.
-    for record in RecordIter::new(&batch[HEADER_BYTES..]) {
+    let mut inflated = Vec::new();
+    for record in crate::batch::records(batch, &mut inflated).map_err(|e| corrupt(e.to_string()))? {
         let record = record.map_err(|e| corrupt(e.to_string()))?;
-        lookup.note(pos, q.id(), q.next(), &record.message_id, record.key);
+        lookup.note(pos, q.id(), q.next(), &record.message_id, record.key.unwrap_or_default());
         q.push(IndexEntry { position: pos, size: header.length, tag_hash: record.tag_hash() });
         count += 1;
     }

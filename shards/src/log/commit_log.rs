@@ -10,7 +10,6 @@ use crate::log::round::Round;
 use crate::log::segment::Segment;
 use crate::lookup::{BatchKey, Lookup, Stored};
 use crate::position::{LogPos, PAGE_BYTES};
-use crate::record::RecordIter;
 use crate::signal::Completion;
 use std::collections::{BTreeMap, VecDeque};
 use std::rc::Rc;
@@ -204,9 +203,10 @@ impl Log {
             }
         };
         lookup.note_batch(key, Stored { position, base_offset: base_offset.0, records: record_count });
-        for record in RecordIter::new(&plain[HEADER_BYTES..]) {
+        let mut inflated = Vec::new();
+        for record in batch::records(plain, &mut inflated).expect("checked batch") {
             let record = record.expect("checked batch");
-            lookup.note(position, queue.id(), queue.next(), &record.message_id, record.key);
+            lookup.note(position, queue.id(), queue.next(), &record.message_id, record.key.unwrap_or_default());
             queue.push(IndexEntry { position, size: len as u32, tag_hash: record.tag_hash() });
         }
         self.end += len as u64;

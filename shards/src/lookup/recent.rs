@@ -9,11 +9,10 @@
 //! stop saves the window (a node that changes role restarts its shards)
 //! and the next open loads it once.
 
-use crate::batch::{BatchHeader, CheckedBatch, HEADER_BYTES};
+use crate::batch::{BatchHeader, CheckedBatch};
 use crate::error::Result;
 use crate::fs;
 use crate::position::{LogPos, QueueId};
-use crate::record::RecordIter;
 use std::collections::{HashMap, VecDeque};
 use std::path::Path;
 
@@ -50,7 +49,8 @@ impl BatchKey {
         if header.is_padding() || header.record_count == 0 || batch.len() < header.length as usize {
             return None;
         }
-        let first = RecordIter::new(&batch[HEADER_BYTES..header.length as usize]).next()?.ok()?;
+        let mut inflated = Vec::new();
+        let first = crate::batch::records(batch, &mut inflated).ok()?.next()?.ok()?;
         BatchKey::new(queue, first.message_id, header.crc, header.record_count)
     }
 }
@@ -166,14 +166,14 @@ mod tests {
 
     fn batch(id: u8, value: &[u8]) -> Vec<u8> {
         let mut b = BatchBuilder::new(0);
-        b.push(&Record { message_id: [id; 16], value, ..Record::default() });
+        b.push(&Record { message_id: [id; 16], value: Some(value), ..Record::default() });
         b.finish()
     }
 
     /// The key of `batch(id, value)` in `queue`, as a producer's append sees it.
     fn key(queue: QueueId, id: u8, value: &[u8]) -> BatchKey {
         let bytes = batch(id, value);
-        let checked = crate::batch::check(&bytes, 1 << 20).unwrap();
+        let checked = crate::batch::check(&bytes, crate::ShardConfig::new("").limits()).unwrap();
         let key = BatchKey::checked(queue, &checked).unwrap();
         assert_eq!(BatchKey::of(queue, &bytes), Some(key), "a stored batch has the key its check gave");
         key
@@ -196,7 +196,7 @@ mod tests {
         none.note(key(q, 1, b"a"), at(0));
         assert_eq!(none.find(&key(q, 1, b"a")), None, "a window of 0 remembers nothing");
         let internal = batch(0, b"internal");
-        let checked = crate::batch::check(&internal, 1 << 20).unwrap();
+        let checked = crate::batch::check(&internal, crate::ShardConfig::new("").limits()).unwrap();
         assert_eq!(BatchKey::checked(q, &checked), None, "records without an id are not remembered");
         assert_eq!(BatchKey::of(q, &internal), None);
     }

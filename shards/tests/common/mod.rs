@@ -34,7 +34,7 @@ pub fn batch_of(value: &[u8]) -> Vec<u8> {
 pub fn batch_with(values: &[&[u8]]) -> Vec<u8> {
     let mut b = BatchBuilder::new(1_700_000_000_000);
     for v in values {
-        b.push(&Record { value: v, tag: b"t", ..Record::default() });
+        b.push(&Record { value: Some(v), tag: b"t", ..Record::default() });
     }
     b.finish()
 }
@@ -52,7 +52,7 @@ pub fn records(bytes: &[u8]) -> Vec<(u64, Vec<u8>)> {
     for b in batch::split(bytes) {
         let header = batch::verify_stored(b).expect("returned batches verify");
         for (i, r) in ringmq_shards::record::RecordIter::new(&b[batch::HEADER_BYTES..]).enumerate() {
-            out.push((header.base_offset + i as u64, r.unwrap().value.to_vec()));
+            out.push((header.base_offset + i as u64, r.unwrap().value.unwrap().to_vec()));
         }
     }
     out

@@ -17,7 +17,6 @@ use crate::server::core::metrics::{samples, Family, Sample, Value};
 use crate::server::core::{Core, Failure, Reason};
 use crate::server::data::lookup;
 use ringmq_shards::batch::{self, BatchHeader};
-use ringmq_shards::record::RecordIter;
 use serde_json::{json, Value as Json};
 use std::collections::BTreeMap;
 
@@ -181,19 +180,22 @@ fn matching(query: &LookupQuery, topic: &str, queue: u32, bytes: &[u8]) -> Vec<J
     let mut out = Vec::new();
     for b in batch::split(bytes) {
         let Some(h) = BatchHeader::decode(b) else { continue };
-        for (k, r) in RecordIter::new(&b[batch::HEADER_BYTES..]).enumerate() {
+        let mut inflated = Vec::new();
+        let Ok(records) = batch::records(b, &mut inflated) else { continue };
+        for (k, r) in records.enumerate() {
             let Ok(r) = r else { break };
             let wanted = match query {
                 LookupQuery::Id(id) => r.message_id == *id,
-                LookupQuery::Key { key, .. } => r.key == key.as_slice(),
+                LookupQuery::Key { key, .. } => r.key == Some(key.as_slice()),
             };
             if wanted {
                 let id = MessageId(r.message_id).to_string();
-                let value = String::from_utf8_lossy(&r.value[..r.value.len().min(VALUE_SHOWN_MAX)]).into_owned();
+                // A tombstone's value and a record without a key show as null.
+                let value = r.value.map(|v| String::from_utf8_lossy(&v[..v.len().min(VALUE_SHOWN_MAX)]).into_owned());
                 out.push(json!({"id": id, "topic": topic, "queue": queue, "offset": h.base_offset + k as u64,
-                    "key": String::from_utf8_lossy(r.key), "tag": String::from_utf8_lossy(r.tag),
-                    "timestamp_ms": h.first_timestamp_ms + i64::from(r.timestamp_delta_ms),
-                    "value": value, "value_bytes": r.value.len()}));
+                    "key": r.key.map(String::from_utf8_lossy), "tag": String::from_utf8_lossy(r.tag),
+                    "timestamp_ms": h.first_timestamp_ms + r.timestamp_delta_ms,
+                    "value": value, "value_bytes": r.value.map_or(0, <[u8]>::len)}));
             }
         }
     }
@@ -202,6 +204,12 @@ fn matching(query: &LookupQuery, topic: &str, queue: u32, bytes: &[u8]) -> Vec<J
 
 /// The JSON values of a batch's records keyed `key` (a message's trace events).
 fn values(bytes: &[u8], key: &[u8]) -> Vec<Json> {
-    let records = batch::split(bytes).flat_map(|b| RecordIter::new(&b[batch::HEADER_BYTES..]).flatten());
-    records.filter(|r| r.key == key).filter_map(|r| serde_json::from_slice(r.value).ok()).collect()
+    let mut out = Vec::new();
+    for b in batch::split(bytes) {
+        let mut inflated = Vec::new();
+        let Ok(records) = batch::records(b, &mut inflated) else { continue };
+        let values = records.flatten().filter(|r| r.key == Some(key)).filter_map(|r| r.value);
+        out.extend(values.filter_map(|v| serde_json::from_slice(v).ok()));
+    }
+    out
 }

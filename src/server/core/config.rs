@@ -43,6 +43,10 @@ pub struct ServerConfig {
     pub frame_bytes_max: usize,
     /// Largest record batch accepted.
     pub batch_bytes_max: usize,
+    /// The most a compressed Kafka batch's records may inflate to.
+    pub inflated_bytes_max: usize,
+    /// The longest metadata string an offset commit may carry (Kafka's `offset.metadata.max.bytes`).
+    pub offset_metadata_bytes_max: usize,
     /// Client connections per shard, over its native and Kafka listeners.
     pub connections_max: usize,
     /// Connections from one client address to the node, both listeners (0: no limit).
@@ -144,6 +148,11 @@ pub const DEFAULT_DATA_DIR: &str = "./data";
 pub const DEFAULT_LISTEN: &str = "127.0.0.1:9292";
 
 impl ServerConfig {
+    /// What a client's batch is checked against.
+    pub fn batch_limits(&self) -> ringmq_shards::batch::Limits {
+        ringmq_shards::batch::Limits { batch_bytes: self.batch_bytes_max, inflated_bytes: self.inflated_bytes_max }
+    }
+
     /// The defaults of every setting (the storage engine's come from
     /// `ShardConfig::new`): all CPUs, 127.0.0.1:9292, sync flush, 1 GiB
     /// segments, 256 MiB cache per shard. The CLI's help shows these.
@@ -165,6 +174,8 @@ impl ServerConfig {
             flush_depth: storage.flush_depth,
             frame_bytes_max: 8 << 20,
             batch_bytes_max: storage.batch_bytes_max,
+            inflated_bytes_max: storage.inflated_bytes_max,
+            offset_metadata_bytes_max: 4096,
             connections_max: 1024,
             connections_per_ip_max: 0,
             idempotence_window: storage.recent_batches,

@@ -102,10 +102,11 @@ impl From<AccountsError> for Failure {
 impl From<FormatError> for Failure {
     fn from(e: FormatError) -> Self {
         let reason = match &e {
-            FormatError::BatchTooShort { .. } | FormatError::LengthMismatch { .. } | FormatError::Malformed(_) => {
-                Reason::InvalidBatch
-            }
-            FormatError::BatchTooLarge { .. } => Reason::BatchTooLarge,
+            FormatError::BatchTooShort { .. }
+            | FormatError::LengthMismatch { .. }
+            | FormatError::Malformed(_)
+            | FormatError::Inflate(_) => Reason::InvalidBatch,
+            FormatError::BatchTooLarge { .. } | FormatError::InflatesTooLarge { .. } => Reason::BatchTooLarge,
             FormatError::CrcMismatch { .. } => Reason::CrcMismatch,
         };
         Failure(reason, e.to_string())

@@ -35,7 +35,8 @@ pub async fn newest(storage: &Shard) -> Result<Option<Metadata>, Failure> {
     if end == start {
         return Ok(None);
     }
-    let decoded = queues::with_record(storage, METADATA, end - 1, |r| Metadata::decode(r.value)).await?;
+    let decoded =
+        queues::with_record(storage, METADATA, end - 1, |r| Metadata::decode(r.value.unwrap_or_default())).await?;
     match decoded {
         Some(Ok(m)) => Ok(Some(m)),
         Some(Err(e)) => Err(damaged(format!("the newest metadata record does not decode: {e}"))),

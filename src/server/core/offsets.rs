@@ -1,6 +1,8 @@
 //! Consumer group offsets (and the broker's own cursors), stored durably by
 //! the group's coordinator shard: each commit is a record appended to an
-//! internal storage queue, replayed into memory at start. Every few minutes
+//! internal storage queue (its value the offset, u64 little-endian, then the
+//! commit's metadata string, as a Kafka client gave it; a record of 8 bytes
+//! has none), replayed into memory at start. Every few minutes
 //! all current values are appended again, so retention, which deletes old
 //! segments, never takes the last value of a key (a compacted topic's job
 //! in Kafka).
@@ -17,9 +19,36 @@ type Key = (String, String, u32);
 /// (`%timer`, `%schedule`, `%tx`): listings of consumer groups leave them out.
 pub const CURSOR_PREFIX: char = '%';
 
+/// A committed position: the offset, and the metadata the committer gave
+/// with it ("" for none; Kafka clients keep checkpoints in it).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Committed {
+    pub offset: u64,
+    pub metadata: String,
+}
+
+impl Committed {
+    /// An offset without metadata.
+    pub fn at(offset: u64) -> Committed {
+        Committed { offset, metadata: String::new() }
+    }
+
+    fn encode(&self) -> Vec<u8> {
+        let mut value = self.offset.to_le_bytes().to_vec();
+        value.extend_from_slice(self.metadata.as_bytes());
+        value
+    }
+
+    fn decode(value: &[u8]) -> Option<Committed> {
+        let (offset, metadata) = value.split_first_chunk::<8>()?;
+        let metadata = std::str::from_utf8(metadata).ok()?.to_string();
+        Some(Committed { offset: u64::from_le_bytes(*offset), metadata })
+    }
+}
+
 /// Committed offsets of the queues this shard owns.
 pub struct Offsets {
-    committed: RefCell<HashMap<Key, u64>>,
+    committed: RefCell<HashMap<Key, Committed>>,
 }
 
 impl Offsets {
@@ -28,39 +57,40 @@ impl Offsets {
         queues::ensure(storage, &[(OFFSETS, ringmq_shards::FlushPolicy::Sync)]).await?;
         let mut committed = HashMap::new();
         queues::scan(storage, OFFSETS, 0, |_, record| {
-            if let (Some(key), Ok(value)) = (decode_key(record.key), <[u8; 8]>::try_from(record.value)) {
-                committed.insert(key, u64::from_le_bytes(value));
+            let key = decode_key(record.key.unwrap_or_default());
+            if let (Some(key), Some(value)) = (key, Committed::decode(record.value.unwrap_or_default())) {
+                committed.insert(key, value);
             }
         })
         .await?;
         Ok(Offsets { committed: RefCell::new(committed) })
     }
 
-    /// Durably records `offset` as the group's position in the queue.
+    /// Durably records `committed` as the group's position in the queue.
     pub async fn commit(
         &self,
         storage: &Shard,
         group: &str,
         topic: &str,
         queue: u32,
-        offset: u64,
+        committed: Committed,
     ) -> Result<(), StorageError> {
         let key = encode_key(group, topic, queue);
-        queues::append_one(storage, OFFSETS, key.as_bytes(), &offset.to_le_bytes(), 0).await?;
-        self.committed.borrow_mut().insert((group.to_string(), topic.to_string(), queue), offset);
+        queues::append_one(storage, OFFSETS, key.as_bytes(), &committed.encode(), 0).await?;
+        self.committed.borrow_mut().insert((group.to_string(), topic.to_string(), queue), committed);
         Ok(())
     }
 
     /// Appends every current value again (in batches), so that the newest
     /// value of each key is always in recent segments.
     pub async fn snapshot(&self, storage: &Shard) -> Result<usize, StorageError> {
-        let all: Vec<(Key, u64)> = self.committed.borrow().iter().map(|(k, v)| (k.clone(), *v)).collect();
+        let all: Vec<(Key, Vec<u8>)> = self.committed.borrow().iter().map(|(k, v)| (k.clone(), v.encode())).collect();
         for chunk in all.chunks(1000) {
             let mut b = BatchBuilder::new(0);
-            let encoded: Vec<(String, [u8; 8])> =
-                chunk.iter().map(|((g, t, q), v)| (encode_key(g, t, *q), v.to_le_bytes())).collect();
+            let encoded: Vec<(String, &Vec<u8>)> =
+                chunk.iter().map(|((g, t, q), v)| (encode_key(g, t, *q), v)).collect();
             for (key, value) in &encoded {
-                b.push(&Record { key: key.as_bytes(), value, ..Record::default() });
+                b.push(&Record { key: Some(key.as_bytes()), value: Some(value), ..Record::default() });
             }
             storage.append(OFFSETS, &b.finish()).await?;
         }
@@ -72,12 +102,12 @@ impl Offsets {
     pub fn consumers(&self) -> Vec<((String, String, u32), u64)> {
         let committed = self.committed.borrow();
         let consumers = committed.iter().filter(|((group, _, _), _)| !group.starts_with(CURSOR_PREFIX));
-        consumers.map(|(k, v)| (k.clone(), *v)).collect()
+        consumers.map(|(k, v)| (k.clone(), v.offset)).collect()
     }
 
-    /// The group's committed offset of the queue, if any.
-    pub fn get(&self, group: &str, topic: &str, queue: u32) -> Option<u64> {
-        self.committed.borrow().get(&(group.to_string(), topic.to_string(), queue)).copied()
+    /// The group's committed position in the queue, if any.
+    pub fn get(&self, group: &str, topic: &str, queue: u32) -> Option<Committed> {
+        self.committed.borrow().get(&(group.to_string(), topic.to_string(), queue)).cloned()
     }
 }
 
@@ -106,12 +136,15 @@ mod tests {
                 let storage = Shard::open(ShardConfig::small(&p)).await.unwrap();
                 let offsets = Offsets::open(&storage).await.unwrap();
                 for (q, o) in [(0, 5), (1, 7), (0, 9)] {
-                    offsets.commit(&storage, "g", "t", q, o).await.unwrap();
+                    offsets.commit(&storage, "g", "t", q, Committed::at(o)).await.unwrap();
                 }
-                assert_eq!(offsets.snapshot(&storage).await.unwrap(), 2, "one record per key");
-                assert_eq!(storage.offsets(OFFSETS).unwrap().1, 5, "3 commits + 2 snapshot records");
+                let checkpoint = Committed { offset: 3, metadata: "checkpoint-1".into() };
+                offsets.commit(&storage, "g", "t", 2, checkpoint.clone()).await.unwrap();
+                assert_eq!(offsets.snapshot(&storage).await.unwrap(), 3, "one record per key");
+                assert_eq!(storage.offsets(OFFSETS).unwrap().1, 7, "4 commits + 3 snapshot records");
                 let replayed = Offsets::open(&storage).await.unwrap();
-                assert_eq!((replayed.get("g", "t", 0), replayed.get("g", "t", 1)), (Some(9), Some(7)));
+                let at = |q| replayed.get("g", "t", q);
+                assert_eq!((at(0), at(1), at(2)), (Some(Committed::at(9)), Some(Committed::at(7)), Some(checkpoint)));
                 storage.close().await.unwrap();
             })
             .unwrap()

@@ -8,6 +8,7 @@ use super::failure::Failure;
 use super::failure::Reason;
 use super::mesh::{Answer, Call};
 use super::metadata::{Home, QueueSlot};
+use super::offsets::Committed;
 use crate::protocol::messages::QueueRef;
 use ringmq_shards::{QueueId, ReadBatches, ReadWait, Record, StorageError};
 use std::rc::Rc;
@@ -110,18 +111,23 @@ impl Core {
     }
 
     /// The records of a client's batch, after checking its length, CRC and
-    /// records against the broker's limits.
-    pub fn records_of<'a>(&self, batch: &'a [u8]) -> Result<Vec<Record<'a>>, Failure> {
-        ringmq_shards::batch::check(batch, self.config().batch_bytes_max)?;
-        let body = &batch[ringmq_shards::batch::HEADER_BYTES..];
-        Ok(ringmq_shards::record::RecordIter::new(body).collect::<Result<Vec<_>, _>>()?)
+    /// records against the broker's limits (a Kafka batch's inflated into `scratch`).
+    pub fn records_of<'a>(&self, batch: &'a [u8], scratch: &'a mut Vec<u8>) -> Result<Vec<Record<'a>>, Failure> {
+        ringmq_shards::batch::check(batch, self.config().batch_limits())?;
+        Ok(ringmq_shards::batch::records(batch, scratch)?.collect::<Result<Vec<_>, _>>()?)
     }
 
-    /// Durably records `offset` as `group`'s position in the queue (on this
-    /// shard: the group's coordinator, or for the broker's own cursors the
-    /// shard they belong to).
-    pub async fn commit_offset(&self, group: &str, topic: &str, queue: u32, offset: u64) -> Result<(), Failure> {
-        Ok(self.offsets().commit(self.storage(), group, topic, queue, offset).await?)
+    /// Durably records `committed` as `group`'s position in the queue (on
+    /// this shard: the group's coordinator, or for the broker's own cursors
+    /// the shard they belong to).
+    pub async fn commit_offset(
+        &self,
+        group: &str,
+        topic: &str,
+        queue: u32,
+        committed: Committed,
+    ) -> Result<(), Failure> {
+        Ok(self.offsets().commit(self.storage(), group, topic, queue, committed).await?)
     }
 
     /// Returns once the log up to `end` is replicated as the group's mode
@@ -145,6 +151,11 @@ impl Core {
 
     /// `group`'s committed offset of the queue on this shard, if any.
     pub fn committed_offset(&self, group: &str, topic: &str, queue: u32) -> Option<u64> {
+        self.offsets().get(group, topic, queue).map(|c| c.offset)
+    }
+
+    /// `group`'s committed position in the queue on this shard, with its metadata.
+    pub fn committed(&self, group: &str, topic: &str, queue: u32) -> Option<Committed> {
         self.offsets().get(group, topic, queue)
     }
 

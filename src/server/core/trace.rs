@@ -22,7 +22,7 @@ use super::metrics::Samples;
 use super::topics::NewTopic;
 use crate::protocol::messages::{QueueRef, TRACE_TOPIC};
 use ringmq_shards::batch::{self, BatchBuilder, BatchHeader};
-use ringmq_shards::record::{Record, RecordIter};
+use ringmq_shards::record::Record;
 use ringmq_shards::FlushPolicy;
 use std::cell::{Cell, RefCell};
 use std::collections::{HashMap, VecDeque};
@@ -129,15 +129,18 @@ impl Trace {
     }
 }
 
-/// The traced records of whole stored `batches` at or past offset `from`, with their offsets.
-fn traced_records<'a>(config: &TraceConfig, topic: &str, batches: &'a [u8], from: u64) -> Vec<(u64, Record<'a>)> {
+/// The offsets and message ids of the traced records of whole stored
+/// `batches` at or past offset `from`.
+fn traced_records(config: &TraceConfig, topic: &str, batches: &[u8], from: u64) -> Vec<(u64, [u8; 16])> {
     let mut found = Vec::new();
     for b in batch::split(batches) {
         let Some(h) = BatchHeader::decode(b) else { continue };
-        for (k, r) in RecordIter::new(&b[batch::HEADER_BYTES..]).enumerate() {
+        let mut inflated = Vec::new();
+        let Ok(records) = batch::records(b, &mut inflated) else { continue };
+        for (k, r) in records.enumerate() {
             let offset = h.base_offset + k as u64;
             match r {
-                Ok(r) if offset >= from && config.traces(topic, &r.message_id) => found.push((offset, r)),
+                Ok(r) if offset >= from && config.traces(topic, &r.message_id) => found.push((offset, r.message_id)),
                 _ => {}
             }
         }
@@ -155,12 +158,14 @@ impl Core {
         }
         let Some(h) = BatchHeader::decode(batch) else { return };
         let (stored_ms, shard) = (now_ms(), self.locate(q).map_or(self.id(), |slot| slot.shard as usize));
-        for (k, r) in RecordIter::new(&batch[batch::HEADER_BYTES..]).enumerate() {
+        let mut inflated = Vec::new();
+        let Ok(records) = batch::records(batch, &mut inflated) else { return };
+        for (k, r) in records.enumerate() {
             let Ok(r) = r else { return };
             if !trace.config.traces(topic, &r.message_id) {
                 continue;
             }
-            let sent_ms = h.first_timestamp_ms + i64::from(r.timestamp_delta_ms);
+            let sent_ms = h.first_timestamp_ms + r.timestamp_delta_ms;
             trace.note(
                 r.message_id,
                 serde_json::json!({"event": "send", "time_ms": sent_ms, "client": client, "topic": topic}),
@@ -187,16 +192,16 @@ impl Core {
         let mut uncommitted = trace.uncommitted.borrow_mut();
         let mut pending =
             (!group.is_empty()).then(|| uncommitted.entry((group.to_string(), topic.to_string(), queue)).or_default());
-        for (offset, r) in delivered {
+        for (offset, message_id) in delivered {
             let event = serde_json::json!({"event": "deliver", "time_ms": time_ms, "group": group, "consumer": consumer,
                 "topic": topic, "queue": queue, "offset": offset});
-            trace.note(r.message_id, event);
+            trace.note(message_id, event);
             if let Some(pending) = pending.as_mut() {
                 if pending.back().is_none_or(|(last, _)| *last < offset) {
                     if pending.len() == UNCOMMITTED_MAX {
                         pending.pop_front();
                     }
-                    pending.push_back((offset, r.message_id));
+                    pending.push_back((offset, message_id));
                 }
             }
         }
@@ -283,7 +288,7 @@ impl Core {
         for (queue, records) in by_queue {
             let mut b = BatchBuilder::new(now_ms());
             for (key, value) in &records {
-                b.push(&Record { key: key.as_bytes(), value, ..Record::default() });
+                b.push(&Record { key: Some(key.as_bytes()), value: Some(value), ..Record::default() });
             }
             let q = QueueRef { topic: TRACE_TOPIC.into(), queue };
             match self.append(&q, &b.finish()).await {

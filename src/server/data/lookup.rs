@@ -51,7 +51,7 @@ pub async fn lookup(core: &Core, query: &LookupQuery) -> Result<LookedUp, Failur
             o == offset
                 && match query {
                     LookupQuery::Id(id) => r.message_id == *id,
-                    LookupQuery::Key { key, .. } => r.key == key.as_slice(),
+                    LookupQuery::Key { key, .. } => r.key == Some(key.as_slice()),
                 }
         };
         tag_filter::repack_where(&read.bytes, offset, matches, &mut batch);

@@ -10,7 +10,7 @@ use crate::server::core::{Core, Failure};
 /// each batch's base offset and record count.
 pub async fn produce(core: &Core, slot: QueueSlot, batches: &[&[u8]]) -> Result<Vec<(u64, u32)>, Failure> {
     for b in batches {
-        ringmq_shards::batch::check(b, core.config().batch_bytes_max)?;
+        ringmq_shards::batch::check(b, core.config().batch_limits())?;
     }
     let appends = batches.iter().map(|b| core.append_here(slot, b));
     futures_util::future::join_all(appends).await.into_iter().collect()

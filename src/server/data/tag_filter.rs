@@ -7,7 +7,7 @@
 
 use crate::server::core::Failure;
 use ringmq_shards::batch::{self, BatchBuilder, BatchHeader};
-use ringmq_shards::record::{tag_hash, RecordIter};
+use ringmq_shards::record::tag_hash;
 use ringmq_shards::{QueueId, ReadWait, Record, Shard, StorageError};
 use std::time::{Duration, Instant};
 
@@ -130,7 +130,9 @@ pub fn repack_where(batches: &[u8], from: u64, keep: impl Fn(u64, &Record<'_>) -
     for b in batch::split(batches) {
         let Some(h) = BatchHeader::decode(b).filter(|h| !h.is_padding()) else { continue };
         let mut run: Option<(u64, BatchBuilder)> = None;
-        for (k, record) in RecordIter::new(&b[batch::HEADER_BYTES..]).enumerate() {
+        let mut inflated = Vec::new();
+        let Ok(records) = batch::records(b, &mut inflated) else { continue };
+        for (k, record) in records.enumerate() {
             let Ok(record) = record else { break };
             let offset = h.base_offset + k as u64;
             if offset >= from && keep(offset, &record) {
@@ -154,13 +156,14 @@ fn finish_run(base: u64, builder: BatchBuilder, queue: u32, out: &mut Vec<u8>) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use ringmq_shards::record::RecordIter;
     use ringmq_shards::Record;
 
     fn stored(base: u64, tags: &[&str]) -> Vec<u8> {
         let mut b = BatchBuilder::new(1_000);
         for (i, t) in tags.iter().enumerate() {
             let value = format!("v{}", base + i as u64);
-            b.push(&Record { tag: t.as_bytes(), value: value.as_bytes(), ..Record::default() });
+            b.push(&Record { tag: t.as_bytes(), value: Some(value.as_bytes()), ..Record::default() });
         }
         let mut bytes = b.finish();
         batch::stamp(&mut bytes, base, 7);
@@ -173,7 +176,7 @@ mod tests {
             let h = batch::verify_stored(b).expect("re-packed batches carry valid CRCs");
             assert_eq!(h.queue, 7);
             for (k, r) in RecordIter::new(&b[batch::HEADER_BYTES..]).enumerate() {
-                out.push((h.base_offset + k as u64, String::from_utf8(r.unwrap().value.to_vec()).unwrap()));
+                out.push((h.base_offset + k as u64, String::from_utf8(r.unwrap().value.unwrap().to_vec()).unwrap()));
             }
         }
         out

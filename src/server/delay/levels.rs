@@ -8,12 +8,13 @@
 //! between delivery and commit delivers that record again (at least once).
 
 use crate::server::core::config::ServerConfig;
+use crate::server::core::offsets::Committed;
 use crate::server::core::tasks::Death;
 use crate::server::core::{Core, Failure};
 use crate::server::internal::queues::{self, delay_level, DELAY_LEVELS};
 use crate::server::internal::stamp::{destination, Handover};
 use ringmq_shards::batch::{self, BatchHeader};
-use ringmq_shards::record::{Record, RecordIter};
+use ringmq_shards::record::Record;
 use ringmq_shards::{FlushPolicy, QueueId, ReadWait, StorageError};
 use std::rc::Rc;
 use std::time::Duration;
@@ -75,7 +76,9 @@ async fn deliver_loop(core: Rc<Core>, level: u32) {
         };
         for b in batch::split(&read.bytes) {
             let Some(h) = BatchHeader::decode(b).filter(|h| !h.is_padding()) else { continue };
-            for (k, record) in RecordIter::new(&b[batch::HEADER_BYTES..]).enumerate() {
+            let mut inflated = Vec::new();
+            let Ok(records) = batch::records(b, &mut inflated) else { continue };
+            for (k, record) in records.enumerate() {
                 let offset = h.base_offset + k as u64;
                 let Ok(record) = record else { break };
                 if offset < next {
@@ -85,7 +88,7 @@ async fn deliver_loop(core: Rc<Core>, level: u32) {
                     return;
                 }
                 next = offset + 1;
-                if let Err(error) = core.commit_offset(CURSOR_GROUP, "", level, next).await {
+                if let Err(error) = core.commit_offset(CURSOR_GROUP, "", level, Committed::at(next)).await {
                     tracing::error!(level, %error, "committing a delay level's cursor failed");
                 }
             }

@@ -18,6 +18,7 @@ use super::probe::SendBacks;
 use super::timing_wheel::TimingWheel;
 use crate::protocol::messages::ProduceDelayed;
 use crate::server::core::metrics::Probe;
+use crate::server::core::offsets::Committed;
 use crate::server::core::tasks::Death;
 use crate::server::core::{Core, Failure};
 use crate::server::internal::marks::Marks;
@@ -50,7 +51,10 @@ impl Timer {
         let cursor = core.committed_offset(CURSOR_GROUP, "", 0).unwrap_or(start).clamp(start, end);
         let mut delivered = Marks::new(cursor);
         queues::scan(storage, TIMER_DONE, 0, |_, r| {
-            r.value.chunks_exact(8).for_each(|c| delivered.mark(u64::from_le_bytes(c.try_into().expect("8 bytes"))));
+            r.value
+                .unwrap_or_default()
+                .chunks_exact(8)
+                .for_each(|c| delivered.mark(u64::from_le_bytes(c.try_into().expect("8 bytes"))));
         })
         .await?;
         let mut wheel = TimingWheel::new(TICK.as_millis() as u64, core.clock().now_ms());
@@ -100,7 +104,8 @@ impl Timer {
     /// their due time; returns it and the record count.
     pub async fn produce_delayed(&self, p: &ProduceDelayed<'_>) -> Result<(u64, u32), Failure> {
         let due_ms = self.due_time(p.delay_level, p.deliver_at_ms)?;
-        let records = self.core.records_of(p.batch)?;
+        let mut inflated = Vec::new();
+        let records = self.core.records_of(p.batch, &mut inflated)?;
         self.put(&p.queue.topic, p.queue.queue, due_ms, &records).await?;
         Ok((due_ms, records.len() as u32))
     }
@@ -157,7 +162,7 @@ impl Timer {
             }
             let cursor = self.delivered.borrow().cursor;
             if cursor != committed && last_commit.elapsed() >= COMMIT_EVERY {
-                if let Err(error) = self.core.commit_offset(CURSOR_GROUP, "", 0, cursor).await {
+                if let Err(error) = self.core.commit_offset(CURSOR_GROUP, "", 0, Committed::at(cursor)).await {
                     tracing::error!(shard = self.core.id(), %error, "committing the timer cursor failed");
                 }
                 committed = cursor;

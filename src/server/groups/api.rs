@@ -7,6 +7,7 @@ use super::coordinator::{Coordinator, Formed, JoinRequest, Refusal, Share};
 use super::queue_locks::QueueLocks;
 use crate::protocol::groups::{GroupDescription, GroupListing};
 use crate::protocol::messages::{self as msg, Assignment, GroupOffset, Membership, QueueLocking, QueueRef};
+use crate::server::core::offsets::Committed;
 use crate::server::core::Reason;
 use crate::server::core::{Core, Failure};
 use ringmq_shards::Signal;
@@ -48,12 +49,14 @@ impl Groups {
         }
     }
 
-    /// Durably commits a member's offset of a queue that exists.
-    pub async fn commit(&self, c: &GroupOffset) -> Result<(), Failure> {
+    /// Durably commits a member's offset of a queue that exists, with the
+    /// metadata a Kafka client gave ("" for none).
+    pub async fn commit(&self, c: &GroupOffset, metadata: &str) -> Result<(), Failure> {
         // An offset of a queue that does not exist would be stored for nothing.
         self.core.home(&c.queue)?;
         self.coordinator.borrow().may_commit(&c.member, &c.queue.topic, c.queue.queue)?;
-        self.core.commit_offset(&c.member.group, &c.queue.topic, c.queue.queue, c.offset).await?;
+        let committed = Committed { offset: c.offset, metadata: metadata.to_string() };
+        self.core.commit_offset(&c.member.group, &c.queue.topic, c.queue.queue, committed).await?;
         self.core.trace_committed(&c.member.group, &c.member.member, &c.queue, c.offset).await;
         Ok(())
     }
@@ -88,6 +91,11 @@ impl Groups {
     /// The group's committed offset of the queue (`NO_OFFSET` if none).
     pub fn committed(&self, group: &str, q: &QueueRef) -> u64 {
         self.core.committed_offset(group, &q.topic, q.queue).unwrap_or(msg::NO_OFFSET)
+    }
+
+    /// The group's committed position in the queue, with its metadata.
+    pub fn committed_with_metadata(&self, group: &str, q: &QueueRef) -> Option<Committed> {
+        self.core.committed(group, &q.topic, q.queue)
     }
 
     /// Joins (or rejoins) a member; answers once the generation formed.

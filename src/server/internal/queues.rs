@@ -4,7 +4,6 @@
 //! create them, scan them, read one record and append one.
 
 use ringmq_shards::batch::{self, BatchBuilder, BatchHeader};
-use ringmq_shards::record::RecordIter;
 use ringmq_shards::{FlushPolicy, QueueId, ReadWait, Record, Shard, StorageError};
 
 /// Consumer offsets and the broker's own cursors.
@@ -46,7 +45,7 @@ pub async fn append_one(
     timestamp_ms: i64,
 ) -> Result<(), StorageError> {
     let mut b = BatchBuilder::new(timestamp_ms);
-    b.push(&Record { key, value, ..Record::default() });
+    b.push(&Record { key: Some(key), value: Some(value), ..Record::default() });
     storage.append(queue, &b.finish()).await.map(|_| ())
 }
 
@@ -95,7 +94,9 @@ pub async fn with_record<T>(
 fn for_each_record(batches: &[u8], mut each: impl FnMut(u64, &Record<'_>)) {
     for b in batch::split(batches) {
         let Some(h) = BatchHeader::decode(b).filter(|h| !h.is_padding()) else { continue };
-        for (k, r) in RecordIter::new(&b[batch::HEADER_BYTES..]).enumerate() {
+        let mut inflated = Vec::new();
+        let Ok(records) = batch::records(b, &mut inflated) else { break };
+        for (k, r) in records.enumerate() {
             let Ok(r) = r else { break };
             each(h.base_offset + k as u64, &r);
         }

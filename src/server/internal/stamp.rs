@@ -5,7 +5,7 @@
 
 use crate::protocol::messages::QueueRef;
 use ringmq_shards::batch::BatchBuilder;
-use ringmq_shards::record::{Headers, Record};
+use ringmq_shards::record::{Header, Headers, Record};
 
 /// Header names the stamp adds (stripped at hand-over).
 const DUE: &[u8] = b"%due";
@@ -78,8 +78,8 @@ fn rebuilt_all(
     let mut b = BatchBuilder::new(timestamp_ms);
     let mut header_bytes = Vec::new();
     for record in records {
-        let mut pairs: Vec<(&[u8], &[u8])> = record.headers.iter().filter(|(name, _)| keep(name)).collect();
-        pairs.extend_from_slice(extra);
+        let mut pairs: Vec<Header<'_>> = record.headers.iter().filter(|(name, _)| keep(name)).collect();
+        pairs.extend(extra.iter().map(|(name, value)| (*name, Some(*value))));
         header_bytes.clear();
         Headers::encode(&pairs, &mut header_bytes);
         let headers = Headers::from_encoded(pairs.len() as u16, &header_bytes);

@@ -16,7 +16,7 @@ mod records;
 mod sasl;
 
 pub use error::KafkaError;
-pub use records::{to_ringmq, Refused};
+pub use records::to_ringmq;
 
 use crate::protocol::messages::QueueRef;
 use crate::security::acl::Operation;

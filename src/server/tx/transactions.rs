@@ -12,6 +12,7 @@
 
 use crate::protocol::messages::Transactional;
 use crate::server::core::metrics::{Probe, Samples};
+use crate::server::core::offsets::Committed;
 use crate::server::core::tasks::Death;
 use crate::server::core::{Core, Failure};
 use crate::server::internal::marks::Marks;
@@ -93,7 +94,8 @@ impl Transactions {
         queues::ensure(storage, &[(TX_HALF, FlushPolicy::Sync), (TX_OP, FlushPolicy::Sync)]).await?;
         let mut ops: HashMap<u64, (Option<Outcome>, u32, bool)> = HashMap::new();
         queues::scan(storage, TX_OP, 0, |_, r| {
-            let (Some(&kind), Some(half)) = (r.value.first(), r.value.get(1..9)) else { return };
+            let value = r.value.unwrap_or_default();
+            let (Some(&kind), Some(half)) = (value.first(), value.get(1..9)) else { return };
             let e = ops.entry(u64::from_le_bytes(half.try_into().expect("8 bytes"))).or_default();
             match kind {
                 k if k == Op::Commit as u8 => e.0 = Some(Outcome::Committed),
@@ -151,7 +153,8 @@ impl Transactions {
 
     /// Stores a transaction's half message (exactly one record); returns its half offset.
     pub async fn produce_half(&self, t: &Transactional<'_>) -> Result<u64, Failure> {
-        let records = self.core.records_of(t.batch)?;
+        let mut inflated = Vec::new();
+        let records = self.core.records_of(t.batch, &mut inflated)?;
         let [record] = records.as_slice() else {
             let m = format!("a half message batch holds exactly one message, not {}", records.len());
             return Err(Failure::invalid(m));
@@ -261,7 +264,7 @@ impl Transactions {
             let cursor = self.finished.borrow().cursor;
             if cursor != committed_cursor {
                 self.decided.borrow_mut().retain(|half, _| *half >= cursor);
-                match self.core.commit_offset(CURSOR_GROUP, "", 0, cursor).await {
+                match self.core.commit_offset(CURSOR_GROUP, "", 0, Committed::at(cursor)).await {
                     Ok(()) => committed_cursor = cursor,
                     Err(error) => tracing::error!(shard, %error, "committing the transaction cursor failed"),
                 }

@@ -42,7 +42,6 @@ use anyhow::{anyhow, bail, Result};
 use bytes::{Bytes, BytesMut};
 use crc::{Crc, CRC_32_ISO_HDLC};
 use crc32c::crc32c;
-use indexmap::IndexMap;
 
 use crate::protocol::{
     buf::{gap, ByteBuf, ByteBufMut},
@@ -181,7 +180,8 @@ pub struct Record {
     /// The payload of the record.
     pub value: Option<Bytes>,
     /// Headers associated with the record's payload.
-    pub headers: IndexMap<StrBytes, Option<Bytes>>,
+    // ringmq: in order, a name may repeat (Kafka's records allow both; a map kept only the last).
+    pub headers: Vec<(StrBytes, Option<Bytes>)>,
 }
 
 const MAGIC_BYTE_OFFSET: usize = 16;
@@ -895,7 +895,7 @@ impl Record {
         let num_headers = num_headers as usize;
 
         // ringmq: the count comes off the wire; each header takes at least a byte.
-        let mut headers = IndexMap::with_capacity(num_headers.min(bytes::Buf::remaining(buf)));
+        let mut headers = Vec::with_capacity(num_headers.min(bytes::Buf::remaining(buf)));
         for _ in 0..num_headers {
             // Key len
             let key_len: i32 = types::VarInt.decode(buf)?;
@@ -918,7 +918,7 @@ impl Record {
                 Ordering::Greater => Some(buf.try_get_bytes(value_len as usize)?),
             };
 
-            headers.insert(key, value);
+            headers.push((key, value));
         }
 
         Ok(Self {
@@ -1029,13 +1029,7 @@ mod tests {
         };
         assert_eq!(
             Bytes::from("some-value"),
-            record
-                .headers
-                // This relies on `impl Borrow<[u8]> for StrBytes`
-                .get("some-key".as_bytes())
-                .expect("key exists in headers")
-                .as_ref()
-                .expect("value is present")
+            record.headers[0].1.as_ref().expect("value is present")
         );
     }
 

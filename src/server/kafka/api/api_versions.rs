@@ -1,4 +1,5 @@
-//! ApiVersions: every API of the table with its versions. A client may ask
+//! ApiVersions: every API of the table with its versions (Produce's from
+//! v0, see `produce.rs`). A client may ask
 //! at a version newer than ours: as Kafka, it is answered at v0 with
 //! UNSUPPORTED_VERSION and the versions served, and it asks again.
 
@@ -41,7 +42,7 @@ impl Api for ApiVersions {
         let keys = TABLE
             .iter()
             .map(|api| {
-                let (min, max) = api.versions();
+                let (min, max) = api.advertised();
                 ApiVersion::default().with_api_key(api.key() as i16).with_min_version(min).with_max_version(max)
             })
             .collect();

@@ -1,8 +1,8 @@
 //! Fetch of the partitions this shard owns: every partition is read at
 //! once and, when none has news, all are long-polled until the first does
 //! or `max_wait_ms` (at most the broker's `fetch_wait_max`) passes, as
-//! native FetchMany does. Stored batches are served as record batches v2
-//! whose keys and values point into the read.
+//! native FetchMany does. A Kafka producer's stored batches are served as
+//! it sent them, ringmq's own encoded as record batches v2 (`records.rs`).
 
 use super::{Api, At};
 use crate::protocol::messages::{Fetch as Read, QueueRef};
@@ -25,8 +25,8 @@ impl Api for Fetch {
     const KEY: ApiKey = ApiKey::Fetch;
     const VERSIONS: (i16, i16) = (4, 11);
     const NAME: &'static str = "kafka_Fetch";
-    const NOTE: &'static str = "one long poll over the request's partitions; stored batches served as \
-                                uncompressed record batches v2";
+    const NOTE: &'static str = "one long poll over the request's partitions; a Kafka producer's batches \
+                                served as sent, ringmq's own as uncompressed record batches v2";
     type Request = FetchRequest;
     type Response = FetchResponse;
 
@@ -107,7 +107,7 @@ fn partition(
             data.with_high_watermark(end as i64)
                 .with_last_stable_offset(end as i64)
                 .with_log_start_offset(start as i64)
-                .with_records(Some(to_kafka(batches.into(), f.offset)))
+                .with_records(Some(to_kafka(batches.into())))
         }
         Some(Err(failed)) => {
             count(core, topic, Tally { failed: true, ..Tally::default() });

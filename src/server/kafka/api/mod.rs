@@ -71,6 +71,10 @@ pub trait Api: 'static {
     const KEY: ApiKey;
     /// The versions served: (min, max).
     const VERSIONS: (i16, i16);
+    /// The oldest version ApiVersions advertises: `VERSIONS.0` but where a
+    /// client's negotiation looks for an older one (those are still refused
+    /// when used, as other versions not served).
+    const ADVERTISED_MIN: i16 = Self::VERSIONS.0;
     /// The request's name in metrics.
     const NAME: &'static str;
     /// What ringmq does with it, as OPERATIONS.md's Kafka API table says.
@@ -158,6 +162,8 @@ pub type Serving = LocalBoxFuture<'static, Result<Option<Bytes>, KafkaError>>;
 pub trait Handler {
     fn key(&self) -> ApiKey;
     fn versions(&self) -> (i16, i16);
+    /// The versions ApiVersions advertises.
+    fn advertised(&self) -> (i16, i16);
     fn note(&self) -> &'static str;
     fn accepts(&self, version: i16) -> bool;
     /// Whether a body decodes at `version` (fuzzing).
@@ -179,6 +185,10 @@ impl<A: Api> Handler for Entry<A> {
 
     fn versions(&self) -> (i16, i16) {
         A::VERSIONS
+    }
+
+    fn advertised(&self) -> (i16, i16) {
+        (A::ADVERTISED_MIN, A::VERSIONS.1)
     }
 
     fn note(&self) -> &'static str {

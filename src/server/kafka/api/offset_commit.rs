@@ -1,6 +1,8 @@
-//! OffsetCommit: each partition's offset through `Groups::commit`: durable,
-//! and checked against the member's generation and assignment as native
-//! commits are.
+//! OffsetCommit: each partition's offset and metadata through
+//! `Groups::commit`: durable, and checked against the member's generation
+//! and assignment as native commits are; metadata past
+//! `offset_metadata_bytes_max` is refused (OFFSET_METADATA_TOO_LARGE) and
+//! that partition's commit not stored.
 
 use super::{Api, At};
 use crate::protocol::messages::{GroupOffset, QueueRef};
@@ -8,6 +10,7 @@ use crate::security::acl::Operation;
 use crate::server::auth::authorizer::{self, Principal};
 use crate::server::kafka::groups::{coordinated, membership, refused, TOPIC_REFUSED};
 use crate::server::kafka::{codes, permitted, Services};
+use kafka_protocol::messages::offset_commit_request::OffsetCommitRequestPartition;
 use kafka_protocol::messages::offset_commit_response::{OffsetCommitResponsePartition, OffsetCommitResponseTopic};
 use kafka_protocol::messages::{ApiKey, OffsetCommitRequest, OffsetCommitResponse};
 use kafka_protocol::ResponseError;
@@ -18,7 +21,7 @@ impl Api for OffsetCommit {
     const KEY: ApiKey = ApiKey::OffsetCommit;
     const VERSIONS: (i16, i16) = (2, 8);
     const NAME: &'static str = "kafka_OffsetCommit";
-    const NOTE: &'static str = "durable, fenced by generation and assignment as native commits are";
+    const NOTE: &'static str = "durable with its metadata, fenced by generation and assignment as native commits are";
     type Request = OffsetCommitRequest;
     type Response = OffsetCommitResponse;
 
@@ -38,10 +41,13 @@ async fn commit(s: &Services, principal: &Principal, r: &OffsetCommitRequest) ->
             let code = match coordinated.and(topic) {
                 Err(code) => code,
                 Ok(()) if p.committed_offset < 0 => ResponseError::OffsetOutOfRange.code(),
+                Ok(()) if metadata(p).len() > s.core.config().offset_metadata_bytes_max => {
+                    ResponseError::OffsetMetadataTooLarge.code()
+                }
                 Ok(()) => {
                     let queue = QueueRef { topic: t.name.to_string(), queue: p.partition_index.max(0) as u32 };
                     let c = GroupOffset { member: member.clone(), queue, offset: p.committed_offset as u64 };
-                    s.groups.commit(&c).await.map_or_else(|f| refused(&member, f), |()| codes::NONE)
+                    s.groups.commit(&c, metadata(p)).await.map_or_else(|f| refused(&member, f), |()| codes::NONE)
                 }
             };
             partitions.push(
@@ -51,4 +57,9 @@ async fn commit(s: &Services, principal: &Principal, r: &OffsetCommitRequest) ->
         topics.push(OffsetCommitResponseTopic::default().with_name(t.name.clone()).with_partitions(partitions));
     }
     OffsetCommitResponse::default().with_topics(topics)
+}
+
+/// A partition's commit metadata (null is Kafka's "no metadata": "").
+fn metadata(p: &OffsetCommitRequestPartition) -> &str {
+    p.committed_metadata.as_deref().unwrap_or_default()
 }

@@ -1,9 +1,9 @@
-//! OffsetFetch: the group's committed offsets (-1: none) of the partitions
+//! OffsetFetch: the group's committed offsets (-1: none) and their metadata, of the partitions
 //! asked for, or (no topics named) of every partition it has committed that
 //! the principal may describe.
 
 use super::{Api, At};
-use crate::protocol::messages::{self as msg, QueueRef};
+use crate::protocol::messages::QueueRef;
 use crate::security::acl::Operation;
 use crate::server::auth::authorizer::{self, Principal};
 use crate::server::kafka::groups::{coordinated, TOPIC_REFUSED};
@@ -19,7 +19,8 @@ impl Api for OffsetFetch {
     const KEY: ApiKey = ApiKey::OffsetFetch;
     const VERSIONS: (i16, i16) = (1, 7);
     const NAME: &'static str = "kafka_OffsetFetch";
-    const NOTE: &'static str = "a group's committed offsets (-1: none), of the partitions asked or all";
+    const NOTE: &'static str =
+        "a group's committed offsets (-1: none) and their metadata, of the partitions asked or all";
     type Request = OffsetFetchRequest;
     type Response = OffsetFetchResponse;
 
@@ -56,13 +57,13 @@ fn committed(s: &Services, principal: &Principal, r: &OffsetFetchRequest) -> Off
                 .into_iter()
                 .filter_map(|q| {
                     let queue = QueueRef { topic: topic.clone(), queue: q.max(0) as u32 };
-                    let offset = s.groups.committed(&r.group_id, &queue);
-                    let offset = if offset == msg::NO_OFFSET { -1 } else { offset as i64 };
+                    let committed = s.groups.committed_with_metadata(&r.group_id, &queue);
+                    let (offset, metadata) = committed.map_or((-1, String::new()), |c| (c.offset as i64, c.metadata));
                     (listed || offset >= 0).then(|| {
                         OffsetFetchResponsePartition::default()
                             .with_partition_index(q)
                             .with_committed_offset(offset)
-                            .with_metadata(Some(StrBytes::default()))
+                            .with_metadata(Some(StrBytes::from_string(metadata)))
                     })
                 })
                 .collect();

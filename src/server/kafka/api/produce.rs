@@ -1,6 +1,7 @@
-//! Produce. Each partition's record set is checked and translated whole (a
-//! set that does not decode, or inflates past the batch limit, is refused
-//! and nothing of it is stored), then appended through the core, which
+//! Produce. Each partition's record set (one Kafka batch) is kept as it
+//! came inside a ringmq batch and appended through the core; the shard
+//! checks it whole (a set that does not decode, or inflates past the
+//! broker's limit, is refused and nothing of it is stored) and
 //! answers once it is durable (and replicated as the broker group's mode
 //! asks). An idempotent producer's batch is checked against its sequence on
 //! the partition's owner, which must be this shard. Every partition of a
@@ -15,7 +16,7 @@ use crate::server::core::traffic::{Direction, Tally};
 use crate::server::core::Failure;
 use crate::server::kafka::codes;
 use crate::server::kafka::producers::{Check, Sequence};
-use crate::server::kafka::records::{to_ringmq, Refused};
+use crate::server::kafka::records::to_ringmq;
 use crate::server::kafka::{owned, Services};
 use bytes::Bytes;
 use kafka_protocol::messages::produce_response::{PartitionProduceResponse, TopicProduceResponse};
@@ -28,9 +29,13 @@ pub struct Produce;
 impl Api for Produce {
     const KEY: ApiKey = ApiKey::Produce;
     const VERSIONS: (i16, i16) = (3, 9);
+    // librdkafka before 2.8 compresses only for a broker that advertises
+    // Produce v0 (librdkafka #4956); as Kafka 4.0 does (KAFKA-18659), v0-2
+    // are advertised and refused when used.
+    const ADVERTISED_MIN: i16 = 0;
     const NAME: &'static str = "kafka_Produce";
-    const NOTE: &'static str = "a partition's record set becomes one ringmq batch (keys, values, headers, \
-                                timestamps; compression undone); idempotent producers' sequences checked";
+    const NOTE: &'static str = "a partition's record batch is stored as the producer sent it (compression \
+                                kept), its records checked and indexed; idempotent producers' sequences checked";
     type Request = ProduceRequest;
     type Response = ProduceResponse;
 
@@ -106,10 +111,7 @@ fn answer(
 async fn store(s: &Services, queue: &QueueRef, records: Option<&Bytes>) -> Result<(u64, u32), Refusal> {
     let records =
         records.ok_or((ResponseError::CorruptMessage.code(), "the partition's records are missing".to_string()))?;
-    let translated = to_ringmq(records, queue.queue, s.core.config().batch_bytes_max).map_err(|r| match r {
-        Refused::Corrupt(m) => (ResponseError::CorruptMessage.code(), m),
-        Refused::TooLarge(m) => (ResponseError::MessageTooLarge.code(), m),
-    })?;
+    let translated = to_ringmq(records, queue.queue)?;
     let refused = |f: Failure| (codes::of(f.0), f.1);
     let Some(sequence) = translated.sequence else {
         return s.core.append(queue, &translated.batch).await.map_err(refused);

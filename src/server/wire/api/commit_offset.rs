@@ -32,6 +32,6 @@ impl Api for CommitOffset {
     }
 
     async fn serve(s: &Services, c: Self::Request<'_>, _: &At<'_>, _: &mut Writer) -> Result<(), Failure> {
-        s.groups.commit(&c).await
+        s.groups.commit(&c, "").await
     }
 }
