@@ -4,7 +4,8 @@
 # --payload json) from librdkafka producers (CPU 1, acks=all) as fast as
 # they are acknowledged. Per run: the durable payload MB/s, and the bytes
 # the log stored per record (the broker's ringmq_storage_appended_bytes over
-# ringmq_storage_appended_records, read from its /metrics before it stops);
+# ringmq_storage_appended_records, read from its /metrics before it stops)
+# and the broker's CPU per record;
 # then each codec against none. With --old-broker BIN the same runs go
 # against another build too (e.g. the commit before compression was kept),
 # alternating, for before and after.
@@ -51,10 +52,14 @@ run() {
   broker=$!
   for _ in $(seq 200); do grep -q listening "$dir/serve.out" 2>/dev/null && break; sleep 0.1; done
   echo "run $name: $codec for ${duration}s" >&2
+  local before after
+  before=$(awk '{print $14 + $15}' "/proc/$broker/stat")
   "$bin/ringmq-bench" run --client-cores 1 --warmup 2s --duration "${duration}s" --out "$dir" \
     --broker "127.0.0.1:$port" --kafka-broker "127.0.0.1:$kafka" --protocol kafka --rate 0 \
     --payload json --message-size 1024 --kafka-compression "$codec" >"$dir/bench.log" 2>&1 ||
     echo "the $name run failed (see $dir/bench.log)" >&2
+  after=$(awk '{print $14 + $15}' "/proc/$broker/stat")
+  echo $((after - before)) >"$dir/broker-ticks"
   curl -s "http://127.0.0.1:$admin/metrics" >"$dir/metrics.txt" || true
   stop_broker
   rm -rf "$dir/data"
@@ -72,9 +77,10 @@ for r in $(seq "$rounds"); do
   done
 done
 
-OUT="$out" ROUNDS="$rounds" BUILDS="${builds[*]}" python3 - <<'PY'
+OUT="$out" ROUNDS="$rounds" BUILDS="${builds[*]}" TICK="$(getconf CLK_TCK)" python3 - <<'PY'
 import json, os, re, statistics
 out, rounds, builds = os.environ["OUT"], int(os.environ["ROUNDS"]), os.environ["BUILDS"].split()
+tick = int(os.environ["TICK"])
 def counter(text, name):
     return sum(float(v) for v in re.findall(rf"^{name}(?:_total)?(?:{{[^}}]*}})? (\S+)$", text, re.M))
 def load(name):
@@ -82,11 +88,13 @@ def load(name):
         s = json.load(open(os.path.join(out, name, "summary.json")))
         m = open(os.path.join(out, name, "metrics.txt")).read()
         records = counter(m, "ringmq_storage_appended_records")
+        ticks = int(open(os.path.join(out, name, "broker-ticks")).read())
         return {"mb_s": s["msgs_per_s"] * s["message_size"] / 1e6, "msgs_s": s["msgs_per_s"],
-                "bytes_per_msg": counter(m, "ringmq_storage_appended_bytes") / max(1, records), "lost": s["lost"]}
+                "bytes_per_msg": counter(m, "ringmq_storage_appended_bytes") / max(1, records), "lost": s["lost"],
+                "cpu_us": ticks / tick * 1e6 / max(1, s["received"])}
     except (OSError, ValueError, KeyError):
         return None
-print(f"{'run':<14} {'msgs/s':>9} {'payload MB/s':>13} {'stored B/msg':>13} {'lost':>5}")
+print(f"{'run':<14} {'msgs/s':>9} {'payload MB/s':>13} {'stored B/msg':>13} {'broker us/msg':>14} {'lost':>5}")
 table = {}
 for r in range(1, rounds + 1):
     for codec in ["none", "lz4", "zstd"]:
@@ -96,15 +104,17 @@ for r in range(1, rounds + 1):
                 print(f"{b}-{codec}-{r}: no result")
                 continue
             table.setdefault((b, codec), []).append(s)
-            print(f"{b + '-' + codec + '-' + str(r):<14} {s['msgs_s']:>9.0f} {s['mb_s']:>13.1f} {s['bytes_per_msg']:>13.0f} {s['lost']:>5}")
+            print(f"{b + '-' + codec + '-' + str(r):<14} {s['msgs_s']:>9.0f} {s['mb_s']:>13.1f} {s['bytes_per_msg']:>13.0f} {s['cpu_us']:>14.2f} {s['lost']:>5}")
 med = lambda b, c, k: statistics.median(x[k] for x in table.get((b, c), [{k: float("nan")}]))
 for b in builds:
     for codec in ["lz4", "zstd"]:
         print(f"{b} {codec} / none: payload MB/s {med(b, codec, 'mb_s') / med(b, 'none', 'mb_s'):.2f}, "
-              f"stored bytes per record {med(b, codec, 'bytes_per_msg') / med(b, 'none', 'bytes_per_msg'):.2f}")
+              f"stored bytes per record {med(b, codec, 'bytes_per_msg') / med(b, 'none', 'bytes_per_msg'):.2f}, "
+              f"broker CPU per record {med(b, codec, 'cpu_us') / med(b, 'none', 'cpu_us'):.2f}")
 if "old" in builds:
     for codec in ["none", "lz4", "zstd"]:
         print(f"new / old, {codec}: payload MB/s {med('new', codec, 'mb_s') / med('old', codec, 'mb_s'):.2f}, "
-              f"stored bytes per record {med('new', codec, 'bytes_per_msg') / med('old', codec, 'bytes_per_msg'):.2f}")
+              f"stored bytes per record {med('new', codec, 'bytes_per_msg') / med('old', codec, 'bytes_per_msg'):.2f}, "
+              f"broker CPU per record {med('new', codec, 'cpu_us') / med('old', codec, 'cpu_us'):.2f}")
 print(f"runs in {out}")
 PY

@@ -236,6 +236,11 @@ fn an_offset_commits_metadata_reads_back_through_both_clients_and_too_much_is_re
 }
 
 #[test]
+fn both_admin_clients_list_describe_and_delete_groups() {
+    assert!(confluent_phase("groups_admin").contains("unknown not found"));
+}
+
+#[test]
 fn confluent_and_kafka_python_describe_a_topics_configs_and_an_unknown_topic_is_refused() {
     assert!(confluent_phase("configs").contains("unknown topic refused"));
 }

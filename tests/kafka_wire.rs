@@ -204,3 +204,62 @@ fn the_kafka_listener_counts_against_max_connections_with_the_native_one() {
     assert!(answers_api_versions(&mut again), "a closed connection frees its slot");
     assert!(answers_api_versions(&mut first), "the connection already open serves on");
 }
+
+/// The address of `group`'s coordinator, by FindCoordinator.
+fn coordinator(kafka: &str, group: &str) -> String {
+    let find = FindCoordinatorRequest::default().with_key(StrBytes::from_string(group.into()));
+    let found: FindCoordinatorResponse = call(&mut connect(kafka), ApiKey::FindCoordinator, 1, &find);
+    assert_eq!(found.error_code, 0);
+    format!("{}:{}", found.host, found.port)
+}
+
+fn committed(s: &mut TcpStream, group: &str) -> i64 {
+    use kafka_protocol::messages::offset_fetch_request::OffsetFetchRequestTopic;
+    let topic = OffsetFetchRequestTopic::default()
+        .with_name(TopicName(StrBytes::from_static_str("t")))
+        .with_partition_indexes(vec![0]);
+    let fetch = OffsetFetchRequest::default()
+        .with_group_id(GroupId(StrBytes::from_string(group.into())))
+        .with_topics(Some(vec![topic]));
+    let response: OffsetFetchResponse = call(s, ApiKey::OffsetFetch, 7, &fetch);
+    response.topics[0].partitions[0].committed_offset
+}
+
+fn offset_delete(s: &mut TcpStream, group: &str) -> (i16, i16) {
+    use kafka_protocol::messages::offset_delete_request::{OffsetDeleteRequestPartition, OffsetDeleteRequestTopic};
+    let topic = OffsetDeleteRequestTopic::default()
+        .with_name(TopicName(StrBytes::from_static_str("t")))
+        .with_partitions(vec![OffsetDeleteRequestPartition::default().with_partition_index(0)]);
+    let request = OffsetDeleteRequest::default()
+        .with_group_id(GroupId(StrBytes::from_string(group.into())))
+        .with_topics(vec![topic]);
+    let response: OffsetDeleteResponse = call(s, ApiKey::OffsetDelete, 0, &request);
+    (response.error_code, response.topics.first().map_or(-1, |t| t.partitions[0].error_code))
+}
+
+#[test]
+fn offset_delete_removes_a_groups_offsets_durably_and_an_unknown_group_is_not_found() {
+    use kafka_protocol::messages::offset_commit_request::{OffsetCommitRequestPartition, OffsetCommitRequestTopic};
+    let dir = tempfile::tempdir().unwrap();
+    let (broker, kafka) = broker(dir.path(), &[]);
+    let mut s = connect(&coordinator(&kafka, "od"));
+    let partition = OffsetCommitRequestPartition::default().with_partition_index(0).with_committed_offset(3);
+    let topic = OffsetCommitRequestTopic::default()
+        .with_name(TopicName(StrBytes::from_static_str("t")))
+        .with_partitions(vec![partition]);
+    let commit = OffsetCommitRequest::default()
+        .with_group_id(GroupId(StrBytes::from_static_str("od")))
+        .with_generation_id_or_member_epoch(-1)
+        .with_topics(vec![topic]);
+    let committed_response: OffsetCommitResponse = call(&mut s, ApiKey::OffsetCommit, 8, &commit);
+    assert_eq!(committed_response.topics[0].partitions[0].error_code, 0);
+    assert_eq!(committed(&mut s, "od"), 3);
+    assert_eq!(offset_delete(&mut s, "od"), (0, 0));
+    assert_eq!(committed(&mut s, "od"), -1, "the offset is gone");
+    assert_eq!(offset_delete(&mut connect(&coordinator(&kafka, "nope")), "nope"), (0, 69), "GROUP_ID_NOT_FOUND");
+    drop(s);
+    drop(broker);
+    // A restart replays the deletion.
+    let (_broker, kafka) = common::kafka_broker(dir.path(), &[]);
+    assert_eq!(committed(&mut connect(&coordinator(&kafka, "od")), "od"), -1, "deleted durably");
+}

@@ -10,6 +10,9 @@ listener. Usage: python3 THIS HOST:PORT PHASE, where PHASE is one of
               (transactions are not served yet), not left to retry until its timeout
   metadata    an offset commit's metadata, written by each client and read back by
               both; metadata past the broker's limit is refused and stores nothing
+  groups_admin  both admin clients list, describe and delete groups: a live group
+              (members and their assignments), an empty one (offsets only), one
+              with members refused deletion, an unknown one not found
   exact       records of every shape (null and empty keys and values, repeated
               headers, null header values, timestamps before the batch's first),
               uncompressed and in each codec, written by each client and read
@@ -323,8 +326,60 @@ def metadata():
     print("metadata: each client's commit metadata read back by both; too large refused")
 
 
+def groups_admin():
+    from confluent_kafka.admin import AdminClient as CAdmin
+    create("ga", 2)
+    produce_confluent("ga", 10)
+    live = ck.Consumer({"bootstrap.servers": BOOT, "group.id": "ga-live", "auto.offset.reset": "earliest",
+                        "client.id": "live-client"})
+    live.subscribe(["ga"])
+    deadline = time.time() + 30
+    while not live.assignment() and time.time() < deadline:
+        live.poll(0.5)
+    assert len(live.assignment()) == 2, live.assignment()
+    idle = kafka.KafkaConsumer(bootstrap_servers=BOOT, api_version=V, group_id="ga-idle", enable_auto_commit=False)
+    idle.assign([kafka.TopicPartition("ga", 0)])
+    idle.commit({kafka.TopicPartition("ga", 0): kafka.structs.OffsetAndMetadata(4, "")})
+    idle.close()
+
+    kadmin = kafka.KafkaAdminClient(bootstrap_servers=BOOT, api_version=V)
+    listed = dict(kadmin.list_consumer_groups())
+    assert listed.get("ga-live") == "consumer" and "ga-idle" in listed, listed
+    [d] = kadmin.describe_consumer_groups(["ga-live"])
+    assert d.state == "Stable" and len(d.members) == 1, d
+    member = d.members[0]
+    assert member.client_id == "live-client", member
+    parts = sorted(p for (t, ps) in member.member_assignment.assignment for p in ps)
+    assert parts == [0, 1], member.member_assignment
+    offsets = kadmin.list_consumer_group_offsets("ga-idle")
+    assert offsets[kafka.TopicPartition("ga", 0)].offset == 4, offsets
+
+    cadmin = CAdmin({"bootstrap.servers": BOOT})
+    valid = {g.group_id: g for g in cadmin.list_consumer_groups().result(30).valid}
+    assert {"ga-live", "ga-idle"} <= set(valid), valid
+    [desc] = cadmin.describe_consumer_groups(["ga-live"]).values()
+    desc = desc.result(30)
+    assert len(desc.members) == 1 and len(desc.members[0].assignment.topic_partitions) == 2, desc
+    [f] = cadmin.delete_consumer_groups(["ga-live"]).values()
+    try:
+        f.result(30)
+        raise AssertionError("a group with members was deleted")
+    except ck.KafkaException as e:
+        assert e.args[0].code() == ck.KafkaError.NON_EMPTY_GROUP, e
+    [f] = cadmin.delete_consumer_groups(["ga-idle"]).values()
+    f.result(30)
+    assert kadmin.list_consumer_group_offsets("ga-idle") == {}, "the deleted group's offsets are gone"
+    assert "ga-idle" not in dict(kadmin.list_consumer_groups()), "and so is the group"
+    result = kadmin.delete_consumer_groups(["ga-nope"])
+    assert result[0][1].__name__ == "GroupIdNotFoundError", result
+    live.close()
+    kadmin.close()
+    print("groups admin: listed, described, deleted; with members refused; unknown not found")
+
+
 PHASES = {"idempotent": idempotent, "compressed": compressed, "seek": seek, "group": group, "configs": configs}
 PHASES["transactional"] = transactional
 PHASES["exact"] = exact
 PHASES["metadata"] = metadata
+PHASES["groups_admin"] = groups_admin
 PHASES[PHASE]()

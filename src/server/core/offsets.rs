@@ -2,7 +2,8 @@
 //! the group's coordinator shard: each commit is a record appended to an
 //! internal storage queue (its value the offset, u64 little-endian, then the
 //! commit's metadata string, as a Kafka client gave it; a record of 8 bytes
-//! has none), replayed into memory at start. Every few minutes
+//! has none; no value, a tombstone, deletes it), replayed into memory at
+//! start. Every few minutes
 //! all current values are appended again, so retention, which deletes old
 //! segments, never takes the last value of a key (a compacted topic's job
 //! in Kafka).
@@ -57,10 +58,12 @@ impl Offsets {
         queues::ensure(storage, &[(OFFSETS, ringmq_shards::FlushPolicy::Sync)]).await?;
         let mut committed = HashMap::new();
         queues::scan(storage, OFFSETS, 0, |_, record| {
-            let key = decode_key(record.key.unwrap_or_default());
-            if let (Some(key), Some(value)) = (key, Committed::decode(record.value.unwrap_or_default())) {
-                committed.insert(key, value);
-            }
+            let Some(key) = decode_key(record.key.unwrap_or_default()) else { return };
+            match record.value.map(Committed::decode) {
+                Some(Some(value)) => committed.insert(key, value),
+                Some(None) => None,
+                None => committed.remove(&key),
+            };
         })
         .await?;
         Ok(Offsets { committed: RefCell::new(committed) })
@@ -79,6 +82,31 @@ impl Offsets {
         queues::append_one(storage, OFFSETS, key.as_bytes(), &committed.encode(), 0).await?;
         self.committed.borrow_mut().insert((group.to_string(), topic.to_string(), queue), committed);
         Ok(())
+    }
+
+    /// Durably deletes the group's committed positions in `queues`
+    /// (topic, queue): one tombstone each, in one batch.
+    pub async fn delete(&self, storage: &Shard, group: &str, queues: &[(String, u32)]) -> Result<(), StorageError> {
+        if queues.is_empty() {
+            return Ok(());
+        }
+        let keys: Vec<String> = queues.iter().map(|(t, q)| encode_key(group, t, *q)).collect();
+        let mut b = BatchBuilder::new(0);
+        for key in &keys {
+            b.push(&Record { key: Some(key.as_bytes()), value: None, ..Record::default() });
+        }
+        storage.append(OFFSETS, &b.finish()).await?;
+        let mut committed = self.committed.borrow_mut();
+        for (topic, queue) in queues {
+            committed.remove(&(group.to_string(), topic.clone(), *queue));
+        }
+        Ok(())
+    }
+
+    /// The queues (topic, queue) the group has committed positions in.
+    pub fn queues_of(&self, group: &str) -> Vec<(String, u32)> {
+        let committed = self.committed.borrow();
+        committed.keys().filter(|(g, _, _)| g == group).map(|(_, t, q)| (t.clone(), *q)).collect()
     }
 
     /// Appends every current value again (in batches), so that the newest
@@ -145,6 +173,9 @@ mod tests {
                 let replayed = Offsets::open(&storage).await.unwrap();
                 let at = |q| replayed.get("g", "t", q);
                 assert_eq!((at(0), at(1), at(2)), (Some(Committed::at(9)), Some(Committed::at(7)), Some(checkpoint)));
+                replayed.delete(&storage, "g", &[("t".into(), 1)]).await.unwrap();
+                let again = Offsets::open(&storage).await.unwrap();
+                assert_eq!((again.get("g", "t", 1), again.queues_of("g").len()), (None, 2), "a tombstone deletes");
                 storage.close().await.unwrap();
             })
             .unwrap()

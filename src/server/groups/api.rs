@@ -3,7 +3,7 @@
 //! heartbeats park until their answer is ready or their wait ends.
 
 use super::coordinator::ParseError;
-use super::coordinator::{Coordinator, Formed, JoinRequest, Refusal, Share};
+use super::coordinator::{Coordinator, Formed, JoinRequest, MemberBytes, Refusal, Share};
 use super::queue_locks::QueueLocks;
 use crate::protocol::groups::{GroupDescription, GroupListing};
 use crate::protocol::messages::{self as msg, Assignment, GroupOffset, Membership, QueueLocking, QueueRef};
@@ -22,6 +22,18 @@ impl From<Refusal> for Failure {
     fn from((code, message): Refusal) -> Self {
         Failure(code, message)
     }
+}
+
+/// What a deletion of a group, or of its offsets, came to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Deletion {
+    Deleted,
+    /// The group has members (a group is deleted only when empty).
+    NotEmpty,
+    /// The group has neither members nor offsets here.
+    NotFound,
+    /// A member holds a queue of the topic whose offsets were to go.
+    Subscribed,
 }
 
 /// The consumer groups one shard coordinates.
@@ -72,6 +84,47 @@ impl Groups {
         }
         groups.sort_by(|a, b| a.group.cmp(&b.group));
         groups
+    }
+
+    /// The protocol type a group's members speak ("" for one with offsets only).
+    pub fn protocol_type(&self, group: &str) -> String {
+        self.coordinator.borrow().protocol_type(group).unwrap_or_default().to_string()
+    }
+
+    /// A group's members with their metadata and assignment bytes.
+    pub fn member_bytes(&self, group: &str) -> Vec<MemberBytes> {
+        self.coordinator.borrow().member_bytes(group)
+    }
+
+    /// Deletes a group without members: its committed offsets (durably)
+    /// and what the coordinator kept of it.
+    pub async fn delete(&self, group: &str) -> Result<Deletion, Failure> {
+        if self.coordinator.borrow().has_members(group) {
+            return Ok(Deletion::NotEmpty);
+        }
+        let queues = self.core.offsets().queues_of(group);
+        let known = self.coordinator.borrow().protocol_type(group).is_some();
+        if queues.is_empty() && !known {
+            return Ok(Deletion::NotFound);
+        }
+        self.core.offsets().delete(self.core.storage(), group, &queues).await?;
+        self.coordinator.borrow_mut().forget(group);
+        Ok(Deletion::Deleted)
+    }
+
+    /// Deletes a group's committed offsets of `queues` of `topic`, unless a
+    /// member of the group holds a queue of the topic.
+    pub async fn delete_offsets(&self, group: &str, topic: &str, queues: &[u32]) -> Result<Deletion, Failure> {
+        if self.coordinator.borrow().consumes(group, topic) {
+            return Ok(Deletion::Subscribed);
+        }
+        let known = self.coordinator.borrow().protocol_type(group).is_some();
+        if !known && self.core.offsets().queues_of(group).is_empty() {
+            return Ok(Deletion::NotFound);
+        }
+        let queues: Vec<(String, u32)> = queues.iter().map(|q| (topic.to_string(), *q)).collect();
+        self.core.offsets().delete(self.core.storage(), group, &queues).await?;
+        Ok(Deletion::Deleted)
     }
 
     /// A group's state, members and committed offsets (an unknown group: Empty, with none).

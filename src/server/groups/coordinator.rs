@@ -48,6 +48,16 @@ pub struct Formed {
     pub members: Vec<(String, Vec<u8>)>,
 }
 
+/// A member as Kafka's DescribeGroups shows it: its id, client id, its
+/// metadata for the generation's protocol and its assignment, as bytes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MemberBytes {
+    pub member: String,
+    pub client_id: String,
+    pub metadata: Vec<u8>,
+    pub assignment: Vec<u8>,
+}
+
 /// A member's part of the leader's assignment: the bytes the leader gave
 /// (handed to the member as they came) and the queues they name.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -147,6 +157,45 @@ impl Coordinator {
             members: members.collect(),
             offsets: Vec::new(),
         })
+    }
+
+    /// The protocol type a group's members speak (None: no such group here).
+    pub fn protocol_type(&self, group: &str) -> Option<&str> {
+        self.groups.get(group).map(|g| g.protocol_type.as_str())
+    }
+
+    /// A group's members with their metadata and assignment bytes (none for an unknown group).
+    pub fn member_bytes(&self, group: &str) -> Vec<MemberBytes> {
+        let Some(g) = self.groups.get(group) else { return Vec::new() };
+        let metadata = |m: &Member| m.protocols.iter().find(|(p, _)| *p == g.protocol).map(|(_, b)| b.clone());
+        g.members
+            .iter()
+            .map(|(id, m)| MemberBytes {
+                member: id.clone(),
+                client_id: m.client_id.clone(),
+                metadata: metadata(m).unwrap_or_default(),
+                assignment: m.assignment.as_ref().map(|s| s.bytes.clone()).unwrap_or_default(),
+            })
+            .collect()
+    }
+
+    /// True while the group has members.
+    pub fn has_members(&self, group: &str) -> bool {
+        self.groups.get(group).is_some_and(|g| !g.members.is_empty())
+    }
+
+    /// True if a member of the group holds a queue of `topic` in its assignment.
+    pub fn consumes(&self, group: &str, topic: &str) -> bool {
+        let Some(g) = self.groups.get(group) else { return false };
+        let holds = |m: &Member| m.assignment.as_ref().is_some_and(|s| s.queues.topics.iter().any(|(t, _)| t == topic));
+        g.members.values().any(holds)
+    }
+
+    /// Forgets a group without members (a group with members is kept).
+    pub fn forget(&mut self, group: &str) {
+        if !self.has_members(group) {
+            self.groups.remove(group);
+        }
     }
 
     /// Adds or refreshes a member and starts a rebalance if none is under

@@ -6,4 +6,4 @@ pub mod api;
 pub mod coordinator;
 pub mod queue_locks;
 
-pub use api::Groups;
+pub use api::{Deletion, Groups};

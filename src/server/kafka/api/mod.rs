@@ -10,17 +10,21 @@
 
 mod api_versions;
 mod create_topics;
+mod delete_groups;
 mod delete_topics;
 mod describe_configs;
+mod describe_groups;
 mod fetch;
 mod find_coordinator;
 mod heartbeat;
 mod init_producer_id;
 mod join_group;
 mod leave_group;
+mod list_groups;
 mod list_offsets;
 mod metadata;
 mod offset_commit;
+mod offset_delete;
 mod offset_fetch;
 pub mod produce;
 pub mod sasl_authenticate;
@@ -40,7 +44,7 @@ use std::rc::Rc;
 use std::time::Duration;
 
 /// Every Kafka API served.
-pub static TABLE: [&(dyn Handler + Sync); 18] = [
+pub static TABLE: [&(dyn Handler + Sync); 22] = [
     &Entry::<produce::Produce>(PhantomData),
     &Entry::<fetch::Fetch>(PhantomData),
     &Entry::<list_offsets::ListOffsets>(PhantomData),
@@ -58,6 +62,10 @@ pub static TABLE: [&(dyn Handler + Sync); 18] = [
     &Entry::<delete_topics::DeleteTopics>(PhantomData),
     &Entry::<init_producer_id::InitProducerId>(PhantomData),
     &Entry::<describe_configs::DescribeConfigs>(PhantomData),
+    &Entry::<describe_groups::DescribeGroups>(PhantomData),
+    &Entry::<list_groups::ListGroups>(PhantomData),
+    &Entry::<delete_groups::DeleteGroups>(PhantomData),
+    &Entry::<offset_delete::OffsetDelete>(PhantomData),
     &Entry::<sasl_authenticate::SaslAuthenticate>(PhantomData),
 ];
 

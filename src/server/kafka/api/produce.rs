@@ -35,7 +35,8 @@ impl Api for Produce {
     const ADVERTISED_MIN: i16 = 0;
     const NAME: &'static str = "kafka_Produce";
     const NOTE: &'static str = "a partition's record batch is stored as the producer sent it (compression \
-                                kept), its records checked and indexed; idempotent producers' sequences checked";
+                                kept), its records checked and indexed; idempotent producers' sequences checked; \
+                                v0-2 advertised (librdkafka's compression check) and refused";
     type Request = ProduceRequest;
     type Response = ProduceResponse;
 
