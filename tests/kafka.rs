@@ -182,10 +182,13 @@ fn two_kcat_group_members_split_the_partitions_of_what_the_native_sdk_sends() {
     sent.sort();
     let missing: Vec<&String> = sent.iter().filter(|m| got.binary_search(m).is_err()).take(5).collect();
     assert!(missing.is_empty(), "not read (first five): {missing:?}");
+    let twice: Vec<&String> = got.windows(2).filter(|w| w[0] == w[1]).map(|w| &w[0]).take(5).collect();
+    let logs = [&a_err, &b_err].map(|e| std::fs::read_to_string(e).unwrap_or_default());
     assert_eq!(
         got.len(),
         sent.len(),
-        "each message once, at the offset the SDK was told, with its key, value and header"
+        "each message once, at the offset the SDK was told, with its key, value and header; read twice \
+         (first five): {twice:?}; the members' logs: {logs:?}"
     );
     let partitions = |t: &str| -> std::collections::BTreeSet<String> {
         t.lines().map(|l| l.split(' ').next().unwrap().to_string()).collect()
@@ -197,8 +200,13 @@ fn two_kcat_group_members_split_the_partitions_of_what_the_native_sdk_sends() {
 /// Runs one phase of the confluent-kafka script against a fresh broker;
 /// its output (what the phase checked).
 fn confluent_phase(phase: &str) -> String {
+    confluent_phase_with(phase, &[])
+}
+
+/// `confluent_phase` against a broker started with `extra` arguments.
+fn confluent_phase_with(phase: &str, extra: &[&str]) -> String {
     let dir = tempfile::tempdir().unwrap();
-    let (_broker, kafka) = common::kafka_broker(dir.path(), &[]);
+    let (_broker, kafka) = common::kafka_broker(dir.path(), extra);
     let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/kafka_clients/python_confluent.py");
     let modules = ["kafka", "snappy", "lz4", "zstandard", "confluent_kafka"];
     let out = common::tools::python(&modules).args([script, &kafka, phase]).output().expect("run python3");
@@ -233,6 +241,15 @@ fn confluent_group_members_split_commit_and_take_over() {
 #[test]
 fn an_offset_commits_metadata_reads_back_through_both_clients_and_too_much_is_refused() {
     assert!(confluent_phase("metadata").contains("too large refused"));
+}
+
+/// As Kafka's default, a topic a producer names is created (one queue);
+/// with `--auto-create-topics false` it is not, and the send fails.
+#[test]
+fn a_producer_to_a_missing_topic_creates_it_unless_auto_create_is_off() {
+    assert!(confluent_phase("autocreate_on").contains("created with 1 partition"));
+    let off = confluent_phase_with("autocreate_off", &["--auto-create-topics", "false"]);
+    assert!(off.contains("not created"), "{off}");
 }
 
 #[test]

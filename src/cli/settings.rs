@@ -116,6 +116,12 @@ pub struct Settings {
     /// The longest metadata string a Kafka offset commit may carry, bytes (longer: OFFSET_METADATA_TOO_LARGE)
     #[arg(long, default_value_t = d().offset_metadata_bytes_max)]
     offset_metadata_bytes_max: usize,
+    /// A Kafka client's Metadata request creates a topic it names that does not exist (Kafka's auto.create.topics.enable)
+    #[arg(long, default_value_t = d().auto_create_topics, action = clap::ArgAction::Set)]
+    auto_create_topics: bool,
+    /// Queues of a topic a Kafka client's Metadata request creates (Kafka's num.partitions)
+    #[arg(long, default_value_t = d().auto_create_queues)]
+    auto_create_queues: u32,
     /// Client connections per shard, over its native and Kafka listeners
     #[arg(long, default_value_t = d().connections_max)]
     connections_max: usize,
@@ -327,6 +333,8 @@ impl Settings {
         cfg.batch_bytes_max = self.batch_bytes_max;
         cfg.inflated_bytes_max = self.inflated_bytes_max;
         cfg.offset_metadata_bytes_max = self.offset_metadata_bytes_max;
+        cfg.auto_create_topics = self.auto_create_topics;
+        cfg.auto_create_queues = at_least_one(self.auto_create_queues, "auto-create-queues")?;
         cfg.connections_max = self.connections_max;
         cfg.connections_per_ip_max = self.connections_per_ip_max;
         cfg.inflight_per_connection_max = self.inflight_per_connection_max;

@@ -10,6 +10,8 @@ listener. Usage: python3 THIS HOST:PORT PHASE, where PHASE is one of
               (transactions are not served yet), not left to retry until its timeout
   metadata    an offset commit's metadata, written by each client and read back by
               both; metadata past the broker's limit is refused and stores nothing
+  autocreate_on   a producer to a missing topic creates it (one partition), as Kafka's default
+  autocreate_off  with the broker's auto-create off, it is not created and the send fails
   groups_admin  both admin clients list, describe and delete groups: a live group
               (members and their assignments), an empty one (offsets only), one
               with members refused deletion, an unknown one not found
@@ -326,6 +328,31 @@ def metadata():
     print("metadata: each client's commit metadata read back by both; too large refused")
 
 
+def autocreate_on():
+    p = ck.Producer({"bootstrap.servers": BOOT})
+    delivered = []
+    p.produce("made-by-a-send", value=b"first", on_delivery=lambda err, msg: delivered.append(err))
+    assert p.flush(30) == 0 and delivered == [None], delivered
+    admin = AdminClient({"bootstrap.servers": BOOT})
+    topic = admin.list_topics(timeout=10).topics["made-by-a-send"]
+    assert topic.error is None and len(topic.partitions) == 1, topic
+    kp = kafka.KafkaProducer(bootstrap_servers=BOOT, api_version=V)
+    kp.send("made-by-kafka-python", b"first").get(timeout=30)
+    kp.close()
+    print("auto-create: created with 1 partition by confluent and kafka-python")
+
+
+def autocreate_off():
+    p = ck.Producer({"bootstrap.servers": BOOT, "message.timeout.ms": 3000})
+    delivered = []
+    p.produce("never-made", value=b"first", on_delivery=lambda err, msg: delivered.append(err))
+    p.flush(30)
+    assert len(delivered) == 1 and delivered[0] is not None, delivered
+    admin = AdminClient({"bootstrap.servers": BOOT})
+    assert "never-made" not in admin.list_topics(timeout=10).topics
+    print("auto-create off: not created, the send failed with %s" % delivered[0].name())
+
+
 def groups_admin():
     from confluent_kafka.admin import AdminClient as CAdmin
     create("ga", 2)
@@ -382,4 +409,6 @@ PHASES["transactional"] = transactional
 PHASES["exact"] = exact
 PHASES["metadata"] = metadata
 PHASES["groups_admin"] = groups_admin
+PHASES["autocreate_on"] = autocreate_on
+PHASES["autocreate_off"] = autocreate_off
 PHASES[PHASE]()

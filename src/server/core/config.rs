@@ -47,6 +47,11 @@ pub struct ServerConfig {
     pub inflated_bytes_max: usize,
     /// The longest metadata string an offset commit may carry (Kafka's `offset.metadata.max.bytes`).
     pub offset_metadata_bytes_max: usize,
+    /// A Kafka client's Metadata request creates a topic it names that does
+    /// not exist (Kafka's `auto.create.topics.enable`, on by default as Kafka's).
+    pub auto_create_topics: bool,
+    /// The queues of a topic created so (Kafka's `num.partitions`, 1 as Kafka's).
+    pub auto_create_queues: u32,
     /// Client connections per shard, over its native and Kafka listeners.
     pub connections_max: usize,
     /// Connections from one client address to the node, both listeners (0: no limit).
@@ -176,6 +181,8 @@ impl ServerConfig {
             batch_bytes_max: storage.batch_bytes_max,
             inflated_bytes_max: storage.inflated_bytes_max,
             offset_metadata_bytes_max: 4096,
+            auto_create_topics: true,
+            auto_create_queues: 1,
             connections_max: 1024,
             connections_per_ip_max: 0,
             idempotence_window: storage.recent_batches,

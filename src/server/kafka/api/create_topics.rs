@@ -5,7 +5,7 @@ use super::{Api, At};
 use crate::security::acl::Operation;
 use crate::server::auth::authorizer::{self, Principal};
 use crate::server::core::topics::NewTopic;
-use crate::server::core::Core;
+use crate::server::core::{Core, Failure};
 use crate::server::kafka::codes::of_topic_change;
 use crate::server::kafka::{text, Services};
 use kafka_protocol::messages::create_topics_response::CreatableTopicResult;
@@ -37,9 +37,7 @@ async fn create(core: &Rc<Core>, p: &Principal, request: &CreateTopicsRequest) -
             .with_name(t.name.clone())
             .with_num_partitions(queues as i32)
             .with_replication_factor(1);
-        let allowed = p.check(core, Operation::Create, authorizer::topic(&t.name));
-        let allowed = allowed.or_else(|_| p.check(core, Operation::Create, authorizer::cluster()));
-        let created = match allowed {
+        let created = match may_create(core, p, &t.name) {
             Err(f) => Err(f),
             Ok(()) if request.validate_only => Ok(()),
             Ok(()) => core.create_topic(ask).await,
@@ -50,4 +48,10 @@ async fn create(core: &Rc<Core>, p: &Principal, request: &CreateTopicsRequest) -
         });
     }
     CreateTopicsResponse::default().with_topics(topics)
+}
+
+/// Whether the principal may create the topic: Create on it, or on the cluster.
+pub fn may_create(core: &Core, p: &Principal, name: &str) -> Result<(), Failure> {
+    let allowed = p.check(core, Operation::Create, authorizer::topic(name));
+    allowed.or_else(|_| p.check(core, Operation::Create, authorizer::cluster()))
 }

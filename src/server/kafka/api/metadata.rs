@@ -1,12 +1,19 @@
 //! Metadata: every shard of the cluster as a Kafka broker, and each topic's
 //! partitions, a partition's leader being the broker of the shard that owns
 //! the queue. A topic the principal may not describe is left out of a
-//! listing, and refused when named, whether or not it exists.
+//! listing, and refused when named, whether or not it exists. A named topic
+//! that does not exist is created first (`auto_create_topics`, as Kafka's
+//! auto.create.topics.enable; `auto_create_queues` queues) when the request
+//! allows it (v4+ says; before, always) and the principal may create it.
 
+use super::create_topics::may_create;
 use super::{Api, At};
 use crate::security::acl::Operation;
 use crate::server::auth::authorizer;
+use crate::server::core::topics::NewTopic;
+use crate::server::core::Reason;
 use crate::server::kafka::brokers::{brokers, topic_name};
+use crate::server::kafka::codes::of_topic_change;
 use crate::server::kafka::Services;
 use kafka_protocol::messages::metadata_response::{MetadataResponsePartition, MetadataResponseTopic};
 use kafka_protocol::messages::{ApiKey, BrokerId, MetadataRequest, MetadataResponse};
@@ -17,12 +24,39 @@ const LEADER_NOT_AVAILABLE: i16 = ResponseError::LeaderNotAvailable.code();
 
 pub struct Metadata;
 
+/// Creates the named topics that do not exist and that the principal may
+/// describe and create; the Kafka code of each creation that failed (one
+/// that another request created first is not a failure).
+async fn auto_create(s: &Services, at: &At, names: &[String]) -> Vec<(String, i16)> {
+    let core = &s.core;
+    let existing: Vec<String> = core.describe(names).topics.into_iter().map(|t| t.name).collect();
+    let mut failed = Vec::new();
+    for name in names.iter().filter(|n| !existing.contains(n)) {
+        if !at.principal.allows(core, Operation::Describe, authorizer::topic(name))
+            || may_create(core, &at.principal, name).is_err()
+        {
+            continue;
+        }
+        let queues = core.config().auto_create_queues;
+        let ask = NewTopic { name: name.clone(), queues, flush: core.config().default_flush };
+        match core.create_topic(ask).await {
+            Ok(()) => tracing::info!(topic = %name, queues, "created a topic a Kafka client named"),
+            Err(f) if f.0 == Reason::TopicExists => {}
+            Err(f) => {
+                tracing::debug!(topic = %name, reason = ?f.0, message = %f.1, "auto-creating a topic failed");
+                failed.push((name.clone(), of_topic_change(f.0)));
+            }
+        }
+    }
+    failed
+}
+
 impl Api for Metadata {
     const KEY: ApiKey = ApiKey::Metadata;
     const VERSIONS: (i16, i16) = (0, 12);
     const NAME: &'static str = "kafka_Metadata";
     const NOTE: &'static str = "a broker per shard (node id = cluster-wide shard index), partition leader = \
-                                the owning shard";
+                                the owning shard; a missing topic created when auto_create_topics is on";
     type Request = MetadataRequest;
     type Response = MetadataResponse;
 
@@ -30,6 +64,9 @@ impl Api for Metadata {
         let (core, principal) = (&s.core, &at.principal);
         let names: Vec<String> =
             request.topics.iter().flatten().filter_map(|t| t.name.as_ref().map(|n| n.to_string())).collect();
+        let allowed = at.version < 4 || request.allow_auto_topic_creation;
+        let created =
+            if allowed && core.config().auto_create_topics { auto_create(s, at, &names).await } else { Vec::new() };
         let mut described = core.describe(&names);
         // A topic the principal may not describe is left out of a listing, and
         // refused when named, whether or not it exists (existence is not told).
@@ -72,11 +109,11 @@ impl Api for Metadata {
         }
         let answered: Vec<String> = topics.iter().filter_map(|t| t.name.as_ref().map(|n| n.to_string())).collect();
         for missing in names.iter().filter(|n| !answered.contains(n)) {
-            topics.push(
-                MetadataResponseTopic::default()
-                    .with_name(Some(topic_name(missing)))
-                    .with_error_code(ResponseError::UnknownTopicOrPartition.code()),
-            );
+            let code = created
+                .iter()
+                .find(|(n, _)| n == missing)
+                .map_or(ResponseError::UnknownTopicOrPartition.code(), |c| c.1);
+            topics.push(MetadataResponseTopic::default().with_name(Some(topic_name(missing))).with_error_code(code));
         }
         let controller = brokers.iter().flatten().next().map_or(BrokerId(-1), |b| b.node_id);
         let response = MetadataResponse::default()
