@@ -394,6 +394,27 @@ mod tests {
     }
 
     #[test]
+    fn a_kafka_record_past_ringmq_limits_re_encodes_cut_not_broken() {
+        let long = vec![7u8; 70_000];
+        let mut kafka_headers = Vec::new();
+        put_nullable(Some(&long), &mut kafka_headers);
+        put_nullable(None, &mut kafka_headers);
+        let record = Record { key: Some(&long), headers: Headers::kafka(1, &kafka_headers), ..Record::default() };
+        let mut batch = Vec::new();
+        encode_batch(&mut batch, 0, 0, [(0, record)]);
+        let mut scratch = Vec::new();
+        let parsed = KafkaBatch::parse(&batch).unwrap();
+        let back = parsed.records([0; 16], 1 << 20, &mut scratch).unwrap().next().unwrap().unwrap();
+        assert_eq!(back.key.map(<[u8]>::len), Some(70_000), "Kafka's own encoding keeps it whole");
+        let mut native = Vec::new();
+        back.encode(&mut native);
+        let r = crate::record::RecordIter::new(&native).next().unwrap().unwrap();
+        assert_eq!(r.key.map(<[u8]>::len), Some(crate::record::KEY_BYTES_MAX));
+        let headers: Vec<_> = r.headers.iter().map(|(n, v)| (n.len(), v)).collect();
+        assert_eq!(headers, vec![(crate::record::NAME_BYTES_MAX, None)]);
+    }
+
+    #[test]
     fn ids_count_up_from_the_first_unless_there_are_none() {
         let mut first = [0u8; 16];
         first[0] = 1;

@@ -126,16 +126,22 @@ impl<'a> Headers<'a> {
 impl<'a> Record<'a> {
     /// Appends the record to `out` in ringmq's encoding. A native producer
     /// keeps keys, tags, names and counts within the limits above; only a
-    /// Kafka record re-encoded for a native reader (a lookup, a tag filter's
-    /// repack) can pass them, and its key is then cut to [`KEY_BYTES_MAX`]
-    /// rather than break the encoding. A timestamp delta past i32 (24 days)
-    /// is held at its bound.
+    /// Kafka record re-encoded for a native reader (a lookup's or a tag
+    /// filter's repack) can pass them, and is then cut to them (its key to
+    /// [`KEY_BYTES_MAX`], header names to [`NAME_BYTES_MAX`], its first
+    /// [`HEADERS_MAX`] headers) rather than break the encoding. A timestamp
+    /// delta past i32 (24 days) is held at its bound.
     pub fn encode(&self, out: &mut Vec<u8>) {
-        debug_assert!(self.headers.len() <= HEADERS_MAX, "too many headers");
         let key = self.key.map(|k| &k[..k.len().min(KEY_BYTES_MAX)]);
-        let header_bytes = match self.headers.encoding {
-            Encoding::Ringmq => self.headers.bytes.len(),
-            Encoding::Kafka => self.headers.iter().map(|(n, v)| 2 + n.len() + 4 + v.map_or(0, <[u8]>::len)).sum(),
+        let (count, headers): (u16, std::borrow::Cow<'_, [u8]>) = match self.headers.encoding {
+            Encoding::Ringmq => (self.headers.count as u16, self.headers.bytes.into()),
+            Encoding::Kafka => {
+                let cut = |(n, v): Header<'a>| (&n[..n.len().min(NAME_BYTES_MAX)], v);
+                let pairs: Vec<Header<'_>> = self.headers.iter().take(HEADERS_MAX).map(cut).collect();
+                let mut encoded = Vec::new();
+                Headers::encode(&pairs, &mut encoded);
+                (pairs.len() as u16, encoded.into())
+            }
         };
         let body = 4
             + 16
@@ -146,7 +152,7 @@ impl<'a> Record<'a> {
             + 4
             + self.value.map_or(0, <[u8]>::len)
             + 2
-            + header_bytes;
+            + headers.len();
         out.reserve(4 + body);
         out.extend_from_slice(&(body as u32).to_le_bytes());
         let delta = self.timestamp_delta_ms.clamp(i64::from(i32::MIN), i64::from(i32::MAX)) as i32;
@@ -162,17 +168,8 @@ impl<'a> Record<'a> {
         out.extend_from_slice(&(self.tag.len() as u16).to_le_bytes());
         out.extend_from_slice(self.tag);
         put_value(self.value, out);
-        out.extend_from_slice(&(self.headers.count as u16).to_le_bytes());
-        match self.headers.encoding {
-            Encoding::Ringmq => out.extend_from_slice(self.headers.bytes),
-            Encoding::Kafka => {
-                for (name, value) in self.headers.iter() {
-                    out.extend_from_slice(&(name.len() as u16).to_le_bytes());
-                    out.extend_from_slice(name);
-                    put_value(value, out);
-                }
-            }
-        }
+        out.extend_from_slice(&count.to_le_bytes());
+        out.extend_from_slice(&headers);
     }
 
     /// Hash of the tag stored in the queue index (0 = no tag), for tag filtering
