@@ -263,3 +263,19 @@ fn offset_delete_removes_a_groups_offsets_durably_and_an_unknown_group_is_not_fo
     let (_broker, kafka) = common::kafka_broker(dir.path(), &[]);
     assert_eq!(committed(&mut connect(&coordinator(&kafka, "od")), "od"), -1, "deleted durably");
 }
+
+/// Kafka's default `message.max.bytes` (1 MiB + 12) is taken by default: a
+/// 1,045,000-byte record is stored, and a fetch whose limit is 1 MiB still
+/// returns it whole (the first batch always comes, KIP-74).
+#[test]
+fn a_record_near_kafkas_default_largest_is_taken_by_default_and_reads_back_whole() {
+    let dir = tempfile::tempdir().unwrap();
+    let (broker, kafka) = broker(dir.path(), &[]);
+    let value = Bytes::from(vec![b'r'; 1_045_000]);
+    let big: Vec<Record> = records(1, None).into_iter().map(|r| Record { value: Some(value.clone()), ..r }).collect();
+    assert_eq!(produce(&mut connect(&kafka), "t", batch(&big)), (0, 0));
+    assert_eq!(broker.client().list_offsets("t", 0).unwrap(), (0, 1));
+    let mut fetched = common::kafka::fetch(&kafka, "t", 0);
+    let sets = kafka_protocol::records::RecordBatchDecoder::decode_all(&mut fetched).unwrap();
+    assert_eq!(sets[0].records[0].value.as_ref(), Some(&value), "the record comes back whole");
+}

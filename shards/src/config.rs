@@ -91,6 +91,10 @@ pub const SEGMENT_POOL_MAX: usize = 4;
 
 /// Default of `recent_batches`: about 1.5 MiB of memory per shard.
 pub const RECENT_BATCHES: usize = 16 * 1024;
+/// Default `round_bytes_max`: 1 MiB and 16 KiB, so that the default batch
+/// limit (two pages less, what a round holds whatever its first page) takes
+/// Kafka's default `message.max.bytes` (1 MiB + 12 bytes) in its wrapper.
+pub const ROUND_BYTES_MAX: usize = (1 << 20) + (16 << 10);
 /// Default `inflated_bytes_max`: 32 times a default batch, past what text
 /// compresses to with any of Kafka's codecs.
 pub const INFLATED_BYTES_MAX: usize = 32 << 20;
@@ -101,8 +105,8 @@ impl ShardConfig {
         ShardConfig {
             dir: dir.into(),
             segment_bytes: 1 << 30,
-            round_bytes_max: 1 << 20,
-            batch_bytes_max: (1 << 20) - 2 * PAGE_BYTES as usize,
+            round_bytes_max: ROUND_BYTES_MAX,
+            batch_bytes_max: ROUND_BYTES_MAX - 2 * PAGE_BYTES as usize,
             inflated_bytes_max: INFLATED_BYTES_MAX,
             pending_bytes_max: 16 << 20,
             flush_delay: Duration::ZERO,

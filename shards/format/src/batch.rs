@@ -42,6 +42,8 @@ pub const ATTR_PADDING: u16 = 1;
 pub const ATTR_SEALED: u16 = 2;
 /// Attribute bit of a batch that holds a Kafka record batch (see `kafka`).
 pub const ATTR_KAFKA: u16 = 4;
+/// The bytes a Kafka record batch takes more as a ringmq batch: the header and the first id.
+pub const KAFKA_WRAPPER_BYTES: usize = HEADER_BYTES + kafka::ID_BYTES;
 /// The most a stored batch's compressed records inflate to when read: no
 /// broker may take a batch that inflates further (`check`'s bound is at most this).
 pub const INFLATED_BYTES_CEILING: usize = 256 << 20;

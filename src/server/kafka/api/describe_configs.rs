@@ -9,6 +9,7 @@ use crate::server::kafka::{text, Services};
 use kafka_protocol::messages::describe_configs_response::{DescribeConfigsResourceResult, DescribeConfigsResult};
 use kafka_protocol::messages::{ApiKey, DescribeConfigsRequest, DescribeConfigsResponse};
 use kafka_protocol::ResponseError;
+use ringmq_shards::batch;
 
 /// DescribeConfigs' resource types.
 const TOPIC: i8 = 2;
@@ -91,8 +92,10 @@ fn configs(core: &Core) -> Vec<(&'static str, String)> {
     let retention_bytes = c.retention_bytes.map_or(-1, |b| b as i64);
     vec![
         ("cleanup.policy", "delete".into()),
-        ("compression.type", "uncompressed".into()),
-        ("max.message.bytes", c.batch_bytes_max.to_string()),
+        // A producer's batch is kept as it came.
+        ("compression.type", "producer".into()),
+        // The largest Kafka batch a ringmq batch holds within the broker's limit.
+        ("max.message.bytes", c.batch_bytes_max.saturating_sub(batch::KAFKA_WRAPPER_BYTES).to_string()),
         ("message.timestamp.type", "CreateTime".into()),
         ("min.insync.replicas", "1".into()),
         ("retention.bytes", retention_bytes.to_string()),
