@@ -252,6 +252,13 @@ fn a_producer_to_a_missing_topic_creates_it_unless_auto_create_is_off() {
     assert!(off.contains("not created"), "{off}");
 }
 
+/// KIP-345: a consumer with a `group.instance.id` that restarts within its
+/// session gets its partition back, and the group does not rebalance.
+#[test]
+fn a_restarted_static_member_gets_its_partition_back_without_a_rebalance() {
+    assert!(confluent_phase("static").contains("no rebalance for the other"));
+}
+
 #[test]
 fn both_admin_clients_list_describe_and_delete_groups() {
     assert!(confluent_phase("groups_admin").contains("unknown not found"));

@@ -131,6 +131,8 @@ wire_enum! {
         UnsupportedSaslMechanism = 31,
         /// The principal may not do this to this resource (an ACL denies it or none allows it).
         NotAuthorized = 32,
+        /// A static group member's instance joined again as another member: this one is fenced.
+        FencedInstance = 33,
     }
 }
 

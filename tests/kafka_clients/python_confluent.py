@@ -12,6 +12,8 @@ listener. Usage: python3 THIS HOST:PORT PHASE, where PHASE is one of
               both; metadata past the broker's limit is refused and stores nothing
   autocreate_on   a producer to a missing topic creates it (one partition), as Kafka's default
   autocreate_off  with the broker's auto-create off, it is not created and the send fails
+  static      a static member (group.instance.id) restarted within its session gets
+              its partition back and the other member sees no rebalance
   groups_admin  both admin clients list, describe and delete groups: a live group
               (members and their assignments), an empty one (offsets only), one
               with members refused deletion, an unknown one not found
@@ -353,6 +355,44 @@ def autocreate_off():
     print("auto-create off: not created, the send failed with %s" % delivered[0].name())
 
 
+def static():
+    create("st", 2)
+    events = {}
+
+    def member(instance, name):
+        c = ck.Consumer({"bootstrap.servers": BOOT, "group.id": "static", "group.instance.id": instance,
+                         "session.timeout.ms": 30000, "auto.offset.reset": "earliest"})
+        on_assign = lambda _, ps: events.setdefault(name, []).append(("assign", sorted(p.partition for p in ps)))
+        on_revoke = lambda _, ps: events.setdefault(name, []).append(("revoke", sorted(p.partition for p in ps)))
+        c.subscribe(["st"], on_assign=on_assign, on_revoke=on_revoke)
+        return c
+
+    def poll_until(what, consumers, done, limit=30):
+        deadline = time.time() + limit
+        while not done() and time.time() < deadline:
+            for c in consumers:
+                c.poll(0.1)
+        assert done(), "%s: %r" % (what, events)
+
+    parts = lambda c: sorted(p.partition for p in c.assignment())
+    a, b = member("ia", "a"), member("ib", "b")
+    poll_until("a and b split the partitions", [a, b], lambda: len(parts(a)) == 1 and len(parts(b)) == 1)
+    held = parts(a)
+    seen_by_b = list(events["b"])
+    a.close()  # a static member leaves no LeaveGroup behind
+    a2 = member("ia", "a2")
+    poll_until("a's restart gets its partition", [a2, b], lambda: len(parts(a2)) == 1)
+    assert parts(a2) == held, (parts(a2), held)
+    end = time.time() + 3
+    while time.time() < end:
+        b.poll(0.1)
+        a2.poll(0.1)
+    assert events["b"] == seen_by_b, "b saw a rebalance: %r then %r" % (seen_by_b, events["b"])
+    a2.close()
+    b.close()
+    print("static: the restarted member got partition %s back, no rebalance for the other" % held)
+
+
 def groups_admin():
     from confluent_kafka.admin import AdminClient as CAdmin
     create("ga", 2)
@@ -409,6 +449,7 @@ PHASES["transactional"] = transactional
 PHASES["exact"] = exact
 PHASES["metadata"] = metadata
 PHASES["groups_admin"] = groups_admin
+PHASES["static"] = static
 PHASES["autocreate_on"] = autocreate_on
 PHASES["autocreate_off"] = autocreate_off
 PHASES[PHASE]()

@@ -61,6 +61,8 @@ pub enum Reason {
     UnsupportedSaslMechanism,
     /// The principal may not do this to this resource.
     NotAuthorized,
+    /// A static group member's instance joined again as another member.
+    FencedInstance,
 }
 
 /// A failed request: why, and a message a user can act on.

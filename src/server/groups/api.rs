@@ -3,7 +3,7 @@
 //! heartbeats park until their answer is ready or their wait ends.
 
 use super::coordinator::ParseError;
-use super::coordinator::{Coordinator, Formed, JoinRequest, MemberBytes, Refusal, Share};
+use super::coordinator::{Admitted, Coordinator, Formed, JoinRequest, MemberBytes, Refusal, Share};
 use super::queue_locks::QueueLocks;
 use crate::protocol::groups::{GroupDescription, GroupListing};
 use crate::protocol::messages::{self as msg, Assignment, GroupOffset, Membership, QueueLocking, QueueRef};
@@ -22,6 +22,15 @@ impl From<Refusal> for Failure {
     fn from((code, message): Refusal) -> Self {
         Failure(code, message)
     }
+}
+
+/// What a join came to.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum JoinAnswer {
+    /// The generation formed.
+    Formed(Formed),
+    /// A first join: join again with this member id (Kafka's MEMBER_ID_REQUIRED).
+    IdRequired(String),
 }
 
 /// What a deletion of a group, or of its offsets, came to.
@@ -151,14 +160,20 @@ impl Groups {
         self.core.committed(group, &q.topic, q.queue)
     }
 
-    /// Joins (or rejoins) a member; answers once the generation formed.
-    pub async fn join(&self, group: &str, req: JoinRequest) -> Result<Formed, Failure> {
+    /// Joins (or rejoins) a member; answers once the generation formed, or
+    /// at once with the id a first join must come back with.
+    pub async fn join(&self, group: &str, req: JoinRequest) -> Result<JoinAnswer, Failure> {
         // At most group_wait_max: the edges check or clamp it with the request's other limits.
         let limit = Duration::from_millis(u64::from(req.rebalance_timeout_ms));
-        let member = self.coordinator.borrow_mut().join(group, req, self.core.now_ms())?;
+        let member = match self.coordinator.borrow_mut().join(group, req, self.core.now_ms())? {
+            Admitted::Member(member) => member,
+            Admitted::IdRequired(id) => return Ok(JoinAnswer::IdRequired(id)),
+        };
         self.changed.notify();
         // The deadline evicts missing members on the shard's tick: allow for it.
-        self.park(limit + Duration::from_secs(1), || self.coordinator.borrow().joined(group, &member)).await
+        self.park(limit + Duration::from_secs(1), || self.coordinator.borrow().joined(group, &member))
+            .await
+            .map(JoinAnswer::Formed)
     }
 
     /// Takes the leader's assignment (a follower brings none), each member's

@@ -34,6 +34,24 @@ pub struct JoinRequest {
     pub protocol_type: String,
     /// The assignment protocols the member supports, best first, each with its metadata.
     pub protocols: Vec<(String, Vec<u8>)>,
+    /// Kafka's `group.instance.id`: a static member. Restarted (a join with
+    /// no member id) while its session lasts, it takes its old place and,
+    /// in a stable group with the same protocols, its old assignment, with
+    /// no rebalance; a join under its former member id is then fenced.
+    pub instance: Option<String>,
+    /// A first join (no member id) of a dynamic member is answered with an
+    /// id to join with (Kafka's MEMBER_ID_REQUIRED, JoinGroup v4+): members
+    /// that never come back do not hold up a rebalance.
+    pub id_first: bool,
+}
+
+/// How a join was admitted.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Admitted {
+    /// As this member: its answer comes from [`Coordinator::joined`].
+    Member(String),
+    /// Not yet: it must join again with this id (within its session).
+    IdRequired(String),
 }
 
 /// A formed generation, as a member's join learns it.
@@ -119,6 +137,10 @@ struct Group {
     /// The assignment protocol of the current generation.
     protocol: String,
     members: BTreeMap<String, Member>,
+    /// Ids handed out by MEMBER_ID_REQUIRED, until when they may join.
+    pending: BTreeMap<String, u64>,
+    /// Static members: instance id to member id.
+    statics: HashMap<String, String>,
 }
 
 /// Every group this shard coordinates.
@@ -199,8 +221,10 @@ impl Coordinator {
     }
 
     /// Adds or refreshes a member and starts a rebalance if none is under
-    /// way; returns the member id. Its answer comes from [`Coordinator::joined`].
-    pub fn join(&mut self, group: &str, req: JoinRequest, now_ms: u64) -> Result<String, Refusal> {
+    /// way (a static member that comes back to a stable group with the same
+    /// protocols takes its old place without one). Its answer comes from
+    /// [`Coordinator::joined`].
+    pub fn join(&mut self, group: &str, req: JoinRequest, now_ms: u64) -> Result<Admitted, Refusal> {
         if req.session_timeout_ms == 0 || req.rebalance_timeout_ms == 0 {
             return Err((Reason::InvalidRequest, "session and rebalance timeouts must be positive".into()));
         }
@@ -211,17 +235,36 @@ impl Coordinator {
             protocol_type: String::new(),
             protocol: String::new(),
             members: BTreeMap::new(),
+            pending: BTreeMap::new(),
+            statics: HashMap::new(),
         });
-        let id = if req.member.is_empty() {
-            self.next_member += 1;
-            format!("{}-{}", req.client_id, self.next_member)
-        } else if g.members.contains_key(&req.member) {
-            req.member.clone()
-        } else {
-            return Err(unknown_member(group, &req.member));
+        let fresh = |next: &mut u64| {
+            *next += 1;
+            format!("{}-{}", req.client_id, *next)
+        };
+        let known_static = req.instance.as_ref().and_then(|i| g.statics.get(i).cloned());
+        let id = match (&known_static, req.member.is_empty()) {
+            (Some(current), false) if *current != req.member => return Err(fenced(group, &req)),
+            (Some(_), true) | (None, true) if req.instance.is_some() => fresh(&mut self.next_member),
+            (None, true) if req.id_first => {
+                let id = fresh(&mut self.next_member);
+                g.pending.insert(id.clone(), now_ms + u64::from(req.session_timeout_ms));
+                return Ok(Admitted::IdRequired(id));
+            }
+            (None, true) => fresh(&mut self.next_member),
+            _ if g.members.contains_key(&req.member) || g.pending.remove(&req.member).is_some() => req.member.clone(),
+            _ => return Err(unknown_member(group, &req.member)),
         };
         g.check_protocols(group, &id, &req)?;
+        if let Some(old) = known_static.filter(|old| *old != id) {
+            if g.take_over(&old, &id, &req, now_ms) {
+                return Ok(Admitted::Member(id));
+            }
+        }
         g.protocol_type = req.protocol_type;
+        if let Some(instance) = &req.instance {
+            g.statics.insert(instance.clone(), id.clone());
+        }
         let member = Member {
             client_id: req.client_id,
             protocols: req.protocols,
@@ -238,7 +281,7 @@ impl Coordinator {
             g.start_rebalance(now_ms, Some(&id));
         }
         g.try_form(now_ms);
-        Ok(id)
+        Ok(Admitted::Member(id))
     }
 
     /// The answer for a parked join: None while the generation is forming.
@@ -308,6 +351,7 @@ impl Coordinator {
         if g.members.remove(&who.member).is_none() {
             return Err(unknown_member(&who.group, &who.member));
         }
+        g.forget_gone_statics();
         g.start_rebalance(now_ms, None);
         g.try_form(now_ms);
         Ok(())
@@ -360,10 +404,12 @@ impl Coordinator {
                 tracing::info!(member = %id, "group member's session expired");
                 g.members.remove(id);
             }
+            g.pending.retain(|_, until| *until > now_ms);
             if !expired.is_empty() {
                 g.start_rebalance(now_ms, None);
             }
             g.try_form(now_ms);
+            g.forget_gone_statics();
             changed |= before != (g.generation, g.phase, g.members.len());
         }
         changed
@@ -392,6 +438,63 @@ impl Coordinator {
 }
 
 impl Group {
+    /// A static member restarted as `new` takes `old`'s place: its
+    /// assignment, and leadership if it led. In a stable group whose
+    /// assignment protocol it still speaks (as Kafka, which checks the
+    /// protocol, not the metadata) the generation goes on and the join is
+    /// answered at once (true); otherwise `old` is dropped and `new` joins
+    /// as any member.
+    fn take_over(&mut self, old: &str, new: &str, req: &JoinRequest, now_ms: u64) -> bool {
+        let Some(mut member) = self.members.remove(old) else { return false };
+        if self.phase != Phase::Stable || !req.protocols.iter().any(|(p, _)| *p == self.protocol) {
+            self.forget_gone_statics();
+            return false;
+        }
+        tracing::info!(old, new, "a static group member came back and keeps its assignment");
+        if self.leader == old {
+            self.leader = new.to_string();
+        }
+        member.client_id = req.client_id.clone();
+        member.protocols = req.protocols.clone();
+        member.session_timeout_ms = u64::from(req.session_timeout_ms);
+        member.rebalance_timeout_ms = u64::from(req.rebalance_timeout_ms);
+        member.last_seen_ms = now_ms;
+        // The leader's client assigns again; its sync in a stable group is
+        // not taken, so every member keeps its share.
+        let everyone = if self.leader == new { self.metadata_of_members(Some((new, &member))) } else { Vec::new() };
+        member.joined_answer = Some(Formed {
+            generation: self.generation,
+            member: new.to_string(),
+            leader: self.leader.clone(),
+            protocol: self.protocol.clone(),
+            members: everyone,
+        });
+        self.members.insert(new.to_string(), member);
+        if let Some(instance) = &req.instance {
+            self.statics.insert(instance.clone(), new.to_string());
+        }
+        true
+    }
+
+    /// Every member with its metadata for the generation's protocol (`extra`
+    /// counted too while it is out of the map).
+    fn metadata_of_members(&self, extra: Option<(&str, &Member)>) -> Vec<(String, Vec<u8>)> {
+        let metadata_of = |m: &Member| m.protocols.iter().find(|(p, _)| *p == self.protocol).map(|(_, b)| b.clone());
+        let mut all: Vec<(String, Vec<u8>)> =
+            self.members.iter().map(|(id, m)| (id.clone(), metadata_of(m).unwrap_or_default())).collect();
+        if let Some((id, m)) = extra {
+            all.push((id.to_string(), metadata_of(m).unwrap_or_default()));
+            all.sort();
+        }
+        all
+    }
+
+    /// Drops the instance ids of static members that are gone.
+    fn forget_gone_statics(&mut self) {
+        let members = &self.members;
+        self.statics.retain(|_, id| members.contains_key(id));
+    }
+
     /// Begins forming the next generation; only `joined` counts as rejoined.
     fn start_rebalance(&mut self, now_ms: u64, joined: Option<&str>) {
         if self.members.is_empty() {
@@ -436,9 +539,7 @@ impl Group {
         let everyone_speaks = |p: &str| self.members.values().all(|m| m.speaks(p));
         let (protocol, _) = leader.protocols.iter().find(|(p, _)| everyone_speaks(p)).expect("a shared protocol");
         self.protocol = protocol.clone();
-        let metadata_of = |m: &Member| m.protocols.iter().find(|(p, _)| *p == self.protocol).map(|(_, b)| b.clone());
-        let everyone: Vec<(String, Vec<u8>)> =
-            self.members.iter().map(|(id, m)| (id.clone(), metadata_of(m).unwrap_or_default())).collect();
+        let everyone = self.metadata_of_members(None);
         for (id, m) in self.members.iter_mut() {
             m.assignment = None;
             m.joined_answer = Some(Formed {
@@ -493,6 +594,15 @@ fn unknown_member(group: &str, member: &str) -> Refusal {
     (Reason::UnknownMember, format!("group {group:?} has no member {member:?} (left or session expired); rejoin"))
 }
 
+fn fenced(group: &str, req: &JoinRequest) -> Refusal {
+    let instance = req.instance.as_deref().unwrap_or_default();
+    let m = format!(
+        "group {group:?}'s static member {instance:?} joined again as another member: {:?} is fenced (two consumers share one group.instance.id?)",
+        req.member
+    );
+    (Reason::FencedInstance, m)
+}
+
 fn rebalancing(group: &str) -> Refusal {
     (Reason::RebalanceInProgress, format!("group {group:?} is rebalancing; rejoin"))
 }
@@ -502,7 +612,14 @@ mod tests {
     use super::*;
 
     fn join(gs: &mut Coordinator, member: &str, now: u64) -> String {
-        gs.join("g", request(member, &[NATIVE]), now).unwrap()
+        admitted(gs.join("g", request(member, &[NATIVE]), now).unwrap())
+    }
+
+    fn admitted(a: Admitted) -> String {
+        match a {
+            Admitted::Member(id) => id,
+            Admitted::IdRequired(id) => panic!("asked to come back as {id}"),
+        }
     }
 
     fn request(member: &str, protocols: &[&str]) -> JoinRequest {
@@ -513,7 +630,49 @@ mod tests {
             rebalance_timeout_ms: 500,
             protocol_type: NATIVE.into(),
             protocols: protocols.iter().map(|p| (p.to_string(), member.as_bytes().to_vec())).collect(),
+            instance: None,
+            id_first: false,
         }
+    }
+
+    #[test]
+    fn a_first_join_asked_for_an_id_comes_back_with_it_and_an_unknown_id_is_refused() {
+        let mut gs = Coordinator::default();
+        let first = JoinRequest { id_first: true, ..request("", &[NATIVE]) };
+        let Ok(Admitted::IdRequired(id)) = gs.join("g", first, 0) else { panic!("a first join gets an id") };
+        assert!(gs.describe("g").unwrap().members.is_empty(), "not a member before it comes back");
+        let again = JoinRequest { id_first: true, ..request(&id, &[NATIVE]) };
+        assert_eq!(gs.join("g", again, 10), Ok(Admitted::Member(id.clone())));
+        assert_eq!(gs.joined("g", &id).unwrap().unwrap().generation, 1);
+        let stranger = JoinRequest { id_first: true, ..request("made-up", &[NATIVE]) };
+        assert_eq!(gs.join("g", stranger, 20).unwrap_err().0, Reason::UnknownMember);
+    }
+
+    #[test]
+    fn a_static_member_back_within_its_session_keeps_its_assignment_without_a_rebalance() {
+        let mut gs = Coordinator::default();
+        let stat = |member: &str, instance: &str| JoinRequest {
+            instance: Some(instance.into()),
+            ..request(member, &[NATIVE])
+        };
+        let a = admitted(gs.join("g", stat("", "ia"), 0).unwrap());
+        let b = admitted(gs.join("g", stat("", "ib"), 0).unwrap());
+        assert_eq!(gs.join("g", stat(&a, "ia"), 0), Ok(Admitted::Member(a.clone())), "a rejoins for b");
+        let formed = gs.joined("g", &a).unwrap().unwrap();
+        let g = formed.generation;
+        let shares = [(a.clone(), assign(&[0])), (b.clone(), assign(&[1]))];
+        gs.sync(&who(&formed.leader, g), &shares, parse, 10).unwrap();
+        assert_eq!(gs.synced(&who(&a, g)).unwrap().unwrap().queues.topics, vec![("t".into(), vec![0])]);
+
+        // a restarts: a new member id, its old place and queue, the same generation.
+        let a2 = admitted(gs.join("g", stat("", "ia"), 700).unwrap());
+        assert_ne!(a2, a);
+        let back = gs.joined("g", &a2).unwrap().expect("answered at once");
+        assert_eq!(back.generation, g, "no rebalance");
+        assert_eq!(gs.synced(&who(&a2, g)).unwrap().unwrap().queues.topics, vec![("t".into(), vec![0])]);
+        assert_eq!(gs.standing(&who(&b, g)), Ok(()), "b goes on as it was");
+        assert_eq!(gs.heartbeat(&who(&a, g), 710).unwrap_err().0, Reason::UnknownMember, "the old id is gone");
+        assert_eq!(gs.join("g", stat(&a, "ia"), 720).unwrap_err().0, Reason::FencedInstance);
     }
 
     fn parse(bytes: &[u8]) -> Result<Assignment, ParseError> {
@@ -594,8 +753,8 @@ mod tests {
     #[test]
     fn members_agree_on_the_leaders_first_shared_protocol_and_one_protocol_type() {
         let mut gs = Coordinator::default();
-        let a = gs.join("g", request("", &["range", "roundrobin"]), 0).unwrap();
-        let b = gs.join("g", request("", &["roundrobin"]), 0).unwrap();
+        let a = admitted(gs.join("g", request("", &["range", "roundrobin"]), 0).unwrap());
+        let b = admitted(gs.join("g", request("", &["roundrobin"]), 0).unwrap());
         let refused = gs.join("g", request("", &["sticky"]), 0).unwrap_err();
         assert_eq!(refused.0, Reason::InconsistentGroupProtocol);
         let kafka = JoinRequest { protocol_type: "consumer".into(), ..request("", &["roundrobin"]) };

@@ -6,4 +6,4 @@ pub mod api;
 pub mod coordinator;
 pub mod queue_locks;
 
-pub use api::{Deletion, Groups};
+pub use api::{Deletion, Groups, JoinAnswer};

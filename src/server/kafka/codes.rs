@@ -32,6 +32,7 @@ fn error_of(reason: Reason) -> K {
         R::IllegalGeneration | R::NotAssigned => K::IllegalGeneration,
         R::UnknownMember => K::UnknownMemberId,
         R::InconsistentGroupProtocol => K::InconsistentGroupProtocol,
+        R::FencedInstance => K::FencedInstanceId,
         R::UnsupportedVersion => K::UnsupportedVersion,
         R::InvalidRequest => K::InvalidRequest,
         R::AuthenticationFailed => K::SaslAuthenticationFailed,

@@ -53,6 +53,7 @@ pub fn code(reason: Reason) -> ErrorCode {
         R::NotEnoughReplicas => ErrorCode::NotEnoughReplicas,
         R::ClusterUnavailable => ErrorCode::ClusterUnavailable,
         R::InconsistentGroupProtocol => ErrorCode::InconsistentGroupProtocol,
+        R::FencedInstance => ErrorCode::FencedInstance,
         R::AuthenticationFailed => ErrorCode::AuthenticationFailed,
         R::UnsupportedSaslMechanism => ErrorCode::UnsupportedSaslMechanism,
         R::NotAuthorized => ErrorCode::NotAuthorized,
@@ -114,6 +115,7 @@ mod tests {
             R::AuthenticationFailed,
             R::UnsupportedSaslMechanism,
             R::NotAuthorized,
+            R::FencedInstance,
         ];
         let codes: std::collections::HashSet<ErrorCode> = all.iter().map(|r| code(*r)).collect();
         assert_eq!(codes.len(), all.len());

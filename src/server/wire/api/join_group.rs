@@ -7,8 +7,9 @@ use crate::protocol::messages::{self as msg, Joined};
 use crate::protocol::{ApiKey, Writer};
 use crate::security::acl::Operation::Read;
 use crate::server::auth::authorizer::group;
-use crate::server::core::{Core, Failure};
+use crate::server::core::{Core, Failure, Reason};
 use crate::server::groups::coordinator::{JoinRequest, NATIVE};
+use crate::server::groups::JoinAnswer;
 use crate::server::wire::Services;
 
 pub struct JoinGroup;
@@ -47,8 +48,13 @@ impl Api for JoinGroup {
             rebalance_timeout_ms: j.rebalance_timeout_ms,
             protocol_type: NATIVE.into(),
             protocols: vec![(NATIVE.into(), j.metadata)],
+            instance: None,
+            id_first: false,
         };
-        let f = s.groups.join(&j.group, req).await?;
+        // A native join is never asked to come back with an id (`id_first` off).
+        let JoinAnswer::Formed(f) = s.groups.join(&j.group, req).await? else {
+            return Err(Failure(Reason::Internal, "a native join was asked for a member id".into()));
+        };
         Joined { generation: f.generation, member: f.member, leader: f.leader, members: f.members }.encode(w);
         Ok(())
     }
