@@ -53,6 +53,15 @@ fn unknown_apis_and_versions_get_unsupported_version_and_the_broker_stays_up() {
         assert_eq!(&answer[..], &[0, 0, 0, 7, 0, 35], "correlation id 7, UNSUPPORTED_VERSION");
         assert!(read_frame(&mut s).is_none(), "then the connection is closed");
     }
+    // ApiVersions v4, as the 4.x Java client asks first: answered at v4, Produce advertised
+    // from v0 (librdkafka's compression check) though v0-2 are refused above.
+    let request = ApiVersionsRequest::default()
+        .with_client_software_name(StrBytes::from_static_str("test"))
+        .with_client_software_version(StrBytes::from_static_str("1"));
+    let v4: ApiVersionsResponse = call(&mut connect(&kafka), ApiKey::ApiVersions, 4, &request);
+    assert_eq!(v4.error_code, 0);
+    let produce = v4.api_keys.iter().find(|k| k.api_key == ApiKey::Produce as i16).expect("Produce");
+    assert_eq!((produce.min_version, produce.max_version), (0, 9));
     // ApiVersions newer than ours: answered in v0 with the error and what we serve.
     let mut s = connect(&kafka);
     // ApiVersions v9, which the codec cannot write: header v2 (no client id, no tags), no body.

@@ -12,8 +12,9 @@ use kafka_protocol::ResponseError;
 
 pub struct ApiVersions;
 
-/// The versions whose response we encode.
-const ANSWERED: (i16, i16) = (0, 3);
+/// The versions whose response we encode (v4, which the 4.x Java client
+/// asks first, is v3's schema: it only lets a feature's minimum be 0).
+const ANSWERED: (i16, i16) = (0, 4);
 
 impl Api for ApiVersions {
     const KEY: ApiKey = ApiKey::ApiVersions;
