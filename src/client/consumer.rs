@@ -96,7 +96,7 @@ pub fn decode_messages(
                     .map(|(k, v)| (String::from_utf8_lossy(k).into_owned(), v.map(<[u8]>::to_vec)))
                     .collect(),
                 value: r.value.map(<[u8]>::to_vec),
-                timestamp_ms: h.first_timestamp_ms + r.timestamp_delta_ms,
+                timestamp_ms: h.first_timestamp_ms.saturating_add(r.timestamp_delta_ms),
             });
         }
     }

@@ -145,9 +145,16 @@ impl<'a> KafkaBatch<'a> {
             scratch
         };
         // LogAppendTime: every record's time is the batch's max timestamp.
-        let fixed_delta =
-            (self.attributes() & ATTR_LOG_APPEND_TIME != 0).then(|| self.i64_at(35) - self.base_timestamp());
-        Ok(RecordIter { rest, index: 0, count: self.record_count(), first_id, fixed_delta })
+        let base = self.base_timestamp();
+        let fixed_delta = match self.attributes() & ATTR_LOG_APPEND_TIME != 0 {
+            true => Some(
+                self.i64_at(35)
+                    .checked_sub(base)
+                    .ok_or(FormatError::Malformed("a Kafka batch's timestamps overflow"))?,
+            ),
+            false => None,
+        };
+        Ok(RecordIter { rest, index: 0, count: self.record_count(), first_id, fixed_delta, base })
     }
 
     fn i32_at(&self, at: usize) -> i32 {
@@ -181,6 +188,8 @@ pub struct RecordIter<'a> {
     count: i32,
     first_id: [u8; 16],
     fixed_delta: Option<i64>,
+    /// The batch's base timestamp: a record whose time does not fit past it is malformed.
+    base: i64,
 }
 
 impl<'a> Iterator for RecordIter<'a> {
@@ -210,6 +219,7 @@ impl<'a> RecordIter<'a> {
         self.rest = rest;
         let body = body.get(1..)?; // the record's attributes, unused
         let (delta, body) = varint(body)?;
+        self.base.checked_add(delta)?;
         let (offset_delta, body) = varint(body)?;
         if offset_delta != i64::from(self.index) {
             return None;
@@ -316,7 +326,7 @@ pub fn encode_batch<'r>(
         out.extend_from_slice(&body);
         count += 1;
         last_delta = offset_delta;
-        max_timestamp = max_timestamp.max(base_timestamp + r.timestamp_delta_ms);
+        max_timestamp = max_timestamp.max(base_timestamp.saturating_add(r.timestamp_delta_ms));
     }
     let h = &mut out[start..];
     let length = (h.len() - 12) as i32;
@@ -412,6 +422,26 @@ mod tests {
         assert_eq!(r.key.map(<[u8]>::len), Some(crate::record::KEY_BYTES_MAX));
         let headers: Vec<_> = r.headers.iter().map(|(n, v)| (n.len(), v)).collect();
         assert_eq!(headers, vec![(crate::record::NAME_BYTES_MAX, None)]);
+    }
+
+    #[test]
+    fn timestamps_that_overflow_are_malformed_not_a_panic() {
+        let record = Record { timestamp_delta_ms: 1, value: Some(b"v"), ..Record::default() };
+        let mut batch = Vec::new();
+        encode_batch(&mut batch, 0, i64::MAX, [(0, record)]);
+        let parsed = KafkaBatch::parse(&batch).unwrap();
+        let mut scratch = Vec::new();
+        let first = parsed.records([0; 16], 1 << 20, &mut scratch).unwrap().next().unwrap();
+        assert!(matches!(first, Err(FormatError::Malformed(_))), "a record past i64::MAX");
+        // LogAppendTime with a max timestamp below the base by more than i64 holds.
+        let mut log_append = Vec::new();
+        encode_batch(&mut log_append, 0, i64::MAX, [(0, Record { value: Some(b"v"), ..Record::default() })]);
+        log_append[21..23].copy_from_slice(&ATTR_LOG_APPEND_TIME.to_be_bytes());
+        log_append[35..43].copy_from_slice(&i64::MIN.to_be_bytes());
+        let crc = crc32c::crc32c(&log_append[CRC_FROM..]);
+        log_append[17..21].copy_from_slice(&crc.to_be_bytes());
+        let parsed = KafkaBatch::parse(&log_append).unwrap();
+        assert!(matches!(parsed.records([0; 16], 1 << 20, &mut scratch), Err(FormatError::Malformed(_))));
     }
 
     #[test]

@@ -194,7 +194,7 @@ fn matching(query: &LookupQuery, topic: &str, queue: u32, bytes: &[u8]) -> Vec<J
                 let value = r.value.map(|v| String::from_utf8_lossy(&v[..v.len().min(VALUE_SHOWN_MAX)]).into_owned());
                 out.push(json!({"id": id, "topic": topic, "queue": queue, "offset": h.base_offset + k as u64,
                     "key": r.key.map(String::from_utf8_lossy), "tag": String::from_utf8_lossy(r.tag),
-                    "timestamp_ms": h.first_timestamp_ms + r.timestamp_delta_ms,
+                    "timestamp_ms": h.first_timestamp_ms.saturating_add(r.timestamp_delta_ms),
                     "value": value, "value_bytes": r.value.map_or(0, <[u8]>::len)}));
             }
         }

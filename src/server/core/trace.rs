@@ -165,7 +165,7 @@ impl Core {
             if !trace.config.traces(topic, &r.message_id) {
                 continue;
             }
-            let sent_ms = h.first_timestamp_ms + r.timestamp_delta_ms;
+            let sent_ms = h.first_timestamp_ms.saturating_add(r.timestamp_delta_ms);
             trace.note(
                 r.message_id,
                 serde_json::json!({"event": "send", "time_ms": sent_ms, "client": client, "topic": topic}),

@@ -88,6 +88,6 @@ pub fn timestamp_at(stored: &[u8], offset: u64) -> Option<i64> {
         }
         let mut inflated = Vec::new();
         let r = batch::records(b, &mut inflated).ok()?.nth(i as usize)?.ok()?;
-        Some(header.first_timestamp_ms + r.timestamp_delta_ms)
+        Some(header.first_timestamp_ms.saturating_add(r.timestamp_delta_ms))
     })
 }
