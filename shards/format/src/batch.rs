@@ -439,6 +439,13 @@ mod tests {
         b.finish()
     }
 
+    /// Makes the header claim `count` records, its producer's CRC still right.
+    fn claim_record_count(bytes: &mut [u8], count: u32) {
+        bytes[28..32].copy_from_slice(&count.to_le_bytes());
+        let crc = crc32fast::hash(&bytes[BODY_START..]);
+        bytes[4..8].copy_from_slice(&crc.to_le_bytes());
+    }
+
     fn kafka_batch(values: &[&[u8]]) -> Vec<u8> {
         let mut out = Vec::new();
         let records =
@@ -468,9 +475,7 @@ mod tests {
     fn a_wrapped_kafka_batch_whose_header_disagrees_is_malformed() {
         let kafka = kafka_batch(&[b"a"]);
         let mut bytes = wrap_kafka(&KafkaBatch::parse(&kafka).unwrap(), [0; 16]);
-        bytes[28..32].copy_from_slice(&2u32.to_le_bytes());
-        let crc = crc32fast::hash(&bytes[BODY_START..]);
-        bytes[4..8].copy_from_slice(&crc.to_le_bytes());
+        claim_record_count(&mut bytes, 2);
         assert!(matches!(check(&bytes, LIMITS), Err(FormatError::Malformed(_))));
     }
 
@@ -531,9 +536,7 @@ mod tests {
     #[test]
     fn record_count_mismatch_is_malformed() {
         let mut bytes = one_record_batch(b"hello");
-        bytes[28..32].copy_from_slice(&2u32.to_le_bytes());
-        let crc = crc32fast::hash(&bytes[BODY_START..]);
-        bytes[4..8].copy_from_slice(&crc.to_le_bytes());
+        claim_record_count(&mut bytes, 2);
         assert!(matches!(check(&bytes, LIMITS), Err(FormatError::Malformed(_))));
     }
 

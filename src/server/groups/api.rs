@@ -111,11 +111,10 @@ impl Groups {
         if self.coordinator.borrow().has_members(group) {
             return Ok(Deletion::NotEmpty);
         }
-        let queues = self.core.offsets().queues_of(group);
-        let known = self.coordinator.borrow().protocol_type(group).is_some();
-        if queues.is_empty() && !known {
+        if !self.known(group) {
             return Ok(Deletion::NotFound);
         }
+        let queues = self.core.offsets().queues_of(group);
         self.core.offsets().delete(self.core.storage(), group, &queues).await?;
         self.coordinator.borrow_mut().forget(group);
         Ok(Deletion::Deleted)
@@ -127,13 +126,17 @@ impl Groups {
         if self.coordinator.borrow().consumes(group, topic) {
             return Ok(Deletion::Subscribed);
         }
-        let known = self.coordinator.borrow().protocol_type(group).is_some();
-        if !known && self.core.offsets().queues_of(group).is_empty() {
+        if !self.known(group) {
             return Ok(Deletion::NotFound);
         }
         let queues: Vec<(String, u32)> = queues.iter().map(|q| (topic.to_string(), *q)).collect();
         self.core.offsets().delete(self.core.storage(), group, &queues).await?;
         Ok(Deletion::Deleted)
+    }
+
+    /// True if this shard knows the group: the coordinator keeps it, or it has committed offsets.
+    fn known(&self, group: &str) -> bool {
+        self.coordinator.borrow().protocol_type(group).is_some() || !self.core.offsets().queues_of(group).is_empty()
     }
 
     /// A group's state, members and committed offsets (an unknown group: Empty, with none).
