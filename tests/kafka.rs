@@ -265,6 +265,19 @@ fn both_admin_clients_list_describe_and_delete_groups() {
     assert!(confluent_phase("groups_admin").contains("unknown not found"));
 }
 
+/// A topic's own configs are stored, described with their source, changed
+/// by both alter APIs (bad ones refused whole) and enforced by the broker.
+#[test]
+fn a_topics_own_configs_are_set_described_altered_and_enforced() {
+    let text = confluent_phase_with("topic_configs", &["--retention-check-ms", "200"]);
+    assert!(text.contains("each enforced"), "{text}");
+}
+
+#[test]
+fn delete_records_moves_a_partitions_start_and_consumers_read_from_it() {
+    assert!(confluent_phase("delete_records").contains("consumers read from the start"));
+}
+
 #[test]
 fn confluent_and_kafka_python_describe_a_topics_configs_and_an_unknown_topic_is_refused() {
     assert!(confluent_phase("configs").contains("unknown topic refused"));

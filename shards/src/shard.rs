@@ -57,6 +57,9 @@ pub(crate) struct Inner {
     pub readahead: Readahead,
     /// Retention keeps the segment holding this log position and later ones.
     retention_floor: Cell<LogPos>,
+    /// The owner reads none of its queues below this position: retention
+    /// retires the segments wholly below it.
+    released: Cell<LogPos>,
     /// Set while the next segment cannot be made for want of space (why):
     /// appends that need it are refused with `StorageError::Full`.
     space_short: RefCell<Option<String>>,
@@ -147,6 +150,11 @@ impl Inner {
         self.retention_floor.get()
     }
 
+    /// The owner reads none of its queues below this position.
+    pub fn released(&self) -> LogPos {
+        self.released.get()
+    }
+
     /// Why the next segment cannot be made, while the disk is full.
     pub fn space_short(&self) -> Option<String> {
         self.space_short.borrow().clone()
@@ -228,6 +236,7 @@ impl Shard {
             parked_reads: ParkedReads::default(),
             readahead: Readahead::default(),
             retention_floor: Cell::new(LogPos(u64::MAX)),
+            released: Cell::new(LogPos(0)),
             space_short: RefCell::new(None),
             tasks: RefCell::new(Vec::new()),
             flusher: RefCell::new(None),
@@ -518,6 +527,28 @@ impl Shard {
     /// until called again with another position (u64::MAX: no floor).
     pub fn keep_from(&self, position: LogPos) {
         self.inner.retention_floor.set(position);
+    }
+
+    /// Says that the owner reads none of its queues below `position` (their
+    /// starts moved past it, by `trim`): retention retires the segments
+    /// wholly below it at its next pass, within the retention floor.
+    pub fn release_below(&self, position: LogPos) {
+        self.inner.released.set(position);
+    }
+
+    /// Removes `queue`'s records below `offset`: its start moves there
+    /// (never back; past the readable end is `OffsetOutOfRange`). Durable at
+    /// the next checkpoint; the space comes back once `release_below` passes
+    /// the segments. Returns the queue's start.
+    pub fn trim(&self, queue: QueueId, offset: u64) -> Result<u64> {
+        let mut st = self.inner.state.borrow_mut();
+        let q = st.queues.get_mut(&queue).ok_or(StorageError::UnknownQueue(queue.0))?;
+        let (start, end) = (q.start().0, q.visible().0);
+        if offset > end {
+            return Err(StorageError::OffsetOutOfRange { queue: queue.0, offset, start, end });
+        }
+        q.move_start(Offset(offset));
+        Ok(q.start().0)
     }
 
     /// Base positions of the log's segments, ascending (spare excluded).

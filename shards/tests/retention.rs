@@ -111,3 +111,42 @@ fn retention_keeps_what_the_owner_still_needs() {
         shard.close().await.unwrap();
     });
 }
+
+#[test]
+fn trimmed_queues_release_the_segments_below_them_and_their_starts_survive_a_restart() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path().to_path_buf();
+    let kept = run(move || async move {
+        let shard = fill(100)(config(&p)).await;
+        let err = shard.trim(QueueId(1), 51).unwrap_err();
+        assert!(matches!(err, StorageError::OffsetOutOfRange { .. }), "past the end: {err}");
+        assert_eq!(shard.trim(QueueId(1), 40).unwrap(), 40);
+        assert_eq!(shard.trim(QueueId(1), 10).unwrap(), 40, "a start never moves back");
+        let err = shard.read(QueueId(1), 39, 1, ReadWait::No).await.unwrap_err();
+        assert!(matches!(err, StorageError::OffsetOutOfRange { .. }));
+        let before = shard.segment_bases();
+        assert_eq!(shard.apply_retention().await.unwrap(), 0, "nothing released, no bound: nothing retired");
+        // Queue 2 still reads from 0: the owner releases only below it.
+        let lowest = shard.entry(QueueId(2), 0).await.unwrap().position;
+        shard.release_below(lowest);
+        assert_eq!(shard.apply_retention().await.unwrap(), 0, "queue 2 holds the first segment");
+        assert_eq!(shard.trim(QueueId(2), 45).unwrap(), 45);
+        let lowest = shard.entry(QueueId(1), 40).await.unwrap().position;
+        shard.release_below(lowest);
+        let retired = shard.apply_retention().await.unwrap();
+        let after = shard.segment_bases();
+        assert!(retired > 0 && after.len() == before.len() - retired, "{before:?} -> {after:?}");
+        assert!(after[0] <= lowest.0, "the segment holding a start is kept");
+        assert_eq!(read_all(&shard, QueueId(1), 40).await.len(), 10);
+        assert_eq!(read_all(&shard, QueueId(2), 45).await[0].1, value(2, 91, 50_000));
+        let kept = (shard.offsets(QueueId(1)).unwrap(), shard.offsets(QueueId(2)).unwrap());
+        shard.close().await.unwrap();
+        kept
+    });
+    let p = dir.path().to_path_buf();
+    run(move || async move {
+        let shard = open_with(config(&p), &[]).await;
+        assert_eq!((shard.offsets(QueueId(1)).unwrap(), shard.offsets(QueueId(2)).unwrap()), kept);
+        shard.close().await.unwrap();
+    });
+}

@@ -122,6 +122,9 @@ pub struct Settings {
     /// Queues of a topic a Kafka client's Metadata request creates (Kafka's num.partitions)
     #[arg(long, default_value_t = d().auto_create_queues)]
     auto_create_queues: u32,
+    /// How often a topic's own retention.ms and retention.bytes move its queues' starts, ms (Kafka's log.retention.check.interval.ms)
+    #[arg(long, default_value_t = ms(d().retention_check_interval))]
+    retention_check_ms: u64,
     /// Client connections per shard, over its native and Kafka listeners
     #[arg(long, default_value_t = d().connections_max)]
     connections_max: usize,
@@ -335,6 +338,8 @@ impl Settings {
         cfg.offset_metadata_bytes_max = self.offset_metadata_bytes_max;
         cfg.auto_create_topics = self.auto_create_topics;
         cfg.auto_create_queues = at_least_one(self.auto_create_queues, "auto-create-queues")?;
+        let every = at_least_one(self.retention_check_ms, "retention-check-ms")?;
+        cfg.retention_check_interval = Duration::from_millis(every);
         cfg.connections_max = self.connections_max;
         cfg.connections_per_ip_max = self.connections_per_ip_max;
         cfg.inflight_per_connection_max = self.inflight_per_connection_max;

@@ -609,6 +609,9 @@ async fn change_topics<S: Store>(store: S, change: PlacementAsk) {
         PlacementAsk::Delete { name, reply } => {
             (tokio::time::timeout(ETCD_TIMEOUT, placement::delete(&store, &name)).await, reply)
         }
+        PlacementAsk::Configure { name, changes, reply } => {
+            (tokio::time::timeout(ETCD_TIMEOUT, placement::configure(&store, &name, &changes)).await, reply)
+        }
         PlacementAsk::Applied(_) => unreachable!("served by the control plane's loop"),
     };
     let revision = match revision {
@@ -632,7 +635,11 @@ async fn change_topics<S: Store>(store: S, change: PlacementAsk) {
 fn answer_stopped(unsent: Command) {
     let stopped = || Err(Failure::cluster_unavailable("the control plane stopped"));
     match unsent {
-        Command::Placement(PlacementAsk::Create { reply, .. } | PlacementAsk::Delete { reply, .. }) => {
+        Command::Placement(
+            PlacementAsk::Create { reply, .. }
+            | PlacementAsk::Delete { reply, .. }
+            | PlacementAsk::Configure { reply, .. },
+        ) => {
             let _ = reply.send(stopped());
         }
         Command::Accounts(AccountsAsk { reply, .. }) => {

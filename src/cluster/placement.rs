@@ -14,6 +14,7 @@ use super::election::{Leadership, BROKER_GROUPS_PREFIX};
 use super::store::{Compare, Op, Store, StoreError};
 use super::ClusterError;
 use crate::server::placement::{place, ClusterView, GroupShards, PlacedTopic};
+use crate::server::topic_configs::ConfigChange;
 use crate::server::{flush_code, Failure, NewTopic, Reason};
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -94,7 +95,7 @@ pub(super) async fn create(store: &impl Store, view: &ClusterView, req: &NewTopi
     if queues.is_empty() {
         return Err(unavailable("no broker group has recorded its shards yet"));
     }
-    let topic = PlacedTopic { flush: flush_code(req.flush), queues, created: 0 };
+    let topic = PlacedTopic { flush: flush_code(req.flush), queues, configs: req.configs.clone(), created: 0 };
     let json = serde_json::to_string(&topic).expect("a topic serializes");
     let key = topic_key(&req.name);
     let made = store.txn(vec![Compare::Absent(key.clone())], vec![Op::put(key, json)]).await.map_err(unavailable)?;
@@ -106,6 +107,28 @@ pub(super) async fn delete(store: &impl Store, name: &str) -> Result<i64, Failur
     let key = topic_key(name);
     let done = store.txn(vec![Compare::Present(key.clone())], vec![Op::Delete(key)]).await.map_err(unavailable)?;
     done.ok_or_else(|| Failure(Reason::UnknownTopic, format!("unknown topic {name:?}")))
+}
+
+/// Changes a topic's configs (read, changed, written back unless another
+/// change came between; then again); the revision it was stored at.
+pub(super) async fn configure(store: &impl Store, name: &str, changes: &[ConfigChange]) -> Result<i64, Failure> {
+    let key = topic_key(name);
+    loop {
+        let kv = store.get(&key).await.map_err(unavailable)?.ok_or_else(|| Failure::unknown_topic(name))?;
+        let mut topic: PlacedTopic = kv.json().map_err(unavailable)?;
+        let configs = topic.configs.changed(changes)?;
+        if configs == topic.configs {
+            return Ok(kv.mod_revision);
+        }
+        topic.configs = configs;
+        let json = serde_json::to_string(&topic).expect("a topic serializes");
+        let unchanged = Compare::ModRevision(key.clone(), kv.mod_revision);
+        if let Some(revision) =
+            store.txn(vec![unchanged], vec![Op::put(key.clone(), json)]).await.map_err(unavailable)?
+        {
+            return Ok(revision);
+        }
+    }
 }
 
 /// Waits until every group that has a leader applied `revision`; after

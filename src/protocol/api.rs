@@ -133,6 +133,10 @@ wire_enum! {
         NotAuthorized = 32,
         /// A static group member's instance joined again as another member: this one is fenced.
         FencedInstance = 33,
+        /// A topic config's name or value the broker does not take (the message says which and why).
+        InvalidConfig = 34,
+        /// Fewer replicas in sync than the topic's `min.insync.replicas`: nothing was stored; retry later.
+        TooFewInSync = 35,
     }
 }
 
@@ -151,6 +155,7 @@ impl ErrorCode {
                 | ErrorCode::UnknownQueue
                 | ErrorCode::NotLeader
                 | ErrorCode::ClusterUnavailable
+                | ErrorCode::TooFewInSync
         )
     }
 

@@ -35,6 +35,7 @@ pub use self::core::replication::{
     ClusterRole, FollowerReport, InSyncReport, IsrLink, Lead, ReplicatedLog, Replication, ReplicationConfig,
     ReplicationMode,
 };
+pub use self::core::topic_configs;
 pub use self::core::topics::{flush_code, NewTopic};
 pub use self::core::trace::TraceConfig;
 pub use self::core::{Failure, Reason};

@@ -245,6 +245,7 @@ fn start_tasks(s: &Rc<Services>, net: &Rc<Net>, listener: TcpListener, kafka: Op
     s.transactions.start();
     tasks.spawn("retention floor", Death::Logged, retention_floor_loop(s.clone()));
     tasks.spawn("offset snapshots", Death::Logged, offset_snapshots(core.clone()));
+    tasks.spawn("topic retention", Death::Logged, super::data::retention::run(core.clone()));
     if core.id() == 0 && core.placement().is_some() {
         tasks.spawn("topic placement", Death::Logged, core.clone().follow_placement());
     }

@@ -6,6 +6,13 @@ listener. Usage: python3 THIS HOST:PORT PHASE, where PHASE is one of
   group       two confluent members split the partitions and commit, one leaves,
               the other takes over from its commits
   configs     DescribeConfigs of a topic (both clients), and of one that does not exist
+  topic_configs  a topic's own configs: set at creation, described with their source,
+              changed by IncrementalAlterConfigs (confluent) and AlterConfigs
+              (kafka-python), bad ones refused, and each enforced: a record past
+              max.message.bytes refused and nothing stored, retention.ms empties
+              the partition, LogAppendTime stamps the broker's time,
+              min.insync.replicas above the replicas refuses acks=all sends
+  delete_records  DeleteRecords moves a partition's start; consumers read from it
   transactional  a transactional producer is refused at once with a final error
               (transactions are not served yet), not left to retry until its timeout
   metadata    an offset commit's metadata, written by each client and read back by
@@ -200,7 +207,8 @@ def configs():
     [future] = admin.describe_configs([ConfigResource("topic", "cfg")]).values()
     entries = future.result(30)
     limit = entries["max.message.bytes"]
-    assert limit.is_read_only and int(limit.value) > 0, limit
+    assert not limit.is_read_only and int(limit.value) > 0, limit
+    assert entries["segment.bytes"].is_read_only, entries["segment.bytes"]
     assert entries["cleanup.policy"].value == "delete", entries["cleanup.policy"]
     [missing] = admin.describe_configs([ConfigResource("topic", "nope")]).values()
     try:
@@ -213,7 +221,133 @@ def configs():
     [response] = legacy.describe_configs([Resource(ConfigResourceType.TOPIC, "cfg")])
     names = [entry[0] for entry in response.resources[0][4]]
     assert "retention.ms" in names and "segment.bytes" in names, names
-    print("configs: max.message.bytes %s (read-only), unknown topic refused, kafka-python sees %d" % (limit.value, len(names)))
+    print("configs: max.message.bytes %s (settable), unknown topic refused, kafka-python sees %d" % (limit.value, len(names)))
+
+
+def described(admin, topic):
+    from confluent_kafka.admin import ConfigResource
+    [future] = admin.describe_configs([ConfigResource("topic", topic)]).values()
+    return future.result(30)
+
+
+def alter_incremental(admin, topic, *ops):
+    from confluent_kafka.admin import ConfigResource, ConfigEntry, AlterConfigOpType
+    entries = [ConfigEntry(name, value, incremental_operation=getattr(AlterConfigOpType, op)) for (op, name, value) in ops]
+    [future] = admin.incremental_alter_configs([ConfigResource("topic", topic, incremental_configs=entries)]).values()
+    return future.result(30)
+
+
+def refused_code(call):
+    try:
+        call()
+    except ck.KafkaException as e:
+        return e.args[0].code()
+    raise AssertionError("not refused")
+
+
+def watermarks(topic, partition=0):
+    c = ck.Consumer({"bootstrap.servers": BOOT, "group.id": "wm"})
+    low, high = c.get_watermark_offsets(ck.TopicPartition(topic, partition), timeout=30)
+    c.close()
+    return low, high
+
+
+def topic_configs():
+    from confluent_kafka.admin import ConfigSource
+    admin = AdminClient({"bootstrap.servers": BOOT})
+    # segment.bytes has no per-topic meaning here: left out, as Kafka Streams sets it.
+    new = NewTopic("tc", 1, 1, config={"max.message.bytes": "2000", "retention.ms": "3600000",
+                                       "segment.bytes": "1048576"})
+    for f in admin.create_topics([new]).values():
+        f.result(30)
+    entries = described(admin, "tc")
+    assert entries["max.message.bytes"].value == "2000", entries["max.message.bytes"]
+    assert entries["max.message.bytes"].source == ConfigSource.DYNAMIC_TOPIC_CONFIG.value, entries["max.message.bytes"]
+    assert entries["message.timestamp.type"].source == ConfigSource.DEFAULT_CONFIG.value, entries["message.timestamp.type"]
+
+    p = ck.Producer({"bootstrap.servers": BOOT, "message.timeout.ms": 10000})
+    outcome = {}
+    # One batch each: the limit is a batch's, as Kafka's.
+    p.produce("tc", value=b"x" * 3000, on_delivery=lambda err, msg: outcome.update(big=err))
+    p.flush(30)
+    p.produce("tc", value=b"small", on_delivery=lambda err, msg: outcome.update(small=err))
+    p.flush(30)
+    assert outcome["big"] is not None and outcome["big"].code() == ck.KafkaError.MSG_SIZE_TOO_LARGE, outcome
+    assert outcome["small"] is None, outcome
+    assert watermarks("tc") == (0, 1), "the refused record stored nothing: %r" % (watermarks("tc"),)
+
+    alter_incremental(admin, "tc", ("SET", "message.timestamp.type", "LogAppendTime"),
+                      ("DELETE", "max.message.bytes", None), ("APPEND", "cleanup.policy", "compact"))
+    entries = described(admin, "tc")
+    assert entries["message.timestamp.type"].value == "LogAppendTime", entries["message.timestamp.type"]
+    assert entries["max.message.bytes"].source != ConfigSource.DYNAMIC_TOPIC_CONFIG.value, entries["max.message.bytes"]
+    assert entries["cleanup.policy"].value == "compact,delete", entries["cleanup.policy"]
+    before = int(time.time() * 1000)
+    p.produce("tc", value=b"x" * 3000, timestamp=1000)
+    assert p.flush(30) == 0
+    c = ck.Consumer({"bootstrap.servers": BOOT, "group.id": "tc-read", "auto.offset.reset": "earliest"})
+    c.assign([ck.TopicPartition("tc", 0, 1)])
+    m = None
+    deadline = time.time() + 30
+    while m is None and time.time() < deadline:
+        m = c.poll(0.5)
+    c.close()
+    assert m is not None and m.error() is None and len(m.value()) == 3000, m
+    kind, ts = m.timestamp()
+    assert kind == ck.TIMESTAMP_LOG_APPEND_TIME and ts >= before, (kind, ts, before)
+
+    for op, name, value in [("SET", "retention.ms", "soon"), ("SET", "segment.bytes", "1"), ("SET", "no.such", "1"),
+                            ("APPEND", "retention.ms", "1")]:
+        code = refused_code(lambda: alter_incremental(admin, "tc", (op, name, value)))
+        assert code == ck.KafkaError.INVALID_CONFIG, (name, code)
+    assert described(admin, "tc")["retention.ms"].value == "3600000", "a refused change changed nothing"
+
+    from kafka.admin import ConfigResource as Resource, ConfigResourceType
+    legacy = kafka.admin.KafkaAdminClient(bootstrap_servers=BOOT, api_version=V)
+    response = legacy.alter_configs([Resource(ConfigResourceType.TOPIC, "tc", configs={"retention.ms": "1000"})])
+    assert [r[0] for r in response.resources] == [0], response
+    entries = described(admin, "tc")
+    assert entries["retention.ms"].value == "1000", entries["retention.ms"]
+    assert entries["message.timestamp.type"].value == "CreateTime", "AlterConfigs replaces the whole set"
+    deadline = time.time() + 60
+    while watermarks("tc")[0] < 2 and time.time() < deadline:
+        time.sleep(0.2)
+    assert watermarks("tc") == (2, 2), "retention.ms emptied the partition: %r" % (watermarks("tc"),)
+
+    response = legacy.alter_configs([Resource(ConfigResourceType.TOPIC, "tc", configs={"min.insync.replicas": "2"})])
+    assert [r[0] for r in response.resources] == [0], response
+    # Retried until its timeout otherwise (the error is retriable): the broker's code once.
+    p = ck.Producer({"bootstrap.servers": BOOT, "acks": "all", "retries": 0})
+    p.produce("tc", value=b"needs two", on_delivery=lambda err, msg: outcome.update(insync=err))
+    p.flush(30)
+    assert outcome["insync"] is not None and outcome["insync"].code() == ck.KafkaError.NOT_ENOUGH_REPLICAS, outcome
+    assert watermarks("tc")[1] == 2, "nothing stored while too few replicas were in sync"
+    response = legacy.alter_configs([Resource(ConfigResourceType.TOPIC, "tc", configs={"cleanup.policy": "keep"})])
+    assert [r[0] for r in response.resources] == [40], response
+    legacy.close()
+    print("topic configs: set at creation, described, altered both ways, bad ones refused, each enforced")
+
+
+def delete_records():
+    create("dr", 2)
+    produce_confluent("dr", 20)
+    admin = AdminClient({"bootstrap.servers": BOOT})
+    highs = [watermarks("dr", p)[1] for p in (0, 1)]
+    assert all(h >= 3 for h in highs), highs
+    asked = [ck.TopicPartition("dr", 0, 3), ck.TopicPartition("dr", 1, -1)]
+    done = {tp.partition: f.result(30) for tp, f in admin.delete_records(asked).items()}
+    assert done[0].low_watermark == 3 and done[1].low_watermark == highs[1], done
+    assert watermarks("dr", 0) == (3, highs[0]) and watermarks("dr", 1) == (highs[1], highs[1])
+    past = admin.delete_records([ck.TopicPartition("dr", 0, highs[0] + 1)])
+    [f] = past.values()
+    try:
+        f.result(30)
+        raise AssertionError("a delete past the end was taken")
+    except ck.KafkaException as e:
+        assert e.args[0].code() == ck.KafkaError.OFFSET_OUT_OF_RANGE, e
+    got = read_kafka_python("dr", highs[0] - 3)
+    assert sorted(o for (p, o, _, _) in got.values()) == list(range(3, highs[0])), got
+    print("delete records: starts moved to 3 and the end, past the end refused, consumers read from the start")
 
 
 def transactional():
@@ -452,4 +586,6 @@ PHASES["groups_admin"] = groups_admin
 PHASES["static"] = static
 PHASES["autocreate_on"] = autocreate_on
 PHASES["autocreate_off"] = autocreate_off
+PHASES["topic_configs"] = topic_configs
+PHASES["delete_records"] = delete_records
 PHASES[PHASE]()

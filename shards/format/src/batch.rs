@@ -257,6 +257,46 @@ pub fn wrap_kafka(kafka: &KafkaBatch<'_>, first_id: [u8; 16]) -> Vec<u8> {
     b
 }
 
+/// The newest timestamp of a stored batch's records, of either kind (what
+/// time-based retention compares).
+pub fn newest_timestamp(batch: &[u8]) -> Result<i64> {
+    if let Some(kafka) = kafka_bytes(batch) {
+        return Ok(KafkaBatch::parse(kafka)?.max_timestamp());
+    }
+    let header = BatchHeader::decode(batch).ok_or(FormatError::Malformed("bad magic number"))?;
+    let mut newest = header.first_timestamp_ms;
+    for record in records(batch, &mut Vec::new())? {
+        newest = newest.max(header.first_timestamp_ms.saturating_add(record?.timestamp_delta_ms));
+    }
+    Ok(newest)
+}
+
+/// Gives a checked batch of either kind the broker's time `now_ms` for
+/// every record (a LogAppendTime topic) and makes its CRCs again: a Kafka
+/// batch as Kafka's broker does (`kafka::set_log_append_time`), a ringmq one
+/// by its first timestamp and every record's delta set to 0.
+pub fn set_log_append_time(batch: &mut [u8], now_ms: i64) -> Result<()> {
+    let header = BatchHeader::decode(batch).ok_or(FormatError::Malformed("bad magic number"))?;
+    let end = (header.length as usize).min(batch.len());
+    if header.is_kafka() {
+        let kafka =
+            batch.get_mut(HEADER_BYTES + kafka::ID_BYTES..end).ok_or(FormatError::Malformed("a Kafka batch is cut"))?;
+        KafkaBatch::parse(kafka)?;
+        kafka::set_log_append_time(kafka, now_ms);
+    } else {
+        batch[32..40].copy_from_slice(&now_ms.to_le_bytes());
+        let mut at = HEADER_BYTES;
+        while at + 8 <= end {
+            let len = u32_at(batch, at) as usize;
+            batch[at + 4..at + 8].copy_from_slice(&0i32.to_le_bytes());
+            at += 4 + len;
+        }
+    }
+    let crc = crc32fast::hash(&batch[BODY_START..end]);
+    batch[4..8].copy_from_slice(&crc.to_le_bytes());
+    Ok(())
+}
+
 /// The Kafka batch inside a stored batch of that kind.
 pub fn kafka_bytes(batch: &[u8]) -> Option<&[u8]> {
     let header = BatchHeader::decode(batch)?;
@@ -498,6 +538,37 @@ mod tests {
         assert!(check(&bytes, LIMITS).is_ok());
         let small = Limits { inflated_bytes: 1000, ..LIMITS };
         assert!(matches!(check(&bytes, small), Err(FormatError::InflatesTooLarge { max: 1000 })));
+    }
+
+    #[test]
+    fn log_append_time_gives_every_record_of_either_kind_the_brokers_time() {
+        let timestamps = |batch: &[u8]| {
+            let mut scratch = Vec::new();
+            let first = i64::from_le_bytes(batch[32..40].try_into().unwrap());
+            let read = records(batch, &mut scratch).unwrap().map(|r| first + r.unwrap().timestamp_delta_ms);
+            read.collect::<Vec<i64>>()
+        };
+        let mut b = BatchBuilder::new(1_000);
+        b.push(&Record { value: Some(b"a"), ..Record::default() });
+        b.push(&Record { timestamp_delta_ms: 250, value: Some(b"b"), ..Record::default() });
+        let mut native = b.finish();
+        assert_eq!(timestamps(&native), [1_000, 1_250]);
+        assert_eq!(newest_timestamp(&native).unwrap(), 1_250);
+        set_log_append_time(&mut native, 9_000).unwrap();
+        check(&native, LIMITS).unwrap();
+        assert_eq!(timestamps(&native), [9_000, 9_000]);
+        assert_eq!(newest_timestamp(&native).unwrap(), 9_000);
+
+        let mut wrapped = wrap_kafka(&KafkaBatch::parse(&kafka_batch(&[b"a", b"b"])).unwrap(), [0; 16]);
+        set_log_append_time(&mut wrapped, 9_000).unwrap();
+        check(&wrapped, LIMITS).unwrap();
+        let kafka = KafkaBatch::parse(kafka_bytes(&wrapped).unwrap()).unwrap();
+        assert_ne!(kafka.attributes() & 8, 0, "the timestamp type says LogAppendTime");
+        assert_eq!(newest_timestamp(&wrapped).unwrap(), 9_000);
+        let mut scratch = Vec::new();
+        let times: Vec<i64> =
+            kafka.records([0; 16], 1 << 20, &mut scratch).unwrap().map(|r| r.unwrap().timestamp_delta_ms).collect();
+        assert!(times.iter().all(|t| kafka.base_timestamp() + t == 9_000), "{times:?}");
     }
 
     #[test]

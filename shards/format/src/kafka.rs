@@ -110,6 +110,11 @@ impl<'a> KafkaBatch<'a> {
         self.i32_at(57)
     }
 
+    /// The newest of its records' timestamps (the broker's time under LogAppendTime).
+    pub fn max_timestamp(&self) -> i64 {
+        i64::from_be_bytes(self.bytes[35..43].try_into().expect("8 bytes"))
+    }
+
     /// The timestamp record deltas are relative to.
     pub fn base_timestamp(&self) -> i64 {
         self.i64_at(27)
@@ -342,6 +347,18 @@ pub fn encode_batch<'r>(
     h[57..61].copy_from_slice(&count.to_be_bytes());
     let crc = crc32c::crc32c(&h[CRC_FROM..]);
     h[17..21].copy_from_slice(&crc.to_be_bytes());
+}
+
+/// Gives a checked Kafka batch the broker's time (a topic whose
+/// `message.timestamp.type` is LogAppendTime), as Kafka's broker does: the
+/// timestamp-type attribute set, `maxTimestamp` the time, the CRC made again;
+/// every record then reads at that time.
+pub fn set_log_append_time(batch: &mut [u8], now_ms: i64) {
+    let attributes = i16::from_be_bytes([batch[21], batch[22]]) | ATTR_LOG_APPEND_TIME;
+    batch[21..23].copy_from_slice(&attributes.to_be_bytes());
+    batch[35..43].copy_from_slice(&now_ms.to_be_bytes());
+    let crc = crc32c::crc32c(&batch[CRC_FROM..]);
+    batch[17..21].copy_from_slice(&crc.to_be_bytes());
 }
 
 /// Rewrites a stored Kafka batch's base offset and leader epoch (outside its

@@ -1,4 +1,5 @@
-//! Retention: retires whole old segments, by age and by the log's total size,
+//! Retention: retires whole old segments, by age, by the log's total size,
+//! and those below what the owner released (no queue of its reads them),
 //! and deletes the index files that only covered them. A retired segment
 //! file goes into the pool of spares (renamed, see `log::pool`) while it has
 //! room, and is deleted otherwise. Queue start offsets move past the retired
@@ -19,7 +20,7 @@ impl Inner {
     /// Retires the segments retention allows; returns how many.
     pub(crate) async fn apply_retention(&self) -> Result<usize> {
         let cfg = &self.config;
-        if cfg.retention_age.is_none() && cfg.retention_bytes.is_none() {
+        if cfg.retention_age.is_none() && cfg.retention_bytes.is_none() && self.released() == LogPos(0) {
             return Ok(0);
         }
         let covered = self.checkpoint().await?;
@@ -39,7 +40,8 @@ impl Inner {
     }
 
     /// The oldest segments, wholly below `covered` and the retention floor,
-    /// that age or size retention dooms; never the active segment.
+    /// that age or size retention dooms, or that lie wholly below what the
+    /// owner released; never the active segment.
     async fn doomed_segments(&self, covered: LogPos) -> Result<Vec<Rc<Segment>>> {
         let cfg = &self.config;
         let (mut total, candidates) = {
@@ -58,7 +60,8 @@ impl Inner {
                 }
                 None => false,
             };
-            if !too_big && !too_old {
+            let released = segment.base + cfg.segment_bytes <= self.released();
+            if !too_big && !too_old && !released {
                 break;
             }
             total -= cfg.segment_bytes;

@@ -52,6 +52,9 @@ pub struct ServerConfig {
     pub auto_create_topics: bool,
     /// The queues of a topic created so (Kafka's `num.partitions`, 1 as Kafka's).
     pub auto_create_queues: u32,
+    /// How often a topic's own retention (`retention.ms`, `retention.bytes`)
+    /// moves its queues' starts (Kafka's `log.retention.check.interval.ms`).
+    pub retention_check_interval: Duration,
     /// Client connections per shard, over its native and Kafka listeners.
     pub connections_max: usize,
     /// Connections from one client address to the node, both listeners (0: no limit).
@@ -153,6 +156,11 @@ pub const DEFAULT_DATA_DIR: &str = "./data";
 pub const DEFAULT_LISTEN: &str = "127.0.0.1:9292";
 
 impl ServerConfig {
+    /// The largest Kafka record batch a ringmq batch holds within `batch_bytes_max`.
+    pub fn kafka_batch_bytes_max(&self) -> usize {
+        self.batch_bytes_max.saturating_sub(ringmq_shards::batch::KAFKA_WRAPPER_BYTES)
+    }
+
     /// What a client's batch is checked against.
     pub fn batch_limits(&self) -> ringmq_shards::batch::Limits {
         ringmq_shards::batch::Limits { batch_bytes: self.batch_bytes_max, inflated_bytes: self.inflated_bytes_max }
@@ -183,6 +191,7 @@ impl ServerConfig {
             offset_metadata_bytes_max: 4096,
             auto_create_topics: true,
             auto_create_queues: 1,
+            retention_check_interval: Duration::from_secs(30),
             connections_max: 1024,
             connections_per_ip_max: 0,
             idempotence_window: storage.recent_batches,

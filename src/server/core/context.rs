@@ -12,12 +12,14 @@ use super::offsets::Offsets;
 use super::replication::Replication;
 use super::stall::Pulse;
 use super::tasks::Tasks;
+use super::topic_configs::TopicConfigs;
 use super::trace::Trace;
 use super::traffic::Traffic;
 use crate::security::acl::Acls;
 use crate::security::quota::Quotas;
 use ringmq_shards::Shard;
 use std::cell::RefCell;
+use std::collections::HashMap;
 use std::rc::Rc;
 use std::sync::Arc;
 use std::time::Instant;
@@ -39,6 +41,9 @@ pub struct Core {
     started: Instant,
     /// The current snapshot; replaced whole by `apply_metadata`.
     pub(super) metadata: RefCell<Rc<Metadata>>,
+    /// The configs of this shard's queues whose topics set any, by storage
+    /// id; replaced with the metadata.
+    pub(super) queue_configs: RefCell<Rc<HashMap<u32, TopicConfigs>>>,
     /// Serializes metadata changes (taken on shard 0).
     pub(super) metadata_lock: glommio::sync::Semaphore,
     offsets: Offsets,
@@ -97,6 +102,7 @@ impl Core {
             accounts: p.accounts,
             started: Instant::now(),
             metadata: RefCell::new(Rc::new(Metadata::default())),
+            queue_configs: RefCell::default(),
             metadata_lock: glommio::sync::Semaphore::new(1),
             offsets: p.offsets,
             tasks: Tasks::default(),

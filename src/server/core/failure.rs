@@ -63,6 +63,10 @@ pub enum Reason {
     NotAuthorized,
     /// A static group member's instance joined again as another member.
     FencedInstance,
+    /// A config name or value the broker does not take.
+    InvalidConfig,
+    /// Fewer replicas in sync than the topic's `min.insync.replicas`: nothing was stored.
+    TooFewInSync,
 }
 
 /// A failed request: why, and a message a user can act on.

@@ -9,6 +9,7 @@ use super::failure::Failure;
 use super::failure::Reason;
 use super::metadata::Metadata;
 use super::metrics::Family;
+use super::topic_configs::ConfigChange;
 use super::topics::NewTopic;
 use crate::protocol::messages::QueueRef;
 use glommio::channels::channel_mesh::{Receivers, Senders};
@@ -31,6 +32,8 @@ pub enum Call {
     CreateTopic(NewTopic),
     /// Delete a topic (on shard 0).
     DeleteTopic(String),
+    /// Change a topic's configs (on shard 0).
+    ConfigureTopic { name: String, changes: Vec<ConfigChange> },
     /// Report this shard's metrics.
     Metrics,
     /// Say whether this shard serves fully (readiness).
@@ -108,7 +111,10 @@ impl Mesh {
 
     /// Asks `shard` (0) to make a topic change.
     pub async fn change_topics(&self, shard: usize, change: Call) -> Result<(), Failure> {
-        assert!(matches!(change, Call::CreateTopic(_) | Call::DeleteTopic(_)), "{change:?} is not a topic change");
+        assert!(
+            matches!(change, Call::CreateTopic(_) | Call::DeleteTopic(_) | Call::ConfigureTopic { .. }),
+            "{change:?} is not a topic change"
+        );
         match self.call(shard, change).await? {
             Answer::Changed(changed) => changed,
             other => Err(unexpected(&other)),

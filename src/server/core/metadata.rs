@@ -6,6 +6,7 @@
 //! by their place, and only this group's have storage here.
 
 use super::placement::{Place, PlacedTopic};
+use super::topic_configs::TopicConfigs;
 use crate::protocol::codec::{DecodeError, Reader, Writer};
 use ringmq_shards::FlushPolicy;
 use std::collections::BTreeMap;
@@ -14,7 +15,9 @@ use std::path::Path;
 const FILE: &str = "metadata";
 /// Files from before topics could span broker groups: every queue is here.
 const MAGIC_V1: u32 = 0x444d_4d52; // "RMMD"
-const MAGIC: u32 = 0x324d_4d52; // "RMM2"
+/// Files from before topics had configs of their own.
+const MAGIC_V2: u32 = 0x324d_4d52; // "RMM2"
+const MAGIC: u32 = 0x334d_4d52; // "RMM3"
 /// Longest topic name.
 pub const TOPIC_NAME_MAX: usize = 200;
 /// Most queues per topic.
@@ -43,6 +46,8 @@ pub struct Topic {
     pub queues: Vec<Home>,
     /// The etcd revision that created it in a cluster (0 on a single node).
     pub created: i64,
+    /// The configs it set for itself.
+    pub configs: TopicConfigs,
 }
 
 /// The broker's metadata.
@@ -80,6 +85,11 @@ impl Metadata {
                     Home::Group(place) => w.u8(1).string(&place.broker_group).u32(place.shard),
                 };
             }
+            let configs = t.configs.entries();
+            w.u32(configs.len() as u32);
+            for (config, value) in configs {
+                w.string(config).string(&value);
+            }
         }
         let crc = crc32fast::hash(&w.buf);
         w.u32(crc);
@@ -95,9 +105,10 @@ impl Metadata {
             return Err(DecodeError("metadata CRC mismatch"));
         }
         let mut r = Reader::new(&bytes[..bytes.len() - 4]);
-        let v1 = match r.u32()? {
-            MAGIC_V1 => true,
-            MAGIC => false,
+        let (v1, v2) = match r.u32()? {
+            MAGIC_V1 => (true, false),
+            MAGIC_V2 => (false, true),
+            MAGIC => (false, false),
             _ => return Err(DecodeError("not a metadata file")),
         };
         let next_storage_id = r.u32()?;
@@ -107,7 +118,8 @@ impl Metadata {
             let flush = r.u8()?;
             let created = if v1 { 0 } else { r.u64()? as i64 };
             let queues = (0..r.count(8)?).map(|_| decode_home(&mut r, v1)).collect::<Result<_, _>>()?;
-            topics.insert(name, Topic { flush, queues, created });
+            let configs = if v1 || v2 { TopicConfigs::default() } else { decode_configs(&mut r)? };
+            topics.insert(name, Topic { flush, queues, created, configs });
         }
         r.finish()?;
         Ok(Metadata { topics, next_storage_id })
@@ -132,13 +144,13 @@ impl Metadata {
 
     /// Adds a topic whose queues are spread over `shards` shards, starting at
     /// a shard picked by the name so that small topics do not all land on shard 0.
-    pub fn with_topic(&self, name: &str, queues: u32, flush: u8, shards: u32) -> Metadata {
+    pub fn with_topic(&self, name: &str, queues: u32, flush: u8, configs: TopicConfigs, shards: u32) -> Metadata {
         let first = spread_hash(name) % shards;
         let mut next = self.clone();
         let slots = (0..queues)
             .map(|q| Home::Here(QueueSlot { shard: (first + q) % shards, storage_id: self.next_storage_id + q }))
             .collect();
-        next.topics.insert(name.to_string(), Topic { flush, queues: slots, created: 0 });
+        next.topics.insert(name.to_string(), Topic { flush, queues: slots, created: 0, configs });
         next.next_storage_id += queues;
         next
     }
@@ -167,7 +179,8 @@ impl Metadata {
                     _ => Home::Group(place.clone()),
                 })
                 .collect();
-            next.topics.insert(name.clone(), Topic { flush: placed.flush, queues, created: placed.created });
+            let topic = Topic { flush: placed.flush, queues, created: placed.created, configs: placed.configs.clone() };
+            next.topics.insert(name.clone(), topic);
         }
         next
     }
@@ -215,6 +228,12 @@ fn decode_home(r: &mut Reader<'_>, v1: bool) -> Result<Home, DecodeError> {
     }
 }
 
+fn decode_configs(r: &mut Reader<'_>) -> Result<TopicConfigs, DecodeError> {
+    let entries = (0..r.count(8)?).map(|_| Ok((r.string()?, r.string()?))).collect::<Result<Vec<_>, DecodeError>>()?;
+    TopicConfigs::from_entries(entries.iter().map(|(n, v)| (n.as_str(), v.as_str())))
+        .map_err(|_| DecodeError("a topic config the broker does not take"))
+}
+
 /// The hash of a topic name that picks the shard its first queue goes to
 /// (on a single node and over a cluster's groups alike).
 pub fn spread_hash(name: &str) -> u32 {
@@ -243,7 +262,14 @@ mod tests {
 
     #[test]
     fn metadata_round_trips_and_spreads_queues_over_shards() {
-        let m = Metadata::default().with_topic("orders", 8, 0, 2).with_topic("audit", 3, 1, 2);
+        let kept = TopicConfigs::from_entries([("retention.ms", "60000")]).unwrap();
+        let m = Metadata::default().with_topic("orders", 8, 0, kept, 2).with_topic(
+            "audit",
+            3,
+            1,
+            TopicConfigs::default(),
+            2,
+        );
         assert_eq!(Metadata::decode(&m.encode()).unwrap(), m);
         let slots = |t: &Topic| t.queues.iter().map(here).collect::<Vec<_>>();
         let shards: Vec<u32> = slots(&m.topics["orders"]).iter().map(|q| q.shard).collect();
@@ -283,7 +309,8 @@ mod tests {
     #[test]
     fn a_placement_keeps_the_storage_of_topics_held_and_names_other_groups_queues() {
         let at = |group: &str, shard| Place { broker_group: group.into(), shard };
-        let topic = |created, queues: Vec<Place>| PlacedTopic { flush: 0, queues, created };
+        let topic =
+            |created, queues: Vec<Place>| PlacedTopic { flush: 0, queues, created, configs: Default::default() };
         let mut placed = BTreeMap::new();
         placed.insert("t".to_string(), topic(10, vec![at("a", 0), at("b", 0), at("a", 1)]));
         let m = Metadata::default().with_placement(&placed, "a");

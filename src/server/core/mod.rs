@@ -22,6 +22,7 @@ pub mod replication;
 pub mod service;
 pub mod stall;
 pub mod tasks;
+pub mod topic_configs;
 pub mod topics;
 pub mod trace;
 pub mod traffic;

@@ -10,8 +10,8 @@
 
 use crate::server::internal::queues::{self, OFFSETS};
 use ringmq_shards::batch::BatchBuilder;
-use ringmq_shards::{Record, Shard, StorageError};
-use std::cell::RefCell;
+use ringmq_shards::{QueueId, Record, Shard, StorageError};
+use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
 
 type Key = (String, String, u32);
@@ -50,6 +50,11 @@ impl Committed {
 /// Committed offsets of the queues this shard owns.
 pub struct Offsets {
     committed: RefCell<HashMap<Key, Committed>>,
+    /// Where in the internal queue the last two snapshots began (None: not
+    /// made yet). Every value is at or after the older one: a commit whose
+    /// record was stored just before a snapshot began, but not yet in memory,
+    /// lies after the snapshot before it and is in the next.
+    snapshots_from: Cell<[Option<u64>; 2]>,
 }
 
 impl Offsets {
@@ -66,7 +71,7 @@ impl Offsets {
             };
         })
         .await?;
-        Ok(Offsets { committed: RefCell::new(committed) })
+        Ok(Offsets { committed: RefCell::new(committed), snapshots_from: Cell::default() })
     }
 
     /// Durably records `committed` as the group's position in the queue.
@@ -113,6 +118,7 @@ impl Offsets {
     /// value of each key is always in recent segments.
     pub async fn snapshot(&self, storage: &Shard) -> Result<usize, StorageError> {
         let all: Vec<(Key, Vec<u8>)> = self.committed.borrow().iter().map(|(k, v)| (k.clone(), v.encode())).collect();
+        let from = storage.offsets(OFFSETS)?.1;
         for chunk in all.chunks(1000) {
             let mut b = BatchBuilder::new(0);
             let encoded: Vec<(String, &Vec<u8>)> =
@@ -122,7 +128,14 @@ impl Offsets {
             }
             storage.append(OFFSETS, &b.finish()).await?;
         }
+        let [_, newer] = self.snapshots_from.get();
+        self.snapshots_from.set([newer, Some(from)]);
         Ok(all.len())
+    }
+
+    /// The oldest record of the internal queue still needed: (queue, offset).
+    pub fn needed(&self) -> (QueueId, u64) {
+        (OFFSETS, self.snapshots_from.get()[0].unwrap_or(0))
     }
 
     /// Every consumer group's committed offset this shard stores (the

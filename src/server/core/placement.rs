@@ -9,6 +9,7 @@ use super::context::Core;
 use super::failure::Failure;
 use super::failure::Reason;
 use super::metadata::{ClientView, Home};
+use super::topic_configs::{ConfigChange, TopicConfigs};
 use super::topics::NewTopic;
 use crate::protocol::coordinator_of;
 use std::collections::BTreeMap;
@@ -32,6 +33,9 @@ pub struct Place {
 pub struct PlacedTopic {
     pub flush: u8,
     pub queues: Vec<Place>,
+    /// The configs it set for itself.
+    #[serde(default, skip_serializing_if = "TopicConfigs::is_empty")]
+    pub configs: TopicConfigs,
     /// The etcd revision that created it (0 until read back): a topic deleted
     /// and created again under its name is a new topic, with new storage.
     #[serde(skip)]
@@ -134,6 +138,12 @@ pub enum PlacementAsk {
         name: String,
         reply: oneshot::Sender<Result<(), Failure>>,
     },
+    /// Change a topic's configs in etcd.
+    Configure {
+        name: String,
+        changes: Vec<ConfigChange>,
+        reply: oneshot::Sender<Result<(), Failure>>,
+    },
     /// This group's metadata now holds the view of this etcd revision.
     Applied(i64),
 }
@@ -155,15 +165,26 @@ impl std::fmt::Debug for PlacementLink {
 impl PlacementLink {
     /// Creates a topic through etcd.
     pub async fn create(&self, topic: NewTopic) -> Result<(), Failure> {
-        let (reply, answer) = oneshot::channel();
-        (self.ask)(PlacementAsk::Create { topic, reply });
-        answer.await.unwrap_or_else(|_| Err(Failure::cluster_unavailable("the control plane stopped")))
+        self.change(|reply| PlacementAsk::Create { topic, reply }).await
     }
 
     /// Deletes a topic through etcd.
     pub async fn delete(&self, name: &str) -> Result<(), Failure> {
+        self.change(|reply| PlacementAsk::Delete { name: name.to_string(), reply }).await
+    }
+
+    /// Changes a topic's configs through etcd.
+    pub async fn configure(&self, name: &str, changes: Vec<ConfigChange>) -> Result<(), Failure> {
+        self.change(|reply| PlacementAsk::Configure { name: name.to_string(), changes, reply }).await
+    }
+
+    /// Asks the control plane for a topic change and waits for its answer.
+    async fn change(
+        &self,
+        ask: impl FnOnce(oneshot::Sender<Result<(), Failure>>) -> PlacementAsk,
+    ) -> Result<(), Failure> {
         let (reply, answer) = oneshot::channel();
-        (self.ask)(PlacementAsk::Delete { name: name.to_string(), reply });
+        (self.ask)(ask(reply));
         answer.await.unwrap_or_else(|_| Err(Failure::cluster_unavailable("the control plane stopped")))
     }
 }

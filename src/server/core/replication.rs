@@ -228,6 +228,12 @@ impl Replication {
 
     /// True once the control plane says this node no longer leads (its
     /// lease lapsed or a later epoch began): it must not take or serve anything.
+    /// The replicas a sync produce is held on before its ack (the leader
+    /// and the followers etcd lists in sync); None under async acks.
+    pub fn in_sync_for_acks(&self) -> Option<usize> {
+        (self.config.mode == ReplicationMode::Sync).then(|| self.isr.confirmed().len() + 1)
+    }
+
     pub fn deposed(&self) -> bool {
         self.isr.deposed.load(std::sync::atomic::Ordering::Acquire)
     }

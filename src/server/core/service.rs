@@ -9,6 +9,7 @@ use super::failure::Reason;
 use super::mesh::{Answer, Call};
 use super::metadata::{Home, QueueSlot};
 use super::offsets::Committed;
+use super::topic_configs::{TimestampType, TopicConfigs};
 use crate::protocol::messages::QueueRef;
 use ringmq_shards::{QueueId, ReadBatches, ReadWait, Record, StorageError};
 use std::rc::Rc;
@@ -65,9 +66,47 @@ impl Core {
                 return Err(Failure(Reason::NotLeader, m.into()));
             }
         }
+        let configs = self.queue_configs.borrow().get(&slot.storage_id).cloned();
+        let stamped = match configs {
+            Some(configs) => self.apply_topic_configs(&configs, batch)?,
+            None => None,
+        };
+        let batch = stamped.as_deref().unwrap_or(batch);
         let appended = self.storage().append(QueueId(slot.storage_id), batch).await?;
         self.replicated(appended.position.0 + batch.len() as u64).await?;
         Ok((appended.base_offset, appended.record_count))
+    }
+
+    /// Holds a batch to its topic's configs before it is stored: its size
+    /// to `max.message.bytes` (as Kafka counts a batch), the replicas in
+    /// sync to `min.insync.replicas` (sync acks; one on a single node), and
+    /// under LogAppendTime a copy given the broker's time (returned).
+    fn apply_topic_configs(&self, configs: &TopicConfigs, batch: &[u8]) -> Result<Option<Vec<u8>>, Failure> {
+        if let Some(max) = configs.max_message_bytes() {
+            let size = batch.len().saturating_sub(ringmq_shards::batch::KAFKA_WRAPPER_BYTES);
+            if size > max as usize {
+                let m = format!("a batch of {size} bytes is larger than its topic's max.message.bytes ({max})");
+                return Err(Failure(Reason::BatchTooLarge, m));
+            }
+        }
+        if let Some(min) = configs.min_insync_replicas() {
+            let in_sync = match self.role() {
+                ShardRole::Leader(replication) => replication.in_sync_for_acks(),
+                ShardRole::Single | ShardRole::Follower { .. } => Some(1),
+            };
+            if let Some(in_sync) = in_sync.filter(|n| *n < min as usize) {
+                let m = format!("{in_sync} replica(s) in sync, fewer than the topic's min.insync.replicas ({min})");
+                return Err(Failure(Reason::TooFewInSync, m));
+            }
+        }
+        if configs.timestamp_type() != TimestampType::LogAppendTime {
+            return Ok(None);
+        }
+        // Checked first: the stamp makes its CRCs again.
+        ringmq_shards::batch::check(batch, self.config().batch_limits())?;
+        let mut stamped = batch.to_vec();
+        ringmq_shards::batch::set_log_append_time(&mut stamped, self.clock().now_ms() as i64)?;
+        Ok(Some(stamped))
     }
 
     /// Appends `batch` to a topic's queue wherever it lives.
@@ -187,6 +226,7 @@ impl Core {
             Call::Append { queue, batch } => Answer::Appended(self.append(&queue, &batch).await),
             Call::CreateTopic(req) => Answer::Changed(self.create_topic(req).await),
             Call::DeleteTopic(name) => Answer::Changed(self.delete_topic(&name).await),
+            Call::ConfigureTopic { name, changes } => Answer::Changed(self.configure_topic(&name, changes).await),
             Call::Metrics => Answer::Metrics(self.collect_metrics()),
             Call::Health => Answer::Health(self.trouble()),
             commit @ Call::TraceCommit { .. } => self.serve_trace_commit(commit),

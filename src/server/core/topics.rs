@@ -11,8 +11,9 @@ use super::failure::Reason;
 use super::mesh::Call;
 use super::metadata::{self, Home, Metadata, QUEUES_MAX};
 use super::placement::ClusterView;
+use super::topic_configs::{ConfigChange, TopicConfigs};
 use ringmq_shards::{FlushPolicy, QueueId, StorageError};
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::rc::Rc;
 
 /// A topic to create, in the broker's terms: each protocol's edge builds
@@ -23,6 +24,8 @@ pub struct NewTopic {
     pub queues: u32,
     /// How its appends are made durable.
     pub flush: FlushPolicy,
+    /// The configs it sets for itself.
+    pub configs: TopicConfigs,
 }
 
 /// The shard that owns metadata changes.
@@ -32,6 +35,7 @@ impl Core {
     /// Creates a topic (on shard 0, wherever it is asked).
     pub async fn create_topic(self: &Rc<Self>, req: NewTopic) -> Result<(), Failure> {
         check_new_topic(&req)?;
+        self.check_topic_configs(&req.configs)?;
         if let Some(placement) = self.placement() {
             return placement.create(req).await;
         }
@@ -43,8 +47,54 @@ impl Core {
         if current.topics.contains_key(&req.name) {
             return Err(Failure(Reason::TopicExists, format!("topic {:?} already exists", req.name)));
         }
-        let next = current.with_topic(&req.name, req.queues, flush_code(req.flush), self.shards() as u32);
+        let shards = self.shards() as u32;
+        let next = current.with_topic(&req.name, req.queues, flush_code(req.flush), req.configs, shards);
         self.publish(next).await
+    }
+
+    /// Changes a topic's configs, all of `changes` or none (on shard 0,
+    /// wherever it is asked; in a cluster, in etcd).
+    pub async fn configure_topic(self: &Rc<Self>, name: &str, changes: Vec<ConfigChange>) -> Result<(), Failure> {
+        if let Some(placement) = self.placement() {
+            return placement.configure(name, changes).await;
+        }
+        if self.id() != METADATA_SHARD {
+            let call = Call::ConfigureTopic { name: name.to_string(), changes };
+            return self.mesh().change_topics(METADATA_SHARD, call).await;
+        }
+        let _one_change_at_a_time = self.metadata_lock.acquire_permit(1).await;
+        let mut next = (*self.metadata()).clone();
+        let topic = next.topics.get_mut(name).ok_or_else(|| Failure::unknown_topic(name))?;
+        let configs = topic.configs.changed(&changes)?;
+        self.check_topic_configs(&configs)?;
+        if configs == topic.configs {
+            return Ok(());
+        }
+        topic.configs = configs;
+        self.publish(next).await
+    }
+
+    /// Checks `changes` to a topic's configs without making them.
+    pub fn check_topic_change(&self, name: &str, changes: &[ConfigChange]) -> Result<(), Failure> {
+        let metadata = self.metadata();
+        let topic = metadata.topics.get(name).ok_or_else(|| Failure::unknown_topic(name))?;
+        self.check_topic_configs(&topic.configs.changed(changes)?)
+    }
+
+    /// Refuses configs past what this broker can do: a `max.message.bytes`
+    /// larger than its own batch limit.
+    pub fn check_topic_configs(&self, configs: &TopicConfigs) -> Result<(), Failure> {
+        let most = self.config().kafka_batch_bytes_max();
+        match configs.max_message_bytes() {
+            Some(asked) if asked as usize > most => Err(Failure(
+                Reason::InvalidConfig,
+                format!(
+                    "max.message.bytes={asked} is larger than the broker takes ({most} bytes); raise the broker's \
+                     --batch-bytes-max first"
+                ),
+            )),
+            _ => Ok(()),
+        }
     }
 
     /// Deletes a topic and, on every shard, its queues' storage.
@@ -68,7 +118,9 @@ impl Core {
         if self.metadata().topics.contains_key(name) {
             return Ok(());
         }
-        match self.create_topic(NewTopic { name: name.to_string(), queues: 1, flush: FlushPolicy::Sync }).await {
+        let topic =
+            NewTopic { name: name.to_string(), queues: 1, flush: FlushPolicy::Sync, configs: TopicConfigs::default() };
+        match self.create_topic(topic).await {
             Err(Failure(Reason::TopicExists, _)) => Ok(()),
             other => other,
         }
@@ -136,11 +188,15 @@ impl Core {
         let existing: HashSet<QueueId> = storage.queues().into_iter().collect();
         let mut wanted = HashSet::new();
         let mut create = Vec::new();
+        let mut configs = HashMap::new();
         for topic in next.topics.values() {
             let here = topic.queues.iter().filter_map(|h| if let Home::Here(slot) = h { Some(slot) } else { None });
             for slot in here.filter(|s| s.shard as usize == self.id()) {
                 let q = QueueId(slot.storage_id);
                 wanted.insert(q);
+                if !topic.configs.is_empty() {
+                    configs.insert(slot.storage_id, topic.configs.clone());
+                }
                 if existing.contains(&q) {
                     storage.set_flush_policy(q, flush_policy(topic.flush))?;
                 } else {
@@ -153,6 +209,7 @@ impl Core {
         let deleted: Vec<QueueId> =
             existing.into_iter().filter(|q| q.0 < next.next_storage_id && !wanted.contains(q)).collect();
         *self.metadata.borrow_mut() = Rc::new(next);
+        *self.queue_configs.borrow_mut() = Rc::new(configs);
         storage.delete_queues(&deleted).await
     }
 }

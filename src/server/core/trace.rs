@@ -263,7 +263,12 @@ impl Core {
     /// (shard 0 creates the trace topic first).
     pub async fn write_traces(self: Rc<Self>) {
         if self.id() == 0 {
-            let topic = NewTopic { name: TRACE_TOPIC.into(), queues: TRACE_QUEUES, flush: FlushPolicy::Sync };
+            let topic = NewTopic {
+                name: TRACE_TOPIC.into(),
+                queues: TRACE_QUEUES,
+                flush: FlushPolicy::Sync,
+                configs: Default::default(),
+            };
             match self.create_topic(topic).await {
                 Ok(()) | Err(super::Failure(Reason::TopicExists, _)) => {}
                 Err(failure) => tracing::error!(%failure, "creating the trace topic failed; traces are dropped"),

@@ -1,8 +1,9 @@
 //! The data path of topics: produce (all of a request or none of it),
-//! fetch (one queue, or many with one long poll), tag filtering, and lookup
-//! by message id or key.
+//! fetch (one queue, or many with one long poll), tag filtering, lookup
+//! by message id or key, and a topic's own retention and DeleteRecords.
 
 pub mod fetch;
 pub mod lookup;
 pub mod produce;
+pub mod retention;
 pub mod tag_filter;

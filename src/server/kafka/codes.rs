@@ -33,6 +33,8 @@ fn error_of(reason: Reason) -> K {
         R::UnknownMember => K::UnknownMemberId,
         R::InconsistentGroupProtocol => K::InconsistentGroupProtocol,
         R::FencedInstance => K::FencedInstanceId,
+        R::InvalidConfig => K::InvalidConfig,
+        R::TooFewInSync => K::NotEnoughReplicas,
         R::UnsupportedVersion => K::UnsupportedVersion,
         R::InvalidRequest => K::InvalidRequest,
         R::AuthenticationFailed => K::SaslAuthenticationFailed,

@@ -8,6 +8,7 @@
 pub mod api;
 mod brokers;
 mod codes;
+mod configs;
 pub mod connection;
 mod error;
 mod groups;

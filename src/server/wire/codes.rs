@@ -54,6 +54,8 @@ pub fn code(reason: Reason) -> ErrorCode {
         R::ClusterUnavailable => ErrorCode::ClusterUnavailable,
         R::InconsistentGroupProtocol => ErrorCode::InconsistentGroupProtocol,
         R::FencedInstance => ErrorCode::FencedInstance,
+        R::InvalidConfig => ErrorCode::InvalidConfig,
+        R::TooFewInSync => ErrorCode::TooFewInSync,
         R::AuthenticationFailed => ErrorCode::AuthenticationFailed,
         R::UnsupportedSaslMechanism => ErrorCode::UnsupportedSaslMechanism,
         R::NotAuthorized => ErrorCode::NotAuthorized,
@@ -116,6 +118,8 @@ mod tests {
             R::UnsupportedSaslMechanism,
             R::NotAuthorized,
             R::FencedInstance,
+            R::InvalidConfig,
+            R::TooFewInSync,
         ];
         let codes: std::collections::HashSet<ErrorCode> = all.iter().map(|r| code(*r)).collect();
         assert_eq!(codes.len(), all.len());

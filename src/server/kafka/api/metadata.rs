@@ -38,7 +38,8 @@ async fn auto_create(s: &Services, at: &At, names: &[String]) -> Vec<(String, i1
             continue;
         }
         let queues = core.config().auto_create_queues;
-        let ask = NewTopic { name: name.clone(), queues, flush: core.config().default_flush };
+        let ask =
+            NewTopic { name: name.clone(), queues, flush: core.config().default_flush, configs: Default::default() };
         match core.create_topic(ask).await {
             Ok(()) => tracing::info!(topic = %name, queues, "created a topic a Kafka client named"),
             Err(f) if f.0 == Reason::TopicExists => {}

@@ -8,15 +8,18 @@
 //! response with the header version its API and version call for) is
 //! `Entry` below, once. Adding an API is a file here and a line in `TABLE`.
 
+mod alter_configs;
 mod api_versions;
 mod create_topics;
 mod delete_groups;
+mod delete_records;
 mod delete_topics;
 mod describe_configs;
 mod describe_groups;
 mod fetch;
 mod find_coordinator;
 mod heartbeat;
+mod incremental_alter_configs;
 mod init_producer_id;
 mod join_group;
 mod leave_group;
@@ -44,7 +47,7 @@ use std::rc::Rc;
 use std::time::Duration;
 
 /// Every Kafka API served.
-pub static TABLE: [&(dyn Handler + Sync); 22] = [
+pub static TABLE: [&(dyn Handler + Sync); 25] = [
     &Entry::<produce::Produce>(PhantomData),
     &Entry::<fetch::Fetch>(PhantomData),
     &Entry::<list_offsets::ListOffsets>(PhantomData),
@@ -66,6 +69,9 @@ pub static TABLE: [&(dyn Handler + Sync); 22] = [
     &Entry::<list_groups::ListGroups>(PhantomData),
     &Entry::<delete_groups::DeleteGroups>(PhantomData),
     &Entry::<offset_delete::OffsetDelete>(PhantomData),
+    &Entry::<delete_records::DeleteRecords>(PhantomData),
+    &Entry::<alter_configs::AlterConfigs>(PhantomData),
+    &Entry::<incremental_alter_configs::IncrementalAlterConfigs>(PhantomData),
     &Entry::<sasl_authenticate::SaslAuthenticate>(PhantomData),
 ];
 

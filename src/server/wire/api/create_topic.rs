@@ -30,6 +30,6 @@ impl Api for CreateTopic {
 
     async fn serve(s: &Services, c: Self::Request<'_>, _: &At<'_>, _: &mut Writer) -> Result<(), Failure> {
         let flush = flush_policy(c.flush).ok_or_else(|| Failure::invalid("flush must be 0 (sync) or 1 (async)"))?;
-        s.core.create_topic(NewTopic { name: c.name, queues: c.queues, flush }).await
+        s.core.create_topic(NewTopic { name: c.name, queues: c.queues, flush, configs: Default::default() }).await
     }
 }

@@ -1,0 +1,145 @@
+//! A topic's own retention and DeleteRecords. A queue whose topic sets
+//! `retention.ms` or `retention.bytes` (and whose `cleanup.policy` deletes)
+//! has its start moved past what it no longer keeps, every
+//! `retention_check_interval`; DeleteRecords moves it where the client asks
+//! and checkpoints before it answers. After each pass the lowest start of
+//! every topic queue of the shard (and what the offsets and metadata logs
+//! still need) is released to the storage engine, whose retention then
+//! retires the segments wholly below it: the disk comes back once every
+//! queue in a segment has let go of it.
+//!
+//! Time is compared with each batch's newest timestamp, by a binary search
+//! over the queue's offsets (as Kafka deletes segment by segment from the
+//! oldest, a record far in the future holds everything after it). Size is
+//! estimated from up to `SIZE_SAMPLES` batches spread over the queue (bytes
+//! per record), as Kafka's segment-sized steps are approximate too.
+//! Leaders and single nodes only: followers keep what they mirror, and a
+//! trim is not replicated (a new leader applies its topics' retention again;
+//! a DeleteRecords is not carried over a fail-over).
+
+use crate::server::core::metadata::QueueSlot;
+use crate::server::core::topic_configs::TopicConfigs;
+use crate::server::core::{Core, Failure, Reason};
+use crate::server::internal::queues::METADATA;
+use crate::server::internal::retention_floor;
+use ringmq_shards::{batch, QueueId, ReadWait, Shard, StorageError};
+use std::rc::Rc;
+
+/// Batches read to estimate a queue's bytes per record.
+const SIZE_SAMPLES: u64 = 8;
+
+/// Runs a pass every `retention_check_interval` until the shard stops.
+pub async fn run(core: Rc<Core>) {
+    while core.tasks().sleep(core.config().retention_check_interval).await {
+        if let Err(error) = pass(&core).await {
+            tracing::warn!(shard = core.id(), %error, "a topic retention pass failed; will retry");
+        }
+    }
+}
+
+/// Moves the starts of this shard's queues as their topics' retention
+/// says, then releases what no queue reads any more.
+async fn pass(core: &Core) -> Result<(), StorageError> {
+    let storage = core.storage();
+    let now_ms = core.clock().now_ms() as i64;
+    let metadata = core.metadata();
+    let mut needed = vec![core.offsets().needed()];
+    if let Ok((_, end)) = storage.offsets(METADATA) {
+        needed.push((METADATA, end.saturating_sub(1)));
+    }
+    for (name, _, slot) in metadata.slots_on(core.id()) {
+        let queue = QueueId(slot.storage_id);
+        let configs = &metadata.topics[&name].configs;
+        if configs.cleanup_policy().deletes() {
+            if let Some(from) = kept_from(storage, queue, configs, now_ms).await? {
+                let start = storage.trim(queue, from)?;
+                tracing::debug!(topic = %name, queue = queue.0, start, "topic retention moved a queue's start");
+            }
+        }
+        needed.push((queue, storage.offsets(queue)?.0));
+    }
+    storage.release_below(retention_floor::floor(storage, &needed).await?);
+    Ok(())
+}
+
+/// The first offset a queue keeps under its topic's retention, if past its start.
+async fn kept_from(
+    storage: &Shard,
+    queue: QueueId,
+    configs: &TopicConfigs,
+    now_ms: i64,
+) -> Result<Option<u64>, StorageError> {
+    let (start, end) = storage.offsets(queue)?;
+    if start == end {
+        return Ok(None);
+    }
+    let mut from = start;
+    if let Some(age) = configs.retention_age() {
+        let cutoff = now_ms.saturating_sub(age.as_millis() as i64);
+        let (mut lo, mut hi) = (start, end);
+        while lo < hi {
+            let mid = lo + (hi - lo) / 2;
+            if newest_timestamp(storage, queue, mid).await? < cutoff {
+                lo = mid + 1;
+            } else {
+                hi = mid;
+            }
+        }
+        from = lo;
+    }
+    if let Some(bytes) = configs.retention_bytes() {
+        from = from.max(end.saturating_sub(records_within(storage, queue, start, end, bytes).await?));
+    }
+    Ok((from > start).then_some(from))
+}
+
+/// The newest timestamp of the batch holding `offset`.
+async fn newest_timestamp(storage: &Shard, queue: QueueId, offset: u64) -> Result<i64, StorageError> {
+    let read = storage.read(queue, offset, 1, ReadWait::No).await?;
+    let first = batch::split(&read.bytes).next().ok_or(StorageError::OffsetOutOfRange {
+        queue: queue.0,
+        offset,
+        start: offset,
+        end: read.end_offset,
+    })?;
+    Ok(batch::newest_timestamp(first)?)
+}
+
+/// About how many of a queue's newest records fit in `bytes`: bytes per
+/// record from up to `SIZE_SAMPLES` batches spread over [start, end).
+async fn records_within(
+    storage: &Shard,
+    queue: QueueId,
+    start: u64,
+    end: u64,
+    bytes: u64,
+) -> Result<u64, StorageError> {
+    let step = ((end - start) / SIZE_SAMPLES).max(1);
+    let (mut sampled_bytes, mut sampled_records) = (0u64, 0u64);
+    for offset in (start..end).step_by(step as usize).take(SIZE_SAMPLES as usize) {
+        let read = storage.read(queue, offset, 1, ReadWait::No).await?;
+        let header = batch::split(&read.bytes).next().and_then(batch::BatchHeader::decode);
+        if let Some(header) = header {
+            sampled_bytes += u64::from(header.length);
+            sampled_records += u64::from(header.record_count);
+        }
+    }
+    let per_record = sampled_bytes.checked_div(sampled_records).unwrap_or(1).max(1);
+    Ok(bytes / per_record)
+}
+
+/// DeleteRecords on the queue's owner: its records below `offset` removed
+/// (`None`: all it holds), durably before the answer; the queue's new start.
+pub async fn delete_records(core: &Core, slot: QueueSlot, offset: Option<u64>) -> Result<u64, Failure> {
+    let storage = core.storage();
+    let queue = QueueId(slot.storage_id);
+    let (start, end) = storage.offsets(queue)?;
+    let offset = offset.unwrap_or(end);
+    if offset > end {
+        let m = format!("offset {offset} is past the queue's end {end} (its records are [{start}, {end}))");
+        return Err(Failure(Reason::OffsetOutOfRange, m));
+    }
+    let start = storage.trim(queue, offset)?;
+    storage.checkpoint().await?;
+    Ok(start)
+}
