@@ -609,6 +609,13 @@ async fn change_topics<S: Store>(store: S, change: PlacementAsk) {
         PlacementAsk::Delete { name, reply } => {
             (tokio::time::timeout(ETCD_TIMEOUT, placement::delete(&store, &name)).await, reply)
         }
+        PlacementAsk::AddQueues { name, queues, reply } => {
+            let made = async {
+                let view = placement::read_view(&store).await.map_err(Failure::cluster_unavailable)?;
+                placement::add_queues(&store, &view, &name, queues).await
+            };
+            (tokio::time::timeout(ETCD_TIMEOUT, made).await, reply)
+        }
         PlacementAsk::Configure { name, changes, reply } => {
             (tokio::time::timeout(ETCD_TIMEOUT, placement::configure(&store, &name, &changes)).await, reply)
         }
@@ -638,7 +645,8 @@ fn answer_stopped(unsent: Command) {
         Command::Placement(
             PlacementAsk::Create { reply, .. }
             | PlacementAsk::Delete { reply, .. }
-            | PlacementAsk::Configure { reply, .. },
+            | PlacementAsk::Configure { reply, .. }
+            | PlacementAsk::AddQueues { reply, .. },
         ) => {
             let _ = reply.send(stopped());
         }

@@ -109,18 +109,47 @@ pub(super) async fn delete(store: &impl Store, name: &str) -> Result<i64, Failur
     done.ok_or_else(|| Failure(Reason::UnknownTopic, format!("unknown topic {name:?}")))
 }
 
-/// Changes a topic's configs (read, changed, written back unless another
-/// change came between; then again); the revision it was stored at.
+/// Changes a topic's configs; the revision it was stored at.
 pub(super) async fn configure(store: &impl Store, name: &str, changes: &[ConfigChange]) -> Result<i64, Failure> {
+    change_topic(store, name, |topic| {
+        topic.configs = topic.configs.changed(changes)?;
+        Ok(())
+    })
+    .await
+}
+
+/// Gives a topic `queues` queues in all, the new ones placed over the groups
+/// `view` knows as a topic of that many would be; the revision it was stored at.
+pub(super) async fn add_queues(store: &impl Store, view: &ClusterView, name: &str, queues: u32) -> Result<i64, Failure> {
+    change_topic(store, name, |topic| {
+        crate::server::check_more_queues(name, Some(topic.queues.len()), queues)?;
+        let placed = place(name, queues, &view.groups);
+        if placed.len() != queues as usize {
+            return Err(unavailable("no broker group has recorded its shards yet"));
+        }
+        topic.queues.extend_from_slice(&placed[topic.queues.len()..]);
+        Ok(())
+    })
+    .await
+}
+
+/// Changes a topic's key: read, changed by `change`, written back unless
+/// another change came between (then again); the revision it was stored at
+/// (unchanged: the key's own).
+async fn change_topic(
+    store: &impl Store,
+    name: &str,
+    change: impl Fn(&mut PlacedTopic) -> Result<(), Failure>,
+) -> Result<i64, Failure> {
     let key = topic_key(name);
     loop {
         let kv = store.get(&key).await.map_err(unavailable)?.ok_or_else(|| Failure::unknown_topic(name))?;
-        let mut topic: PlacedTopic = kv.json().map_err(unavailable)?;
-        let configs = topic.configs.changed(changes)?;
-        if configs == topic.configs {
+        let before: PlacedTopic = kv.json().map_err(unavailable)?;
+        let mut topic = before.clone();
+        change(&mut topic)?;
+        if topic == before {
             return Ok(kv.mod_revision);
         }
-        topic.configs = configs;
         let json = serde_json::to_string(&topic).expect("a topic serializes");
         let unchanged = Compare::ModRevision(key.clone(), kv.mod_revision);
         if let Some(revision) =
@@ -191,6 +220,11 @@ mod tests {
             assert_eq!(read_view(&store).await.unwrap().topics["t"], changed);
             let unknown = configure(&store, "nope", &[]).await.unwrap_err();
             assert_eq!(unknown.0, Reason::UnknownTopic);
+
+            add_queues(&store, &view, "t", 3).await.unwrap();
+            let grown = read_view(&store).await.unwrap().topics["t"].clone();
+            assert_eq!((grown.queues.len(), &grown.queues[..2], grown.created), (3, &changed.queues[..], created.created));
+            assert_eq!(add_queues(&store, &view, "t", 3).await.unwrap_err().0, Reason::InvalidRequest, "not more");
         });
     }
 }

@@ -36,7 +36,7 @@ pub use self::core::replication::{
     ReplicationMode,
 };
 pub use self::core::topic_configs;
-pub use self::core::topics::{flush_code, NewTopic};
+pub use self::core::topics::{check_more_queues, flush_code, NewTopic};
 pub use self::core::trace::TraceConfig;
 pub use self::core::{Failure, Reason};
 pub use self::node::dir_lock::DataDirLock;

@@ -140,3 +140,38 @@ impl AccountsLink {
         answer.await.unwrap_or_else(|_| Err(Failure::cluster_unavailable("the control plane stopped")))
     }
 }
+
+impl super::Core {
+    /// Changes the users, ACLs or quotas; stored before it is answered. On
+    /// a single node on shard 0 (asked over the mesh from another): checked,
+    /// stored durably in `DATA_DIR` (`users`, `acls`, `quotas`), then the
+    /// shared snapshot replaced. In a cluster it goes to the control plane,
+    /// which makes it in etcd; every node's control plane then takes it
+    /// from its watch. For a removal of ACLs, how many rules went.
+    pub async fn change_accounts(&self, change: AccountsChange) -> Result<u32, Failure> {
+        if let Some(link) = self.accounts_link() {
+            return link.change(change).await;
+        }
+        if self.id() != 0 {
+            return self.mesh().change_accounts(0, change).await;
+        }
+        let accounts = self.accounts();
+        let changed = change.apply(&accounts.users.get(), &accounts.acls.get(), &accounts.quotas.get())?;
+        let dir = self.config().data_dir.clone();
+        let stored = changed.clone();
+        let what = match change.store() {
+            crate::security::change::Store::Users => "users",
+            crate::security::change::Store::Acls => "ACLs",
+            crate::security::change::Store::Quotas => "quotas",
+        };
+        glommio::executor()
+            .spawn_blocking(move || match &stored {
+                Changed::Users(users) => users.store(&dir),
+                Changed::Acls(acls, _) => acls.store(&dir),
+                Changed::Quotas(quotas) => quotas.store(&dir),
+            })
+            .await
+            .map_err(|e| Failure(super::Reason::StorageFailed, format!("storing the {what}: {e}")))?;
+        Ok(accounts.replace(changed))
+    }
+}

@@ -5,6 +5,7 @@
 //! (append a batch, change topics on shard 0, apply metadata) with a typed
 //! answer. Every call is a message out and an answer back.
 
+use crate::security::change::AccountsChange;
 use super::failure::Failure;
 use super::failure::Reason;
 use super::metadata::Metadata;
@@ -34,6 +35,10 @@ pub enum Call {
     DeleteTopic(String),
     /// Change a topic's configs (on shard 0).
     ConfigureTopic { name: String, changes: Vec<ConfigChange> },
+    /// Give a topic more queues (on shard 0).
+    AddQueues { name: String, queues: u32 },
+    /// Change the users, ACLs or quotas (on shard 0).
+    ChangeAccounts(AccountsChange),
     /// Report this shard's metrics.
     Metrics,
     /// Say whether this shard serves fully (readiness).
@@ -53,6 +58,8 @@ pub enum Answer {
     Appended(Result<(u64, u32), Failure>),
     /// The topic change was stored and applied everywhere.
     Changed(Result<(), Failure>),
+    /// The accounts change was stored (for a removal of ACLs, how many rules went).
+    AccountsChanged(Result<u32, Failure>),
     /// A shard's metric families.
     Metrics(Vec<Family>),
     /// Why the shard does not serve fully, if it does not.
@@ -112,11 +119,22 @@ impl Mesh {
     /// Asks `shard` (0) to make a topic change.
     pub async fn change_topics(&self, shard: usize, change: Call) -> Result<(), Failure> {
         assert!(
-            matches!(change, Call::CreateTopic(_) | Call::DeleteTopic(_) | Call::ConfigureTopic { .. }),
+            matches!(
+                change,
+                Call::CreateTopic(_) | Call::DeleteTopic(_) | Call::ConfigureTopic { .. } | Call::AddQueues { .. }
+            ),
             "{change:?} is not a topic change"
         );
         match self.call(shard, change).await? {
             Answer::Changed(changed) => changed,
+            other => Err(unexpected(&other)),
+        }
+    }
+
+    /// Asks `shard` (0) to change the users, ACLs or quotas.
+    pub async fn change_accounts(&self, shard: usize, change: AccountsChange) -> Result<u32, Failure> {
+        match self.call(shard, Call::ChangeAccounts(change)).await? {
+            Answer::AccountsChanged(changed) => changed,
             other => Err(unexpected(&other)),
         }
     }

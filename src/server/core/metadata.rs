@@ -155,20 +155,32 @@ impl Metadata {
         next
     }
 
+    /// The topic `name` with `queues` queues in all: the new ones continue its
+    /// round robin over `shards` shards (existing queues keep their storage).
+    pub fn with_queues(&self, name: &str, queues: u32, shards: u32) -> Metadata {
+        let mut next = self.clone();
+        let first = spread_hash(name) % shards;
+        let topic = next.topics.get_mut(name).expect("a topic that exists");
+        for q in topic.queues.len() as u32..queues {
+            topic.queues.push(Home::Here(QueueSlot { shard: (first + q) % shards, storage_id: next.next_storage_id }));
+            next.next_storage_id += 1;
+        }
+        next
+    }
+
     /// This broker group's metadata for the cluster's `topics`: a topic
-    /// already held (the same creation) keeps its queues' storage, a new one
-    /// gets storage ids for the queues placed in `group`, and topics etcd no
-    /// longer has are gone.
+    /// already held (the same creation) keeps its queues' storage (those it
+    /// adds get new storage), a new one gets storage ids for the queues
+    /// placed in `group`, and topics etcd no longer has are gone.
     pub fn with_placement(&self, topics: &BTreeMap<String, PlacedTopic>, group: &str) -> Metadata {
         let mut next = Metadata { topics: BTreeMap::new(), next_storage_id: self.next_storage_id };
         for (name, placed) in topics {
-            let kept =
-                self.topics.get(name).filter(|t| t.created == placed.created && t.queues.len() == placed.queues.len());
+            let kept = self.topics.get(name).filter(|t| t.created == placed.created && t.queues.len() <= placed.queues.len());
             let queues = placed
                 .queues
                 .iter()
                 .enumerate()
-                .map(|(i, place)| match kept.map(|t| &t.queues[i]) {
+                .map(|(i, place)| match kept.and_then(|t| t.queues.get(i)) {
                     Some(Home::Here(slot)) if place.broker_group == group && slot.shard == place.shard => {
                         Home::Here(*slot)
                     }
@@ -279,6 +291,11 @@ mod tests {
         unique.sort();
         unique.dedup();
         assert_eq!(unique.len(), ids.len(), "storage ids are never shared");
+        let grown = m.with_queues("audit", 5, 2);
+        assert_eq!(grown.topics["audit"].queues[..3], m.topics["audit"].queues[..]);
+        let added: Vec<QueueSlot> = grown.topics["audit"].queues[3..].iter().map(here).collect();
+        assert_eq!(added.iter().map(|q| q.storage_id).collect::<Vec<_>>(), [m.next_storage_id, m.next_storage_id + 1]);
+        assert_ne!(added[0].shard, added[1].shard, "the round robin goes on");
         let mut bad = m.encode();
         bad[5] ^= 1;
         assert!(Metadata::decode(&bad).is_err());
@@ -327,9 +344,13 @@ mod tests {
         assert_eq!(again.topics["t"], m.topics["t"], "a topic held keeps its storage");
         assert_eq!(again.topics["u"].queues, [Home::Group(at("b", 0))], "a topic with no queue here is still known");
 
+        placed.insert("t".to_string(), topic(10, vec![at("a", 0), at("b", 0), at("a", 1), at("a", 0)]));
+        let grown = again.with_placement(&placed, "a");
+        assert_eq!(grown.topics["t"].queues[..3], again.topics["t"].queues[..], "added queues keep the others' storage");
+        assert_eq!(here(&grown.topics["t"].queues[3]).storage_id, 2);
         placed.insert("t".to_string(), topic(12, vec![at("a", 0)]));
         let recreated = again.with_placement(&placed, "a");
-        assert_eq!(here(&recreated.topics["t"].queues[0]).storage_id, 2, "a topic made again gets new storage");
+        assert_eq!(here(&recreated.topics["t"].queues[0]).storage_id, 3, "a topic made again gets new storage");
         placed.clear();
         assert!(recreated.with_placement(&placed, "a").topics.is_empty());
     }

@@ -138,6 +138,12 @@ pub enum PlacementAsk {
         name: String,
         reply: oneshot::Sender<Result<(), Failure>>,
     },
+    /// Give a topic more queues in etcd.
+    AddQueues {
+        name: String,
+        queues: u32,
+        reply: oneshot::Sender<Result<(), Failure>>,
+    },
     /// Change a topic's configs in etcd.
     Configure {
         name: String,
@@ -176,6 +182,11 @@ impl PlacementLink {
     /// Changes a topic's configs through etcd.
     pub async fn configure(&self, name: &str, changes: Vec<ConfigChange>) -> Result<(), Failure> {
         self.change(|reply| PlacementAsk::Configure { name: name.to_string(), changes, reply }).await
+    }
+
+    /// Gives a topic more queues through etcd.
+    pub async fn add_queues(&self, name: &str, queues: u32) -> Result<(), Failure> {
+        self.change(|reply| PlacementAsk::AddQueues { name: name.to_string(), queues, reply }).await
     }
 
     /// Asks the control plane for a topic change and waits for its answer.

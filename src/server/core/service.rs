@@ -227,6 +227,8 @@ impl Core {
             Call::CreateTopic(req) => Answer::Changed(self.create_topic(req).await),
             Call::DeleteTopic(name) => Answer::Changed(self.delete_topic(&name).await),
             Call::ConfigureTopic { name, changes } => Answer::Changed(self.configure_topic(&name, changes).await),
+            Call::AddQueues { name, queues } => Answer::Changed(self.add_queues(&name, queues).await),
+            Call::ChangeAccounts(change) => Answer::AccountsChanged(self.change_accounts(change).await),
             Call::Metrics => Answer::Metrics(self.collect_metrics()),
             Call::Health => Answer::Health(self.trouble()),
             commit @ Call::TraceCommit { .. } => self.serve_trace_commit(commit),

@@ -81,6 +81,26 @@ impl Core {
         self.check_topic_configs(&topic.configs.changed(changes)?)
     }
 
+    /// Gives a topic `queues` queues in all (more than it has), on shard 0
+    /// wherever it is asked (in a cluster, in etcd). A key's queue is its
+    /// hash modulo the count, so keys move as Kafka's do when partitions are added.
+    pub async fn add_queues(self: &Rc<Self>, name: &str, queues: u32) -> Result<(), Failure> {
+        if queues > QUEUES_MAX {
+            return Err(Failure::invalid(format!("a topic has 1..={QUEUES_MAX} queues, not {queues}")));
+        }
+        if let Some(placement) = self.placement() {
+            return placement.add_queues(name, queues).await;
+        }
+        if self.id() != METADATA_SHARD {
+            let call = Call::AddQueues { name: name.to_string(), queues };
+            return self.mesh().change_topics(METADATA_SHARD, call).await;
+        }
+        let _one_change_at_a_time = self.metadata_lock.acquire_permit(1).await;
+        let current = self.metadata();
+        check_more_queues(name, current.topics.get(name).map(|t| t.queues.len()), queues)?;
+        self.publish(current.with_queues(name, queues, self.shards() as u32)).await
+    }
+
     /// Refuses configs past what this broker can do: a `max.message.bytes`
     /// larger than its own batch limit.
     pub fn check_topic_configs(&self, configs: &TopicConfigs) -> Result<(), Failure> {
@@ -224,6 +244,15 @@ fn check_new_topic(req: &NewTopic) -> Result<(), Failure> {
     }
     if req.queues == 0 || req.queues > QUEUES_MAX {
         return Err(Failure::invalid(format!("a topic has 1..={QUEUES_MAX} queues, not {}", req.queues)));
+    }
+    Ok(())
+}
+
+/// Refuses a queue count that is not more than a topic's `now` (None: no such topic).
+pub fn check_more_queues(name: &str, now: Option<usize>, queues: u32) -> Result<(), Failure> {
+    let now = now.ok_or_else(|| Failure::unknown_topic(name))?;
+    if queues as usize <= now {
+        return Err(Failure::invalid(format!("topic {name:?} has {now} queues: a new count must be more, not {queues}")));
     }
     Ok(())
 }

@@ -10,6 +10,7 @@
 
 mod alter_configs;
 mod api_versions;
+mod create_partitions;
 mod create_topics;
 mod delete_groups;
 mod delete_records;
@@ -47,7 +48,7 @@ use std::rc::Rc;
 use std::time::Duration;
 
 /// Every Kafka API served.
-pub static TABLE: [&(dyn Handler + Sync); 25] = [
+pub static TABLE: [&(dyn Handler + Sync); 26] = [
     &Entry::<produce::Produce>(PhantomData),
     &Entry::<fetch::Fetch>(PhantomData),
     &Entry::<list_offsets::ListOffsets>(PhantomData),
@@ -70,6 +71,7 @@ pub static TABLE: [&(dyn Handler + Sync); 25] = [
     &Entry::<delete_groups::DeleteGroups>(PhantomData),
     &Entry::<offset_delete::OffsetDelete>(PhantomData),
     &Entry::<delete_records::DeleteRecords>(PhantomData),
+    &Entry::<create_partitions::CreatePartitions>(PhantomData),
     &Entry::<alter_configs::AlterConfigs>(PhantomData),
     &Entry::<incremental_alter_configs::IncrementalAlterConfigs>(PhantomData),
     &Entry::<sasl_authenticate::SaslAuthenticate>(PhantomData),

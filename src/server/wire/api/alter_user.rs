@@ -7,7 +7,7 @@ use crate::protocol::security;
 use crate::protocol::{ApiKey, Writer};
 use crate::security::acl::Operation::Alter;
 use crate::security::change::AccountsChange;
-use crate::server::auth::{self, authorizer::cluster};
+use crate::server::auth::authorizer::cluster;
 use crate::server::core::Failure;
 use crate::server::wire::Services;
 
@@ -31,6 +31,6 @@ impl Api for AlterUser {
     }
 
     async fn serve(s: &Services, change: Self::Request<'_>, _: &At<'_>, _: &mut Writer) -> Result<(), Failure> {
-        auth::admin::change(&s.core, AccountsChange::User(change)).await.map(drop)
+        s.core.change_accounts(AccountsChange::User(change)).await.map(drop)
     }
 }

@@ -8,7 +8,7 @@ use crate::protocol::security::decode_acls;
 use crate::protocol::{ApiKey, Writer};
 use crate::security::acl::Operation::Alter;
 use crate::security::change::AccountsChange;
-use crate::server::auth::{self, authorizer::cluster};
+use crate::server::auth::authorizer::cluster;
 use crate::server::core::Failure;
 use crate::server::wire::Services;
 
@@ -32,6 +32,6 @@ impl Api for CreateAcls {
     }
 
     async fn serve(s: &Services, change: Self::Request<'_>, _: &At<'_>, _: &mut Writer) -> Result<(), Failure> {
-        auth::admin::change(&s.core, AccountsChange::AddAcls(change)).await.map(drop)
+        s.core.change_accounts(AccountsChange::AddAcls(change)).await.map(drop)
     }
 }

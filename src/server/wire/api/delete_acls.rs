@@ -8,7 +8,7 @@ use crate::protocol::security::decode_filter;
 use crate::protocol::{ApiKey, Writer};
 use crate::security::acl::Operation::Alter;
 use crate::security::change::AccountsChange;
-use crate::server::auth::{self, authorizer::cluster};
+use crate::server::auth::authorizer::cluster;
 use crate::server::core::Failure;
 use crate::server::wire::Services;
 
@@ -32,7 +32,7 @@ impl Api for DeleteAcls {
     }
 
     async fn serve(s: &Services, change: Self::Request<'_>, _: &At<'_>, w: &mut Writer) -> Result<(), Failure> {
-        w.u32(auth::admin::change(&s.core, AccountsChange::RemoveAcls(change)).await?);
+        w.u32(s.core.change_accounts(AccountsChange::RemoveAcls(change)).await?);
         Ok(())
     }
 }
