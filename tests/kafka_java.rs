@@ -9,7 +9,11 @@ mod common;
 fn java_phase(phase: &str, extra: &[&str]) -> String {
     let dir = tempfile::tempdir().unwrap();
     let (_broker, kafka) = common::kafka_broker(dir.path(), extra);
-    let out = common::tools::java_kafka_client().args([&kafka, phase]).output().expect("run java");
+    run_java(&[&kafka, phase])
+}
+
+fn run_java(args: &[&str]) -> String {
+    let out = common::tools::java_kafka_client().args(args).output().expect("run java");
     let text = String::from_utf8_lossy(&out.stdout).into_owned();
     assert!(out.status.success(), "{text}{}", String::from_utf8_lossy(&out.stderr));
     text
@@ -34,6 +38,21 @@ fn the_java_admin_client_manages_configs_records_and_groups() {
     for said in
         ["configs created, altered, described and enforced", "records deleted below 6", "an empty group deleted"]
     {
+        assert!(text.contains(said), "{text}");
+    }
+}
+
+/// On a broker that requires logins, the Java AdminClient (as a super user)
+/// makes a SCRAM user from a salted password, who then logs in; ACLs it
+/// creates are enforced and deleted; client quotas set and removed.
+#[test]
+fn the_java_admin_client_manages_users_acls_and_quotas() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    common::create_user(&data, "alice", "alice-secret");
+    let (_broker, kafka) = common::kafka_broker(&data, &["--auth-required", "--super-users", "alice"]);
+    let text = run_java(&[&kafka, "security", "alice", "alice-secret"]);
+    for said in ["logged in; ACLs created, enforced, deleted", "quota set, described and removed", "the user deleted"] {
         assert!(text.contains(said), "{text}");
     }
 }

@@ -120,7 +120,12 @@ pub(super) async fn configure(store: &impl Store, name: &str, changes: &[ConfigC
 
 /// Gives a topic `queues` queues in all, the new ones placed over the groups
 /// `view` knows as a topic of that many would be; the revision it was stored at.
-pub(super) async fn add_queues(store: &impl Store, view: &ClusterView, name: &str, queues: u32) -> Result<i64, Failure> {
+pub(super) async fn add_queues(
+    store: &impl Store,
+    view: &ClusterView,
+    name: &str,
+    queues: u32,
+) -> Result<i64, Failure> {
     change_topic(store, name, |topic| {
         crate::server::check_more_queues(name, Some(topic.queues.len()), queues)?;
         let placed = place(name, queues, &view.groups);
@@ -223,7 +228,10 @@ mod tests {
 
             add_queues(&store, &view, "t", 3).await.unwrap();
             let grown = read_view(&store).await.unwrap().topics["t"].clone();
-            assert_eq!((grown.queues.len(), &grown.queues[..2], grown.created), (3, &changed.queues[..], created.created));
+            assert_eq!(
+                (grown.queues.len(), &grown.queues[..2], grown.created),
+                (3, &changed.queues[..], created.created)
+            );
             assert_eq!(add_queues(&store, &view, "t", 3).await.unwrap_err().0, Reason::InvalidRequest, "not more");
         });
     }

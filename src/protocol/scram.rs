@@ -119,13 +119,39 @@ impl Credential {
 
     fn derive(mechanism: Mechanism, password: &str, salt: Vec<u8>, iterations: u32) -> Credential {
         let salted = mechanism.salted_password(password, &salt, iterations);
-        let client_key = mechanism.hmac(&salted, b"Client Key");
+        Credential::of_salted(mechanism, &salted, salt, iterations)
+    }
+
+    fn of_salted(mechanism: Mechanism, salted: &[u8], salt: Vec<u8>, iterations: u32) -> Credential {
+        let client_key = mechanism.hmac(salted, b"Client Key");
         Credential {
             stored_key: mechanism.hash(&client_key),
-            server_key: mechanism.hmac(&salted, b"Server Key"),
+            server_key: mechanism.hmac(salted, b"Server Key"),
             salt,
             iterations,
         }
+    }
+
+    /// The credential of a salted password a client derived itself
+    /// (Kafka's AlterUserScramCredentials sends that, never the password):
+    /// checked as `new`'s, and the salted password as long as the hash.
+    pub fn from_salted(
+        mechanism: Mechanism,
+        salted: &[u8],
+        salt: Vec<u8>,
+        iterations: u32,
+    ) -> Result<Credential, ScramError> {
+        if !(ITERATIONS_MIN..=ITERATIONS_MAX).contains(&iterations) {
+            return fail(format!("iterations must be {ITERATIONS_MIN}..={ITERATIONS_MAX}, not {iterations}"));
+        }
+        if salted.len() != mechanism.hash(b"").len() || salt.is_empty() {
+            return fail(format!(
+                "a {} salted password is {} bytes, with a salt",
+                mechanism.name(),
+                mechanism.hash(b"").len()
+            ));
+        }
+        Ok(Credential::of_salted(mechanism, salted, salt, iterations))
     }
 
     /// What an unknown user's password is checked against (SASL PLAIN): a
@@ -387,6 +413,19 @@ mod base64_bytes {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_credential_from_a_salted_password_is_the_passwords() {
+        for m in Mechanism::ALL {
+            let salt = b"0123456789abcdef".to_vec();
+            let salted = m.salted_password("pw", &salt, 4096);
+            let made = Credential::from_salted(m, &salted, salt.clone(), 4096).unwrap();
+            assert_eq!(made, Credential::derive(m, "pw", salt.clone(), 4096));
+            assert!(made.matches(m, "pw") && !made.matches(m, "other"));
+            assert!(Credential::from_salted(m, &salted[1..], salt.clone(), 4096).is_err());
+            assert!(Credential::from_salted(m, &salted, salt, 1).is_err());
+        }
+    }
 
     fn exchange(m: Mechanism, stored: &Credential, user: &str, password: &str) -> Result<String, ScramError> {
         let mut client = ScramClient::new(m, user, password);

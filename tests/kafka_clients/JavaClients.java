@@ -10,7 +10,11 @@
 //           incrementally and described with their source, the broker
 //           enforcing them (max.message.bytes, retention.ms), records
 //           deleted, groups listed, described, their offsets and the groups
-//           deleted
+//           deleted, partitions added, log dirs described, leaders elected
+//   security  (args: an admin user and password; the broker requires logins)
+//           SCRAM users made and deleted from salted passwords, ACLs created,
+//           described, enforced and deleted, client quotas set, described
+//           and removed
 // Each phase prints what it checked; a failed check exits non-zero.
 
 import java.nio.charset.StandardCharsets;
@@ -31,12 +35,18 @@ import org.apache.kafka.common.serialization.ByteArraySerializer;
 
 public class JavaClients {
     static String boot;
+    /** SASL/SCRAM-SHA-256 settings of the user every client logs in as (none: no login). */
+    static Map<String, Object> login = Map.of();
 
     public static void main(String[] args) throws Exception {
         boot = args[0];
+        if (args.length > 3) {
+            login = loginAs(args[2], args[3]);
+        }
         switch (args[1]) {
             case "exact" -> exact();
             case "admin" -> adminApis();
+            case "security" -> security();
             default -> throw new IllegalArgumentException("unknown phase " + args[1]);
         }
     }
@@ -51,12 +61,21 @@ public class JavaClients {
         return s == null ? null : s.getBytes(StandardCharsets.UTF_8);
     }
 
+    static Map<String, Object> loginAs(String user, String password) {
+        return Map.of("security.protocol", "SASL_PLAINTEXT", "sasl.mechanism", "SCRAM-SHA-256", "sasl.jaas.config",
+                "org.apache.kafka.common.security.scram.ScramLoginModule required username=\"" + user
+                        + "\" password=\"" + password + "\";");
+    }
+
     static Admin admin() {
-        return Admin.create(Map.of(AdminClientConfig.BOOTSTRAP_SERVERS_CONFIG, boot));
+        Map<String, Object> config = new HashMap<>(login);
+        config.put(AdminClientConfig.BOOTSTRAP_SERVERS_CONFIG, boot);
+        return Admin.create(config);
     }
 
     static KafkaProducer<byte[], byte[]> producer(Map<String, Object> extra) {
-        Map<String, Object> config = new HashMap<>(extra);
+        Map<String, Object> config = new HashMap<>(login);
+        config.putAll(extra);
         config.put(ProducerConfig.BOOTSTRAP_SERVERS_CONFIG, boot);
         config.put(ProducerConfig.KEY_SERIALIZER_CLASS_CONFIG, ByteArraySerializer.class);
         config.put(ProducerConfig.VALUE_SERIALIZER_CLASS_CONFIG, ByteArraySerializer.class);
@@ -64,7 +83,7 @@ public class JavaClients {
     }
 
     static KafkaConsumer<byte[], byte[]> consumer(String group) {
-        Map<String, Object> config = new HashMap<>();
+        Map<String, Object> config = new HashMap<>(login);
         config.put(ConsumerConfig.BOOTSTRAP_SERVERS_CONFIG, boot);
         config.put(ConsumerConfig.GROUP_ID_CONFIG, group);
         config.put(ConsumerConfig.AUTO_OFFSET_RESET_CONFIG, "earliest");
@@ -248,6 +267,107 @@ public class JavaClients {
                         "the deleted group has no offsets");
             }
             System.out.println("admin: groups listed, described, offsets and an empty group deleted");
+
+            createTopic(admin, "jp", 1, Map.of());
+            admin.createPartitions(Map.of("jp", NewPartitions.increaseTo(3))).all().get();
+            check(admin.describeTopics(List.of("jp")).allTopicNames().get().get("jp").partitions().size() == 3, "3 partitions");
+            try {
+                admin.createPartitions(Map.of("jp", NewPartitions.increaseTo(2))).all().get();
+                check(false, "fewer partitions taken");
+            } catch (ExecutionException e) {
+                check(e.getCause() instanceof org.apache.kafka.common.errors.InvalidPartitionsException, "fewer: " + e.getCause());
+            }
+            send("jp", 2, 5);
+            check(watermarks("jp", 2)[1] == 5, "the new partition takes records");
+            long size = 0;
+            for (Node node : admin.describeCluster().nodes().get()) {
+                for (var dir : admin.describeLogDirs(List.of(node.id())).allDescriptions().get().get(node.id()).values()) {
+                    check(dir.totalBytes().orElse(0) > 0, "the disk's size");
+                    var replica = dir.replicaInfos().get(new TopicPartition("jp", 2));
+                    if (replica != null) {
+                        size += replica.size();
+                    }
+                }
+            }
+            check(size > 5 * 2, "partition 2's size is described: " + size);
+            var elected = admin.electLeaders(ElectionType.PREFERRED, Set.of(new TopicPartition("jp", 0))).partitions().get();
+            var outcome = elected.get(new TopicPartition("jp", 0));
+            check(outcome.isPresent() && outcome.get() instanceof org.apache.kafka.common.errors.ElectionNotNeededException,
+                    "no election needed: " + outcome);
+            System.out.println("admin: partitions added, log dirs described (" + size + " bytes), no election needed");
+        }
+    }
+
+    static void security() throws Exception {
+        try (Admin admin = admin()) {
+            var carol = new UserScramCredentialUpsertion("carol", new ScramCredentialInfo(ScramMechanism.SCRAM_SHA_256, 8192), "carol-pw");
+            admin.alterUserScramCredentials(List.of(carol)).all().get();
+            var described = admin.describeUserScramCredentials(List.of("carol")).all().get().get("carol");
+            check(described.credentialInfos().size() == 1 && described.credentialInfos().get(0).iterations() == 8192
+                    && described.credentialInfos().get(0).mechanism() == ScramMechanism.SCRAM_SHA_256, "carol: " + described);
+
+            createTopic(admin, "car.x", 1, Map.of());
+            createTopic(admin, "other", 1, Map.of());
+            var prefixed = new org.apache.kafka.common.resource.ResourcePattern(
+                    org.apache.kafka.common.resource.ResourceType.TOPIC, "car.", org.apache.kafka.common.resource.PatternType.PREFIXED);
+            var write = new org.apache.kafka.common.acl.AclBinding(prefixed, new org.apache.kafka.common.acl.AccessControlEntry(
+                    "User:carol", "*", org.apache.kafka.common.acl.AclOperation.WRITE, org.apache.kafka.common.acl.AclPermissionType.ALLOW));
+            admin.createAcls(List.of(write)).all().get();
+            var oneHost = new org.apache.kafka.common.acl.AclBinding(prefixed, new org.apache.kafka.common.acl.AccessControlEntry(
+                    "User:carol", "10.0.0.1", org.apache.kafka.common.acl.AclOperation.READ, org.apache.kafka.common.acl.AclPermissionType.ALLOW));
+            try {
+                admin.createAcls(List.of(oneHost)).all().get();
+                check(false, "a rule for one host was taken");
+            } catch (ExecutionException e) {
+                check(e.getCause() instanceof org.apache.kafka.common.errors.InvalidRequestException, "one host: " + e.getCause());
+            }
+            var all = admin.describeAcls(org.apache.kafka.common.acl.AclBindingFilter.ANY).values().get();
+            check(all.contains(write) && all.size() == 1, "described " + all);
+
+            Map<String, Object> saved = login;
+            login = loginAs("carol", "carol-pw");
+            try (KafkaProducer<byte[], byte[]> p = producer(Map.of(ProducerConfig.MAX_BLOCK_MS_CONFIG, 10000))) {
+                p.send(new ProducerRecord<>("car.x", 0, null, b("allowed"))).get();
+                try {
+                    p.send(new ProducerRecord<>("other", 0, null, b("refused"))).get();
+                    check(false, "carol wrote to a topic no rule allows");
+                } catch (ExecutionException e) {
+                    check(e.getCause() instanceof org.apache.kafka.common.errors.TopicAuthorizationException, "refused: " + e.getCause());
+                }
+            }
+            login = saved;
+            var deleted = admin.deleteAcls(List.of(write.toFilter())).all().get();
+            check(deleted.size() == 1 && deleted.contains(write), "deleted " + deleted);
+            check(admin.describeAcls(org.apache.kafka.common.acl.AclBindingFilter.ANY).values().get().isEmpty(), "no rules left");
+            System.out.println("security: a SCRAM user made from a salted password logged in; ACLs created, enforced, deleted");
+
+            var entity = new org.apache.kafka.common.quota.ClientQuotaEntity(Map.of("user", "carol"));
+            admin.alterClientQuotas(List.of(new org.apache.kafka.common.quota.ClientQuotaAlteration(entity,
+                    List.of(new org.apache.kafka.common.quota.ClientQuotaAlteration.Op("producer_byte_rate", 1048576.0))))).all().get();
+            var filter = org.apache.kafka.common.quota.ClientQuotaFilter.containsOnly(
+                    List.of(org.apache.kafka.common.quota.ClientQuotaFilterComponent.ofEntity("user", "carol")));
+            var quotas = admin.describeClientQuotas(filter).entities().get();
+            check(quotas.get(entity) != null && quotas.get(entity).get("producer_byte_rate") == 1048576.0, "quotas " + quotas);
+            try {
+                admin.alterClientQuotas(List.of(new org.apache.kafka.common.quota.ClientQuotaAlteration(entity,
+                        List.of(new org.apache.kafka.common.quota.ClientQuotaAlteration.Op("request_percentage", 50.0))))).all().get();
+                check(false, "request_percentage taken");
+            } catch (ExecutionException e) {
+                check(e.getCause() instanceof org.apache.kafka.common.errors.InvalidRequestException, "request_percentage: " + e.getCause());
+            }
+            admin.alterClientQuotas(List.of(new org.apache.kafka.common.quota.ClientQuotaAlteration(entity,
+                    List.of(new org.apache.kafka.common.quota.ClientQuotaAlteration.Op("producer_byte_rate", null))))).all().get();
+            check(admin.describeClientQuotas(filter).entities().get().isEmpty(), "the quota removed");
+            System.out.println("security: a client quota set, described and removed");
+
+            admin.alterUserScramCredentials(List.of(new UserScramCredentialDeletion("carol", ScramMechanism.SCRAM_SHA_256))).all().get();
+            try {
+                admin.describeUserScramCredentials(List.of("carol")).description("carol").get();
+                check(false, "a deleted user described");
+            } catch (ExecutionException e) {
+                check(e.getCause() instanceof org.apache.kafka.common.errors.ResourceNotFoundException, "deleted: " + e.getCause());
+            }
+            System.out.println("security: the user deleted");
         }
     }
 }

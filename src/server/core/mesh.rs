@@ -5,7 +5,6 @@
 //! (append a batch, change topics on shard 0, apply metadata) with a typed
 //! answer. Every call is a message out and an answer back.
 
-use crate::security::change::AccountsChange;
 use super::failure::Failure;
 use super::failure::Reason;
 use super::metadata::Metadata;
@@ -13,6 +12,7 @@ use super::metrics::Family;
 use super::topic_configs::ConfigChange;
 use super::topics::NewTopic;
 use crate::protocol::messages::QueueRef;
+use crate::security::change::AccountsChange;
 use glommio::channels::channel_mesh::{Receivers, Senders};
 use std::cell::{Cell, RefCell};
 use std::collections::HashMap;

@@ -175,7 +175,8 @@ impl Metadata {
     pub fn with_placement(&self, topics: &BTreeMap<String, PlacedTopic>, group: &str) -> Metadata {
         let mut next = Metadata { topics: BTreeMap::new(), next_storage_id: self.next_storage_id };
         for (name, placed) in topics {
-            let kept = self.topics.get(name).filter(|t| t.created == placed.created && t.queues.len() <= placed.queues.len());
+            let kept =
+                self.topics.get(name).filter(|t| t.created == placed.created && t.queues.len() <= placed.queues.len());
             let queues = placed
                 .queues
                 .iter()
@@ -346,10 +347,14 @@ mod tests {
 
         placed.insert("t".to_string(), topic(10, vec![at("a", 0), at("b", 0), at("a", 1), at("a", 0)]));
         let grown = again.with_placement(&placed, "a");
-        assert_eq!(grown.topics["t"].queues[..3], again.topics["t"].queues[..], "added queues keep the others' storage");
+        assert_eq!(
+            grown.topics["t"].queues[..3],
+            again.topics["t"].queues[..],
+            "added queues keep the others' storage"
+        );
         assert_eq!(here(&grown.topics["t"].queues[3]).storage_id, 2);
         placed.insert("t".to_string(), topic(12, vec![at("a", 0)]));
-        let recreated = again.with_placement(&placed, "a");
+        let recreated = grown.with_placement(&placed, "a");
         assert_eq!(here(&recreated.topics["t"].queues[0]).storage_id, 3, "a topic made again gets new storage");
         placed.clear();
         assert!(recreated.with_placement(&placed, "a").topics.is_empty());

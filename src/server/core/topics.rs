@@ -252,7 +252,9 @@ fn check_new_topic(req: &NewTopic) -> Result<(), Failure> {
 pub fn check_more_queues(name: &str, now: Option<usize>, queues: u32) -> Result<(), Failure> {
     let now = now.ok_or_else(|| Failure::unknown_topic(name))?;
     if queues as usize <= now {
-        return Err(Failure::invalid(format!("topic {name:?} has {now} queues: a new count must be more, not {queues}")));
+        return Err(Failure::invalid(format!(
+            "topic {name:?} has {now} queues: a new count must be more, not {queues}"
+        )));
     }
     Ok(())
 }

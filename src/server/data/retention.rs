@@ -88,7 +88,8 @@ async fn kept_from(
         from = lo;
     }
     if let Some(bytes) = configs.retention_bytes() {
-        from = from.max(end.saturating_sub(records_within(storage, queue, start, end, bytes).await?));
+        let per_record = bytes_per_record(storage, queue, start, end).await?;
+        from = from.max(end.saturating_sub(bytes / per_record));
     }
     Ok((from > start).then_some(from))
 }
@@ -105,15 +106,18 @@ async fn newest_timestamp(storage: &Shard, queue: QueueId, offset: u64) -> Resul
     Ok(batch::newest_timestamp(first)?)
 }
 
-/// About how many of a queue's newest records fit in `bytes`: bytes per
-/// record from up to `SIZE_SAMPLES` batches spread over [start, end).
-async fn records_within(
-    storage: &Shard,
-    queue: QueueId,
-    start: u64,
-    end: u64,
-    bytes: u64,
-) -> Result<u64, StorageError> {
+/// About how many bytes a queue holds: its records times the bytes per
+/// record of up to `SIZE_SAMPLES` batches spread over it (0 when empty).
+pub async fn estimated_bytes(storage: &Shard, queue: QueueId) -> Result<u64, StorageError> {
+    let (start, end) = storage.offsets(queue)?;
+    if start == end {
+        return Ok(0);
+    }
+    Ok((end - start).saturating_mul(bytes_per_record(storage, queue, start, end).await?))
+}
+
+/// Bytes per record (at least 1) of up to `SIZE_SAMPLES` batches spread over [start, end).
+async fn bytes_per_record(storage: &Shard, queue: QueueId, start: u64, end: u64) -> Result<u64, StorageError> {
     let step = ((end - start) / SIZE_SAMPLES).max(1);
     let (mut sampled_bytes, mut sampled_records) = (0u64, 0u64);
     for offset in (start..end).step_by(step as usize).take(SIZE_SAMPLES as usize) {
@@ -124,8 +128,7 @@ async fn records_within(
             sampled_records += u64::from(header.record_count);
         }
     }
-    let per_record = sampled_bytes.checked_div(sampled_records).unwrap_or(1).max(1);
-    Ok(bytes / per_record)
+    Ok(sampled_bytes.checked_div(sampled_records).unwrap_or(1).max(1))
 }
 
 /// DeleteRecords on the queue's owner: its records below `offset` removed

@@ -5,8 +5,10 @@
 //! Like `wire/`, it sits above the core and the features and calls them; it
 //! never calls the native dispatcher.
 
+mod acls;
 pub mod api;
 mod brokers;
+mod client_quotas;
 mod codes;
 mod configs;
 pub mod connection;

@@ -8,15 +8,24 @@
 //! response with the header version its API and version call for) is
 //! `Entry` below, once. Adding an API is a file here and a line in `TABLE`.
 
+mod alter_client_quotas;
 mod alter_configs;
+mod alter_user_scram_credentials;
 mod api_versions;
+mod create_acls;
 mod create_partitions;
 mod create_topics;
+mod delete_acls;
 mod delete_groups;
 mod delete_records;
 mod delete_topics;
+mod describe_acls;
+mod describe_client_quotas;
 mod describe_configs;
 mod describe_groups;
+mod describe_log_dirs;
+mod describe_user_scram_credentials;
+mod elect_leaders;
 mod fetch;
 mod find_coordinator;
 mod heartbeat;
@@ -48,7 +57,7 @@ use std::rc::Rc;
 use std::time::Duration;
 
 /// Every Kafka API served.
-pub static TABLE: [&(dyn Handler + Sync); 26] = [
+pub static TABLE: [&(dyn Handler + Sync); 35] = [
     &Entry::<produce::Produce>(PhantomData),
     &Entry::<fetch::Fetch>(PhantomData),
     &Entry::<list_offsets::ListOffsets>(PhantomData),
@@ -72,6 +81,15 @@ pub static TABLE: [&(dyn Handler + Sync); 26] = [
     &Entry::<offset_delete::OffsetDelete>(PhantomData),
     &Entry::<delete_records::DeleteRecords>(PhantomData),
     &Entry::<create_partitions::CreatePartitions>(PhantomData),
+    &Entry::<describe_acls::DescribeAcls>(PhantomData),
+    &Entry::<create_acls::CreateAcls>(PhantomData),
+    &Entry::<delete_acls::DeleteAcls>(PhantomData),
+    &Entry::<describe_log_dirs::DescribeLogDirs>(PhantomData),
+    &Entry::<elect_leaders::ElectLeaders>(PhantomData),
+    &Entry::<describe_client_quotas::DescribeClientQuotas>(PhantomData),
+    &Entry::<alter_client_quotas::AlterClientQuotas>(PhantomData),
+    &Entry::<describe_user_scram_credentials::DescribeUserScramCredentials>(PhantomData),
+    &Entry::<alter_user_scram_credentials::AlterUserScramCredentials>(PhantomData),
     &Entry::<alter_configs::AlterConfigs>(PhantomData),
     &Entry::<incremental_alter_configs::IncrementalAlterConfigs>(PhantomData),
     &Entry::<sasl_authenticate::SaslAuthenticate>(PhantomData),
