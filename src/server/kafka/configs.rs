@@ -44,3 +44,11 @@ pub async fn alter(
     }
     core.configure_topic(name, changes).await.map_err(refused)
 }
+
+/// An outcome as a response's error code and message (0 and none: done).
+pub fn answer(outcome: Result<(), (i16, String)>) -> (i16, Option<kafka_protocol::protocol::StrBytes>) {
+    match outcome {
+        Ok(()) => (0, None),
+        Err((code, message)) => (code, Some(super::text(message))),
+    }
+}

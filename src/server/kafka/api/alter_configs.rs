@@ -5,7 +5,7 @@
 use super::{Api, At};
 use crate::server::core::topic_configs::ConfigChange;
 use crate::server::kafka::configs;
-use crate::server::kafka::{text, Services};
+use crate::server::kafka::Services;
 use kafka_protocol::messages::alter_configs_response::AlterConfigsResourceResponse;
 use kafka_protocol::messages::{AlterConfigsRequest, AlterConfigsResponse, ApiKey};
 
@@ -28,13 +28,11 @@ impl Api for AlterConfigs {
             let changes = vec![ConfigChange::Replace(named.collect())];
             let target = (resource.resource_type, resource.resource_name.as_str());
             let outcome = configs::alter(&s.core, &at.principal, target, changes, r.validate_only).await;
-            let response = AlterConfigsResourceResponse::default()
-                .with_resource_type(resource.resource_type)
-                .with_resource_name(resource.resource_name.clone());
-            responses.push(match outcome {
-                Ok(()) => response,
-                Err((code, message)) => response.with_error_code(code).with_error_message(Some(text(message))),
-            });
+            let (code, message) = configs::answer(outcome);
+            let response = AlterConfigsResourceResponse::default().with_error_code(code).with_error_message(message);
+            responses.push(
+                response.with_resource_type(resource.resource_type).with_resource_name(resource.resource_name.clone()),
+            );
         }
         Some(AlterConfigsResponse::default().with_responses(responses).with_throttle_time_ms(at.throttle_ms()))
     }

@@ -5,7 +5,7 @@
 use super::{Api, At};
 use crate::server::core::topic_configs::ConfigChange;
 use crate::server::kafka::configs;
-use crate::server::kafka::{text, Services};
+use crate::server::kafka::Services;
 use kafka_protocol::messages::incremental_alter_configs_request::AlterableConfig;
 use kafka_protocol::messages::incremental_alter_configs_response::AlterConfigsResourceResponse;
 use kafka_protocol::messages::{ApiKey, IncrementalAlterConfigsRequest, IncrementalAlterConfigsResponse};
@@ -36,13 +36,11 @@ impl Api for IncrementalAlterConfigs {
                 }
                 Err(refused) => Err(refused),
             };
-            let response = AlterConfigsResourceResponse::default()
-                .with_resource_type(resource.resource_type)
-                .with_resource_name(resource.resource_name.clone());
-            responses.push(match outcome {
-                Ok(()) => response,
-                Err((code, message)) => response.with_error_code(code).with_error_message(Some(text(message))),
-            });
+            let (code, message) = configs::answer(outcome);
+            let response = AlterConfigsResourceResponse::default().with_error_code(code).with_error_message(message);
+            responses.push(
+                response.with_resource_type(resource.resource_type).with_resource_name(resource.resource_name.clone()),
+            );
         }
         let response = IncrementalAlterConfigsResponse::default().with_responses(responses);
         Some(response.with_throttle_time_ms(at.throttle_ms()))
