@@ -56,3 +56,12 @@ fn the_java_admin_client_manages_users_acls_and_quotas() {
         assert!(text.contains(said), "{text}");
     }
 }
+
+/// Two Java consumers with the CooperativeStickyAssignor (incremental
+/// rebalances: a member keeps its partitions while the group rebalances)
+/// split two partitions 1+1; when one leaves the other takes both over from
+/// the committed offsets, and every record is read once.
+#[test]
+fn java_consumers_with_the_cooperative_sticky_assignor_split_and_take_over() {
+    assert!(java_phase("cooperative", &[]).contains("cooperative: split 1+1, took over on leave, 140 read once"));
+}

@@ -82,10 +82,10 @@ fn jar_dir() -> std::path::PathBuf {
     }
 }
 
-/// `java` with a class path of every listed jar (all present) and the
-/// Kafka client's source file to run with Java's source launcher.
+/// `java` running the Kafka client's program (`tests/kafka_clients/JavaClients.java`,
+/// compiled once per test binary with `javac`) with every listed jar (all present).
 pub fn java_kafka_client() -> Command {
-    require("javac");
+    static COMPILED: std::sync::OnceLock<std::path::PathBuf> = std::sync::OnceLock::new();
     let jars: Vec<String> = PREREQUISITES
         .lines()
         .filter_map(|line| line.strip_prefix("jar "))
@@ -98,7 +98,19 @@ pub fn java_kafka_client() -> Command {
             path.display().to_string()
         })
         .collect();
+    let classes = COMPILED.get_or_init(|| {
+        let out = std::env::temp_dir().join(format!("ringmq-java-clients-{}", std::process::id()));
+        let source = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/kafka_clients/JavaClients.java");
+        let compiled = command("javac")
+            .args(["-nowarn", "-cp", &jars.join(":"), "-d"])
+            .arg(&out)
+            .arg(source)
+            .output()
+            .expect("run javac");
+        assert!(compiled.status.success(), "javac {source}: {}", String::from_utf8_lossy(&compiled.stderr));
+        out
+    });
     let mut java = command("java");
-    java.args(["-cp", &jars.join(":"), concat!(env!("CARGO_MANIFEST_DIR"), "/tests/kafka_clients/JavaClients.java")]);
+    java.args(["-cp", &format!("{}:{}", classes.display(), jars.join(":")), "JavaClients"]);
     java
 }

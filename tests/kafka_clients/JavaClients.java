@@ -11,6 +11,10 @@
 //           enforcing them (max.message.bytes, retention.ms), records
 //           deleted, groups listed, described, their offsets and the groups
 //           deleted, partitions added, log dirs described, leaders elected
+//   cooperative  two members with the CooperativeStickyAssignor split two
+//           partitions 1+1 (incremental rebalances), one leaves, the other
+//           takes both over from the committed offsets; every record read once
+//   consumer_protocol  the same with group.protocol=consumer (KIP-848)
 //   security  (args: an admin user and password; the broker requires logins)
 //           SCRAM users made and deleted from salted passwords, ACLs created,
 //           described, enforced and deleted, client quotas set, described
@@ -23,6 +27,7 @@ import java.util.*;
 import java.util.concurrent.ExecutionException;
 import org.apache.kafka.clients.admin.*;
 import org.apache.kafka.clients.consumer.*;
+import org.apache.kafka.clients.consumer.CooperativeStickyAssignor;
 import org.apache.kafka.clients.producer.*;
 import org.apache.kafka.common.*;
 import org.apache.kafka.common.config.ConfigResource;
@@ -47,6 +52,10 @@ public class JavaClients {
             case "exact" -> exact();
             case "admin" -> adminApis();
             case "security" -> security();
+            case "cooperative" -> group(Map.of(ConsumerConfig.PARTITION_ASSIGNMENT_STRATEGY_CONFIG,
+                    CooperativeStickyAssignor.class.getName()), "cooperative");
+            case "classic" -> group(Map.of(), "classic");
+            case "consumer_protocol" -> group(Map.of(ConsumerConfig.GROUP_PROTOCOL_CONFIG, "consumer"), "consumer_protocol");
             default -> throw new IllegalArgumentException("unknown phase " + args[1]);
         }
     }
@@ -83,7 +92,12 @@ public class JavaClients {
     }
 
     static KafkaConsumer<byte[], byte[]> consumer(String group) {
+        return consumer(group, Map.of());
+    }
+
+    static KafkaConsumer<byte[], byte[]> consumer(String group, Map<String, Object> extra) {
         Map<String, Object> config = new HashMap<>(login);
+        config.putAll(extra);
         config.put(ConsumerConfig.BOOTSTRAP_SERVERS_CONFIG, boot);
         config.put(ConsumerConfig.GROUP_ID_CONFIG, group);
         config.put(ConsumerConfig.AUTO_OFFSET_RESET_CONFIG, "earliest");
@@ -185,7 +199,7 @@ public class JavaClients {
     static void send(String topic, int partition, int n) throws Exception {
         try (KafkaProducer<byte[], byte[]> p = producer(Map.of())) {
             for (int i = 0; i < n; i++) {
-                p.send(new ProducerRecord<>(topic, partition, b("k" + i), b("v" + i))).get();
+                p.send(new ProducerRecord<>(topic, partition, b("k" + i), b("v" + partition + "-" + i))).get();
             }
         }
     }
@@ -369,5 +383,50 @@ public class JavaClients {
             }
             System.out.println("security: the user deleted");
         }
+    }
+
+    /** Polls every member until `done`, or fails after 60 s. */
+    static void pollUntil(String what, List<KafkaConsumer<byte[], byte[]>> members, Map<String, Integer> seen,
+            java.util.function.BooleanSupplier done) {
+        long deadline = System.currentTimeMillis() + 60_000;
+        while (!done.getAsBoolean()) {
+            check(System.currentTimeMillis() < deadline, "timed out: " + what + "; read " + seen.size() + ", assigned "
+                    + members.stream().map(m -> m.assignment().toString()).toList());
+            for (KafkaConsumer<byte[], byte[]> m : members) {
+                for (ConsumerRecord<byte[], byte[]> r : m.poll(Duration.ofMillis(100))) {
+                    seen.merge(new String(r.value(), StandardCharsets.UTF_8), 1, Integer::sum);
+                }
+                try {
+                    m.commitSync();
+                } catch (org.apache.kafka.common.errors.RebalanceInProgressException e) {
+                    // The member is mid-rebalance: the next poll completes it, then it commits.
+                }
+            }
+        }
+    }
+
+    static void group(Map<String, Object> protocol, String name) throws Exception {
+        String topic = "jg-" + name.replace('_', '-');
+        try (Admin admin = admin()) {
+            createTopic(admin, topic, 2, Map.of());
+        }
+        send(topic, 0, 50);
+        send(topic, 1, 50);
+        Map<String, Integer> seen = new HashMap<>();
+        KafkaConsumer<byte[], byte[]> a = consumer(topic, protocol), b = consumer(topic, protocol);
+        a.subscribe(List.of(topic));
+        b.subscribe(List.of(topic));
+        pollUntil("a 1+1 split", List.of(a, b), seen, () -> a.assignment().size() == 1 && b.assignment().size() == 1);
+        pollUntil("the first records read", List.of(a, b), seen, () -> seen.size() == 100);
+        a.close();
+        try (KafkaProducer<byte[], byte[]> p = producer(Map.of())) {
+            for (int i = 0; i < 40; i++) {
+                p.send(new ProducerRecord<>(topic, i % 2, null, b("late" + i))).get();
+            }
+        }
+        pollUntil("b takes both partitions over", List.of(b), seen, () -> b.assignment().size() == 2 && seen.size() == 140);
+        b.close();
+        check(seen.values().stream().allMatch(n -> n == 1), "every record read once: " + seen);
+        System.out.println(name + ": split 1+1, took over on leave, 140 read once");
     }
 }
