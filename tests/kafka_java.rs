@@ -65,3 +65,12 @@ fn the_java_admin_client_manages_users_acls_and_quotas() {
 fn java_consumers_with_the_cooperative_sticky_assignor_split_and_take_over() {
     assert!(java_phase("cooperative", &[]).contains("cooperative: split 1+1, took over on leave, 140 read once"));
 }
+
+/// Two Java consumers with `group.protocol=consumer` (KIP-848: the broker
+/// assigns, members reconcile incrementally) split two partitions 1+1; when
+/// one leaves the other takes both over, and every record is read once.
+#[test]
+fn java_consumers_of_the_kip_848_consumer_protocol_split_and_take_over() {
+    let text = java_phase("consumer_protocol", &[]);
+    assert!(text.contains("consumer_protocol: split 1+1, took over on leave, 140 read once"), "{text}");
+}

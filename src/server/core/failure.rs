@@ -67,6 +67,10 @@ pub enum Reason {
     InvalidConfig,
     /// Fewer replicas in sync than the topic's `min.insync.replicas`: nothing was stored.
     TooFewInSync,
+    /// A consumer-protocol member's heartbeat names an epoch that is not its own: rejoin.
+    FencedMemberEpoch,
+    /// A consumer-protocol member's commit names an epoch that is not its own.
+    StaleMemberEpoch,
 }
 
 /// A failed request: why, and a message a user can act on.

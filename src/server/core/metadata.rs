@@ -50,6 +50,26 @@ pub struct Topic {
     pub configs: TopicConfigs,
 }
 
+impl Topic {
+    /// The topic's id, the same on every broker and across restarts, and
+    /// another for a topic made again under its name: made from the name and
+    /// its creation (its etcd revision in a cluster; on a single node its
+    /// first queue's storage id, never reused).
+    pub fn id(&self, name: &str) -> [u8; 16] {
+        use sha2::Digest;
+        let creation = match (self.created, self.queues.first()) {
+            (0, Some(Home::Here(slot))) => u64::from(slot.storage_id),
+            (created, _) => created as u64,
+        };
+        let digest = sha2::Sha256::new().chain_update(name.as_bytes()).chain_update(creation.to_le_bytes()).finalize();
+        let mut id: [u8; 16] = digest[..16].try_into().expect("16 bytes");
+        // A version-8 (name-based) UUID, never Kafka's reserved zero or one.
+        id[6] = (id[6] & 0x0f) | 0x80;
+        id[8] = (id[8] & 0x3f) | 0x80;
+        id
+    }
+}
+
 /// The broker's metadata.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct Metadata {
@@ -206,6 +226,7 @@ impl Metadata {
             .iter()
             .filter(|(n, _)| names.is_empty() || names.contains(n))
             .map(|(n, t)| TopicView {
+                id: t.id(n),
                 name: n.clone(),
                 flush: super::topics::flush_policy(t.flush),
                 queue_shards: t.queues.iter().map(&shard_of).collect(),
@@ -227,6 +248,8 @@ pub struct ClientView {
 /// One topic of a [`ClientView`].
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct TopicView {
+    /// The topic's id (Kafka's topic UUID): a new one for a topic made again.
+    pub id: [u8; 16],
     pub name: String,
     pub flush: FlushPolicy,
     /// The index of the shard holding each queue (`u32::MAX`: none now).

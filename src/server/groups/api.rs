@@ -4,6 +4,7 @@
 
 use super::coordinator::ParseError;
 use super::coordinator::{Admitted, Coordinator, Formed, JoinRequest, MemberBytes, Refusal, Share};
+use super::member_epochs::{Beat, BeatAnswer, GroupView, MemberEpochs};
 use super::queue_locks::QueueLocks;
 use crate::protocol::groups::{GroupDescription, GroupListing};
 use crate::protocol::messages::{self as msg, Assignment, GroupOffset, Membership, QueueLocking, QueueRef};
@@ -17,6 +18,15 @@ use std::time::{Duration, Instant};
 
 /// How often sessions and rebalance deadlines are checked.
 const TICK: Duration = Duration::from_millis(50);
+
+/// The protocol type of a consumer-protocol group's members (Kafka's consumers).
+const CONSUMER_PROTOCOL: &str = "consumer";
+
+/// A group whose members speak the other of Kafka's two group protocols.
+fn mixed(group: &str) -> Failure {
+    let m = format!("group {group:?} has members of the other group protocol (classic or consumer); use theirs");
+    Failure(Reason::InconsistentGroupProtocol, m)
+}
 
 impl From<Refusal> for Failure {
     fn from((code, message): Refusal) -> Self {
@@ -49,6 +59,8 @@ pub enum Deletion {
 pub struct Groups {
     core: Rc<Core>,
     coordinator: RefCell<Coordinator>,
+    /// Groups of Kafka's consumer protocol (broker-side assignment).
+    epochs: RefCell<MemberEpochs>,
     /// A group changed: parked joins, syncs and heartbeats look again.
     changed: Signal,
     /// Queue locks of ordered consumers.
@@ -57,7 +69,13 @@ pub struct Groups {
 
 impl Groups {
     pub fn new(core: Rc<Core>) -> Rc<Groups> {
-        Rc::new(Groups { core, coordinator: RefCell::default(), changed: Signal::default(), locks: RefCell::default() })
+        Rc::new(Groups {
+            core,
+            coordinator: RefCell::default(),
+            epochs: RefCell::default(),
+            changed: Signal::default(),
+            locks: RefCell::default(),
+        })
     }
 
     /// Evicts members whose session ran out and ends rebalances past their
@@ -67,6 +85,7 @@ impl Groups {
             if self.coordinator.borrow_mut().tick(self.core.now_ms()) {
                 self.changed.notify();
             }
+            self.epochs.borrow_mut().tick(self.core.now_ms());
         }
     }
 
@@ -75,7 +94,13 @@ impl Groups {
     pub async fn commit(&self, c: &GroupOffset, metadata: &str) -> Result<(), Failure> {
         // An offset of a queue that does not exist would be stored for nothing.
         self.core.home(&c.queue)?;
-        self.coordinator.borrow().may_commit(&c.member, &c.queue.topic, c.queue.queue)?;
+        let (group, member) = (&c.member.group, &c.member.member);
+        if self.epochs.borrow().has(group) {
+            let partition = (c.queue.topic.clone(), c.queue.queue);
+            self.epochs.borrow().may_commit(group, member, c.member.generation, &partition)?;
+        } else {
+            self.coordinator.borrow().may_commit(&c.member, &c.queue.topic, c.queue.queue)?;
+        }
         let committed = Committed { offset: c.offset, metadata: metadata.to_string() };
         self.core.commit_offset(&c.member.group, &c.queue.topic, c.queue.queue, committed).await?;
         self.core.trace_committed(&c.member.group, &c.member.member, &c.queue, c.offset).await;
@@ -86,6 +111,9 @@ impl Groups {
     /// with committed offsets only (Empty); never the broker's own cursors.
     pub fn list(&self) -> Vec<GroupListing> {
         let mut groups = self.coordinator.borrow().list();
+        for (group, members) in self.epochs.borrow().list() {
+            groups.push(GroupListing { group, state: "Stable".into(), members: members as u32 });
+        }
         for ((group, _, _), _) in self.core.offsets().consumers() {
             if !groups.iter().any(|g| g.group == group) {
                 groups.push(GroupListing { group, state: "Empty".into(), members: 0 });
@@ -97,7 +125,15 @@ impl Groups {
 
     /// The protocol type a group's members speak ("" for one with offsets only).
     pub fn protocol_type(&self, group: &str) -> String {
+        if self.epochs.borrow().has(group) {
+            return CONSUMER_PROTOCOL.to_string();
+        }
         self.coordinator.borrow().protocol_type(group).unwrap_or_default().to_string()
+    }
+
+    /// Whether the group's members speak Kafka's consumer protocol (KIP-848).
+    pub fn is_consumer_protocol(&self, group: &str) -> bool {
+        self.epochs.borrow().has(group)
     }
 
     /// A group's members with their metadata and assignment bytes.
@@ -108,7 +144,7 @@ impl Groups {
     /// Deletes a group without members: its committed offsets (durably)
     /// and what the coordinator kept of it.
     pub async fn delete(&self, group: &str) -> Result<Deletion, Failure> {
-        if self.coordinator.borrow().has_members(group) {
+        if self.coordinator.borrow().has_members(group) || self.epochs.borrow().has(group) {
             return Ok(Deletion::NotEmpty);
         }
         if !self.known(group) {
@@ -165,7 +201,26 @@ impl Groups {
 
     /// Joins (or rejoins) a member; answers once the generation formed, or
     /// at once with the id a first join must come back with.
+    /// A heartbeat of Kafka's consumer protocol: the member's epoch and,
+    /// when it changed, its partitions. A group is of one protocol at a time.
+    pub fn consumer_heartbeat(&self, beat: &Beat) -> Result<BeatAnswer, Failure> {
+        if self.coordinator.borrow().has_members(&beat.group) {
+            return Err(mixed(&beat.group));
+        }
+        let metadata = self.core.metadata();
+        let partitions = |topic: &str| metadata.topics.get(topic).map(|t| t.queues.len() as u32);
+        Ok(self.epochs.borrow_mut().heartbeat(beat, partitions, self.core.now_ms())?)
+    }
+
+    /// A consumer-protocol group's epoch and members (None: not one with members).
+    pub fn consumer_group(&self, group: &str) -> Option<GroupView> {
+        self.epochs.borrow().describe(group)
+    }
+
     pub async fn join(&self, group: &str, req: JoinRequest) -> Result<JoinAnswer, Failure> {
+        if self.epochs.borrow().has(group) {
+            return Err(mixed(group));
+        }
         // At most group_wait_max: the edges check or clamp it with the request's other limits.
         let limit = Duration::from_millis(u64::from(req.rebalance_timeout_ms));
         let member = match self.coordinator.borrow_mut().join(group, req, self.core.now_ms())? {

@@ -35,6 +35,8 @@ fn error_of(reason: Reason) -> K {
         R::FencedInstance => K::FencedInstanceId,
         R::InvalidConfig => K::InvalidConfig,
         R::TooFewInSync => K::NotEnoughReplicas,
+        R::FencedMemberEpoch => K::FencedMemberEpoch,
+        R::StaleMemberEpoch => K::StaleMemberEpoch,
         R::UnsupportedVersion => K::UnsupportedVersion,
         R::InvalidRequest => K::InvalidRequest,
         R::AuthenticationFailed => K::SaslAuthenticationFailed,

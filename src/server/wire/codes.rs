@@ -56,6 +56,8 @@ pub fn code(reason: Reason) -> ErrorCode {
         R::FencedInstance => ErrorCode::FencedInstance,
         R::InvalidConfig => ErrorCode::InvalidConfig,
         R::TooFewInSync => ErrorCode::TooFewInSync,
+        // Kafka's consumer protocol only: the native protocol has generations.
+        R::FencedMemberEpoch | R::StaleMemberEpoch => ErrorCode::IllegalGeneration,
         R::AuthenticationFailed => ErrorCode::AuthenticationFailed,
         R::UnsupportedSaslMechanism => ErrorCode::UnsupportedSaslMechanism,
         R::NotAuthorized => ErrorCode::NotAuthorized,

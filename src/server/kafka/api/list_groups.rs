@@ -32,12 +32,12 @@ impl Api for ListGroups {
             .filter(|g| describable(&g.group) && wanted(&g.state, &r.states_filter))
             .map(|g| {
                 let protocol_type = s.groups.protocol_type(&g.group);
-                // Kafka's group types: a classic group of consumers is "classic"
-                // (KIP-848's "consumer" groups are not served yet).
+                // Kafka's group types: "consumer" for KIP-848's protocol, else "classic".
+                let group_type = if s.groups.is_consumer_protocol(&g.group) { "consumer" } else { "classic" };
                 ListedGroup::default()
                     .with_group_id(GroupId(text(g.group)))
                     .with_group_state(text(g.state))
-                    .with_group_type(text("classic"))
+                    .with_group_type(text(group_type))
                     .with_protocol_type(text(protocol_type))
             })
             .filter(|g| wanted(&g.group_type, &r.types_filter))

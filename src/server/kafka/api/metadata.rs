@@ -98,7 +98,10 @@ impl Api for Metadata {
                         p.with_leader_id(broker).with_replica_nodes(vec![broker]).with_isr_nodes(vec![broker])
                     })
                     .collect();
-                MetadataResponseTopic::default().with_name(Some(topic_name(&t.name))).with_partitions(partitions)
+                MetadataResponseTopic::default()
+                    .with_name(Some(topic_name(&t.name)))
+                    .with_topic_id(uuid::Uuid::from_bytes(t.id))
+                    .with_partitions(partitions)
             })
             .collect();
         for name in refused.drain(..) {

@@ -12,6 +12,7 @@ mod alter_client_quotas;
 mod alter_configs;
 mod alter_user_scram_credentials;
 mod api_versions;
+mod consumer_group_heartbeat;
 mod create_acls;
 mod create_partitions;
 mod create_topics;
@@ -57,7 +58,7 @@ use std::rc::Rc;
 use std::time::Duration;
 
 /// Every Kafka API served.
-pub static TABLE: [&(dyn Handler + Sync); 35] = [
+pub static TABLE: [&(dyn Handler + Sync); 36] = [
     &Entry::<produce::Produce>(PhantomData),
     &Entry::<fetch::Fetch>(PhantomData),
     &Entry::<list_offsets::ListOffsets>(PhantomData),
@@ -86,6 +87,7 @@ pub static TABLE: [&(dyn Handler + Sync); 35] = [
     &Entry::<delete_acls::DeleteAcls>(PhantomData),
     &Entry::<describe_log_dirs::DescribeLogDirs>(PhantomData),
     &Entry::<elect_leaders::ElectLeaders>(PhantomData),
+    &Entry::<consumer_group_heartbeat::ConsumerGroupHeartbeat>(PhantomData),
     &Entry::<describe_client_quotas::DescribeClientQuotas>(PhantomData),
     &Entry::<alter_client_quotas::AlterClientQuotas>(PhantomData),
     &Entry::<describe_user_scram_credentials::DescribeUserScramCredentials>(PhantomData),

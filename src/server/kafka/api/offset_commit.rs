@@ -19,9 +19,10 @@ pub struct OffsetCommit;
 
 impl Api for OffsetCommit {
     const KEY: ApiKey = ApiKey::OffsetCommit;
-    const VERSIONS: (i16, i16) = (2, 8);
+    const VERSIONS: (i16, i16) = (2, 9);
     const NAME: &'static str = "kafka_OffsetCommit";
-    const NOTE: &'static str = "durable with its metadata, fenced by generation and assignment as native commits are";
+    const NOTE: &'static str = "durable with its metadata, fenced by generation (v9: a consumer-protocol member's \
+                                epoch) and assignment as native commits are";
     type Request = OffsetCommitRequest;
     type Response = OffsetCommitResponse;
 

@@ -1,6 +1,8 @@
-//! OffsetFetch: the group's committed offsets (-1: none) and their metadata, of the partitions
-//! asked for, or (no topics named) of every partition it has committed that
-//! the principal may describe.
+//! OffsetFetch: a group's committed offsets (-1: none) and their metadata,
+//! of the partitions asked for, or (no topics named) of every partition it
+//! has committed that the principal may describe. v8+ asks for several
+//! groups at once (each answered as the older versions answer one; a
+//! consumer-protocol member's epoch is not checked: reading is harmless).
 
 use super::{Api, At};
 use crate::protocol::messages::QueueRef;
@@ -8,73 +10,113 @@ use crate::security::acl::Operation;
 use crate::server::auth::authorizer::{self, Principal};
 use crate::server::kafka::groups::{coordinated, TOPIC_REFUSED};
 use crate::server::kafka::{text, Services};
-use kafka_protocol::messages::offset_fetch_response::{OffsetFetchResponsePartition, OffsetFetchResponseTopic};
-use kafka_protocol::messages::TopicName;
-use kafka_protocol::messages::{ApiKey, OffsetFetchRequest, OffsetFetchResponse};
+use kafka_protocol::messages::offset_fetch_response::{
+    OffsetFetchResponseGroup, OffsetFetchResponsePartition, OffsetFetchResponsePartitions, OffsetFetchResponseTopic,
+    OffsetFetchResponseTopics,
+};
+use kafka_protocol::messages::{ApiKey, OffsetFetchRequest, OffsetFetchResponse, TopicName};
 use kafka_protocol::protocol::StrBytes;
 
 pub struct OffsetFetch;
 
 impl Api for OffsetFetch {
     const KEY: ApiKey = ApiKey::OffsetFetch;
-    const VERSIONS: (i16, i16) = (1, 7);
+    const VERSIONS: (i16, i16) = (1, 9);
     const NAME: &'static str = "kafka_OffsetFetch";
     const NOTE: &'static str =
-        "a group's committed offsets (-1: none) and their metadata, of the partitions asked or all";
+        "a group's committed offsets (-1: none) and their metadata, of the partitions asked or all; v8+ several groups";
     type Request = OffsetFetchRequest;
     type Response = OffsetFetchResponse;
 
     async fn serve(s: &Services, r: OffsetFetchRequest, at: &At) -> Option<OffsetFetchResponse> {
-        Some(committed(s, &at.principal, &r).with_throttle_time_ms(at.throttle_ms()))
+        let response = OffsetFetchResponse::default().with_throttle_time_ms(at.throttle_ms());
+        if at.version < 8 {
+            let asked =
+                r.topics.as_ref().map(|ts| ts.iter().map(|t| (t.name.to_string(), t.partition_indexes.clone())));
+            let (code, topics) = committed(s, &at.principal, &r.group_id, asked.map(Iterator::collect));
+            let topics = answered!(topics, OffsetFetchResponseTopic, OffsetFetchResponsePartition);
+            return Some(response.with_error_code(code).with_topics(topics));
+        }
+        let groups = r.groups.iter().map(|g| {
+            let asked =
+                g.topics.as_ref().map(|ts| ts.iter().map(|t| (t.name.to_string(), t.partition_indexes.clone())));
+            let (code, topics) = committed(s, &at.principal, &g.group_id, asked.map(Iterator::collect));
+            let topics = answered!(topics, OffsetFetchResponseTopics, OffsetFetchResponsePartitions);
+            OffsetFetchResponseGroup::default()
+                .with_group_id(g.group_id.clone())
+                .with_error_code(code)
+                .with_topics(topics)
+        });
+        Some(response.with_groups(groups.collect()))
     }
 }
 
-fn committed(s: &Services, principal: &Principal, r: &OffsetFetchRequest) -> OffsetFetchResponse {
-    if let Err(code) = coordinated(s, principal, Operation::Describe, &r.group_id) {
-        return OffsetFetchResponse::default().with_error_code(code);
-    }
-    let asked: Vec<(String, Vec<i32>)> = match &r.topics {
-        Some(topics) => topics.iter().map(|t| (t.name.to_string(), t.partition_indexes.clone())).collect(),
-        None => s
-            .core
-            .describe(&[])
-            .topics
+/// A group's answered topics in one of Kafka's two shapes (before v8 and
+/// v8+: alike but for their types).
+macro_rules! answered {
+    ($topics:expr, $topic:ident, $partition:ident) => {
+        $topics
             .into_iter()
-            .map(|t| {
-                let queues = (0..t.queue_shards.len() as i32).collect();
-                (t.name, queues)
+            .map(|(name, partitions): (String, Vec<Partition>)| {
+                let partitions = partitions.into_iter().map(|p| {
+                    $partition::default()
+                        .with_partition_index(p.index)
+                        .with_committed_offset(p.offset)
+                        .with_metadata(Some(StrBytes::from_string(p.metadata)))
+                        .with_error_code(p.code)
+                });
+                $topic::default().with_name(TopicName(text(name))).with_partitions(partitions.collect())
             })
-            .collect(),
+            .collect()
     };
-    let listed = r.topics.is_some();
+}
+use answered;
+
+/// One partition's committed offset as answered.
+struct Partition {
+    index: i32,
+    offset: i64,
+    metadata: String,
+    code: i16,
+}
+
+/// A group's committed offsets of the partitions `asked` (None: all it
+/// committed that the principal may describe): the group's error code and
+/// each topic's partitions.
+fn committed(
+    s: &Services,
+    principal: &Principal,
+    group: &str,
+    asked: Option<Vec<(String, Vec<i32>)>>,
+) -> (i16, Vec<(String, Vec<Partition>)>) {
+    if let Err(code) = coordinated(s, principal, Operation::Describe, group) {
+        return (code, Vec::new());
+    }
+    let listed = asked.is_some();
     let describable = |topic: &str| principal.allows(&s.core, Operation::Describe, authorizer::topic(topic));
-    // Of every committed partition, only the topics the principal may describe.
-    let asked: Vec<(String, Vec<i32>)> = asked.into_iter().filter(|(t, _)| listed || describable(t)).collect();
+    let asked = asked.unwrap_or_else(|| {
+        let all = s.core.describe(&[]).topics.into_iter();
+        // Of every committed partition, only the topics the principal may describe.
+        all.filter(|t| describable(&t.name)).map(|t| (t.name, (0..t.queue_shards.len() as i32).collect())).collect()
+    });
     let topics = asked
         .into_iter()
         .map(|(topic, queues)| {
-            let partitions: Vec<OffsetFetchResponsePartition> = queues
+            let refused = listed && !describable(&topic);
+            let partitions = queues
                 .into_iter()
                 .filter_map(|q| {
                     let queue = QueueRef { topic: topic.clone(), queue: q.max(0) as u32 };
-                    let committed = s.groups.committed_with_metadata(&r.group_id, &queue);
+                    let committed = s.groups.committed_with_metadata(group, &queue);
                     let (offset, metadata) = committed.map_or((-1, String::new()), |c| (c.offset as i64, c.metadata));
-                    (listed || offset >= 0).then(|| {
-                        OffsetFetchResponsePartition::default()
-                            .with_partition_index(q)
-                            .with_committed_offset(offset)
-                            .with_metadata(Some(StrBytes::from_string(metadata)))
+                    (listed || offset >= 0).then_some(match refused {
+                        true => Partition { index: q, offset: -1, metadata, code: TOPIC_REFUSED },
+                        false => Partition { index: q, offset, metadata, code: 0 },
                     })
                 })
                 .collect();
-            let response = OffsetFetchResponseTopic::default().with_name(TopicName(text(topic.clone())));
-            if listed && !describable(&topic) {
-                let refused =
-                    |p: OffsetFetchResponsePartition| p.with_error_code(TOPIC_REFUSED).with_committed_offset(-1);
-                return response.with_partitions(partitions.into_iter().map(refused).collect());
-            }
-            response.with_partitions(partitions)
+            (topic, partitions)
         })
         .collect();
-    OffsetFetchResponse::default().with_topics(topics)
+    (0, topics)
 }

@@ -1,0 +1,91 @@
+//! ConsumerGroupHeartbeat: Kafka's consumer protocol (KIP-848), the broker
+//! assigning (`groups/member_epochs.rs`): a member joins (epoch 0), beats
+//! with its subscription and owned partitions when they change, and is told
+//! its epoch and, when they change, its partitions (by topic id). On the
+//! group's coordinator; Read on the group. A group is of one protocol at a
+//! time (INCONSISTENT_GROUP_PROTOCOL otherwise); subscriptions by regex are
+//! refused.
+
+use super::{Api, At};
+use crate::security::acl::Operation;
+use crate::server::groups::member_epochs::Beat;
+use crate::server::kafka::groups::coordinated;
+use crate::server::kafka::{codes, text, Services};
+use kafka_protocol::messages::consumer_group_heartbeat_response::{Assignment, TopicPartitions};
+use kafka_protocol::messages::{ApiKey, ConsumerGroupHeartbeatRequest, ConsumerGroupHeartbeatResponse};
+use kafka_protocol::ResponseError;
+use std::collections::{BTreeMap, HashMap};
+
+/// How often a member is asked to beat (Kafka's `group.consumer.heartbeat.interval.ms`).
+const HEARTBEAT_INTERVAL_MS: i32 = 5_000;
+/// A member not heard from for this long leaves (Kafka's `group.consumer.session.timeout.ms`).
+const SESSION_TIMEOUT_MS: u64 = 45_000;
+
+pub struct ConsumerGroupHeartbeat;
+
+impl Api for ConsumerGroupHeartbeat {
+    const KEY: ApiKey = ApiKey::ConsumerGroupHeartbeat;
+    const VERSIONS: (i16, i16) = (0, 1);
+    const NAME: &'static str = "kafka_ConsumerGroupHeartbeat";
+    const NOTE: &'static str = "KIP-848 consumer groups: the broker assigns (sticky, even), members reach their \
+                                target incrementally, a partition never held twice; no regex subscriptions";
+    type Request = ConsumerGroupHeartbeatRequest;
+    type Response = ConsumerGroupHeartbeatResponse;
+
+    async fn serve(s: &Services, r: ConsumerGroupHeartbeatRequest, at: &At) -> Option<ConsumerGroupHeartbeatResponse> {
+        let response = ConsumerGroupHeartbeatResponse::default().with_throttle_time_ms(at.throttle_ms());
+        let refused =
+            |code: i16, m: String| Some(response.clone().with_error_code(code).with_error_message(Some(text(m))));
+        if let Err(code) = coordinated(s, &at.principal, Operation::Read, &r.group_id) {
+            return Some(response.with_error_code(code));
+        }
+        if r.subscribed_topic_regex.as_ref().is_some_and(|re| !re.is_empty()) {
+            return refused(
+                ResponseError::InvalidRequest.code(),
+                "subscriptions by regex are not served: name the topics".into(),
+            );
+        }
+        let described = s.core.describe(&[]);
+        let names: HashMap<[u8; 16], String> = described.topics.iter().map(|t| (t.id, t.name.clone())).collect();
+        let ids: HashMap<&str, [u8; 16]> = described.topics.iter().map(|t| (t.name.as_str(), t.id)).collect();
+        let owned = r.topic_partitions.as_ref().map(|topics| {
+            let known = topics.iter().filter_map(|t| Some((names.get(t.topic_id.as_bytes())?, &t.partitions)));
+            known.flat_map(|(name, ps)| ps.iter().map(move |p| (name.clone(), (*p).max(0) as u32))).collect()
+        });
+        let beat = Beat {
+            group: r.group_id.to_string(),
+            member: r.member_id.to_string(),
+            epoch: r.member_epoch,
+            subscribed: r.subscribed_topic_names.as_ref().map(|t| t.iter().map(|n| n.to_string()).collect()),
+            owned,
+            session_timeout_ms: SESSION_TIMEOUT_MS,
+            client_id: at.client_id.clone(),
+            client_host: String::new(),
+        };
+        let answer = match s.groups.consumer_heartbeat(&beat) {
+            Ok(answer) => answer,
+            Err(f) => return refused(codes::of(f.0), f.1),
+        };
+        let assignment = answer.assignment.map(|partitions| {
+            let mut by_topic: BTreeMap<String, Vec<i32>> = BTreeMap::new();
+            for (topic, p) in partitions {
+                by_topic.entry(topic).or_default().push(p as i32);
+            }
+            let topic_partitions = by_topic
+                .into_iter()
+                .filter_map(|(topic, partitions)| {
+                    let id = uuid::Uuid::from_bytes(*ids.get(topic.as_str())?);
+                    Some(TopicPartitions::default().with_topic_id(id).with_partitions(partitions))
+                })
+                .collect();
+            Assignment::default().with_topic_partitions(topic_partitions)
+        });
+        Some(
+            response
+                .with_member_id(Some(text(answer.member)))
+                .with_member_epoch(answer.epoch)
+                .with_heartbeat_interval_ms(HEARTBEAT_INTERVAL_MS)
+                .with_assignment(assignment),
+        )
+    }
+}
