@@ -418,6 +418,11 @@ public class JavaClients {
         b.subscribe(List.of(topic));
         pollUntil("a 1+1 split", List.of(a, b), seen, () -> a.assignment().size() == 1 && b.assignment().size() == 1);
         pollUntil("the first records read", List.of(a, b), seen, () -> seen.size() == 100);
+        try (Admin admin = admin()) {
+            ConsumerGroupDescription d = admin.describeConsumerGroups(List.of(topic)).all().get().get(topic);
+            check(d.members().size() == 2 && d.members().stream().allMatch(m -> m.assignment().topicPartitions().size() == 1),
+                    "described with two members of one partition each: " + d);
+        }
         a.close();
         try (KafkaProducer<byte[], byte[]> p = producer(Map.of())) {
             for (int i = 0; i < 40; i++) {

@@ -96,8 +96,7 @@ impl Groups {
         self.core.home(&c.queue)?;
         let (group, member) = (&c.member.group, &c.member.member);
         if self.epochs.borrow().has(group) {
-            let partition = (c.queue.topic.clone(), c.queue.queue);
-            self.epochs.borrow().may_commit(group, member, c.member.generation, &partition)?;
+            self.epochs.borrow().may_commit(group, member, c.member.generation)?;
         } else {
             self.coordinator.borrow().may_commit(&c.member, &c.queue.topic, c.queue.queue)?;
         }

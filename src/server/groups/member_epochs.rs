@@ -11,8 +11,7 @@
 //! it says it owns nothing outside its target, its epoch becomes the
 //! group's and it gets the partitions of its target that no other member
 //! still holds, the rest as they are given up. A partition is never held by
-//! two members at once. Commits are checked against the member's epoch and
-//! what it holds.
+//! two members at once. Commits are checked against the member's epoch.
 
 use super::coordinator::Refusal;
 use crate::server::core::Reason;
@@ -178,17 +177,14 @@ impl MemberEpochs {
         changed
     }
 
-    /// May `member` at `epoch` commit `partition`? It must be at its
-    /// current epoch and hold the partition.
-    pub fn may_commit(&self, group: &str, member: &str, epoch: u32, partition: &Partition) -> Result<(), Refusal> {
+    /// May `member` at `epoch` commit? It must be a member at its current
+    /// epoch, as Kafka checks: the epoch fences a member that lost its
+    /// partitions, and a member giving some up commits them first.
+    pub fn may_commit(&self, group: &str, member: &str, epoch: u32) -> Result<(), Refusal> {
         let g = self.groups.get(group).ok_or_else(|| unknown(group, member))?;
         let m = g.members.get(member).ok_or_else(|| unknown(group, member))?;
         if epoch != m.epoch {
             return Err((Reason::StaleMemberEpoch, format!("member {member} is at epoch {}, not {epoch}", m.epoch)));
-        }
-        if !m.assigned.contains(partition) {
-            let (topic, queue) = partition;
-            return Err((Reason::NotAssigned, format!("{topic}/{queue} is not held by {member} at epoch {epoch}")));
         }
         Ok(())
     }
@@ -321,16 +317,16 @@ mod tests {
         assert_eq!((b.epoch, b.assignment.clone()), (2, Some(vec![])), "b is in epoch 2 and waits: a holds both");
         let a = g.heartbeat(&beat("a", 1, Some(&[t(0), t(1)])), two, 20).unwrap();
         assert_eq!((a.epoch, a.assignment), (1, Some(vec![t(0)])), "a is told to give one up, at its epoch");
-        assert!(g.may_commit("g", "a", 1, &t(0)).is_ok(), "a commits what it keeps meanwhile");
+        assert!(g.may_commit("g", "a", 1).is_ok(), "a commits at its epoch meanwhile");
         let b = g.heartbeat(&beat("b", 2, None), two, 30).unwrap();
         assert!(b.assignment.is_none(), "a has not said it gave it up yet");
         let a = g.heartbeat(&beat("a", 1, Some(&[t(0)])), two, 40).unwrap();
         assert_eq!((a.epoch, a.assignment), (2, None), "done: a moves to the group's epoch");
         let b = g.heartbeat(&beat("b", 2, None), two, 50).unwrap();
         assert_eq!((b.epoch, b.assignment), (2, Some(vec![t(1)])));
-        assert!(g.may_commit("g", "b", 2, &t(1)).is_ok());
-        assert_eq!(g.may_commit("g", "b", 1, &t(1)).unwrap_err().0, Reason::StaleMemberEpoch);
-        assert_eq!(g.may_commit("g", "b", 2, &t(0)).unwrap_err().0, Reason::NotAssigned);
+        assert!(g.may_commit("g", "b", 2).is_ok());
+        assert_eq!(g.may_commit("g", "b", 1).unwrap_err().0, Reason::StaleMemberEpoch);
+        assert_eq!(g.may_commit("g", "c", 2).unwrap_err().0, Reason::UnknownMember);
 
         let left = g.heartbeat(&beat("b", -1, None), two, 60).unwrap();
         assert_eq!(left.epoch, -1);

@@ -12,6 +12,7 @@ mod alter_client_quotas;
 mod alter_configs;
 mod alter_user_scram_credentials;
 mod api_versions;
+mod consumer_group_describe;
 mod consumer_group_heartbeat;
 mod create_acls;
 mod create_partitions;
@@ -58,7 +59,7 @@ use std::rc::Rc;
 use std::time::Duration;
 
 /// Every Kafka API served.
-pub static TABLE: [&(dyn Handler + Sync); 36] = [
+pub static TABLE: [&(dyn Handler + Sync); 37] = [
     &Entry::<produce::Produce>(PhantomData),
     &Entry::<fetch::Fetch>(PhantomData),
     &Entry::<list_offsets::ListOffsets>(PhantomData),
@@ -88,6 +89,7 @@ pub static TABLE: [&(dyn Handler + Sync); 36] = [
     &Entry::<describe_log_dirs::DescribeLogDirs>(PhantomData),
     &Entry::<elect_leaders::ElectLeaders>(PhantomData),
     &Entry::<consumer_group_heartbeat::ConsumerGroupHeartbeat>(PhantomData),
+    &Entry::<consumer_group_describe::ConsumerGroupDescribe>(PhantomData),
     &Entry::<describe_client_quotas::DescribeClientQuotas>(PhantomData),
     &Entry::<alter_client_quotas::AlterClientQuotas>(PhantomData),
     &Entry::<describe_user_scram_credentials::DescribeUserScramCredentials>(PhantomData),
