@@ -283,8 +283,10 @@ def topic_configs():
     assert entries["max.message.bytes"].source != ConfigSource.DYNAMIC_TOPIC_CONFIG.value, entries["max.message.bytes"]
     assert entries["cleanup.policy"].value == "compact,delete", entries["cleanup.policy"]
     before = int(time.time() * 1000)
-    p.produce("tc", value=b"x" * 3000, timestamp=1000)
+    p.produce("tc", value=b"x" * 3000, timestamp=1000, on_delivery=lambda err, msg: outcome.update(stamped=msg.timestamp()))
     assert p.flush(30) == 0
+    kind, ts = outcome["stamped"]
+    assert kind == ck.TIMESTAMP_LOG_APPEND_TIME and ts >= before, ("the produce response's time", kind, ts)
     c = ck.Consumer({"bootstrap.servers": BOOT, "group.id": "tc-read", "auto.offset.reset": "earliest"})
     c.assign([ck.TopicPartition("tc", 0, 1)])
     m = None

@@ -9,6 +9,7 @@ use super::failure::Failure;
 use super::failure::Reason;
 use super::metadata::Metadata;
 use super::metrics::Family;
+use super::service::Stored;
 use super::topic_configs::ConfigChange;
 use super::topics::NewTopic;
 use crate::protocol::messages::QueueRef;
@@ -54,8 +55,8 @@ pub enum Answer {
     Frame(Vec<u8>),
     /// The metadata was applied.
     Applied,
-    /// The batch's base offset and record count.
-    Appended(Result<(u64, u32), Failure>),
+    /// Where the batch was stored.
+    Appended(Result<Stored, Failure>),
     /// The topic change was stored and applied everywhere.
     Changed(Result<(), Failure>),
     /// The accounts change was stored (for a removal of ACLs, how many rules went).
@@ -109,7 +110,7 @@ impl Mesh {
     }
 
     /// Appends `batch` to `queue` on `shard`, its owner.
-    pub async fn append(&self, shard: usize, queue: QueueRef, batch: Vec<u8>) -> Result<(u64, u32), Failure> {
+    pub async fn append(&self, shard: usize, queue: QueueRef, batch: Vec<u8>) -> Result<Stored, Failure> {
         match self.call(shard, Call::Append { queue, batch }).await? {
             Answer::Appended(appended) => appended,
             other => Err(unexpected(&other)),

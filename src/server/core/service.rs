@@ -18,6 +18,17 @@ use std::time::Duration;
 /// How long a delivery that must not be lost waits before trying again.
 const RETRY_PAUSE: Duration = Duration::from_millis(200);
 
+/// Where a batch was stored.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Stored {
+    /// The offset of its first record.
+    pub base: u64,
+    /// Its records (0: a retry of a batch stored before).
+    pub count: u32,
+    /// The broker's time it was given (a LogAppendTime topic's).
+    pub log_append_time: Option<i64>,
+}
+
 impl Core {
     /// Where a topic's queue lives in this broker group (NotLeader for a
     /// queue of another group: its leader serves it).
@@ -53,11 +64,11 @@ impl Core {
     }
 
     /// Appends `batch` durably (as its topic's flush policy says) to one of
-    /// this shard's queues; returns its base offset and record count. A
+    /// this shard's queues; returns where it was stored. A
     /// leader that is deposed, or whose epoch's start is not recorded yet,
     /// stores nothing (whichever listener the batch came through): data of
     /// an epoch nobody can cut back to would stay on this node when it follows.
-    pub async fn append_here(&self, slot: QueueSlot, batch: &[u8]) -> Result<(u64, u32), Failure> {
+    pub async fn append_here(&self, slot: QueueSlot, batch: &[u8]) -> Result<Stored, Failure> {
         assert!(self.owns(slot), "queue {} lives on shard {}, not {}", slot.storage_id, slot.shard, self.id());
         if let ShardRole::Leader(replication) = self.role() {
             if replication.deposed() {
@@ -71,17 +82,18 @@ impl Core {
             Some(configs) => self.apply_topic_configs(&configs, batch)?,
             None => None,
         };
-        let batch = stamped.as_deref().unwrap_or(batch);
+        let batch = stamped.as_ref().map_or(batch, |(copy, _)| copy.as_slice());
         let appended = self.storage().append(QueueId(slot.storage_id), batch).await?;
         self.replicated(appended.position.0 + batch.len() as u64).await?;
-        Ok((appended.base_offset, appended.record_count))
+        let log_append_time = stamped.map(|(_, time)| time);
+        Ok(Stored { base: appended.base_offset, count: appended.record_count, log_append_time })
     }
 
     /// Holds a batch to its topic's configs before it is stored: its size
     /// to `max.message.bytes` (as Kafka counts a batch), the replicas in
     /// sync to `min.insync.replicas` (sync acks; one on a single node), and
-    /// under LogAppendTime a copy given the broker's time (returned).
-    fn apply_topic_configs(&self, configs: &TopicConfigs, batch: &[u8]) -> Result<Option<Vec<u8>>, Failure> {
+    /// under LogAppendTime a copy given the broker's time (returned, with the time).
+    fn apply_topic_configs(&self, configs: &TopicConfigs, batch: &[u8]) -> Result<Option<(Vec<u8>, i64)>, Failure> {
         if let Some(max) = configs.max_message_bytes() {
             let size = batch.len().saturating_sub(ringmq_shards::batch::KAFKA_WRAPPER_BYTES);
             if size > max as usize {
@@ -105,12 +117,13 @@ impl Core {
         // Checked first: the stamp makes its CRCs again.
         ringmq_shards::batch::check(batch, self.config().batch_limits())?;
         let mut stamped = batch.to_vec();
-        ringmq_shards::batch::set_log_append_time(&mut stamped, self.clock().now_ms() as i64)?;
-        Ok(Some(stamped))
+        let now = self.clock().now_ms() as i64;
+        ringmq_shards::batch::set_log_append_time(&mut stamped, now)?;
+        Ok(Some((stamped, now)))
     }
 
     /// Appends `batch` to a topic's queue wherever it lives.
-    pub async fn append(&self, q: &QueueRef, batch: &[u8]) -> Result<(u64, u32), Failure> {
+    pub async fn append(&self, q: &QueueRef, batch: &[u8]) -> Result<Stored, Failure> {
         let slot = self.locate(q)?;
         if self.owns(slot) {
             return self.append_here(slot, batch).await;

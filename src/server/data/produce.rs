@@ -13,7 +13,8 @@ pub async fn produce(core: &Core, slot: QueueSlot, batches: &[&[u8]]) -> Result<
         ringmq_shards::batch::check(b, core.config().batch_limits())?;
     }
     let appends = batches.iter().map(|b| core.append_here(slot, b));
-    futures_util::future::join_all(appends).await.into_iter().collect()
+    let stored = futures_util::future::join_all(appends).await.into_iter();
+    stored.map(|s| s.map(|s| (s.base, s.count))).collect()
 }
 
 /// Appends every ProduceMany entry where its queue lives (a producer that
@@ -21,5 +22,6 @@ pub async fn produce(core: &Core, slot: QueueSlot, batches: &[&[u8]]) -> Result<
 /// Entries start in order, so each queue's batches are placed in request order.
 pub async fn produce_many(core: &Core, entries: &[(QueueRef, &[u8])]) -> Vec<Result<(u64, u32), Failure>> {
     let appends = entries.iter().map(|(queue, batch)| core.append(queue, batch));
-    futures_util::future::join_all(appends).await
+    let stored = futures_util::future::join_all(appends).await.into_iter();
+    stored.map(|s| s.map(|s| (s.base, s.count))).collect()
 }

@@ -200,6 +200,15 @@ impl Groups {
 
     /// Joins (or rejoins) a member; answers once the generation formed, or
     /// at once with the id a first join must come back with.
+    /// Refuses a member that speaks for a static instance another member
+    /// now holds (FencedInstance); None names no instance.
+    pub fn check_instance(&self, group: &str, instance: Option<&str>, member: &str) -> Result<(), Failure> {
+        match instance {
+            Some(instance) => Ok(self.coordinator.borrow().check_instance(group, instance, member)?),
+            None => Ok(()),
+        }
+    }
+
     /// A heartbeat of Kafka's consumer protocol: the member's epoch and,
     /// when it changed, its partitions. A group is of one protocol at a time.
     pub fn consumer_heartbeat(&self, beat: &Beat) -> Result<BeatAnswer, Failure> {

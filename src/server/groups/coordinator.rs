@@ -201,6 +201,21 @@ impl Coordinator {
             .collect()
     }
 
+    /// Refuses `member` speaking for static `instance` when another member
+    /// now holds it (the instance restarted as a new member; Kafka's
+    /// FENCED_INSTANCE_ID). An instance no one holds is the caller's own
+    /// business (an unknown member is refused by the call itself).
+    pub fn check_instance(&self, group: &str, instance: &str, member: &str) -> Result<(), Refusal> {
+        let holder = self.groups.get(group).and_then(|g| g.statics.get(instance));
+        match holder {
+            Some(holder) if holder != member => Err((
+                Reason::FencedInstance,
+                format!("group {group:?}'s static member {instance:?} is now {holder:?}: {member:?} is fenced"),
+            )),
+            _ => Ok(()),
+        }
+    }
+
     /// True while the group has members.
     pub fn has_members(&self, group: &str) -> bool {
         self.groups.get(group).is_some_and(|g| !g.members.is_empty())
@@ -673,6 +688,13 @@ mod tests {
         assert_eq!(gs.standing(&who(&b, g)), Ok(()), "b goes on as it was");
         assert_eq!(gs.heartbeat(&who(&a, g), 710).unwrap_err().0, Reason::UnknownMember, "the old id is gone");
         assert_eq!(gs.join("g", stat(&a, "ia"), 720).unwrap_err().0, Reason::FencedInstance);
+        assert_eq!(
+            gs.check_instance("g", "ia", &a).unwrap_err().0,
+            Reason::FencedInstance,
+            "its sync, heartbeat, commit"
+        );
+        assert_eq!(gs.check_instance("g", "ia", &a2), Ok(()));
+        assert_eq!(gs.check_instance("g", "nobody", &a), Ok(()), "an instance no one holds is the call's business");
     }
 
     fn parse(bytes: &[u8]) -> Result<Assignment, ParseError> {

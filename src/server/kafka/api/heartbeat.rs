@@ -29,7 +29,13 @@ async fn heartbeat(s: &Services, p: &Principal, r: &HeartbeatRequest) -> Heartbe
         return HeartbeatResponse::default().with_error_code(code);
     }
     let who = membership(&r.group_id, r.generation_id, &r.member_id);
-    match s.groups.heartbeat(&who, Duration::ZERO).await {
+    let fenced = s.groups.check_instance(&who.group, r.group_instance_id.as_deref(), &who.member);
+    match async {
+        fenced?;
+        s.groups.heartbeat(&who, Duration::ZERO).await
+    }
+    .await
+    {
         Ok(()) => HeartbeatResponse::default(),
         Err(f) => HeartbeatResponse::default().with_error_code(refused(&who, f)),
     }

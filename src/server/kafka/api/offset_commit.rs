@@ -34,6 +34,7 @@ impl Api for OffsetCommit {
 async fn commit(s: &Services, principal: &Principal, r: &OffsetCommitRequest) -> OffsetCommitResponse {
     let coordinated = coordinated(s, principal, Operation::Read, &r.group_id);
     let member = membership(&r.group_id, r.generation_id_or_member_epoch, &r.member_id);
+    let fenced = s.groups.check_instance(&member.group, r.group_instance_id.as_deref(), &member.member);
     let mut topics = Vec::new();
     for t in &r.topics {
         let topic = permitted(&s.core, principal, Operation::Read, authorizer::topic(&t.name), TOPIC_REFUSED);
@@ -41,6 +42,7 @@ async fn commit(s: &Services, principal: &Principal, r: &OffsetCommitRequest) ->
         for p in &t.partitions {
             let code = match coordinated.and(topic) {
                 Err(code) => code,
+                Ok(()) if fenced.is_err() => refused(&member, fenced.clone().expect_err("checked")),
                 Ok(()) if p.committed_offset < 0 => ResponseError::OffsetOutOfRange.code(),
                 Ok(()) if metadata(p).len() > s.core.config().offset_metadata_bytes_max => {
                     ResponseError::OffsetMetadataTooLarge.code()

@@ -12,6 +12,7 @@ use super::{Api, At};
 use crate::protocol::messages::QueueRef;
 use crate::security::acl::Operation;
 use crate::server::auth::authorizer;
+use crate::server::core::service::Stored;
 use crate::server::core::traffic::{Direction, Tally};
 use crate::server::core::Failure;
 use crate::server::kafka::codes;
@@ -91,15 +92,18 @@ fn answer(
     topic: &str,
     index: i32,
     records: Option<&Bytes>,
-    outcome: Result<(u64, u32), Refusal>,
+    outcome: Result<Stored, Refusal>,
 ) -> PartitionProduceResponse {
     let bytes = records.map_or(0, |r| r.len() as u64);
-    let messages = outcome.as_ref().map_or(0, |(_, count)| u64::from(*count));
+    let messages = outcome.as_ref().map_or(0, |s| u64::from(s.count));
     let tally = Tally { messages, bytes, failed: outcome.is_err() };
     s.core.count_traffic(Direction::Produce, Produce::NAME, topic, tally);
     let response = PartitionProduceResponse::default().with_index(index);
     match outcome {
-        Ok((base, _)) => response.with_base_offset(base as i64).with_log_append_time_ms(-1),
+        Ok(stored) => {
+            let time = stored.log_append_time.unwrap_or(-1);
+            response.with_base_offset(stored.base as i64).with_log_append_time_ms(time)
+        }
         Err((code, message)) => {
             tracing::debug!(code, %message, "kafka produce refused");
             response.with_base_offset(-1).with_error_code(code).with_error_message(Some(StrBytes::from_string(message)))
@@ -107,9 +111,9 @@ fn answer(
     }
 }
 
-/// Stores one partition's records; the offset of the first, and how many
-/// were stored (none for a retry of a batch stored before).
-async fn store(s: &Services, queue: &QueueRef, records: Option<&Bytes>) -> Result<(u64, u32), Refusal> {
+/// Stores one partition's records: where (none stored for a retry of a
+/// batch stored before).
+async fn store(s: &Services, queue: &QueueRef, records: Option<&Bytes>) -> Result<Stored, Refusal> {
     let records =
         records.ok_or((ResponseError::CorruptMessage.code(), "the partition's records are missing".to_string()))?;
     let translated = to_ringmq(records, queue.queue)?;
@@ -120,16 +124,16 @@ async fn store(s: &Services, queue: &QueueRef, records: Option<&Bytes>) -> Resul
     let slot = owned(&s.core, queue).map_err(|code| (code, format!("{queue:?} is not led by this broker")))?;
     match s.producers.check(&queue.topic, queue.queue, sequence) {
         Check::Store => match s.core.append_here(slot, &translated.batch).await {
-            Ok((base, count)) => {
-                s.producers.stored(&queue.topic, queue.queue, sequence, base);
-                Ok((base, count))
+            Ok(stored) => {
+                s.producers.stored(&queue.topic, queue.queue, sequence, stored.base);
+                Ok(stored)
             }
             Err(f) => {
                 s.producers.failed(&queue.topic, queue.queue, sequence);
                 Err(refused(f))
             }
         },
-        Check::Duplicate(base) => Ok((base, 0)),
+        Check::Duplicate(base) => Ok(Stored { base, count: 0, log_append_time: None }),
         Check::Pending => Err((ResponseError::RequestTimedOut.code(), "the same batch is being stored; retry".into())),
         Check::OutOfOrder { expected } => Err(out_of_order(sequence, expected)),
         Check::Fenced { current } => Err((

@@ -35,7 +35,13 @@ async fn sync(s: &Services, p: &Principal, r: &SyncGroupRequest) -> SyncGroupRes
         r.assignments.iter().map(|a| (a.member_id.to_string(), a.assignment.to_vec())).collect();
     let consumer = r.protocol_type.as_deref().is_none_or(|t| t == CONSUMER);
     let parse = |bytes: &[u8]| if consumer { consumer_assignment(bytes) } else { Ok(Assignment::default()) };
-    match s.groups.sync(&who, &assignments, parse).await {
+    let fenced = s.groups.check_instance(&who.group, r.group_instance_id.as_deref(), &who.member);
+    match async {
+        fenced?;
+        s.groups.sync(&who, &assignments, parse).await
+    }
+    .await
+    {
         Ok(share) => SyncGroupResponse::default()
             .with_protocol_type(r.protocol_type.clone())
             .with_protocol_name(r.protocol_name.clone())
