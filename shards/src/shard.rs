@@ -320,7 +320,9 @@ impl Shard {
     pub async fn append(&self, queue: QueueId, batch: &[u8]) -> Result<Appended> {
         let inner = &self.inner;
         let called = std::time::Instant::now();
-        let checked = batch::check(batch, inner.config.limits())?;
+        // A compressed Kafka batch's records, inflated once: for the check, then its index entries.
+        let mut inflated = Vec::new();
+        let checked = batch::check_keeping(batch, inner.config.limits(), &mut inflated)?;
         let key = BatchKey::checked(queue, &checked);
         let turn = Turn::take(inner);
         let placed = loop {
@@ -344,7 +346,7 @@ impl Shard {
                     // Lookup entries are not counted in `index_mem_entries`:
                     // checkpoints, which write them out, are paced by the queue
                     // index alone (one to two lookup entries per index entry).
-                    match log.append(q, lookup, batch, &checked, key) {
+                    match log.append(q, lookup, batch, (&checked, &inflated), key) {
                         Ok(placed) => {
                             *index_mem_entries += placed.appended.record_count as usize;
                             if q.file(q.file_wanted(inner.config.index_file_entries)).is_none() {

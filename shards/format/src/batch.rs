@@ -153,6 +153,13 @@ pub struct Limits {
 /// Validates a producer's batch: length, CRCs and record framing (a Kafka
 /// batch's records inflated, within `limits`).
 pub fn check(bytes: &[u8], limits: Limits) -> Result<CheckedBatch> {
+    check_keeping(bytes, limits, &mut Vec::new())
+}
+
+/// `check`, keeping a compressed Kafka batch's inflated records in
+/// `inflated`, so that its index entries are read from them
+/// (`records_inflated`) instead of inflating it again.
+pub fn check_keeping(bytes: &[u8], limits: Limits, inflated: &mut Vec<u8>) -> Result<CheckedBatch> {
     if bytes.len() < HEADER_BYTES {
         return Err(FormatError::BatchTooShort { len: bytes.len(), min: HEADER_BYTES });
     }
@@ -174,11 +181,10 @@ pub fn check(bytes: &[u8], limits: Limits) -> Result<CheckedBatch> {
     if computed != header.crc {
         return Err(FormatError::CrcMismatch { stored: header.crc, computed });
     }
-    let mut scratch = Vec::new();
     let inflated_max = limits.inflated_bytes.min(INFLATED_BYTES_CEILING);
     let mut count = 0u32;
     let mut first_id = [0; 16];
-    for record in records_within(bytes, &header, inflated_max, &mut scratch)? {
+    for record in records_within(bytes, &header, Section::Inflate { max: inflated_max, scratch: inflated })? {
         let record = record?;
         if count == 0 {
             first_id = record.message_id;
@@ -196,17 +202,29 @@ pub fn check(bytes: &[u8], limits: Limits) -> Result<CheckedBatch> {
 /// checked when it was stored; a reader still gets an error, not a panic,
 /// from one that breaks the format.
 pub fn records<'a>(batch: &'a [u8], scratch: &'a mut Vec<u8>) -> Result<Records<'a>> {
-    let header = BatchHeader::decode(batch).ok_or(FormatError::Malformed("bad magic number"))?;
-    let end = (header.length as usize).min(batch.len());
-    records_within(&batch[..end], &header, INFLATED_BYTES_CEILING, scratch)
+    records_of(batch, Section::Inflate { max: INFLATED_BYTES_CEILING, scratch })
 }
 
-fn records_within<'a>(
-    batch: &'a [u8],
-    header: &BatchHeader,
-    inflated_max: usize,
-    scratch: &'a mut Vec<u8>,
-) -> Result<Records<'a>> {
+/// The records of a batch `check_keeping` checked, read from what it inflated.
+pub fn records_inflated<'a>(batch: &'a [u8], inflated: &'a [u8]) -> Result<Records<'a>> {
+    records_of(batch, Section::Inflated(inflated))
+}
+
+fn records_of<'a>(batch: &'a [u8], section: Section<'a>) -> Result<Records<'a>> {
+    let header = BatchHeader::decode(batch).ok_or(FormatError::Malformed("bad magic number"))?;
+    let end = (header.length as usize).min(batch.len());
+    records_within(&batch[..end], &header, section)
+}
+
+/// Where a Kafka batch's compressed records are read from.
+enum Section<'a> {
+    /// Inflated into `scratch`, up to `max` bytes.
+    Inflate { max: usize, scratch: &'a mut Vec<u8> },
+    /// Already inflated.
+    Inflated(&'a [u8]),
+}
+
+fn records_within<'a>(batch: &'a [u8], header: &BatchHeader, section: Section<'a>) -> Result<Records<'a>> {
     let body = &batch[HEADER_BYTES..];
     if !header.is_kafka() {
         return Ok(Records::Ringmq(RecordIter::new(body)));
@@ -218,7 +236,11 @@ fn records_within<'a>(
         return Err(FormatError::Malformed("the header's record count or first timestamp is not the Kafka batch's"));
     }
     let first_id = first_id.try_into().expect("16 bytes");
-    Ok(Records::Kafka(kafka.records(first_id, inflated_max, scratch)?))
+    let records = match section {
+        Section::Inflate { max, scratch } => kafka.records(first_id, max, scratch)?,
+        Section::Inflated(inflated) => kafka.records_inflated(first_id, inflated)?,
+    };
+    Ok(Records::Kafka(records))
 }
 
 /// The records of a batch of either kind.
@@ -536,6 +558,13 @@ mod tests {
         let bytes = wrap_kafka(&KafkaBatch::parse(&compressed).unwrap(), [0; 16]);
         assert!(bytes.len() < 1000, "lz4 shrank the zeros");
         assert!(check(&bytes, LIMITS).is_ok());
+        let mut inflated = Vec::new();
+        check_keeping(&bytes, LIMITS, &mut inflated).unwrap();
+        assert!(inflated.len() > 4096, "the check kept what it inflated");
+        let kept: Vec<_> = records_inflated(&bytes, &inflated).unwrap().collect::<Result<_>>().unwrap();
+        let mut scratch = Vec::new();
+        let again: Vec<_> = records(&bytes, &mut scratch).unwrap().collect::<Result<_>>().unwrap();
+        assert_eq!(kept, again, "read from the kept records as from a new inflation");
         let small = Limits { inflated_bytes: 1000, ..LIMITS };
         assert!(matches!(check(&bytes, small), Err(FormatError::InflatesTooLarge { max: 1000 })));
     }

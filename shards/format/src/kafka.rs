@@ -139,16 +139,27 @@ impl<'a> KafkaBatch<'a> {
     /// `inflated_max` bytes); record i gets the message id `first_id` + i.
     pub fn records(&self, first_id: [u8; 16], inflated_max: usize, scratch: &'a mut Vec<u8>) -> Result<RecordIter<'a>> {
         let compression = self.compression()?;
-        let section = &self.bytes[BATCH_HEADER_BYTES..];
-        let rest: &'a [u8] = if compression == Compression::None {
-            section
-        } else {
-            inflate(section, compression, inflated_max, scratch).map_err(|e| match e {
-                InflateError::TooLarge(max) => FormatError::InflatesTooLarge { max },
-                e => FormatError::Inflate(e.to_string()),
-            })?;
-            scratch
-        };
+        if compression == Compression::None {
+            return self.records_in(first_id, &self.bytes[BATCH_HEADER_BYTES..]);
+        }
+        inflate(&self.bytes[BATCH_HEADER_BYTES..], compression, inflated_max, scratch).map_err(|e| match e {
+            InflateError::TooLarge(max) => FormatError::InflatesTooLarge { max },
+            e => FormatError::Inflate(e.to_string()),
+        })?;
+        self.records_in(first_id, scratch)
+    }
+
+    /// Its records from `inflated`, what `records` inflated before (its own
+    /// section when it is not compressed).
+    pub fn records_inflated(&self, first_id: [u8; 16], inflated: &'a [u8]) -> Result<RecordIter<'a>> {
+        match self.compression()? {
+            Compression::None => self.records_in(first_id, &self.bytes[BATCH_HEADER_BYTES..]),
+            _ => self.records_in(first_id, inflated),
+        }
+    }
+
+    /// Its records read from `rest`, the records section in clear.
+    fn records_in(&self, first_id: [u8; 16], rest: &'a [u8]) -> Result<RecordIter<'a>> {
         // LogAppendTime: every record's time is the batch's max timestamp.
         let base = self.base_timestamp();
         let fixed_delta = match self.attributes() & ATTR_LOG_APPEND_TIME != 0 {

@@ -44,9 +44,10 @@ pub(crate) struct Placed {
 }
 
 /// Whose bytes a placed batch holds.
-enum Origin {
-    /// A producer's checked batch, stamped here (with its key for the recent batches).
-    Producer(Option<BatchKey>),
+enum Origin<'a> {
+    /// A producer's checked batch, stamped here (with its key for the recent
+    /// batches, and the records its check inflated).
+    Producer(Option<BatchKey>, &'a [u8]),
     /// A batch the leader stored, kept byte for byte.
     Leader,
 }
@@ -88,13 +89,14 @@ pub(crate) struct Log {
 impl Log {
     /// Places a checked batch for `queue`: stamps it into the open round and
     /// records its index and lookup entries (readable once the round is
-    /// written), and the batch as one of the recent ones under `key`.
+    /// written, read from the records the check inflated), and the batch as
+    /// one of the recent ones under `key`.
     pub fn append(
         &mut self,
         queue: &mut QueueIndex,
         lookup: &mut Lookup,
         bytes: &[u8],
-        checked: &CheckedBatch,
+        (checked, inflated): (&CheckedBatch, &[u8]),
         key: Option<BatchKey>,
     ) -> Result<Placed, Blocked> {
         assert!(!self.mirror, "a mirror log takes only the leader's stored batches");
@@ -111,7 +113,7 @@ impl Log {
             let spare = self.spare.take().ok_or(Blocked::Segment)?;
             self.pad_and_roll(spare);
         }
-        Ok(self.place(queue, lookup, bytes, bytes, checked.record_count, Origin::Producer(key)))
+        Ok(self.place(queue, lookup, bytes, bytes, checked.record_count, Origin::Producer(key, inflated)))
     }
 
     /// The bytes a producer's batch of `len` takes in the log: sealed, if the log has keys.
@@ -172,18 +174,18 @@ impl Log {
         bytes: &[u8],
         plain: &[u8],
         record_count: u32,
-        origin: Origin,
+        origin: Origin<'_>,
     ) -> Placed {
         if self.open.is_none() {
             self.open = Some(self.new_round());
         }
         let position = self.end;
         // A producer's batch is sealed when the log has keys; a leader's is stored as shipped.
-        let len = if matches!(origin, Origin::Producer(_)) { self.stored_len(bytes.len()) } else { bytes.len() };
+        let len = if matches!(origin, Origin::Producer(..)) { self.stored_len(bytes.len()) } else { bytes.len() };
         let round = self.open.as_mut().expect("opened above");
         let base_offset = queue.next();
-        let key = match origin {
-            Origin::Producer(key) => {
+        let (key, inflated) = match origin {
+            Origin::Producer(key, inflated) => {
                 let copy = match &self.keyring {
                     Some(keyring) => {
                         let slot = round.reserve(len);
@@ -193,18 +195,22 @@ impl Log {
                     None => round.put(bytes),
                 };
                 batch::stamp_in(copy, base_offset.0, queue.id().0, self.active.generation);
-                key
+                (key, Some(inflated))
             }
             Origin::Leader => {
                 // Shipped as on the wire; sealed here for this file's life.
                 batch::reseal(round.put(bytes), self.active.generation);
                 round.needs_sync = true;
-                BatchKey::of(queue.id(), plain)
+                (BatchKey::of(queue.id(), plain), None)
             }
         };
         lookup.note_batch(key, Stored { position, base_offset: base_offset.0, records: record_count });
-        let mut inflated = Vec::new();
-        for record in batch::records(plain, &mut inflated).expect("checked batch") {
+        let mut scratch = Vec::new();
+        let records = match inflated {
+            Some(inflated) => batch::records_inflated(plain, inflated),
+            None => batch::records(plain, &mut scratch),
+        };
+        for record in records.expect("checked batch") {
             let record = record.expect("checked batch");
             lookup.note(position, queue.id(), queue.next(), &record.message_id, record.key.unwrap_or_default());
             queue.push(IndexEntry { position, size: len as u32, tag_hash: record.tag_hash() });
