@@ -273,6 +273,12 @@ fn a_topics_own_configs_are_set_described_altered_and_enforced() {
     assert!(text.contains("each enforced"), "{text}");
 }
 
+/// kafka-python's admin client on the same APIs the Java one uses.
+#[test]
+fn kafka_pythons_admin_adds_partitions_and_manages_acls() {
+    assert!(confluent_phase("legacy_admin").contains("one host refused"));
+}
+
 #[test]
 fn delete_records_moves_a_partitions_start_and_consumers_read_from_it() {
     assert!(confluent_phase("delete_records").contains("consumers read from the start"));

@@ -13,6 +13,8 @@ listener. Usage: python3 THIS HOST:PORT PHASE, where PHASE is one of
               the partition, LogAppendTime stamps the broker's time,
               min.insync.replicas above the replicas refuses acks=all sends
   delete_records  DeleteRecords moves a partition's start; consumers read from it
+  legacy_admin  kafka-python's admin: partitions added, ACLs created, described and
+              deleted (a rule for one host refused)
   transactional  a transactional producer is refused at once with a final error
               (transactions are not served yet), not left to retry until its timeout
   metadata    an offset commit's metadata, written by each client and read back by
@@ -580,6 +582,35 @@ def groups_admin():
     print("groups admin: listed, described, deleted; with members refused; unknown not found")
 
 
+def legacy_admin():
+    from kafka.admin import (ACL, ACLFilter, ACLOperation, ACLPermissionType, NewPartitions, ResourcePattern,
+                             ResourcePatternFilter, ResourceType, ACLResourcePatternType)
+    create("la", 1)
+    admin = kafka.KafkaAdminClient(bootstrap_servers=BOOT, api_version=V)
+    admin.create_partitions({"la": NewPartitions(3)})
+    c = kafka.KafkaConsumer(bootstrap_servers=BOOT, api_version=V)
+    deadline = time.time() + 30
+    while len(c.partitions_for_topic("la") or ()) != 3 and time.time() < deadline:
+        time.sleep(0.2)
+        c.topics()
+    assert c.partitions_for_topic("la") == {0, 1, 2}, c.partitions_for_topic("la")
+    c.close()
+    pattern = ResourcePattern(ResourceType.TOPIC, "la", ACLResourcePatternType.LITERAL)
+    rule = ACL("User:bob", "*", ACLOperation.READ, ACLPermissionType.ALLOW, pattern)
+    one_host = ACL("User:bob", "10.0.0.1", ACLOperation.READ, ACLPermissionType.ALLOW, pattern)
+    made = admin.create_acls([rule, one_host])
+    assert [a for a in made["succeeded"]] == [rule] and [f[0] for f in made["failed"]] == [one_host], made
+    any_topic = ACLFilter("User:bob", None, ACLOperation.ANY, ACLPermissionType.ANY,
+                          ResourcePatternFilter(ResourceType.TOPIC, None, ACLResourcePatternType.ANY))
+    described, error = admin.describe_acls(any_topic)
+    assert error.errno == 0 and len(described) == 1 and described[0].operation == ACLOperation.READ, (described, error)
+    [(_, deleted, error)] = admin.delete_acls([any_topic])
+    assert error.errno == 0 and len(deleted) == 1, (deleted, error)
+    assert admin.describe_acls(any_topic)[0] == []
+    admin.close()
+    print("legacy admin: 3 partitions, ACLs created, described and deleted, one host refused")
+
+
 PHASES = {"idempotent": idempotent, "compressed": compressed, "seek": seek, "group": group, "configs": configs}
 PHASES["transactional"] = transactional
 PHASES["exact"] = exact
@@ -590,4 +621,5 @@ PHASES["autocreate_on"] = autocreate_on
 PHASES["autocreate_off"] = autocreate_off
 PHASES["topic_configs"] = topic_configs
 PHASES["delete_records"] = delete_records
+PHASES["legacy_admin"] = legacy_admin
 PHASES[PHASE]()
