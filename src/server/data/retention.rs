@@ -19,7 +19,7 @@
 
 use crate::server::core::metadata::QueueSlot;
 use crate::server::core::topic_configs::TopicConfigs;
-use crate::server::core::{Core, Failure, Reason};
+use crate::server::core::{Core, Failure};
 use crate::server::internal::queues::METADATA;
 use crate::server::internal::retention_floor;
 use ringmq_shards::{batch, QueueId, ReadWait, Shard, StorageError};
@@ -94,16 +94,21 @@ async fn kept_from(
     Ok((from > start).then_some(from))
 }
 
+/// The stored batch holding `offset`, if one is readable there.
+async fn batch_at(storage: &Shard, queue: QueueId, offset: u64) -> Result<Option<Vec<u8>>, StorageError> {
+    let mut bytes = storage.read(queue, offset, 1, ReadWait::No).await?.bytes;
+    let Some(first) = batch::split(&bytes).next().map(<[u8]>::len) else { return Ok(None) };
+    bytes.truncate(first);
+    Ok(Some(bytes))
+}
+
 /// The newest timestamp of the batch holding `offset`.
 async fn newest_timestamp(storage: &Shard, queue: QueueId, offset: u64) -> Result<i64, StorageError> {
-    let read = storage.read(queue, offset, 1, ReadWait::No).await?;
-    let first = batch::split(&read.bytes).next().ok_or(StorageError::OffsetOutOfRange {
-        queue: queue.0,
-        offset,
-        start: offset,
-        end: read.end_offset,
-    })?;
-    Ok(batch::newest_timestamp(first)?)
+    let Some(first) = batch_at(storage, queue, offset).await? else {
+        let (start, end) = storage.offsets(queue)?;
+        return Err(StorageError::OffsetOutOfRange { queue: queue.0, offset, start, end });
+    };
+    Ok(batch::newest_timestamp(&first)?)
 }
 
 /// About how many bytes a queue holds: its records times the bytes per
@@ -121,9 +126,8 @@ async fn bytes_per_record(storage: &Shard, queue: QueueId, start: u64, end: u64)
     let step = ((end - start) / SIZE_SAMPLES).max(1);
     let (mut sampled_bytes, mut sampled_records) = (0u64, 0u64);
     for offset in (start..end).step_by(step as usize).take(SIZE_SAMPLES as usize) {
-        let read = storage.read(queue, offset, 1, ReadWait::No).await?;
-        let header = batch::split(&read.bytes).next().and_then(batch::BatchHeader::decode);
-        if let Some(header) = header {
+        let first = batch_at(storage, queue, offset).await?;
+        if let Some(header) = first.as_deref().and_then(batch::BatchHeader::decode) {
             sampled_bytes += u64::from(header.length);
             sampled_records += u64::from(header.record_count);
         }
@@ -136,12 +140,8 @@ async fn bytes_per_record(storage: &Shard, queue: QueueId, start: u64, end: u64)
 pub async fn delete_records(core: &Core, slot: QueueSlot, offset: Option<u64>) -> Result<u64, Failure> {
     let storage = core.storage();
     let queue = QueueId(slot.storage_id);
-    let (start, end) = storage.offsets(queue)?;
-    let offset = offset.unwrap_or(end);
-    if offset > end {
-        let m = format!("offset {offset} is past the queue's end {end} (its records are [{start}, {end}))");
-        return Err(Failure(Reason::OffsetOutOfRange, m));
-    }
+    // Past the end is the engine's OffsetOutOfRange.
+    let offset = offset.unwrap_or(storage.offsets(queue)?.1);
     let start = storage.trim(queue, offset)?;
     storage.checkpoint().await?;
     Ok(start)

@@ -9,12 +9,14 @@ use super::{codes, permitted, Services};
 use crate::protocol::messages::{Assignment, Membership};
 use crate::security::acl::Operation;
 use crate::server::auth::authorizer::{self, Principal};
-use crate::server::core::Failure;
+use crate::server::core::{Core, Failure};
 use crate::server::groups::coordinator::ParseError;
+use crate::server::groups::member_epochs::Partition;
 use bytes::Bytes;
 use kafka_protocol::messages::ConsumerProtocolAssignment;
 use kafka_protocol::protocol::{Decodable, StrBytes};
 use kafka_protocol::ResponseError;
+use std::collections::BTreeMap;
 
 pub const GROUP_REFUSED: i16 = ResponseError::GroupAuthorizationFailed.code();
 pub const TOPIC_REFUSED: i16 = ResponseError::TopicAuthorizationFailed.code();
@@ -60,4 +62,20 @@ pub fn membership(group: &StrBytes, generation: i32, member: &StrBytes) -> Membe
 pub fn refused(who: &Membership, f: Failure) -> i16 {
     tracing::debug!(group = %who.group, member = %who.member, code = ?f.0, message = %f.1, "kafka group call refused");
     codes::of(f.0)
+}
+
+/// A consumer-protocol member's partitions by topic, each with its topic id
+/// (None: the topic is gone), as KIP-848's messages carry them.
+pub fn by_topic_id(core: &Core, partitions: &[Partition]) -> Vec<(Option<uuid::Uuid>, String, Vec<i32>)> {
+    let metadata = core.metadata();
+    let mut by_topic: BTreeMap<&str, Vec<i32>> = BTreeMap::new();
+    for (topic, p) in partitions {
+        by_topic.entry(topic).or_default().push(*p as i32);
+    }
+    by_topic
+        .into_iter()
+        .map(|(topic, ps)| {
+            (metadata.topics.get(topic).map(|t| uuid::Uuid::from_bytes(t.id(topic))), topic.to_string(), ps)
+        })
+        .collect()
 }

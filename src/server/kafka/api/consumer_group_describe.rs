@@ -6,12 +6,11 @@
 use super::{Api, At};
 use crate::security::acl::Operation;
 use crate::server::groups::member_epochs::Partition;
-use crate::server::kafka::groups::coordinated;
+use crate::server::kafka::groups::{by_topic_id, coordinated};
 use crate::server::kafka::{text, Services};
 use kafka_protocol::messages::consumer_group_describe_response::{Assignment, DescribedGroup, Member, TopicPartitions};
 use kafka_protocol::messages::{ApiKey, ConsumerGroupDescribeRequest, ConsumerGroupDescribeResponse, TopicName};
 use kafka_protocol::ResponseError;
-use std::collections::{BTreeMap, HashMap};
 
 pub struct ConsumerGroupDescribe;
 
@@ -25,16 +24,10 @@ impl Api for ConsumerGroupDescribe {
     type Response = ConsumerGroupDescribeResponse;
 
     async fn serve(s: &Services, r: ConsumerGroupDescribeRequest, at: &At) -> Option<ConsumerGroupDescribeResponse> {
-        let ids: HashMap<String, [u8; 16]> = s.core.describe(&[]).topics.into_iter().map(|t| (t.name, t.id)).collect();
         let assignment = |partitions: &[Partition]| {
-            let mut by_topic: BTreeMap<&str, Vec<i32>> = BTreeMap::new();
-            for (topic, p) in partitions {
-                by_topic.entry(topic).or_default().push(*p as i32);
-            }
-            let topics = by_topic.into_iter().map(|(topic, partitions)| {
-                let id = uuid::Uuid::from_bytes(ids.get(topic).copied().unwrap_or_default());
+            let topics = by_topic_id(&s.core, partitions).into_iter().map(|(id, topic, partitions)| {
                 TopicPartitions::default()
-                    .with_topic_id(id)
+                    .with_topic_id(id.unwrap_or_default())
                     .with_topic_name(TopicName(text(topic)))
                     .with_partitions(partitions)
             });

@@ -9,12 +9,12 @@
 use super::{Api, At};
 use crate::security::acl::Operation;
 use crate::server::groups::member_epochs::Beat;
-use crate::server::kafka::groups::coordinated;
+use crate::server::kafka::groups::{by_topic_id, coordinated};
 use crate::server::kafka::{codes, text, Services};
 use kafka_protocol::messages::consumer_group_heartbeat_response::{Assignment, TopicPartitions};
 use kafka_protocol::messages::{ApiKey, ConsumerGroupHeartbeatRequest, ConsumerGroupHeartbeatResponse};
 use kafka_protocol::ResponseError;
-use std::collections::{BTreeMap, HashMap};
+use std::collections::HashMap;
 
 /// How often a member is asked to beat (Kafka's `group.consumer.heartbeat.interval.ms`).
 const HEARTBEAT_INTERVAL_MS: i32 = 5_000;
@@ -45,12 +45,11 @@ impl Api for ConsumerGroupHeartbeat {
                 "subscriptions by regex are not served: name the topics".into(),
             );
         }
-        let described = s.core.describe(&[]);
-        let names: HashMap<[u8; 16], String> = described.topics.iter().map(|t| (t.id, t.name.clone())).collect();
-        let ids: HashMap<&str, [u8; 16]> = described.topics.iter().map(|t| (t.name.as_str(), t.id)).collect();
+        let metadata = s.core.metadata();
+        let names: HashMap<[u8; 16], &String> = metadata.topics.iter().map(|(n, t)| (t.id(n), n)).collect();
         let owned = r.topic_partitions.as_ref().map(|topics| {
             let known = topics.iter().filter_map(|t| Some((names.get(t.topic_id.as_bytes())?, &t.partitions)));
-            known.flat_map(|(name, ps)| ps.iter().map(move |p| (name.clone(), (*p).max(0) as u32))).collect()
+            known.flat_map(|(name, ps)| ps.iter().map(move |p| (name.to_string(), (*p).max(0) as u32))).collect()
         });
         let beat = Beat {
             group: r.group_id.to_string(),
@@ -67,18 +66,10 @@ impl Api for ConsumerGroupHeartbeat {
             Err(f) => return refused(codes::of(f.0), f.1),
         };
         let assignment = answer.assignment.map(|partitions| {
-            let mut by_topic: BTreeMap<String, Vec<i32>> = BTreeMap::new();
-            for (topic, p) in partitions {
-                by_topic.entry(topic).or_default().push(p as i32);
-            }
-            let topic_partitions = by_topic
-                .into_iter()
-                .filter_map(|(topic, partitions)| {
-                    let id = uuid::Uuid::from_bytes(*ids.get(topic.as_str())?);
-                    Some(TopicPartitions::default().with_topic_id(id).with_partitions(partitions))
-                })
-                .collect();
-            Assignment::default().with_topic_partitions(topic_partitions)
+            let topics = by_topic_id(&s.core, &partitions).into_iter().filter_map(|(id, _, partitions)| {
+                Some(TopicPartitions::default().with_topic_id(id?).with_partitions(partitions))
+            });
+            Assignment::default().with_topic_partitions(topics.collect())
         });
         Some(
             response
