@@ -112,7 +112,7 @@ fn storage_config(cfg: &ServerConfig, index: usize) -> ShardConfig {
         segment_pool_max: cfg.segment_pool_max,
         ballast_bytes: super::core::config::ballast_bytes(cfg.segment_bytes),
         keyring: cfg.encryption.clone(),
-        ..ShardConfig::new(cfg.data_dir.join(format!("shard-{index}")))
+        ..ShardConfig::new(cfg.shard_dir(index))
     }
 }
 

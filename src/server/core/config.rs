@@ -156,6 +156,11 @@ pub const DEFAULT_DATA_DIR: &str = "./data";
 pub const DEFAULT_LISTEN: &str = "127.0.0.1:9292";
 
 impl ServerConfig {
+    /// Shard `index`'s storage directory.
+    pub fn shard_dir(&self, index: usize) -> std::path::PathBuf {
+        self.data_dir.join(format!("shard-{index}"))
+    }
+
     /// The largest Kafka record batch a ringmq batch holds within `batch_bytes_max`.
     pub fn kafka_batch_bytes_max(&self) -> usize {
         self.batch_bytes_max.saturating_sub(ringmq_shards::batch::KAFKA_WRAPPER_BYTES)

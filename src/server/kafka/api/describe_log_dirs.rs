@@ -34,7 +34,7 @@ impl Api for DescribeLogDirs {
             return Some(response.with_error_code(ResponseError::ClusterAuthorizationFailed.code()));
         }
         let core = &s.core;
-        let dir = core.config().data_dir.join(format!("shard-{}", core.id()));
+        let dir = core.config().shard_dir(core.id());
         let wanted = |topic: &str, queue: u32| match &r.topics {
             None => true,
             Some(topics) => topics.iter().any(|t| t.topic.as_str() == topic && t.partitions.contains(&(queue as i32))),
