@@ -53,7 +53,7 @@ fn nodes_register_under_a_lease_and_leave_on_stop_or_when_it_runs_out() {
 /// address where nothing listens: whether it started, and what it said.
 fn serve_without_etcd(flag: &str) -> (bool, String) {
     let dir = tempfile::tempdir().unwrap();
-    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let port = common::ports::free_ports("127.0.0.1", 1);
     let out = Command::new(env!("CARGO_BIN_EXE_ringmq"))
         .args(["serve", "--listen", "127.0.0.1:9", "--cores", "0", "--segment-mib", "16", "--cache-mib", "16"])
         .arg("--data-dir")

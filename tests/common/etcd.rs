@@ -2,7 +2,6 @@
 //! this namespace) with its own ports and a temp data directory, stopped
 //! when dropped.
 
-use std::net::TcpListener;
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -13,11 +12,6 @@ pub struct Etcd {
     pub url: String,
 }
 
-/// A port of `ip` no one listens on now (the OS's pick, released for etcd to take).
-fn free_port(ip: &str) -> u16 {
-    TcpListener::bind((ip, 0)).expect("bind a probe port").local_addr().expect("its address").port()
-}
-
 impl Etcd {
     /// Starts etcd in `dir` and waits until it answers.
     pub fn start(dir: &Path) -> Etcd {
@@ -26,7 +20,7 @@ impl Etcd {
 
     /// Starts etcd in `dir`, serving clients on `ip` (peers on 127.0.0.1).
     pub fn start_on(dir: &Path, ip: &str) -> Etcd {
-        let (client, peer) = (free_port(ip), free_port("127.0.0.1"));
+        let (client, peer) = (super::ports::free_ports(ip, 1), super::ports::free_ports("127.0.0.1", 1));
         let client_url = format!("http://{ip}:{client}");
         let peer_url = format!("http://127.0.0.1:{peer}");
         let child = super::tools::command("etcd")

@@ -6,6 +6,7 @@ pub mod certs;
 pub mod etcd;
 pub mod kafka;
 pub mod netns;
+pub mod ports;
 pub mod tools;
 
 use ringmq::client::{Client, ClientConfig, ConsumedMessage, Consumer, SendResult};
@@ -94,12 +95,7 @@ pub fn assert_per_sender_order(got: &[ConsumedMessage]) -> HashSet<u32> {
 
 /// A free port on `ip` whose next port is free too (for a 2-shard broker).
 pub fn free_port_pair(ip: &str) -> u16 {
-    loop {
-        let port = std::net::TcpListener::bind((ip, 0)).unwrap().local_addr().unwrap().port();
-        if port < u16::MAX && std::net::TcpListener::bind((ip, port + 1)).is_ok() {
-            return port;
-        }
-    }
+    ports::free_ports(ip, 2)
 }
 
 /// A broker process.
