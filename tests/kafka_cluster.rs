@@ -319,3 +319,64 @@ fn an_idempotent_kafka_retry_to_a_new_leader_is_answered_where_the_batch_was_sto
     let survivor = nodes.iter().position(|n| n.addr().starts_with(ip)).unwrap();
     assert_eq!(nodes[survivor].client().list_offsets(TOPIC, 0).unwrap().1, 9, "three batches stored, none twice");
 }
+
+/// DeleteRecords on a leader moves the partition's start in the replicated
+/// log: after the leader's kill -9 the new leader starts the partition
+/// where the client asked, and the deleted records do not come back.
+#[test]
+fn records_deleted_on_a_leader_stay_deleted_after_a_fail_over() {
+    use common::kafka::{batch, call, connect, produce_body, records};
+    use kafka_protocol::messages::delete_records_request::{DeleteRecordsPartition, DeleteRecordsTopic};
+    use kafka_protocol::messages::{ApiKey, DeleteRecordsRequest, DeleteRecordsResponse, ProduceResponse, TopicName};
+    use kafka_protocol::protocol::StrBytes;
+    use std::time::Duration;
+    const TOPIC: &str = "trimmed";
+    let dir = tempfile::tempdir().unwrap();
+    let etcd = common::etcd::Etcd::start(&dir.path().join("etcd"));
+    let ips = ["127.0.0.90", "127.0.0.91", "127.0.0.92"];
+    let names = ["a", "b", "c"];
+    let (mut nodes, kafka) = kafka_group(dir.path(), &etcd, &ips, &["--lease-ms", "1000"]);
+    let client = nodes[0].client();
+    client.create_topic(TOPIC, 2, 0).unwrap();
+    let shard = client.topic(TOPIC).unwrap().queue_shards[0];
+    drop(client);
+    common::etcd::wait_for_isr_of(&etcd.url, "g1", 3);
+    let mut leader = connect(&format!("{}:{}", ips[0], kafka + shard as u16));
+    let produced: ProduceResponse =
+        call(&mut leader, ApiKey::Produce, 9, &produce_body(TOPIC, 0, batch(&records(10, None))));
+    assert_eq!(produced.responses[0].partition_responses[0].error_code, 0, "stored on every in-sync node");
+
+    let partition = DeleteRecordsPartition::default().with_partition_index(0).with_offset(6);
+    let topic = DeleteRecordsTopic::default()
+        .with_name(TopicName(StrBytes::from_static_str(TOPIC)))
+        .with_partitions(vec![partition]);
+    let request = DeleteRecordsRequest::default().with_topics(vec![topic]).with_timeout_ms(10_000);
+    let deleted: DeleteRecordsResponse = call(&mut leader, ApiKey::DeleteRecords, 2, &request);
+    let answer = &deleted.topics[0].partitions[0];
+    assert_eq!((answer.error_code, answer.low_watermark), (0, 6), "the start moved where asked");
+    // The record of the new start reaches the followers with the log: a
+    // produce after it is acknowledged only once they hold it.
+    let produced: ProduceResponse =
+        call(&mut leader, ApiKey::Produce, 9, &produce_body(TOPIC, 0, batch(&records(1, None))));
+    assert_eq!(produced.responses[0].partition_responses[0].error_code, 0);
+    nodes[0].kill9();
+
+    let new_leader = |lines: &[String]| {
+        let line = lines.iter().find(|l| l.starts_with("broker_group=g1 leader="))?;
+        let leader = line.split(' ').nth(1)?.strip_prefix("leader=")?;
+        names.iter().position(|n| *n == leader).filter(|&i| i != 0)
+    };
+    let lines = common::etcd::wait_for_status(&etcd.url, Duration::from_secs(60), |l| new_leader(l).is_some());
+    let survivor = new_leader(&lines).unwrap_or_else(|| panic!("no new leader: {lines:?}"));
+    // The new leader restarts in its role before it serves clients.
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    let offsets = loop {
+        let config = ringmq::client::ClientConfig::new(nodes[survivor].addr());
+        match ringmq::client::Client::connect(config).and_then(|c| c.list_offsets(TOPIC, 0)) {
+            Ok(offsets) => break offsets,
+            Err(e) => assert!(std::time::Instant::now() < deadline, "the new leader serves no clients: {e}"),
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    assert_eq!(offsets, (6, 11), "the new leader starts the partition where DeleteRecords put it");
+}

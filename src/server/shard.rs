@@ -11,6 +11,7 @@ use super::core::mesh::{Mesh, MeshMsg};
 use super::core::metadata::Metadata;
 use super::core::metadata_log;
 use super::core::offsets::Offsets;
+use super::core::queue_starts;
 use super::core::replication::{ClusterRole, Lead, Replication, ReplicationMode};
 use super::core::stall;
 use super::core::tasks::{Death, Stop};
@@ -154,6 +155,7 @@ async fn serve(s: Startup) -> Result<(), ShardError> {
     let (senders, receivers) =
         s.mesh.join().await.map_err(|_| ShardError::Abandoned("joining the shard mesh failed".into()))?;
     let offsets = Offsets::open(&storage).await.map_err(storage_failed("loading consumer offsets"))?;
+    queue_starts::open(&storage).await.map_err(storage_failed("opening the queue starts"))?;
     let core = Core::new(Parts {
         id: s.index,
         config: s.config.clone(),
@@ -171,6 +173,10 @@ async fn serve(s: Startup) -> Result<(), ShardError> {
     let transactions = Transactions::open(&core).await.map_err(storage_failed("loading transactions"))?;
     let metadata = Metadata::load(&cfg.data_dir).map_err(ShardError::MetadataFile)?;
     core.apply_metadata(metadata).await.map_err(storage_failed("creating queues"))?;
+    if !matches!(lead, Some(Lead::Follower { .. })) {
+        // A follower promoted at fail-over: the starts its old leader moved.
+        core.restore_queue_starts().await.map_err(storage_failed("restoring queue starts"))?;
+    }
     let services = Rc::new(Services { core: core.clone(), groups: Groups::new(core.clone()), timer, transactions });
     let net = Net::new(&core, s.per_address.clone());
     let mesh_tasks = core.mesh().spawn_receivers(receivers, wire::serve_calls(&services));

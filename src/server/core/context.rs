@@ -9,6 +9,7 @@ use super::mesh::Mesh;
 use super::metadata::Metadata;
 use super::metrics::Registry;
 use super::offsets::Offsets;
+use super::queue_starts::QueueStarts;
 use super::replication::Replication;
 use super::stall::Pulse;
 use super::tasks::Tasks;
@@ -47,6 +48,8 @@ pub struct Core {
     /// Serializes metadata changes (taken on shard 0).
     pub(super) metadata_lock: glommio::sync::Semaphore,
     offsets: Offsets,
+    /// Serializes the records of moved queue starts.
+    pub(super) queue_starts: QueueStarts,
     tasks: Tasks,
     /// This shard's heartbeat and the holds of its thread the watchdog saw.
     pulse: Arc<Pulse>,
@@ -105,6 +108,7 @@ impl Core {
             queue_configs: RefCell::default(),
             metadata_lock: glommio::sync::Semaphore::new(1),
             offsets: p.offsets,
+            queue_starts: QueueStarts::default(),
             tasks: Tasks::default(),
             pulse: p.pulse,
             role: p.role,

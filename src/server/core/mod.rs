@@ -18,6 +18,7 @@ pub mod metrics;
 pub mod offsets;
 pub mod placement;
 pub mod probe;
+pub mod queue_starts;
 pub mod replication;
 pub mod service;
 pub mod stall;

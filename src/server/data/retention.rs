@@ -13,11 +13,12 @@
 //! oldest, a record far in the future holds everything after it). Size is
 //! estimated from up to `SIZE_SAMPLES` batches spread over the queue (bytes
 //! per record), as Kafka's segment-sized steps are approximate too.
-//! Leaders and single nodes only: followers keep what they mirror, and a
-//! trim is not replicated (a new leader applies its topics' retention again;
-//! a DeleteRecords is not carried over a fail-over).
+//! Leaders and single nodes only: followers keep what they mirror. Moved
+//! starts are recorded in the log (core/queue_starts.rs), so a follower
+//! promoted at fail-over starts each queue where its old leader had.
 
 use crate::server::core::metadata::QueueSlot;
+use crate::server::core::queue_starts;
 use crate::server::core::topic_configs::TopicConfigs;
 use crate::server::core::{Core, Failure};
 use crate::server::internal::queues::METADATA;
@@ -43,7 +44,7 @@ async fn pass(core: &Core) -> Result<(), StorageError> {
     let storage = core.storage();
     let now_ms = core.clock().now_ms() as i64;
     let metadata = core.metadata();
-    let mut needed = vec![core.offsets().needed()];
+    let mut needed = vec![core.offsets().needed(), queue_starts::needed(storage)?];
     if let Ok((_, end)) = storage.offsets(METADATA) {
         needed.push((METADATA, end.saturating_sub(1)));
     }
@@ -58,6 +59,7 @@ async fn pass(core: &Core) -> Result<(), StorageError> {
         }
         needed.push((queue, storage.offsets(queue)?.0));
     }
+    core.record_queue_starts().await?;
     storage.release_below(retention_floor::floor(storage, &needed).await?);
     Ok(())
 }
@@ -136,13 +138,14 @@ async fn bytes_per_record(storage: &Shard, queue: QueueId, start: u64, end: u64)
 }
 
 /// DeleteRecords on the queue's owner: its records below `offset` removed
-/// (`None`: all it holds), durably before the answer; the queue's new start.
+/// (`None`: all it holds), recorded durably before the answer; the queue's
+/// new start.
 pub async fn delete_records(core: &Core, slot: QueueSlot, offset: Option<u64>) -> Result<u64, Failure> {
     let storage = core.storage();
     let queue = QueueId(slot.storage_id);
     // Past the end is the engine's OffsetOutOfRange.
     let offset = offset.unwrap_or(storage.offsets(queue)?.1);
     let start = storage.trim(queue, offset)?;
-    storage.checkpoint().await?;
+    core.record_queue_starts().await?;
     Ok(start)
 }

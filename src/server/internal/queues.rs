@@ -23,6 +23,10 @@ pub const TX_OP: QueueId = QueueId(u32::MAX - 33);
 /// it replicates with the log to a broker group's followers.
 pub const METADATA: QueueId = QueueId(u32::MAX - 34);
 
+/// The starts of a shard's topic queues that retention or DeleteRecords
+/// moved (data/queue_starts.rs), so that they replicate with the log.
+pub const QUEUE_STARTS: QueueId = QueueId(u32::MAX - 35);
+
 /// The storage queue of a delay level (1..=DELAY_LEVELS): `MAX - 3` down to `MAX - 20`.
 pub fn delay_level(level: u32) -> QueueId {
     assert!((1..=DELAY_LEVELS).contains(&level), "delay level {level} outside 1..={DELAY_LEVELS}");

@@ -19,8 +19,8 @@ impl Api for DeleteRecords {
     const KEY: ApiKey = ApiKey::DeleteRecords;
     const VERSIONS: (i16, i16) = (0, 2);
     const NAME: &'static str = "kafka_DeleteRecords";
-    const NOTE: &'static str = "a queue's start moved (Delete on the topic), checkpointed before the answer; \
-                                not carried over a fail-over";
+    const NOTE: &'static str = "a queue's start moved (Delete on the topic), recorded in the replicated log \
+                                before the answer, so it holds over a fail-over";
     type Request = DeleteRecordsRequest;
     type Response = DeleteRecordsResponse;
 
