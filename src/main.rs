@@ -589,8 +589,9 @@ fn cluster(action: ClusterAction) -> Result<(), String> {
     for n in &nodes {
         match format {
             Format::Text => {
+                let preferred = if n.preferred_leader { " preferred_leader" } else { "" };
                 println!(
-                    "broker_group={} node={} advertise={} lease={:x}",
+                    "broker_group={} node={} advertise={} lease={:x}{preferred}",
                     n.broker_group, n.node, n.advertise, n.lease
                 )
             }

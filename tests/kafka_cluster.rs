@@ -102,12 +102,26 @@ fn kafka_group(
     ips: &[&str; 3],
     extra: &[&str],
 ) -> (Vec<Broker>, u16) {
+    kafka_group_preferring(dir, etcd, ips, extra, None)
+}
+
+/// `kafka_group`, node `preferred` started with `--preferred-leader`.
+fn kafka_group_preferring(
+    dir: &std::path::Path,
+    etcd: &common::etcd::Etcd,
+    ips: &[&str; 3],
+    extra: &[&str],
+    preferred: Option<&str>,
+) -> (Vec<Broker>, u16) {
     let (native, kafka) = (shared_port_pair(ips), shared_port_pair(ips));
     let start = |(name, ip): (&str, &&str)| {
         let (listen, kafka_listen) = (format!("{ip}:{native}"), format!("{ip}:{kafka}"));
         let mut args =
             vec!["--cluster", &etcd.url, "--broker-group", "g1", "--node", name, "--kafka-listen", &kafka_listen];
         args.extend(extra);
+        if preferred == Some(name) {
+            args.push("--preferred-leader");
+        }
         Broker::start_listening(&dir.join(name), &listen, &args)
     };
     (["a", "b", "c"].into_iter().zip(ips).map(start).collect(), kafka)
@@ -379,4 +393,59 @@ fn records_deleted_on_a_leader_stay_deleted_after_a_fail_over() {
         std::thread::sleep(Duration::from_millis(100));
     };
     assert_eq!(offsets, (6, 11), "the new leader starts the partition where DeleteRecords put it");
+}
+
+/// Kafka's preferred-leader election hands the group's lead to the node
+/// started with `--preferred-leader`, once for all the partitions it
+/// names; then none is needed, and an unclean one never is.
+#[test]
+fn a_preferred_leader_election_hands_the_groups_lead_to_its_preferred_node() {
+    use common::kafka::{call, connect};
+    use kafka_protocol::messages::elect_leaders_request::TopicPartitions;
+    use kafka_protocol::messages::{ApiKey, ElectLeadersRequest, ElectLeadersResponse, TopicName};
+    use kafka_protocol::protocol::StrBytes;
+    use std::time::{Duration, Instant};
+    const TOPIC: &str = "elected";
+    const NOT_NEEDED: i16 = 84;
+    let dir = tempfile::tempdir().unwrap();
+    let etcd = common::etcd::Etcd::start(&dir.path().join("etcd"));
+    let ips = ["127.0.0.93", "127.0.0.94", "127.0.0.95"];
+    let (nodes, kafka) = kafka_group_preferring(dir.path(), &etcd, &ips, &["--lease-ms", "1000"], Some("b"));
+    nodes[0].client().create_topic(TOPIC, 2, 0).unwrap();
+    common::etcd::wait_for_isr_of(&etcd.url, "g1", 3);
+    let leader_is = |node: &str| {
+        let lines = common::etcd::cluster_status(&etcd.url);
+        lines.iter().any(|l| l.starts_with(&format!("broker_group=g1 leader={node} ")))
+    };
+    let status = common::etcd::cluster_status(&etcd.url);
+    assert!(leader_is("a"), "the first node leads: {status:?}");
+    assert!(status.iter().any(|l| l.starts_with("broker_group=g1 node=b ") && l.ends_with(" preferred_leader")));
+
+    let elect = |ip: &str, election_type: i8| -> Vec<(i32, i16)> {
+        let topic = TopicPartitions::default()
+            .with_topic(TopicName(StrBytes::from_static_str(TOPIC)))
+            .with_partitions(vec![0, 1]);
+        let request = ElectLeadersRequest::default()
+            .with_election_type(election_type)
+            .with_topic_partitions(Some(vec![topic]))
+            .with_timeout_ms(10_000);
+        let answer: ElectLeadersResponse =
+            call(&mut connect(&format!("{ip}:{kafka}")), ApiKey::ElectLeaders, 2, &request);
+        assert_eq!(answer.error_code, 0);
+        answer.replica_election_results[0].partition_result.iter().map(|p| (p.partition_id, p.error_code)).collect()
+    };
+    assert_eq!(elect(ips[0], 0), [(0, 0), (1, 0)], "the election is made for both partitions");
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while !leader_is("b") {
+        assert!(Instant::now() < deadline, "b did not take the lead: {:?}", common::etcd::cluster_status(&etcd.url));
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    // The new leader serves Kafka clients once it has restarted in its role.
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while std::net::TcpStream::connect(format!("{}:{kafka}", ips[1])).is_err() {
+        assert!(Instant::now() < deadline, "b serves no Kafka clients");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert_eq!(elect(ips[1], 0), [(0, NOT_NEEDED), (1, NOT_NEEDED)], "the preferred node leads already");
+    assert_eq!(elect(ips[1], 1), [(0, NOT_NEEDED), (1, NOT_NEEDED)], "an unclean election is never needed");
 }

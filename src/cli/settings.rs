@@ -197,6 +197,9 @@ pub struct Settings {
     /// With --cluster: a node that stops renewing its etcd lease for this long is gone, ms.
     #[arg(long, requires = "cluster", default_value_t = ms(ringmq::cluster::DEFAULT_LEASE_TTL))]
     lease_ms: u64,
+    /// With --cluster: this node is its broker group's preferred leader; Kafka's preferred-leader election (ElectLeaders) hands the group's lead to it.
+    #[arg(long, requires = "cluster")]
+    preferred_leader: bool,
     /// With --cluster: when a produce is acknowledged: sync (once --insync-min replicas hold it durably) or async (once the leader does).
     #[arg(long, requires = "cluster", value_enum, default_value_t = Replication::Sync)]
     replication: Replication,
@@ -400,6 +403,7 @@ impl Settings {
             advertise: self.advertise.clone().unwrap_or_default(),
             lease_ttl: Duration::from_millis(self.lease_ms),
             shards: 0,
+            preferred_leader: self.preferred_leader,
         }))
     }
 

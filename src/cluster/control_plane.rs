@@ -572,6 +572,14 @@ async fn serve_command<S: Store>(
                 Err(error) => tracing::warn!(%error, revision, "recording the topics this group applied failed"),
             }
         }
+        Command::Placement(PlacementAsk::ElectPreferred { broker_group, reply }) => {
+            let store = registered.store.clone();
+            tokio::spawn(async move {
+                let elected = tokio::time::timeout(ETCD_TIMEOUT, transfer::elect_preferred(&store, &broker_group));
+                let elected = elected.await.unwrap_or_else(|_| Err(no_answer()));
+                let _ = reply.send(elected.map_err(Failure::cluster_unavailable));
+            });
+        }
         Command::Placement(change) => {
             // Served on a task of its own: it waits for this group's shards,
             // which tell the control plane through this loop.
@@ -619,7 +627,9 @@ async fn change_topics<S: Store>(store: S, change: PlacementAsk) {
         PlacementAsk::Configure { name, changes, reply } => {
             (tokio::time::timeout(ETCD_TIMEOUT, placement::configure(&store, &name, &changes)).await, reply)
         }
-        PlacementAsk::Applied(_) => unreachable!("served by the control plane's loop"),
+        PlacementAsk::Applied(_) | PlacementAsk::ElectPreferred { .. } => {
+            unreachable!("served by the control plane's loop")
+        }
     };
     let revision = match revision {
         Ok(Ok(revision)) => revision,
@@ -652,6 +662,9 @@ fn answer_stopped(unsent: Command) {
         }
         Command::Accounts(AccountsAsk { reply, .. }) => {
             let _ = reply.send(stopped().map(|()| 0));
+        }
+        Command::Placement(PlacementAsk::ElectPreferred { reply, .. }) => {
+            let _ = reply.send(Err(Failure::cluster_unavailable("the control plane stopped")));
         }
         _ => {}
     }

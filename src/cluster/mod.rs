@@ -57,6 +57,9 @@ pub struct ClusterConfig {
     pub lease_ttl: Duration,
     /// Shards per node (the same on every node of the group).
     pub shards: usize,
+    /// This node is its group's preferred leader (Kafka's preferred
+    /// replica): a preferred-leader election hands the lead to it.
+    pub preferred_leader: bool,
 }
 
 /// Longest an etcd call may take before the control plane reports it.

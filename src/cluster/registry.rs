@@ -39,6 +39,9 @@ pub struct Node {
     /// The etcd lease the registration lives under.
     #[serde(default)]
     pub lease: i64,
+    /// Started with `--preferred-leader`.
+    #[serde(default)]
+    pub preferred_leader: bool,
 }
 
 impl Node {
@@ -48,6 +51,7 @@ impl Node {
             node: config.node.clone(),
             advertise: config.advertise.clone(),
             lease,
+            preferred_leader: config.preferred_leader,
         }
     }
 
@@ -60,6 +64,14 @@ impl Node {
 pub(super) async fn group_nodes(store: &impl Store, group: &str) -> Result<Vec<String>, StoreError> {
     let listed = store.list(&format!("{NODES_PREFIX}{group}/")).await?;
     Ok(listed.kvs.into_iter().filter_map(|kv| NodeKey::parse(&kv.key)).map(|k| k.node).collect())
+}
+
+/// The preferred leader of `group` among its nodes registered now (the
+/// first by name, should several be started with `--preferred-leader`).
+pub(super) async fn preferred_node(store: &impl Store, group: &str) -> Result<Option<String>, StoreError> {
+    let listed = store.list(&format!("{NODES_PREFIX}{group}/")).await?;
+    let nodes = listed.kvs.iter().filter_map(|kv| kv.json::<Node>().ok());
+    Ok(nodes.filter(|n| n.preferred_leader).map(|n| n.node).min())
 }
 
 /// Runs `f` with the etcd at `endpoints` on a small runtime of its own

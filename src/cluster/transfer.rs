@@ -17,6 +17,7 @@ use super::isr;
 use super::registry;
 use super::store::{Compare, Op, Store, StoreError};
 use super::ClusterError;
+use crate::server::placement::PreferredElection;
 use std::time::{Duration, Instant};
 
 /// How long a transfer request stands.
@@ -89,9 +90,7 @@ pub fn request(
                 "{target:?} may not lead broker group {group:?}: it must be registered and in sync (in sync: {members:?})"
             )));
         }
-        let (lease, _) = store.grant(REQUEST_TTL).await?;
-        let json = serde_json::to_vec(&Transfer { to: target.clone() }).expect("a transfer serializes");
-        store.put(&transfer_key(group), json, Some(lease)).await?;
+        ask(store, group, &target).await?;
         let deadline = Instant::now() + wait;
         loop {
             match election::current(store, group).await? {
@@ -103,4 +102,37 @@ pub fn request(
             }
         }
     })
+}
+
+/// Stores the request that `group`'s lead go to `to`, under a lease of its own.
+async fn ask(store: &impl Store, group: &str, to: &str) -> Result<(), StoreError> {
+    let (lease, _) = store.grant(REQUEST_TTL).await?;
+    let json = serde_json::to_vec(&Transfer { to: to.to_string() }).expect("a transfer serializes");
+    store.put(&transfer_key(group), json, Some(lease)).await
+}
+
+/// Kafka's preferred-leader election for `group`: its leader is asked to
+/// hand over to the node started with `--preferred-leader`, if that node
+/// is registered, in sync and not leading already. Answers once the
+/// request is stored (the leader hands over as `request`'s do).
+pub async fn elect_preferred(store: &impl Store, group: &str) -> Result<PreferredElection, StoreError> {
+    let Some(preferred) = registry::preferred_node(store, group).await? else {
+        let why = format!("no node of broker group {group:?} is started with --preferred-leader; its leader stays");
+        return Ok(PreferredElection::NotNeeded(why));
+    };
+    let Some(leader) = election::current(store, group).await? else {
+        let why = format!("broker group {group:?} has no leader now; one of its in-sync members will be elected");
+        return Ok(PreferredElection::Unavailable(why));
+    };
+    if leader.node == preferred {
+        return Ok(PreferredElection::NotNeeded(format!("{preferred:?}, the preferred leader, leads {group:?}")));
+    }
+    let (isr, _) = isr::read(store, group).await?;
+    let members = isr.map(|i| i.members).unwrap_or_default();
+    if !members.contains(&preferred) {
+        let why = format!("{preferred:?}, the preferred leader of {group:?}, is not in sync (in sync: {members:?})");
+        return Ok(PreferredElection::Unavailable(why));
+    }
+    ask(store, group, &preferred).await?;
+    Ok(PreferredElection::Requested(format!("the lead of {group:?} goes to {preferred:?}, its preferred leader")))
 }

@@ -276,6 +276,7 @@ impl World {
             advertise: format!("{}:9092", node.name),
             lease_ttl: LEASE,
             shards: 1,
+            preferred_leader: false,
         };
         let link = Link::new(self.store.clone(), self.sky.clone(), node.cut.clone());
         let (control, run) = ControlPlane::on(link, config, on_lost);

@@ -150,8 +150,24 @@ pub enum PlacementAsk {
         changes: Vec<ConfigChange>,
         reply: oneshot::Sender<Result<(), Failure>>,
     },
+    /// Kafka's preferred-leader election for a broker group.
+    ElectPreferred {
+        broker_group: String,
+        reply: oneshot::Sender<Result<PreferredElection, Failure>>,
+    },
     /// This group's metadata now holds the view of this etcd revision.
     Applied(i64),
+}
+
+/// What a preferred-leader election did to a broker group, and why.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum PreferredElection {
+    /// Its preferred node leads already, or it has none: nothing to do.
+    NotNeeded(String),
+    /// Its preferred node cannot lead now.
+    Unavailable(String),
+    /// Its leader was asked to hand the lead to its preferred node.
+    Requested(String),
 }
 
 /// The shards' side of the placement: the view the control plane publishes
@@ -187,6 +203,13 @@ impl PlacementLink {
     /// Gives a topic more queues through etcd.
     pub async fn add_queues(&self, name: &str, queues: u32) -> Result<(), Failure> {
         self.change(|reply| PlacementAsk::AddQueues { name: name.to_string(), queues, reply }).await
+    }
+
+    /// Asks `broker_group`'s leader to hand the lead to its preferred node.
+    pub async fn elect_preferred(&self, broker_group: &str) -> Result<PreferredElection, Failure> {
+        let (reply, answer) = oneshot::channel();
+        (self.ask)(PlacementAsk::ElectPreferred { broker_group: broker_group.to_string(), reply });
+        answer.await.unwrap_or_else(|_| Err(Failure::cluster_unavailable("the control plane stopped")))
     }
 
     /// Asks the control plane for a topic change and waits for its answer.
