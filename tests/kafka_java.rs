@@ -74,3 +74,13 @@ fn java_consumers_of_the_kip_848_consumer_protocol_split_and_take_over() {
     let text = java_phase("consumer_protocol", &[]);
     assert!(text.contains("consumer_protocol: split 1+1, took over on leave, 140 read once"), "{text}");
 }
+
+/// KIP-848 members subscribed by a broker-side regex with static instance
+/// ids: the matching topics split 1+1, a member that restarts gets its
+/// partition back (the other never holds it), and a new matching topic is
+/// assigned.
+#[test]
+fn java_static_members_subscribed_by_regex_keep_their_partitions_across_a_restart() {
+    let text = java_phase("static_regex", &[]);
+    assert!(text.contains("static_regex: split 1+1 by regex, a restart kept its partition"), "{text}");
+}

@@ -36,6 +36,10 @@ pub enum SettingsError {
     ConnectionBelowFrame { connection: usize, frame: usize },
     #[error("--request-bytes-per-shard-max {shard} is below --request-bytes-per-connection-max {connection}")]
     ShardBelowConnection { shard: usize, connection: usize },
+    #[error(
+        "--group-consumer-heartbeat-interval-ms {heartbeat} must be at least 1 and below --group-consumer-session-timeout-ms {session}"
+    )]
+    ConsumerHeartbeat { heartbeat: u64, session: u64 },
     #[error(transparent)]
     Trace(#[from] config::ConfigError),
     #[error("--delay-levels: {0}")]
@@ -146,6 +150,12 @@ pub struct Settings {
     /// Longest group wait (heartbeat park, rebalance and session timeouts) a client may ask for, ms; more is refused
     #[arg(long, default_value_t = ms(d().group_wait_max))]
     group_wait_ms_max: u64,
+    /// A member of a Kafka consumer-protocol group (KIP-848) not heard from for this long leaves, ms (Kafka's group.consumer.session.timeout.ms)
+    #[arg(long, default_value_t = ms(d().consumer_session_timeout))]
+    group_consumer_session_timeout_ms: u64,
+    /// How often a member of a Kafka consumer-protocol group is asked to heartbeat, ms; below the session timeout (Kafka's group.consumer.heartbeat.interval.ms)
+    #[arg(long, default_value_t = ms(d().consumer_heartbeat_interval))]
+    group_consumer_heartbeat_interval_ms: u64,
     /// A shard thread held this many ms is a stall: counted by cause, and logged with where the thread was (0: not watched)
     #[arg(long, default_value_t = ms(d().stall_threshold))]
     stall_threshold_ms: u64,
@@ -351,6 +361,12 @@ impl Settings {
         self.request_bounds_nest()?;
         cfg.fetch_wait_max = Duration::from_millis(self.fetch_wait_ms_max);
         cfg.group_wait_max = Duration::from_millis(self.group_wait_ms_max);
+        let (session, heartbeat) = (self.group_consumer_session_timeout_ms, self.group_consumer_heartbeat_interval_ms);
+        if heartbeat == 0 || heartbeat >= session {
+            return Err(SettingsError::ConsumerHeartbeat { heartbeat, session });
+        }
+        cfg.consumer_session_timeout = Duration::from_millis(session);
+        cfg.consumer_heartbeat_interval = Duration::from_millis(heartbeat);
         cfg.stall_threshold = Duration::from_millis(self.stall_threshold_ms);
         cfg.task_quota = Duration::from_millis(at_least_one(self.task_quota_ms, "task-quota-ms")?);
         cfg.kafka_listen = self.kafka_listen;
@@ -565,6 +581,9 @@ mod tests {
         assert_eq!(e.to_string(), "--flush-depth must be at least 1");
         let e = serve(&["--frame-bytes-max", "100", "--request-bytes-per-connection-max", "99"]);
         assert!(matches!(e.unwrap().server_config(), Err(SettingsError::ConnectionBelowFrame { .. })));
+        let e =
+            serve(&["--group-consumer-session-timeout-ms", "3000", "--group-consumer-heartbeat-interval-ms", "3000"]);
+        assert!(matches!(e.unwrap().server_config(), Err(SettingsError::ConsumerHeartbeat { .. })));
     }
 
     proptest::proptest! {

@@ -15,6 +15,10 @@
 //           partitions 1+1 (incremental rebalances), one leaves, the other
 //           takes both over from the committed offsets; every record read once
 //   consumer_protocol  the same with group.protocol=consumer (KIP-848)
+//   static_regex  KIP-848 members subscribed by a broker-side regex
+//           (SubscriptionPattern) with static instance ids split two matching
+//           topics 1+1; one restarts and gets its partition back while the
+//           other never holds it; a new matching topic is assigned
 //   security  (args: an admin user and password; the broker requires logins)
 //           SCRAM users made and deleted from salted passwords, ACLs created,
 //           described, enforced and deleted, client quotas set, described
@@ -56,6 +60,7 @@ public class JavaClients {
                     CooperativeStickyAssignor.class.getName()), "cooperative");
             case "classic" -> group(Map.of(), "classic");
             case "consumer_protocol" -> group(Map.of(ConsumerConfig.GROUP_PROTOCOL_CONFIG, "consumer"), "consumer_protocol");
+            case "static_regex" -> staticRegex();
             default -> throw new IllegalArgumentException("unknown phase " + args[1]);
         }
     }
@@ -434,4 +439,68 @@ public class JavaClients {
         check(seen.values().stream().allMatch(n -> n == 1), "every record read once: " + seen);
         System.out.println(name + ": split 1+1, took over on leave, 140 read once");
     }
+
+    static KafkaConsumer<byte[], byte[]> staticMember(String group, String instance) {
+        KafkaConsumer<byte[], byte[]> c = consumer(group, Map.of(ConsumerConfig.GROUP_PROTOCOL_CONFIG, "consumer",
+                ConsumerConfig.GROUP_INSTANCE_ID_CONFIG, instance));
+        c.subscribe(new SubscriptionPattern("jr-.*"));
+        return c;
+    }
+
+    /** `n` records to partition 0 of `topic`, each value naming its topic. */
+    static void sendNamed(String topic, int n) throws Exception {
+        try (KafkaProducer<byte[], byte[]> p = producer(Map.of())) {
+            for (int i = 0; i < n; i++) {
+                p.send(new ProducerRecord<>(topic, 0, null, b(topic + "-" + i))).get();
+            }
+        }
+    }
+
+    static void staticRegex() throws Exception {
+        String group = "jg-static-regex";
+        try (Admin admin = admin()) {
+            for (String t : List.of("jr-eu", "jr-us", "jx-eu")) {
+                createTopic(admin, t, 1, Map.of());
+            }
+        }
+        for (String t : List.of("jr-eu", "jr-us", "jx-eu")) {
+            sendNamed(t, 10);
+        }
+        Map<String, Integer> seen = new HashMap<>();
+        KafkaConsumer<byte[], byte[]> a = staticMember(group, "app-a"), b = staticMember(group, "app-b");
+        pollUntil("a 1+1 split of the matching topics", List.of(a, b), seen,
+                () -> a.assignment().size() == 1 && b.assignment().size() == 1 && seen.size() == 20);
+        Set<TopicPartition> aHeld = new HashSet<>(a.assignment()), bHeld = new HashSet<>(b.assignment());
+        Set<TopicPartition> both = new HashSet<>(aHeld);
+        both.addAll(bHeld);
+        check(both.equals(Set.of(new TopicPartition("jr-eu", 0), new TopicPartition("jr-us", 0))),
+                "the regex matches whole names (jx-eu left out): " + both);
+        try (Admin admin = admin()) {
+            ConsumerGroupDescription d = admin.describeConsumerGroups(List.of(group)).all().get().get(group);
+            Set<String> instances = new HashSet<>();
+            d.members().forEach(m -> instances.add(m.groupInstanceId().orElse("none")));
+            check(instances.equals(Set.of("app-a", "app-b")), "described with their instance ids: " + d);
+        }
+        a.close();
+        try (KafkaProducer<byte[], byte[]> p = producer(Map.of())) {
+            for (int i = 0; i < 10; i++) {
+                p.send(new ProducerRecord<>("jr-eu", 0, null, b("late-eu" + i))).get();
+                p.send(new ProducerRecord<>("jr-us", 0, null, b("late-us" + i))).get();
+            }
+        }
+        KafkaConsumer<byte[], byte[]> again = staticMember(group, "app-a");
+        pollUntil("the restarted member reads what it held", List.of(again, b), seen, () -> seen.size() == 40);
+        check(again.assignment().equals(aHeld), "the restarted member holds what it held: " + again.assignment());
+        check(b.assignment().equals(bHeld), "the other member never took it: " + b.assignment());
+        try (Admin admin = admin()) {
+            createTopic(admin, "jr-asia", 1, Map.of());
+        }
+        sendNamed("jr-asia", 10);
+        pollUntil("the new matching topic assigned and read", List.of(again, b), seen, () -> seen.size() == 50);
+        again.close();
+        b.close();
+        check(seen.values().stream().allMatch(n -> n == 1), "every record read once: " + seen);
+        System.out.println("static_regex: split 1+1 by regex, a restart kept its partition, a new topic joined, 50 read once");
+    }
 }
+

@@ -74,6 +74,12 @@ pub struct ServerConfig {
     pub fetch_wait_max: Duration,
     /// Longest a group join or sync is parked, and the largest rebalance timeout a member may ask for.
     pub group_wait_max: Duration,
+    /// Kafka consumer-protocol groups (KIP-848): a member not heard from
+    /// for this long leaves (Kafka's `group.consumer.session.timeout.ms`).
+    pub consumer_session_timeout: Duration,
+    /// How often such a member is asked to heartbeat (Kafka's
+    /// `group.consumer.heartbeat.interval.ms`); below the session timeout.
+    pub consumer_heartbeat_interval: Duration,
     /// Delays of levels 1..=18 (retries and delayed messages).
     pub delay_levels: Vec<Duration>,
     /// Longest delay a delayed message may ask for.
@@ -205,6 +211,8 @@ impl ServerConfig {
             request_bytes_per_shard_max: 128 << 20,
             fetch_wait_max: Duration::from_secs(60),
             group_wait_max: Duration::from_secs(300),
+            consumer_session_timeout: Duration::from_secs(45),
+            consumer_heartbeat_interval: Duration::from_secs(5),
             delay_levels: default_delay_levels(),
             delay_max: Duration::from_secs(7 * 24 * 3600),
             tx_timeout: Duration::from_secs(6),

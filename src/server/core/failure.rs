@@ -71,6 +71,9 @@ pub enum Reason {
     FencedMemberEpoch,
     /// A consumer-protocol member's commit names an epoch that is not its own.
     StaleMemberEpoch,
+    /// A static consumer-protocol member joins with an instance id that a
+    /// member which has not left still holds.
+    UnreleasedInstance,
 }
 
 /// A failed request: why, and a message a user can act on.

@@ -4,10 +4,11 @@
 
 use super::coordinator::ParseError;
 use super::coordinator::{Admitted, Coordinator, Formed, JoinRequest, MemberBytes, Refusal, Share};
-use super::member_epochs::{Beat, BeatAnswer, GroupView, MemberEpochs};
+use super::member_epochs::{Beat, BeatAnswer, GroupView, MemberEpochs, Topics};
 use super::queue_locks::QueueLocks;
 use crate::protocol::groups::{GroupDescription, GroupListing};
 use crate::protocol::messages::{self as msg, Assignment, GroupOffset, Membership, QueueLocking, QueueRef};
+use crate::server::core::metadata::Metadata;
 use crate::server::core::offsets::Committed;
 use crate::server::core::Reason;
 use crate::server::core::{Core, Failure};
@@ -216,8 +217,7 @@ impl Groups {
             return Err(mixed(&beat.group));
         }
         let metadata = self.core.metadata();
-        let partitions = |topic: &str| metadata.topics.get(topic).map(|t| t.queues.len() as u32);
-        Ok(self.epochs.borrow_mut().heartbeat(beat, partitions, self.core.now_ms())?)
+        Ok(self.epochs.borrow_mut().heartbeat(beat, &*metadata, self.core.now_ms())?)
     }
 
     /// A consumer-protocol group's epoch and members (None: not one with members).
@@ -307,5 +307,15 @@ impl Groups {
                 return Err(Failure(Reason::RebalanceInProgress, format!("no answer within {limit:?}; rejoin")));
             }
         }
+    }
+}
+
+impl Topics for Metadata {
+    fn partitions(&self, topic: &str) -> Option<u32> {
+        self.topics.get(topic).map(|t| t.queues.len() as u32)
+    }
+
+    fn names(&self) -> Vec<String> {
+        self.topics.keys().cloned().collect()
     }
 }

@@ -37,6 +37,7 @@ fn error_of(reason: Reason) -> K {
         R::TooFewInSync => K::NotEnoughReplicas,
         R::FencedMemberEpoch => K::FencedMemberEpoch,
         R::StaleMemberEpoch => K::StaleMemberEpoch,
+        R::UnreleasedInstance => K::UnreleasedInstanceId,
         R::UnsupportedVersion => K::UnsupportedVersion,
         R::InvalidRequest => K::InvalidRequest,
         R::AuthenticationFailed => K::SaslAuthenticationFailed,

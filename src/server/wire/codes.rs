@@ -58,6 +58,7 @@ pub fn code(reason: Reason) -> ErrorCode {
         R::TooFewInSync => ErrorCode::TooFewInSync,
         // Kafka's consumer protocol only: the native protocol has generations.
         R::FencedMemberEpoch | R::StaleMemberEpoch => ErrorCode::IllegalGeneration,
+        R::UnreleasedInstance => ErrorCode::FencedInstance,
         R::AuthenticationFailed => ErrorCode::AuthenticationFailed,
         R::UnsupportedSaslMechanism => ErrorCode::UnsupportedSaslMechanism,
         R::NotAuthorized => ErrorCode::NotAuthorized,

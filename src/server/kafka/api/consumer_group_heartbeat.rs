@@ -3,23 +3,20 @@
 //! with its subscription and owned partitions when they change, and is told
 //! its epoch and, when they change, its partitions (by topic id). On the
 //! group's coordinator; Read on the group. A group is of one protocol at a
-//! time (INCONSISTENT_GROUP_PROTOCOL otherwise); subscriptions by regex are
-//! refused.
+//! time (INCONSISTENT_GROUP_PROTOCOL otherwise). Subscriptions by regex
+//! (INVALID_REGULAR_EXPRESSION when one does not compile) and static
+//! members (`group.instance.id`) are served. The session timeout and the
+//! heartbeat interval are the broker's settings, as Kafka's are.
 
 use super::{Api, At};
 use crate::security::acl::Operation;
-use crate::server::groups::member_epochs::Beat;
+use crate::server::groups::member_epochs::{Beat, TopicRegex};
 use crate::server::kafka::groups::{by_topic_id, coordinated};
 use crate::server::kafka::{codes, text, Services};
 use kafka_protocol::messages::consumer_group_heartbeat_response::{Assignment, TopicPartitions};
 use kafka_protocol::messages::{ApiKey, ConsumerGroupHeartbeatRequest, ConsumerGroupHeartbeatResponse};
 use kafka_protocol::ResponseError;
 use std::collections::HashMap;
-
-/// How often a member is asked to beat (Kafka's `group.consumer.heartbeat.interval.ms`).
-const HEARTBEAT_INTERVAL_MS: i32 = 5_000;
-/// A member not heard from for this long leaves (Kafka's `group.consumer.session.timeout.ms`).
-const SESSION_TIMEOUT_MS: u64 = 45_000;
 
 pub struct ConsumerGroupHeartbeat;
 
@@ -28,7 +25,8 @@ impl Api for ConsumerGroupHeartbeat {
     const VERSIONS: (i16, i16) = (0, 1);
     const NAME: &'static str = "kafka_ConsumerGroupHeartbeat";
     const NOTE: &'static str = "KIP-848 consumer groups: the broker assigns (sticky, even), members reach their \
-                                target incrementally, a partition never held twice; no regex subscriptions";
+                                target incrementally, a partition never held twice; regex subscriptions and \
+                                static members";
     type Request = ConsumerGroupHeartbeatRequest;
     type Response = ConsumerGroupHeartbeatResponse;
 
@@ -39,12 +37,15 @@ impl Api for ConsumerGroupHeartbeat {
         if let Err(code) = coordinated(s, &at.principal, Operation::Read, &r.group_id) {
             return Some(response.with_error_code(code));
         }
-        if r.subscribed_topic_regex.as_ref().is_some_and(|re| !re.is_empty()) {
-            return refused(
-                ResponseError::InvalidRequest.code(),
-                "subscriptions by regex are not served: name the topics".into(),
-            );
-        }
+        let regex = match r.subscribed_topic_regex.as_deref().map(|re| (!re.is_empty()).then(|| TopicRegex::new(re))) {
+            Some(Some(Err(why))) => {
+                let m = format!("the subscription's regular expression does not compile: {why}");
+                return refused(ResponseError::InvalidRegularExpression.code(), m);
+            }
+            Some(Some(Ok(regex))) => Some(Some(regex)),
+            Some(None) => Some(None),
+            None => None,
+        };
         let metadata = s.core.metadata();
         let names: HashMap<[u8; 16], &String> = metadata.topics.iter().map(|(n, t)| (t.id(n), n)).collect();
         let owned = r.topic_partitions.as_ref().map(|topics| {
@@ -56,8 +57,10 @@ impl Api for ConsumerGroupHeartbeat {
             member: r.member_id.to_string(),
             epoch: r.member_epoch,
             subscribed: r.subscribed_topic_names.as_ref().map(|t| t.iter().map(|n| n.to_string()).collect()),
+            regex,
+            instance: r.instance_id.as_ref().map(|i| i.to_string()),
             owned,
-            session_timeout_ms: SESSION_TIMEOUT_MS,
+            session_timeout_ms: s.core.config().consumer_session_timeout.as_millis() as u64,
             client_id: at.client_id.clone(),
             client_host: String::new(),
         };
@@ -75,7 +78,7 @@ impl Api for ConsumerGroupHeartbeat {
             response
                 .with_member_id(Some(text(answer.member)))
                 .with_member_epoch(answer.epoch)
-                .with_heartbeat_interval_ms(HEARTBEAT_INTERVAL_MS)
+                .with_heartbeat_interval_ms(s.core.config().consumer_heartbeat_interval.as_millis() as i32)
                 .with_assignment(assignment),
         )
     }

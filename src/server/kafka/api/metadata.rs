@@ -5,19 +5,22 @@
 //! that does not exist is created first (`auto_create_topics`, as Kafka's
 //! auto.create.topics.enable; `auto_create_queues` queues) when the request
 //! allows it (v4+ says; before, always) and the principal may create it.
+//! A topic may be asked for by its id instead (v10+); an unknown id is
+//! UNKNOWN_TOPIC_ID.
 
 use super::create_topics::may_create;
 use super::{Api, At};
 use crate::security::acl::Operation;
 use crate::server::auth::authorizer;
 use crate::server::core::topics::NewTopic;
-use crate::server::core::Reason;
+use crate::server::core::{Core, Reason};
 use crate::server::kafka::brokers::{brokers, topic_name};
 use crate::server::kafka::codes::of_topic_change;
 use crate::server::kafka::Services;
 use kafka_protocol::messages::metadata_response::{MetadataResponsePartition, MetadataResponseTopic};
 use kafka_protocol::messages::{ApiKey, BrokerId, MetadataRequest, MetadataResponse};
 use kafka_protocol::ResponseError;
+use std::collections::HashMap;
 
 /// LEADER_NOT_AVAILABLE: the queue's broker group has no leader yet.
 const LEADER_NOT_AVAILABLE: i16 = ResponseError::LeaderNotAvailable.code();
@@ -63,11 +66,19 @@ impl Api for Metadata {
 
     async fn serve(s: &Services, request: MetadataRequest, at: &At) -> Option<MetadataResponse> {
         let (core, principal) = (&s.core, &at.principal);
-        let names: Vec<String> =
-            request.topics.iter().flatten().filter_map(|t| t.name.as_ref().map(|n| n.to_string())).collect();
+        let asked = request.topics.iter().flatten();
+        let by_name: Vec<String> =
+            asked.clone().filter_map(|t| t.name.as_ref().filter(|n| !n.is_empty())).map(|n| n.to_string()).collect();
+        let by_id: Vec<uuid::Uuid> = asked
+            .filter(|t| t.name.as_ref().is_none_or(|n| n.is_empty()))
+            .map(|t| t.topic_id)
+            .filter(|id| !id.is_nil())
+            .collect();
         let allowed = at.version < 4 || request.allow_auto_topic_creation;
         let created =
-            if allowed && core.config().auto_create_topics { auto_create(s, at, &names).await } else { Vec::new() };
+            if allowed && core.config().auto_create_topics { auto_create(s, at, &by_name).await } else { Vec::new() };
+        let (found, unknown_ids) = named_by_id(core, &by_id);
+        let names: Vec<String> = by_name.into_iter().chain(found).collect();
         let mut described = core.describe(&names);
         // A topic the principal may not describe is left out of a listing, and
         // refused when named, whether or not it exists (existence is not told).
@@ -119,6 +130,10 @@ impl Api for Metadata {
                 .map_or(ResponseError::UnknownTopicOrPartition.code(), |c| c.1);
             topics.push(MetadataResponseTopic::default().with_name(Some(topic_name(missing))).with_error_code(code));
         }
+        for id in unknown_ids {
+            let topic = MetadataResponseTopic::default().with_name(None).with_topic_id(id);
+            topics.push(topic.with_error_code(ResponseError::UnknownTopicId.code()));
+        }
         let controller = brokers.iter().flatten().next().map_or(BrokerId(-1), |b| b.node_id);
         let response = MetadataResponse::default()
             .with_brokers(brokers.into_iter().flatten().collect())
@@ -126,4 +141,22 @@ impl Api for Metadata {
             .with_topics(topics);
         Some(response.with_throttle_time_ms(at.throttle_ms()))
     }
+}
+
+/// The names of the topics with these ids (v10+ asks by id: a consumer
+/// given partitions by topic id, KIP-848), and the ids no topic has.
+fn named_by_id(core: &Core, ids: &[uuid::Uuid]) -> (Vec<String>, Vec<uuid::Uuid>) {
+    if ids.is_empty() {
+        return (Vec::new(), Vec::new());
+    }
+    let metadata = core.metadata();
+    let names: HashMap<[u8; 16], &String> = metadata.topics.iter().map(|(n, t)| (t.id(n), n)).collect();
+    let (mut found, mut unknown) = (Vec::new(), Vec::new());
+    for id in ids {
+        match names.get(id.as_bytes()) {
+            Some(name) => found.push(name.to_string()),
+            None => unknown.push(*id),
+        }
+    }
+    (found, unknown)
 }
