@@ -206,3 +206,45 @@ fn what_the_native_sdk_sends_reads_back_through_kafkas_codec_as_sent() {
         })
         .unwrap();
 }
+
+/// A native producer's retry of a batch to a LogAppendTime topic is told
+/// by what the producer sent (the stored copy carries the broker's time):
+/// stored once, both answers at its offset, the records at the broker's time.
+#[test]
+fn a_retried_batch_to_a_log_append_time_topic_is_stored_once_at_the_brokers_time() {
+    use kafka_protocol::messages::create_topics_request::{CreatableTopic, CreatableTopicConfig};
+    use ringmq::protocol::api::ApiKey as Native;
+    use ringmq::protocol::messages::{decode_produced, Produce, QueueRef, ACKS_DURABLE};
+    let dir = tempfile::tempdir().unwrap();
+    let (broker, kafka) = common::kafka_broker(dir.path(), &[]);
+    let config = CreatableTopicConfig::default()
+        .with_name(StrBytes::from_static_str("message.timestamp.type"))
+        .with_value(Some(StrBytes::from_static_str("LogAppendTime")));
+    let topic = CreatableTopic::default()
+        .with_name(TopicName(StrBytes::from_static_str("stamped")))
+        .with_num_partitions(1)
+        .with_replication_factor(1)
+        .with_configs(vec![config]);
+    let request = CreateTopicsRequest::default().with_topics(vec![topic]).with_timeout_ms(10_000);
+    let created: CreateTopicsResponse = call(&mut connect(&kafka), ApiKey::CreateTopics, 4, &request);
+    assert_eq!(created.topics[0].error_code, 0);
+
+    let batch = common::client_batch(7, b"once");
+    let produce = || {
+        let mut w = ringmq::protocol::Writer::default();
+        let queue = QueueRef { topic: "stamped".into(), queue: 0 };
+        Produce { queue, acks: ACKS_DURABLE, batches: vec![&batch] }.encode(&mut w);
+        let (_, code, message, body) = common::Raw::connect(broker.addr()).call(Native::Produce as u16, 0, 1, &w.buf);
+        assert_eq!(code, ringmq::protocol::ErrorCode::None, "{message}");
+        decode_produced(&mut ringmq::protocol::Reader::new(&body)).unwrap()[0]
+    };
+    let before = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_millis() as i64;
+    let first = produce();
+    assert_eq!(produce(), first, "the retry is answered where the batch was stored");
+    assert_eq!(broker.client().list_offsets("stamped", 0).unwrap(), (0, 1), "stored once");
+    let mut fetched = fetch(&kafka, "stamped", 0);
+    let sets = RecordBatchDecoder::decode_all(&mut fetched).unwrap();
+    let record = &sets[0].records[0];
+    assert_eq!(record.timestamp_type, TimestampType::LogAppend);
+    assert!(record.timestamp >= before, "the broker's time: {} < {before}", record.timestamp);
+}

@@ -33,5 +33,5 @@ pub use read::reader::{ReadBatches, ReadWait};
 pub use record::Record;
 pub use replica::{shipped_batches, LogRange};
 pub use ringmq_format::{batch, kafka, record, FormatError};
-pub use shard::Shard;
+pub use shard::{RecordTimes, Shard};
 pub use signal::Signal;

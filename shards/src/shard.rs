@@ -318,12 +318,30 @@ impl Shard {
     /// stamps its base offset, and returns once it is durable (sync policy) or
     /// queued (async policy).
     pub async fn append(&self, queue: QueueId, batch: &[u8]) -> Result<Appended> {
+        self.append_as(queue, batch, RecordTimes::Producer).await
+    }
+
+    /// `append`, the records carrying `times`. Under `LogAppend` a copy of
+    /// the checked batch is given the broker's time, and a retry of the
+    /// producer's batch is still told by what the producer sent.
+    pub async fn append_as(&self, queue: QueueId, batch: &[u8], times: RecordTimes) -> Result<Appended> {
         let inner = &self.inner;
         let called = std::time::Instant::now();
         // A compressed Kafka batch's records, inflated once: for the check, then its index entries.
         let mut inflated = Vec::new();
         let checked = batch::check_keeping(batch, inner.config.limits(), &mut inflated)?;
         let key = BatchKey::checked(queue, &checked);
+        let stamped;
+        let batch = match times {
+            RecordTimes::Producer => batch,
+            RecordTimes::LogAppend(now_ms) => {
+                // The stamp keeps the records and their count: the check holds.
+                let mut copy = batch.to_vec();
+                batch::set_log_append_time(&mut copy, now_ms)?;
+                stamped = copy;
+                &stamped
+            }
+        };
         let turn = Turn::take(inner);
         let placed = loop {
             let wait = {
@@ -657,6 +675,15 @@ impl Drop for Turn<'_> {
             }
         }
     }
+}
+
+/// Whose times a stored batch's records carry.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RecordTimes {
+    /// The producer's (Kafka's CreateTime).
+    Producer,
+    /// The broker's, at append (Kafka's LogAppendTime), in ms.
+    LogAppend(i64),
 }
 
 impl Inner {

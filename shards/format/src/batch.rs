@@ -9,7 +9,9 @@
 //! 24 u16 magic         BATCH_MAGIC
 //! 26 u16 attributes    bit 0: padding batch (fills a segment's end or a round's last page);
 //!                      bit 1: sealed (encrypted at rest, see ringmq-shards crypt/sealed.rs);
-//!                      bit 2: a Kafka batch (see kafka.rs)
+//!                      bit 2: a Kafka batch (see kafka.rs);
+//!                      bit 3: ringmq records at the broker's time (a LogAppendTime
+//!                      topic's, stamped after the producer's batch was checked)
 //! 28 u32 record_count
 //! 32 i64 first_timestamp_ms
 //! 40 records           see record.rs; of a Kafka batch, see kafka.rs
@@ -42,6 +44,8 @@ pub const ATTR_PADDING: u16 = 1;
 pub const ATTR_SEALED: u16 = 2;
 /// Attribute bit of a batch that holds a Kafka record batch (see `kafka`).
 pub const ATTR_KAFKA: u16 = 4;
+/// Attribute bit of ringmq records the broker gave its time (a Kafka batch says so itself).
+pub const ATTR_LOG_APPEND_TIME: u16 = 8;
 /// The bytes a Kafka record batch takes more as a ringmq batch: the header and the first id.
 pub const KAFKA_WRAPPER_BYTES: usize = HEADER_BYTES + kafka::ID_BYTES;
 /// The most a stored batch's compressed records inflate to when read: no
@@ -112,6 +116,11 @@ impl BatchHeader {
             record_count: u32_at(bytes, 28),
             first_timestamp_ms: u64_at(bytes, 32) as i64,
         })
+    }
+
+    /// True for ringmq records the broker gave its time.
+    pub fn is_log_append_time(&self) -> bool {
+        self.attributes & ATTR_LOG_APPEND_TIME != 0
     }
 
     /// True for the filler batch at a segment's end.
@@ -296,7 +305,7 @@ pub fn newest_timestamp(batch: &[u8]) -> Result<i64> {
 /// Gives a checked batch of either kind the broker's time `now_ms` for
 /// every record (a LogAppendTime topic) and makes its CRCs again: a Kafka
 /// batch as Kafka's broker does (`kafka::set_log_append_time`), a ringmq one
-/// by its first timestamp and every record's delta set to 0.
+/// by its first timestamp and every record's delta set to 0, and marked so.
 pub fn set_log_append_time(batch: &mut [u8], now_ms: i64) -> Result<()> {
     let header = BatchHeader::decode(batch).ok_or(FormatError::Malformed("bad magic number"))?;
     let end = (header.length as usize).min(batch.len());
@@ -306,6 +315,8 @@ pub fn set_log_append_time(batch: &mut [u8], now_ms: i64) -> Result<()> {
         KafkaBatch::parse(kafka)?;
         kafka::set_log_append_time(kafka, now_ms);
     } else {
+        let attributes = header.attributes | ATTR_LOG_APPEND_TIME;
+        batch[26..28].copy_from_slice(&attributes.to_le_bytes());
         batch[32..40].copy_from_slice(&now_ms.to_le_bytes());
         let mut at = HEADER_BYTES;
         while at + 8 <= end {
@@ -584,7 +595,10 @@ mod tests {
         assert_eq!(timestamps(&native), [1_000, 1_250]);
         assert_eq!(newest_timestamp(&native).unwrap(), 1_250);
         set_log_append_time(&mut native, 9_000).unwrap();
-        check(&native, LIMITS).unwrap();
+        let header = BatchHeader::decode(&native).unwrap();
+        assert!(header.is_log_append_time(), "marked");
+        assert_eq!(header.crc, crc32fast::hash(&native[BODY_START..]), "its CRC made again");
+        assert!(check(&native, LIMITS).is_err(), "a producer cannot send a batch at the broker's time");
         assert_eq!(timestamps(&native), [9_000, 9_000]);
         assert_eq!(newest_timestamp(&native).unwrap(), 9_000);
 

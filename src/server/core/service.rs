@@ -11,7 +11,7 @@ use super::metadata::{Home, QueueSlot};
 use super::offsets::Committed;
 use super::topic_configs::{TimestampType, TopicConfigs};
 use crate::protocol::messages::QueueRef;
-use ringmq_shards::{QueueId, ReadBatches, ReadWait, Record, StorageError};
+use ringmq_shards::{QueueId, ReadBatches, ReadWait, Record, RecordTimes, StorageError};
 use std::rc::Rc;
 use std::time::Duration;
 
@@ -78,22 +78,38 @@ impl Core {
             }
         }
         let configs = self.queue_configs.borrow().get(&slot.storage_id).cloned();
-        let stamped = match configs {
+        let times = match configs {
             Some(configs) => self.apply_topic_configs(&configs, batch)?,
-            None => None,
+            None => RecordTimes::Producer,
         };
-        let batch = stamped.as_ref().map_or(batch, |(copy, _)| copy.as_slice());
-        let appended = self.storage().append(QueueId(slot.storage_id), batch).await?;
+        let queue = QueueId(slot.storage_id);
+        let appended = self.storage().append_as(queue, batch, times).await?;
         self.replicated(appended.position.0 + batch.len() as u64).await?;
-        let log_append_time = stamped.map(|(_, time)| time);
+        let log_append_time = match times {
+            RecordTimes::Producer => None,
+            // A retry carries the time its batch was stored with.
+            RecordTimes::LogAppend(_) if appended.duplicate => {
+                Some(self.stored_time(queue, appended.base_offset).await?)
+            }
+            RecordTimes::LogAppend(now) => Some(now),
+        };
         Ok(Stored { base: appended.base_offset, count: appended.record_count, log_append_time })
+    }
+
+    /// The newest record time of the stored batch at `offset`.
+    async fn stored_time(&self, queue: QueueId, offset: u64) -> Result<i64, Failure> {
+        let read = self.storage().read(queue, offset, 1, ReadWait::No).await?;
+        let first = ringmq_shards::batch::split(&read.bytes).next().ok_or_else(|| {
+            Failure(Reason::Internal, format!("no batch at offset {offset} of the queue a retry was stored in"))
+        })?;
+        Ok(ringmq_shards::batch::newest_timestamp(first)?)
     }
 
     /// Holds a batch to its topic's configs before it is stored: its size
     /// to `max.message.bytes` (as Kafka counts a batch), the replicas in
-    /// sync to `min.insync.replicas` (sync acks; one on a single node), and
-    /// under LogAppendTime a copy given the broker's time (returned, with the time).
-    fn apply_topic_configs(&self, configs: &TopicConfigs, batch: &[u8]) -> Result<Option<(Vec<u8>, i64)>, Failure> {
+    /// sync to `min.insync.replicas` (sync acks; one on a single node); the
+    /// times its records are stored with (the broker's under LogAppendTime).
+    fn apply_topic_configs(&self, configs: &TopicConfigs, batch: &[u8]) -> Result<RecordTimes, Failure> {
         if let Some(max) = configs.max_message_bytes() {
             let size = batch.len().saturating_sub(ringmq_shards::batch::KAFKA_WRAPPER_BYTES);
             if size > max as usize {
@@ -111,15 +127,10 @@ impl Core {
                 return Err(Failure(Reason::TooFewInSync, m));
             }
         }
-        if configs.timestamp_type() != TimestampType::LogAppendTime {
-            return Ok(None);
-        }
-        // Checked first: the stamp makes its CRCs again.
-        ringmq_shards::batch::check(batch, self.config().batch_limits())?;
-        let mut stamped = batch.to_vec();
-        let now = self.clock().now_ms() as i64;
-        ringmq_shards::batch::set_log_append_time(&mut stamped, now)?;
-        Ok(Some((stamped, now)))
+        Ok(match configs.timestamp_type() {
+            TimestampType::LogAppendTime => RecordTimes::LogAppend(self.clock().now_ms() as i64),
+            TimestampType::CreateTime => RecordTimes::Producer,
+        })
     }
 
     /// Appends `batch` to a topic's queue wherever it lives.

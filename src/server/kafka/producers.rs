@@ -13,6 +13,7 @@
 //! batches, which followers mirror and a restart keeps, answers a batch it
 //! holds with where it was stored.
 
+use crate::server::core::service::Stored;
 use std::cell::{Cell, RefCell};
 use std::collections::{HashMap, VecDeque};
 
@@ -50,8 +51,9 @@ impl Sequence {
 pub enum Check {
     /// Store it, then `stored` (or `failed`) it.
     Store,
-    /// A retry of a stored batch: answer its base offset.
-    Duplicate(u64),
+    /// A retry of a stored batch: answer where (and when, under
+    /// LogAppendTime) it was stored.
+    Duplicate(Stored),
     /// A retry of a batch still being stored: the client should retry it.
     Pending,
     OutOfOrder {
@@ -65,8 +67,8 @@ pub enum Check {
 #[derive(Default)]
 struct Partition {
     epoch: i16,
-    /// The last batches, oldest first: (first sequence, count, base offset; None while being stored).
-    batches: VecDeque<(i32, i32, Option<u64>)>,
+    /// The last batches, oldest first: (first sequence, count, where stored; None while being stored).
+    batches: VecDeque<(i32, i32, Option<Stored>)>,
     used: u64,
 }
 
@@ -132,11 +134,12 @@ impl Producers {
     }
 
     /// The batch `check` let through was stored at `base`.
-    pub fn stored(&self, topic: &str, queue: u32, s: Sequence, base: u64) {
+    pub fn stored(&self, topic: &str, queue: u32, s: Sequence, stored: Stored) {
         let mut partitions = self.partitions.borrow_mut();
         let Some(p) = partitions.get_mut(&(s.producer_id, topic.to_string(), queue)) else { return };
         if let Some(b) = p.batches.iter_mut().find(|(first, count, _)| (*first, *count) == (s.first, s.count)) {
-            b.2 = Some(base);
+            // A retry's answer: no records of its own.
+            b.2 = Some(Stored { count: 0, ..stored });
         }
     }
 
@@ -174,8 +177,9 @@ mod tests {
         let p = Producers::new(0, 100);
         assert_eq!(p.check("t", 0, seq(40, 0)), Check::Store, "an unknown producer starts anywhere");
         assert_eq!(p.check("t", 0, seq(40, 0)), Check::Pending);
-        p.stored("t", 0, seq(40, 0), 1000);
-        assert_eq!(p.check("t", 0, seq(40, 0)), Check::Duplicate(1000));
+        p.stored("t", 0, seq(40, 0), Stored { base: 1000, count: 10, log_append_time: Some(77) });
+        let first = Stored { base: 1000, count: 0, log_append_time: Some(77) };
+        assert_eq!(p.check("t", 0, seq(40, 0)), Check::Duplicate(first), "where and when the batch was stored");
         assert_eq!(p.check("t", 0, seq(60, 0)), Check::OutOfOrder { expected: 50 });
         assert_eq!(p.check("t", 0, seq(50, 0)), Check::Store);
         p.failed("t", 0, seq(50, 0));

@@ -73,7 +73,11 @@ pub fn to_kafka(stored: Bytes) -> Bytes {
         // A stored batch broke the format: serve what came before it.
         let Ok(records) = records.collect::<Result<Vec<_>, _>>() else { break };
         let numbered = records.into_iter().enumerate().map(|(i, r)| (i as i32, r));
+        let start = out.len();
         kafka::encode_batch(&mut out, header.base_offset as i64, header.first_timestamp_ms, numbered);
+        if header.is_log_append_time() {
+            kafka::set_log_append_time(&mut out[start..], header.first_timestamp_ms);
+        }
     }
     Bytes::from(out)
 }

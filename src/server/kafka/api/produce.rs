@@ -125,7 +125,7 @@ async fn store(s: &Services, queue: &QueueRef, records: Option<&Bytes>) -> Resul
     match s.producers.check(&queue.topic, queue.queue, sequence) {
         Check::Store => match s.core.append_here(slot, &translated.batch).await {
             Ok(stored) => {
-                s.producers.stored(&queue.topic, queue.queue, sequence, stored.base);
+                s.producers.stored(&queue.topic, queue.queue, sequence, stored);
                 Ok(stored)
             }
             Err(f) => {
@@ -133,7 +133,7 @@ async fn store(s: &Services, queue: &QueueRef, records: Option<&Bytes>) -> Resul
                 Err(refused(f))
             }
         },
-        Check::Duplicate(base) => Ok(Stored { base, count: 0, log_append_time: None }),
+        Check::Duplicate(stored) => Ok(stored),
         Check::Pending => Err((ResponseError::RequestTimedOut.code(), "the same batch is being stored; retry".into())),
         Check::OutOfOrder { expected } => Err(out_of_order(sequence, expected)),
         Check::Fenced { current } => Err((
