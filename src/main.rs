@@ -5,7 +5,7 @@ mod cli;
 
 use clap::parser::ValueSource;
 use clap::{Args, CommandFactory, FromArgMatches, Parser, Subcommand, ValueEnum};
-use cli::settings::{Flush, Settings};
+use cli::settings::Settings;
 use ringmq::client::{
     Client, ClientConfig, ClientError, Consumer, GroupConfig, Message, Producer, ProducerConfig, SaslLogin, StartFrom,
     StartNew,
@@ -36,7 +36,7 @@ enum Command {
     /// Create, list, describe or delete topics.
     Topic {
         #[command(subcommand)]
-        action: TopicAction,
+        action: cli::topics::TopicAction,
     },
     /// Send lines from stdin as messages, one per line.
     Produce(ProduceArgs),
@@ -258,38 +258,6 @@ fn read_password(file: Option<&std::path::Path>) -> Result<String, String> {
     }
 }
 
-#[derive(Subcommand)]
-enum TopicAction {
-    /// Create a topic.
-    Create {
-        name: String,
-        /// Number of queues (spread over all shards).
-        #[arg(long, default_value_t = 8)]
-        queues: u32,
-        #[arg(long, value_enum, default_value_t = Flush::Sync)]
-        flush: Flush,
-        #[command(flatten)]
-        broker: BrokerArg,
-    },
-    /// List topic names.
-    List {
-        #[command(flatten)]
-        broker: BrokerArg,
-    },
-    /// Show a topic's queues, owning shards and offsets.
-    Describe {
-        name: String,
-        #[command(flatten)]
-        broker: BrokerArg,
-    },
-    /// Delete a topic.
-    Delete {
-        name: String,
-        #[command(flatten)]
-        broker: BrokerArg,
-    },
-}
-
 #[derive(Clone, Copy, ValueEnum)]
 enum Mode {
     /// Wait for each message to be durable.
@@ -382,7 +350,7 @@ fn main() -> ExitCode {
         .init();
     let result = match cli.command {
         Command::Serve(a) => a.merge(on_command_line).map_err(|e| e.to_string()).and_then(serve),
-        Command::Topic { action } => topic(action),
+        Command::Topic { action } => cli::topics::run(action),
         Command::Produce(a) => produce(a),
         Command::Consume(a) => consume(a),
         Command::Doctor(a) => doctor(a),
@@ -652,36 +620,6 @@ fn doctor(a: DoctorArgs) -> Result<(), String> {
 
 pub(crate) fn connect(b: &BrokerArg) -> Result<std::sync::Arc<Client>, String> {
     Client::connect(b.client_config()?).map_err(|e| e.to_string())
-}
-
-fn topic(action: TopicAction) -> Result<(), String> {
-    match action {
-        TopicAction::Create { name, queues, flush, broker } => {
-            connect(&broker)?.create_topic(&name, queues, flush as u8).map_err(|e| e.to_string())?;
-            println!("created topic {name} with {queues} queues");
-        }
-        TopicAction::List { broker } => {
-            for name in connect(&broker)?.list_topics().map_err(|e| e.to_string())? {
-                println!("{name}");
-            }
-        }
-        TopicAction::Describe { name, broker } => {
-            let client = connect(&broker)?;
-            let t = client.topic(&name).map_err(|e| e.to_string())?;
-            println!("topic {} flush {}", t.name, if t.flush == 1 { "async" } else { "sync" });
-            println!("{:>6} {:>6} {:>22} {:>12} {:>12}", "queue", "shard", "address", "start", "end");
-            for (q, shard) in t.queue_shards.iter().enumerate() {
-                let (start, end) = client.list_offsets(&name, q as u32).map_err(|e| e.to_string())?;
-                let addr = client.owner(&name, q as u32).map_err(|e| e.to_string())?;
-                println!("{q:>6} {shard:>6} {addr:>22} {start:>12} {end:>12}");
-            }
-        }
-        TopicAction::Delete { name, broker } => {
-            connect(&broker)?.delete_topic(&name).map_err(|e| e.to_string())?;
-            println!("deleted topic {name}");
-        }
-    }
-    Ok(())
 }
 
 fn produce(a: ProduceArgs) -> Result<(), String> {

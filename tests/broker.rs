@@ -144,10 +144,12 @@ fn bad_requests_get_typed_errors_and_the_connection_stays_open() {
         assert!(!message.is_empty(), "case {i} explains itself");
     }
     let mut w = Writer::default();
-    ringmq::protocol::messages::CreateTopic { name: "bad name!".into(), queues: 1, flush: 0 }.encode(&mut w);
+    ringmq::protocol::messages::CreateTopic { name: "bad name!".into(), queues: 1, flush: 0, configs: Vec::new() }
+        .encode(&mut w, 0);
     assert_eq!(raw.call(ApiKey::CreateTopic as u16, 0, 1, &w.buf).1, ErrorCode::InvalidTopic);
     let mut w = Writer::default();
-    ringmq::protocol::messages::CreateTopic { name: "t".into(), queues: 1, flush: 0 }.encode(&mut w);
+    ringmq::protocol::messages::CreateTopic { name: "t".into(), queues: 1, flush: 0, configs: Vec::new() }
+        .encode(&mut w, 0);
     assert_eq!(raw.call(ApiKey::CreateTopic as u16, 0, 2, &w.buf).1, ErrorCode::TopicExists);
     let (_, code, _, _) = raw.call(ApiKey::Produce as u16, 0, 3, &produce_body("t", 0, &good));
     assert_eq!(code, ErrorCode::None, "the same connection still works");

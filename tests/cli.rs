@@ -45,7 +45,7 @@ fn topics_produce_and_consume_from_the_command_line() {
     let json = text(&out.stdout);
     assert!(json.starts_with("{\"queue\":") && json.contains("\"offset\":0") && json.contains("\"id\":\""), "{json}");
     let out = ringmq(&["topic", "describe", "cli", "--broker", b], "");
-    assert!(text(&out.stdout).lines().count() == 5, "header + 3 queues:\n{}", text(&out.stdout));
+    assert!(text(&out.stdout).lines().count() == 6, "topic, configs, header + 3 queues:\n{}", text(&out.stdout));
 
     let out = ringmq(&["consume", "cli", "--group", "g", "--from", "committed", "--count", "2", "--broker", b], "");
     assert_eq!(text(&out.stdout).lines().count(), 2);
@@ -86,6 +86,71 @@ fn help_describes_every_command_and_flag() {
     let out = ringmq(&["serve", "--flush-depth", "0"], "");
     assert_eq!(out.status.code(), Some(1));
     assert!(text(&out.stderr).contains("--flush-depth must be at least 1"), "{}", text(&out.stderr));
+}
+
+/// A topic's own configs set at creation, described, altered all or none,
+/// and enforced; more queues; records deleted below an offset. Bad configs
+/// are refused with their name, and nothing of a refused request is stored.
+#[test]
+fn a_topics_configs_queues_and_records_are_managed_from_the_command_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let broker = Broker::start(dir.path(), &[]);
+    let b = broker.addr();
+    let ok = |args: &[&str]| {
+        let out = ringmq(&[args, &["--broker", b]].concat(), "");
+        assert!(out.status.success(), "{args:?}: {}", text(&out.stderr));
+        text(&out.stdout)
+    };
+    let refused = |args: &[&str]| {
+        let out = ringmq(&[args, &["--broker", b]].concat(), "");
+        assert_eq!(out.status.code(), Some(1), "{args:?} refused: {}", text(&out.stdout));
+        text(&out.stderr)
+    };
+    let e = refused(&["topic", "create", "bad", "--queues", "2", "--config", "retention.ms=soon"]);
+    assert!(e.contains("retention.ms"), "{e}");
+    assert!(!ok(&["topic", "list"]).contains("bad"), "a refused creation makes no topic");
+
+    ok(&[
+        "topic",
+        "create",
+        "tc",
+        "--queues",
+        "2",
+        "--config",
+        "max.message.bytes=2000",
+        "--config",
+        "retention.ms=3600000",
+    ]);
+    let described = ok(&["topic", "describe", "tc"]);
+    assert!(described.contains("config max.message.bytes=2000") && described.contains("config retention.ms=3600000"));
+    let out = ringmq(&["produce", "tc", "--broker", b], &format!("{}\n", "x".repeat(3000)));
+    assert!(text(&out.stderr).contains("max.message.bytes"), "the topic's limit is enforced: {}", text(&out.stderr));
+
+    let e = refused(&["topic", "alter", "tc", "--set", "retention.ms=1000", "--set", "no.such=1"]);
+    assert!(e.contains("no.such"), "{e}");
+    assert!(ok(&["topic", "describe", "tc"]).contains("config retention.ms=3600000"), "nothing of it changed");
+    ok(&["topic", "alter", "tc", "--unset", "max.message.bytes", "--append", "cleanup.policy=compact"]);
+    let described = ok(&["topic", "describe", "tc"]);
+    assert!(
+        !described.contains("max.message.bytes") && described.contains("config cleanup.policy=compact,delete"),
+        "{described}"
+    );
+
+    ok(&["topic", "add-queues", "tc", "--queues", "3"]);
+    assert_eq!(broker.client().topic("tc").unwrap().queue_shards.len(), 3);
+    assert!(refused(&["topic", "add-queues", "tc", "--queues", "2"]).contains('3'), "never fewer");
+
+    let first: ringmq::client::SelectorFn = std::sync::Arc::new(|_, _| 0);
+    let config =
+        ringmq::client::ProducerConfig { selector: ringmq::client::QueueSelector::Custom(first), ..Default::default() };
+    let producer = ringmq::client::Producer::new(broker.client(), config);
+    for i in 0..5 {
+        producer.send("tc", &ringmq::client::Message::new(format!("m{i}"))).unwrap();
+    }
+    assert!(ok(&["topic", "delete-records", "tc", "--queue", "0", "--before", "3"]).contains("starts at 3"));
+    assert_eq!(broker.client().list_offsets("tc", 0).unwrap(), (3, 5));
+    assert!(refused(&["topic", "delete-records", "tc", "--queue", "0", "--before", "9"]).contains("9"));
+    assert!(ok(&["topic", "delete-records", "tc", "--queue", "0"]).contains("starts at 5"), "all of it");
 }
 
 #[test]

@@ -127,6 +127,18 @@ fn kafka_group_preferring(
     (["a", "b", "c"].into_iter().zip(ips).map(start).collect(), kafka)
 }
 
+/// The index in `names` of the node g1 elects after its first one (within 60 s).
+fn successor(etcd: &common::etcd::Etcd, names: &[&str]) -> usize {
+    let new_leader = |lines: &[String]| {
+        let line = lines.iter().find(|l| l.starts_with("broker_group=g1 leader="))?;
+        let leader = line.split(' ').nth(1)?.strip_prefix("leader=")?;
+        names.iter().position(|n| *n == leader).filter(|&i| i != 0)
+    };
+    let limit = std::time::Duration::from_secs(60);
+    let lines = common::etcd::wait_for_status(&etcd.url, limit, |l| new_leader(l).is_some());
+    new_leader(&lines).unwrap_or_else(|| panic!("no new leader: {lines:?}"))
+}
+
 /// The answers on a raw Kafka connection, by correlation id, until it is
 /// closed (true) or nothing came for 30 s (false: a request left hanging).
 fn answers(stream: &mut std::net::TcpStream, version: i16) -> (Vec<i32>, bool) {
@@ -312,13 +324,7 @@ fn an_idempotent_kafka_retry_to_a_new_leader_is_answered_where_the_batch_was_sto
     assert_eq!(produce(ips[0], 3), Some((0, 3)));
     nodes[0].kill9();
 
-    let new_leader = |lines: &[String]| {
-        let line = lines.iter().find(|l| l.starts_with("broker_group=g1 leader="))?;
-        let leader = line.split(' ').nth(1)?.strip_prefix("leader=")?;
-        names.iter().position(|n| *n == leader).filter(|&i| i != 0)
-    };
-    let lines = common::etcd::wait_for_status(&etcd.url, Duration::from_secs(60), |l| new_leader(l).is_some());
-    let ip = ips[new_leader(&lines).unwrap_or_else(|| panic!("no new leader: {lines:?}"))];
+    let ip = ips[successor(&etcd, &names)];
     // The retry of the second batch, as the client repeats it until the new leader serves the partition.
     let deadline = Instant::now() + Duration::from_secs(60);
     let retried = loop {
@@ -375,13 +381,7 @@ fn records_deleted_on_a_leader_stay_deleted_after_a_fail_over() {
     assert_eq!(produced.responses[0].partition_responses[0].error_code, 0);
     nodes[0].kill9();
 
-    let new_leader = |lines: &[String]| {
-        let line = lines.iter().find(|l| l.starts_with("broker_group=g1 leader="))?;
-        let leader = line.split(' ').nth(1)?.strip_prefix("leader=")?;
-        names.iter().position(|n| *n == leader).filter(|&i| i != 0)
-    };
-    let lines = common::etcd::wait_for_status(&etcd.url, Duration::from_secs(60), |l| new_leader(l).is_some());
-    let survivor = new_leader(&lines).unwrap_or_else(|| panic!("no new leader: {lines:?}"));
+    let survivor = successor(&etcd, &names);
     // The new leader restarts in its role before it serves clients.
     let deadline = std::time::Instant::now() + Duration::from_secs(60);
     let offsets = loop {

@@ -6,5 +6,6 @@ pub mod quotas;
 pub mod renamed;
 pub mod settings;
 pub mod top;
+pub mod topics;
 pub mod trace;
 pub mod users;

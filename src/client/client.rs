@@ -219,7 +219,22 @@ impl Client {
     /// One request to `addr`, answered within `timeout`; a connection that
     /// timed out or closed leaves the pool, so the next call connects anew.
     fn call_addr_within(&self, addr: &str, api: ApiKey, body: &[u8], timeout: Duration) -> Result<Reply, ClientError> {
-        let called = self.connection(addr)?.call(api as u16, body, timeout);
+        self.call_version_within(addr, (api, 0), body, timeout)
+    }
+
+    /// `call_addr` of `api` at `version`.
+    pub(super) fn call_addr_version(&self, addr: &str, api: (ApiKey, u16), body: &[u8]) -> Result<Reply, ClientError> {
+        self.call_version_within(addr, api, body, self.config.request_timeout)
+    }
+
+    fn call_version_within(
+        &self,
+        addr: &str,
+        (api, version): (ApiKey, u16),
+        body: &[u8],
+        timeout: Duration,
+    ) -> Result<Reply, ClientError> {
+        let called = self.connection(addr)?.call((api as u16, version), body, timeout);
         if let Err(ClientError::Timeout { .. } | ClientError::ConnectionClosed { .. }) = &called {
             self.connections.lock().expect("pool lock").remove(addr);
         }
@@ -266,7 +281,7 @@ impl Client {
     /// Creates a topic of `queues` queues (flush 0 sync, 1 async).
     pub fn create_topic(&self, name: &str, queues: u32, flush: u8) -> Result<(), ClientError> {
         let mut w = Writer::default();
-        CreateTopic { name: name.to_string(), queues, flush }.encode(&mut w);
+        CreateTopic { name: name.to_string(), queues, flush, configs: Vec::new() }.encode(&mut w, 0);
         self.call_addr(&self.control_addr(), ApiKey::CreateTopic, &w.buf)?;
         self.refresh_metadata()?;
         Ok(())

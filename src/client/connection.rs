@@ -142,9 +142,9 @@ impl Connection {
     }
 
     /// Sends a request and waits for its reply.
-    pub fn call(&self, api: u16, body: &[u8], timeout: Duration) -> Result<Reply, ClientError> {
+    pub fn call(&self, api: (u16, u16), body: &[u8], timeout: Duration) -> Result<Reply, ClientError> {
         let (tx, rx) = mpsc::channel();
-        self.send((api, 0), body, Some((tx, 0)))?;
+        self.send(api, body, Some((tx, 0)))?;
         match rx.recv_timeout(timeout) {
             Ok((_, reply)) => reply,
             Err(_) => Err(ClientError::Timeout { addr: self.addr.clone(), timeout_ms: timeout.as_millis() as u64 }),

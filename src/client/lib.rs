@@ -44,6 +44,7 @@ mod quotas;
 mod sasl;
 mod send_future;
 pub mod tls;
+mod topic_admin;
 mod trace;
 mod transaction;
 mod users;

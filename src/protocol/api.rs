@@ -70,6 +70,10 @@ wire_enum! {
         ListQuotas = 34,
         ListGroups = 35,
         DescribeGroup = 36,
+        AlterTopic = 37,
+        DescribeTopicConfigs = 38,
+        AddQueues = 39,
+        DeleteRecords = 40,
     }
 }
 

@@ -78,15 +78,91 @@ pub struct CreateTopic {
     pub name: String,
     pub queues: u32,
     pub flush: FlushCode,
+    /// The topic's own configs, by Kafka's names (version 1).
+    pub configs: Vec<(String, String)>,
 }
 
 impl CreateTopic {
-    pub fn encode(&self, w: &mut Writer) {
+    /// The version that carries `configs`.
+    pub const WITH_CONFIGS: u16 = 1;
+
+    pub fn encode(&self, w: &mut Writer, version: u16) {
         w.string(&self.name).u32(self.queues).u8(self.flush);
+        if version >= Self::WITH_CONFIGS {
+            encode_configs(&self.configs, w);
+        }
+    }
+
+    pub fn decode(r: &mut Reader, version: u16) -> Result<Self, DecodeError> {
+        let (name, queues, flush) = (r.string()?, r.u32()?, r.u8()?);
+        let configs = if version >= Self::WITH_CONFIGS { decode_configs(r)? } else { Vec::new() };
+        Ok(CreateTopic { name, queues, flush, configs })
+    }
+}
+
+/// Name and value pairs (a topic's configs).
+pub fn encode_configs(pairs: &[(String, String)], w: &mut Writer) {
+    w.u32(pairs.len() as u32);
+    for (name, value) in pairs {
+        w.string(name).string(value);
+    }
+}
+
+/// Decodes name and value pairs.
+pub fn decode_configs(r: &mut Reader) -> Result<Vec<(String, String)>, DecodeError> {
+    (0..r.count(4)?).map(|_| Ok((r.string()?, r.string()?))).collect()
+}
+
+/// One change to a topic's configs.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum TopicChange {
+    Set(String, String),
+    /// Back to the broker's default.
+    Unset(String),
+    /// Add items to a list config (`cleanup.policy`).
+    Append(String, String),
+    /// Remove items from a list config.
+    Subtract(String, String),
+}
+
+/// AlterTopic request: changes to a topic's configs, made all or none.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AlterTopic {
+    pub topic: String,
+    /// Only check the changes.
+    pub validate_only: bool,
+    pub changes: Vec<TopicChange>,
+}
+
+impl AlterTopic {
+    pub fn encode(&self, w: &mut Writer) {
+        w.string(&self.topic).u8(u8::from(self.validate_only)).u32(self.changes.len() as u32);
+        for change in &self.changes {
+            let (op, name, value) = match change {
+                TopicChange::Set(n, v) => (0, n, v.as_str()),
+                TopicChange::Unset(n) => (1, n, ""),
+                TopicChange::Append(n, v) => (2, n, v.as_str()),
+                TopicChange::Subtract(n, v) => (3, n, v.as_str()),
+            };
+            w.u8(op).string(name).string(value);
+        }
     }
 
     pub fn decode(r: &mut Reader) -> Result<Self, DecodeError> {
-        Ok(CreateTopic { name: r.string()?, queues: r.u32()?, flush: r.u8()? })
+        let (topic, validate_only) = (r.string()?, r.u8()? != 0);
+        let changes = (0..r.count(5)?)
+            .map(|_| {
+                let (op, name, value) = (r.u8()?, r.string()?, r.string()?);
+                Ok(match op {
+                    0 => TopicChange::Set(name, value),
+                    1 => TopicChange::Unset(name),
+                    2 => TopicChange::Append(name, value),
+                    3 => TopicChange::Subtract(name, value),
+                    _ => return Err(DecodeError("a config change's op: 0 set, 1 unset, 2 append, 3 subtract")),
+                })
+            })
+            .collect::<Result<_, _>>()?;
+        Ok(AlterTopic { topic, validate_only, changes })
     }
 }
 

@@ -8,16 +8,20 @@
 //! routing, acks none, waiting for replication) is `Entry` below, once.
 //! Adding an API is a file here and a line in `TABLE`.
 
+mod add_queues;
 mod advance_clock;
 mod alter_quotas;
+mod alter_topic;
 mod alter_user;
 mod api_versions;
 mod commit_offset;
 mod create_acls;
 mod create_topic;
 mod delete_acls;
+mod delete_records;
 mod delete_topic;
 mod describe_group;
+mod describe_topic_configs;
 mod end_transaction;
 mod fetch;
 mod fetch_many;
@@ -62,7 +66,7 @@ use std::marker::PhantomData;
 use std::time::Duration;
 
 /// Every native API, in wire order (a test checks the order).
-pub static TABLE: [&(dyn Handler + Sync); 37] = [
+pub static TABLE: [&(dyn Handler + Sync); 41] = [
     &Entry::<api_versions::ApiVersions>(PhantomData),
     &Entry::<metadata::Metadata>(PhantomData),
     &Entry::<create_topic::CreateTopic>(PhantomData),
@@ -100,6 +104,10 @@ pub static TABLE: [&(dyn Handler + Sync); 37] = [
     &Entry::<list_quotas::ListQuotas>(PhantomData),
     &Entry::<list_groups::ListGroups>(PhantomData),
     &Entry::<describe_group::DescribeGroup>(PhantomData),
+    &Entry::<alter_topic::AlterTopic>(PhantomData),
+    &Entry::<describe_topic_configs::DescribeTopicConfigs>(PhantomData),
+    &Entry::<add_queues::AddQueues>(PhantomData),
+    &Entry::<delete_records::DeleteRecords>(PhantomData),
 ];
 
 /// The API of a wire key, if there is one.
