@@ -37,7 +37,7 @@ fn requests() -> Vec<(ApiKey, Vec<u8>)> {
     vec![
         (ApiKey::ApiVersions, Vec::new()),
         (ApiKey::Metadata, body(|w| encode_names(&["orders".into()], w))),
-        (ApiKey::CreateTopic, body(|w| CreateTopic { name: "orders".into(), queues: 8, flush: 0 }.encode(w))),
+        (ApiKey::CreateTopic, body(|w| CreateTopic { name: "orders".into(), queues: 8, flush: 0, configs: Vec::new() }.encode(w, 0))),
         (ApiKey::DeleteTopic, body(|w| {
             w.string("orders");
         })),
@@ -100,6 +100,14 @@ fn requests() -> Vec<(ApiKey, Vec<u8>)> {
         })),
         (ApiKey::ProduceMany, body(|w| ProduceMany { acks: ACKS_DURABLE, entries: vec![(q(), &one), (q(), &two)] }.encode(w))),
         (ApiKey::FetchMany, body(|w| FetchMany { max_wait_ms: 500, entries: vec![fetch(), fetch()], consumer: None }.encode(w))),
+        (ApiKey::AlterTopic, body(|w| {
+            let changes = vec![TopicChange::Set("retention.ms".into(), "60000".into()), TopicChange::Unset("max.message.bytes".into())];
+            AlterTopic { topic: "orders".into(), validate_only: false, changes }.encode(w)
+        })),
+        (ApiKey::DeleteRecords, body(|w| {
+            q().encode(w);
+            w.u64(5);
+        })),
     ]
 }
 
