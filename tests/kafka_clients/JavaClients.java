@@ -313,6 +313,8 @@ public class JavaClients {
             var outcome = elected.get(new TopicPartition("jp", 0));
             check(outcome.isPresent() && outcome.get() instanceof org.apache.kafka.common.errors.ElectionNotNeededException,
                     "no election needed: " + outcome);
+            var everywhere = admin.electLeaders(ElectionType.PREFERRED, null).partitions().get();
+            check(everywhere.isEmpty(), "asked for every partition, none listed as not needed: " + everywhere);
             System.out.println("admin: partitions added, log dirs described (" + size + " bytes), no election needed");
         }
     }

@@ -50,6 +50,8 @@ impl Api for ElectLeaders {
                 .map(|(n, t)| (n.clone(), (0..t.queues.len() as i32).collect()))
                 .collect(),
         };
+        // Asked for every partition, Kafka answers only those an election was made or refused for.
+        let all = r.topic_partitions.is_none();
         let preferred = r.election_type == PREFERRED;
         let mut groups: HashMap<String, (i16, Option<String>)> = HashMap::new();
         let mut results = Vec::new();
@@ -68,8 +70,14 @@ impl Api for ElectLeaders {
                     },
                     (_, Ok(group)) => unclean(&s.core, group),
                 };
+                if all && code == ResponseError::ElectionNotNeeded.code() {
+                    continue;
+                }
                 let result = PartitionResult::default().with_partition_id(p).with_error_code(code);
                 partition_result.push(result.with_error_message(m.map(text)));
+            }
+            if partition_result.is_empty() {
+                continue;
             }
             let topic = ReplicaElectionResult::default().with_topic(text(topic).into());
             results.push(topic.with_partition_result(partition_result));
