@@ -5,7 +5,7 @@
 
 mod common;
 
-use common::{free_port_pair, Broker, ChildGuard};
+use common::{free_port_pair, one_cluster, Broker, ChildGuard};
 use std::io::Write;
 use std::process::Stdio;
 
@@ -175,6 +175,7 @@ fn a_paused_leaders_kafka_requests_are_answered_and_kafka_producers_carry_on() {
     use std::time::{Duration, Instant, SystemTime};
     const PAUSED: &str = "paused";
     const PRODUCE_VERSION: i16 = 9;
+    let _cluster = one_cluster();
     let dir = tempfile::tempdir().unwrap();
     let etcd = common::etcd::Etcd::start(&dir.path().join("etcd"));
     let ips = ["127.0.0.84", "127.0.0.85", "127.0.0.86"];
@@ -297,6 +298,7 @@ fn an_idempotent_kafka_retry_to_a_new_leader_is_answered_where_the_batch_was_sto
     use std::time::{Duration, Instant};
     const TOPIC: &str = "retried";
     const PRODUCER: i64 = 0x4242_0000;
+    let _cluster = one_cluster();
     let dir = tempfile::tempdir().unwrap();
     let etcd = common::etcd::Etcd::start(&dir.path().join("etcd"));
     let ips = ["127.0.0.87", "127.0.0.88", "127.0.0.89"];
@@ -351,6 +353,7 @@ fn records_deleted_on_a_leader_stay_deleted_after_a_fail_over() {
     use kafka_protocol::protocol::StrBytes;
     use std::time::Duration;
     const TOPIC: &str = "trimmed";
+    let _cluster = one_cluster();
     let dir = tempfile::tempdir().unwrap();
     let etcd = common::etcd::Etcd::start(&dir.path().join("etcd"));
     let ips = ["127.0.0.90", "127.0.0.91", "127.0.0.92"];
@@ -407,6 +410,7 @@ fn a_preferred_leader_election_hands_the_groups_lead_to_its_preferred_node() {
     use std::time::{Duration, Instant};
     const TOPIC: &str = "elected";
     const NOT_NEEDED: i16 = 84;
+    let _cluster = one_cluster();
     let dir = tempfile::tempdir().unwrap();
     let etcd = common::etcd::Etcd::start(&dir.path().join("etcd"));
     let ips = ["127.0.0.93", "127.0.0.94", "127.0.0.95"];

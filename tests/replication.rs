@@ -9,23 +9,13 @@
 mod common;
 
 use common::etcd::{isr_of, wait_for_status, Etcd};
-use common::{assert_acked_present, consume, free_port_pair, Broker};
+use common::{assert_acked_present, consume, free_port_pair, one_cluster, Broker};
 use ringmq::client::{
     Client, ClientConfig, ClientError, Consumer, Message, Producer, ProducerConfig, SendResult, StartFrom,
 };
 use ringmq::protocol::{ApiKey, ErrorCode};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-
-/// One cluster at a time: five three-node clusters at once on a 2-CPU CI
-/// machine missed 1 s replica-ack timeouts and election leases, in tests
-/// that do not measure that. Each test holds this while its cluster runs.
-static ONE_CLUSTER: std::sync::Mutex<()> = std::sync::Mutex::new(());
-
-fn one_cluster() -> std::sync::MutexGuard<'static, ()> {
-    // A test that failed while holding it leaves it poisoned; the next may still run.
-    ONE_CLUSTER.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
-}
 
 const TOPIC: &str = "orders";
 const QUEUES: u32 = 4;

@@ -98,6 +98,16 @@ pub fn free_port_pair(ip: &str) -> u16 {
     ports::free_ports(ip, 2)
 }
 
+/// One multi-node cluster at a time in a test binary: several three-node
+/// clusters at once on a 2-CPU CI machine missed 1 s replica-ack timeouts
+/// and election leases, in tests that do not measure that. Each such test
+/// holds this while its cluster runs.
+pub fn one_cluster() -> std::sync::MutexGuard<'static, ()> {
+    static ONE_CLUSTER: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    // A test that failed while holding it leaves it poisoned; the next may still run.
+    ONE_CLUSTER.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
 /// A broker process.
 pub struct Broker {
     child: Option<Child>,
