@@ -278,7 +278,7 @@ struct ProduceArgs {
     #[arg(long)]
     tag: Option<String>,
     /// Header name=value, repeatable.
-    #[arg(long = "header", value_parser = parse_header)]
+    #[arg(long = "header", value_parser = cli::name_value)]
     headers: Vec<(String, String)>,
     #[arg(long, value_enum, default_value_t = Mode::Sync)]
     mode: Mode,
@@ -325,12 +325,6 @@ enum Format {
     Text,
     /// One JSON object per line.
     Json,
-}
-
-fn parse_header(s: &str) -> Result<(String, String), String> {
-    s.split_once('=')
-        .map(|(k, v)| (k.to_string(), v.to_string()))
-        .ok_or_else(|| format!("header {s:?} is not name=value"))
 }
 
 fn main() -> ExitCode {
@@ -841,10 +835,10 @@ mod tests {
     use super::*;
 
     proptest::proptest! {
-        /// --header takes any text without panicking.
+        /// --header (and --config, --set) take any text without panicking.
         #[test]
         fn no_header_text_makes_the_parser_panic(text in "\\PC{0,120}") {
-            let _ = parse_header(&text);
+            let _ = cli::name_value(&text);
         }
     }
 }

@@ -9,3 +9,8 @@ pub mod top;
 pub mod topics;
 pub mod trace;
 pub mod users;
+
+/// A `NAME=VALUE` argument (a header, a topic config).
+pub fn name_value(s: &str) -> Result<(String, String), String> {
+    s.split_once('=').map(|(k, v)| (k.to_string(), v.to_string())).ok_or_else(|| format!("{s:?} is not NAME=VALUE"))
+}

@@ -3,6 +3,7 @@
 //! same ones a Kafka client sets), more queues, and records deleted below
 //! an offset.
 
+use crate::cli::name_value;
 use crate::cli::settings::Flush;
 use crate::BrokerArg;
 use clap::Subcommand;
@@ -82,10 +83,6 @@ pub enum TopicAction {
         #[command(flatten)]
         broker: BrokerArg,
     },
-}
-
-fn name_value(s: &str) -> Result<(String, String), String> {
-    s.split_once('=').map(|(k, v)| (k.to_string(), v.to_string())).ok_or_else(|| format!("{s:?} is not NAME=VALUE"))
 }
 
 pub fn run(action: TopicAction) -> Result<(), String> {

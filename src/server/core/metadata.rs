@@ -9,7 +9,7 @@ use super::placement::{Place, PlacedTopic};
 use super::topic_configs::TopicConfigs;
 use crate::protocol::codec::{DecodeError, Reader, Writer};
 use ringmq_shards::FlushPolicy;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::path::Path;
 
 const FILE: &str = "metadata";
@@ -216,6 +216,11 @@ impl Metadata {
             next.topics.insert(name.clone(), topic);
         }
         next
+    }
+
+    /// Every topic's name by its id (Kafka's messages that name topics by id).
+    pub fn names_by_id(&self) -> HashMap<[u8; 16], &String> {
+        self.topics.iter().map(|(n, t)| (t.id(n), n)).collect()
     }
 
     /// The named topics (all if none named) as clients see them: shard

@@ -11,6 +11,7 @@ use super::metadata::{Home, QueueSlot};
 use super::offsets::Committed;
 use super::topic_configs::{TimestampType, TopicConfigs};
 use crate::protocol::messages::QueueRef;
+use crate::server::internal::stored_batch;
 use ringmq_shards::{QueueId, ReadBatches, ReadWait, Record, RecordTimes, StorageError};
 use std::rc::Rc;
 use std::time::Duration;
@@ -89,20 +90,11 @@ impl Core {
             RecordTimes::Producer => None,
             // A retry carries the time its batch was stored with.
             RecordTimes::LogAppend(_) if appended.duplicate => {
-                Some(self.stored_time(queue, appended.base_offset).await?)
+                Some(stored_batch::newest_timestamp(self.storage(), queue, appended.base_offset).await?)
             }
             RecordTimes::LogAppend(now) => Some(now),
         };
         Ok(Stored { base: appended.base_offset, count: appended.record_count, log_append_time })
-    }
-
-    /// The newest record time of the stored batch at `offset`.
-    async fn stored_time(&self, queue: QueueId, offset: u64) -> Result<i64, Failure> {
-        let read = self.storage().read(queue, offset, 1, ReadWait::No).await?;
-        let first = ringmq_shards::batch::split(&read.bytes).next().ok_or_else(|| {
-            Failure(Reason::Internal, format!("no batch at offset {offset} of the queue a retry was stored in"))
-        })?;
-        Ok(ringmq_shards::batch::newest_timestamp(first)?)
     }
 
     /// Holds a batch to its topic's configs before it is stored: its size

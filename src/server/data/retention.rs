@@ -23,7 +23,8 @@ use crate::server::core::topic_configs::TopicConfigs;
 use crate::server::core::{Core, Failure};
 use crate::server::internal::queues::METADATA;
 use crate::server::internal::retention_floor;
-use ringmq_shards::{batch, QueueId, ReadWait, Shard, StorageError};
+use crate::server::internal::stored_batch::{batch_at, newest_timestamp};
+use ringmq_shards::{batch, QueueId, Shard, StorageError};
 use std::rc::Rc;
 
 /// Batches read to estimate a queue's bytes per record.
@@ -94,23 +95,6 @@ async fn kept_from(
         from = from.max(end.saturating_sub(bytes / per_record));
     }
     Ok((from > start).then_some(from))
-}
-
-/// The stored batch holding `offset`, if one is readable there.
-async fn batch_at(storage: &Shard, queue: QueueId, offset: u64) -> Result<Option<Vec<u8>>, StorageError> {
-    let mut bytes = storage.read(queue, offset, 1, ReadWait::No).await?.bytes;
-    let Some(first) = batch::split(&bytes).next().map(<[u8]>::len) else { return Ok(None) };
-    bytes.truncate(first);
-    Ok(Some(bytes))
-}
-
-/// The newest timestamp of the batch holding `offset`.
-async fn newest_timestamp(storage: &Shard, queue: QueueId, offset: u64) -> Result<i64, StorageError> {
-    let Some(first) = batch_at(storage, queue, offset).await? else {
-        let (start, end) = storage.offsets(queue)?;
-        return Err(StorageError::OffsetOutOfRange { queue: queue.0, offset, start, end });
-    };
-    Ok(batch::newest_timestamp(&first)?)
 }
 
 /// About how many bytes a queue holds: its records times the bytes per

@@ -199,8 +199,6 @@ impl Groups {
         self.core.committed(group, &q.topic, q.queue)
     }
 
-    /// Joins (or rejoins) a member; answers once the generation formed, or
-    /// at once with the id a first join must come back with.
     /// Refuses a member that speaks for a static instance another member
     /// now holds (FencedInstance); None names no instance.
     pub fn check_instance(&self, group: &str, instance: Option<&str>, member: &str) -> Result<(), Failure> {
@@ -225,6 +223,8 @@ impl Groups {
         self.epochs.borrow().describe(group)
     }
 
+    /// Joins (or rejoins) a member; answers once the generation formed, or
+    /// at once with the id a first join must come back with.
     pub async fn join(&self, group: &str, req: JoinRequest) -> Result<JoinAnswer, Failure> {
         if self.epochs.borrow().has(group) {
             return Err(mixed(group));

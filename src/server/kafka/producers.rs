@@ -133,7 +133,7 @@ impl Producers {
         Check::Store
     }
 
-    /// The batch `check` let through was stored at `base`.
+    /// The batch `check` let through was stored as `stored` says.
     pub fn stored(&self, topic: &str, queue: u32, s: Sequence, stored: Stored) {
         let mut partitions = self.partitions.borrow_mut();
         let Some(p) = partitions.get_mut(&(s.producer_id, topic.to_string(), queue)) else { return };

@@ -16,7 +16,6 @@ use crate::server::kafka::{codes, text, Services};
 use kafka_protocol::messages::consumer_group_heartbeat_response::{Assignment, TopicPartitions};
 use kafka_protocol::messages::{ApiKey, ConsumerGroupHeartbeatRequest, ConsumerGroupHeartbeatResponse};
 use kafka_protocol::ResponseError;
-use std::collections::HashMap;
 
 pub struct ConsumerGroupHeartbeat;
 
@@ -37,18 +36,21 @@ impl Api for ConsumerGroupHeartbeat {
         if let Err(code) = coordinated(s, &at.principal, Operation::Read, &r.group_id) {
             return Some(response.with_error_code(code));
         }
-        let regex = match r.subscribed_topic_regex.as_deref().map(|re| (!re.is_empty()).then(|| TopicRegex::new(re))) {
-            Some(Some(Err(why))) => {
-                let m = format!("the subscription's regular expression does not compile: {why}");
-                return refused(ResponseError::InvalidRegularExpression.code(), m);
-            }
-            Some(Some(Ok(regex))) => Some(Some(regex)),
-            Some(None) => Some(None),
+        // None: unchanged; an empty one: no regex any more.
+        let regex = match r.subscribed_topic_regex.as_deref() {
             None => None,
+            Some("") => Some(None),
+            Some(re) => match TopicRegex::new(re) {
+                Ok(regex) => Some(Some(regex)),
+                Err(why) => {
+                    let m = format!("the subscription's regular expression does not compile: {why}");
+                    return refused(ResponseError::InvalidRegularExpression.code(), m);
+                }
+            },
         };
         let metadata = s.core.metadata();
-        let names: HashMap<[u8; 16], &String> = metadata.topics.iter().map(|(n, t)| (t.id(n), n)).collect();
         let owned = r.topic_partitions.as_ref().map(|topics| {
+            let names = metadata.names_by_id();
             let known = topics.iter().filter_map(|t| Some((names.get(t.topic_id.as_bytes())?, &t.partitions)));
             known.flat_map(|(name, ps)| ps.iter().map(move |p| (name.to_string(), (*p).max(0) as u32))).collect()
         });

@@ -20,7 +20,6 @@ use crate::server::kafka::Services;
 use kafka_protocol::messages::metadata_response::{MetadataResponsePartition, MetadataResponseTopic};
 use kafka_protocol::messages::{ApiKey, BrokerId, MetadataRequest, MetadataResponse};
 use kafka_protocol::ResponseError;
-use std::collections::HashMap;
 
 /// LEADER_NOT_AVAILABLE: the queue's broker group has no leader yet.
 const LEADER_NOT_AVAILABLE: i16 = ResponseError::LeaderNotAvailable.code();
@@ -150,7 +149,7 @@ fn named_by_id(core: &Core, ids: &[uuid::Uuid]) -> (Vec<String>, Vec<uuid::Uuid>
         return (Vec::new(), Vec::new());
     }
     let metadata = core.metadata();
-    let names: HashMap<[u8; 16], &String> = metadata.topics.iter().map(|(n, t)| (t.id(n), n)).collect();
+    let names = metadata.names_by_id();
     let (mut found, mut unknown) = (Vec::new(), Vec::new());
     for id in ids {
         match names.get(id.as_bytes()) {
