@@ -90,11 +90,7 @@ pub fn run(action: TopicAction) -> Result<(), String> {
     match action {
         TopicAction::Create { name, queues, flush, configs, broker } => {
             let client = crate::connect(&broker)?;
-            match configs.is_empty() {
-                true => client.create_topic(&name, queues, flush as u8),
-                false => client.create_topic_with_configs(&name, queues, flush as u8, &configs),
-            }
-            .map_err(failed)?;
+            client.create_topic_with_configs(&name, queues, flush as u8, &configs).map_err(failed)?;
             println!("created topic {name} with {queues} queues");
         }
         TopicAction::List { broker } => {

@@ -6,7 +6,7 @@ use super::connection::{Connection, Reply, ReplyTo};
 use super::error::ClientError;
 use super::sasl::SaslLogin;
 use crate::tls::ClientTls;
-use ringmq_protocol::messages::{self as msg, CreateTopic, Membership, MetadataResponse, QueueRef, TopicInfo};
+use ringmq_protocol::messages::{self as msg, Membership, MetadataResponse, QueueRef, TopicInfo};
 use ringmq_protocol::{coordinator_of, ApiKey, ErrorCode, Reader, Writer};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, RwLock};
@@ -280,11 +280,7 @@ impl Client {
 
     /// Creates a topic of `queues` queues (flush 0 sync, 1 async).
     pub fn create_topic(&self, name: &str, queues: u32, flush: u8) -> Result<(), ClientError> {
-        let mut w = Writer::default();
-        CreateTopic { name: name.to_string(), queues, flush, configs: Vec::new() }.encode(&mut w, 0);
-        self.call_addr(&self.control_addr(), ApiKey::CreateTopic, &w.buf)?;
-        self.refresh_metadata()?;
-        Ok(())
+        self.create_topic_with_configs(name, queues, flush, &[])
     }
 
     /// Deletes a topic.

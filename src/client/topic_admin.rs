@@ -8,7 +8,8 @@ use ringmq_protocol::{ApiKey, Reader, Writer};
 impl Client {
     /// Creates a topic of `queues` queues (flush 0 sync, 1 async) with its
     /// own configs, by Kafka's names (`cleanup.policy`, `retention.ms`...):
-    /// all valid, or no topic is made.
+    /// all valid, or no topic is made. Without configs it is asked at
+    /// version 0, which every broker serves.
     pub fn create_topic_with_configs(
         &self,
         name: &str,
@@ -16,10 +17,10 @@ impl Client {
         flush: u8,
         configs: &[(String, String)],
     ) -> Result<(), ClientError> {
+        let version = if configs.is_empty() { 0 } else { CreateTopic::WITH_CONFIGS };
         let mut w = Writer::default();
-        let create = CreateTopic { name: name.to_string(), queues, flush, configs: configs.to_vec() };
-        create.encode(&mut w, CreateTopic::WITH_CONFIGS);
-        self.call_addr_version(&self.control_addr(), (ApiKey::CreateTopic, CreateTopic::WITH_CONFIGS), &w.buf)?;
+        CreateTopic { name: name.to_string(), queues, flush, configs: configs.to_vec() }.encode(&mut w, version);
+        self.call_addr_version(&self.control_addr(), (ApiKey::CreateTopic, version), &w.buf)?;
         self.refresh_metadata()?;
         Ok(())
     }
