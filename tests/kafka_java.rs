@@ -84,3 +84,19 @@ fn java_static_members_subscribed_by_regex_keep_their_partitions_across_a_restar
     let text = java_phase("static_regex", &[]);
     assert!(text.contains("static_regex: split 1+1 by regex, a restart kept its partition"), "{text}");
 }
+
+/// Kafka transactions with the Java client: committed and aborted
+/// transactions with offsets, read_committed and read_uncommitted readers,
+/// fencing by a second producer with the same transactional.id, and a
+/// transaction aborted by the broker at its timeout.
+#[test]
+fn java_transactions_commit_abort_fence_and_time_out() {
+    let text = java_phase("transactions", &[]);
+    for said in [
+        "read_committed read 16 of 22 in order, offsets committed",
+        "a second producer with the id fenced the first",
+        "a transaction past its timeout was aborted by the broker",
+    ] {
+        assert!(text.contains(said), "{text}");
+    }
+}

@@ -15,6 +15,7 @@ use super::core::queue_starts;
 use super::core::replication::{ClusterRole, Lead, Replication, ReplicationMode};
 use super::core::stall;
 use super::core::tasks::{Death, Stop};
+use super::core::txn_marks::TxnMarks;
 use super::core::Failure;
 use super::delay::levels;
 use super::delay::timer::Timer;
@@ -26,6 +27,7 @@ use super::net::connection::accept_loop;
 use super::net::socket;
 use super::net::Net;
 use super::replica::follower;
+use super::tx::coordinator::Coordinator;
 use super::tx::Transactions;
 use super::wire::connection::Native;
 use super::wire::{self, Services};
@@ -156,6 +158,7 @@ async fn serve(s: Startup) -> Result<(), ShardError> {
         s.mesh.join().await.map_err(|_| ShardError::Abandoned("joining the shard mesh failed".into()))?;
     let offsets = Offsets::open(&storage).await.map_err(storage_failed("loading consumer offsets"))?;
     queue_starts::open(&storage).await.map_err(storage_failed("opening the queue starts"))?;
+    let txn_marks = TxnMarks::open(&storage).await.map_err(storage_failed("loading Kafka transaction marks"))?;
     let core = Core::new(Parts {
         id: s.index,
         config: s.config.clone(),
@@ -165,6 +168,7 @@ async fn serve(s: Startup) -> Result<(), ShardError> {
         clock: s.clock.clone(),
         accounts: s.accounts.clone(),
         offsets,
+        txn_marks,
         role,
         pulse: s.pulse.clone(),
     });
@@ -178,6 +182,11 @@ async fn serve(s: Startup) -> Result<(), ShardError> {
         core.restore_queue_starts().await.map_err(storage_failed("restoring queue starts"))?;
     }
     let services = Rc::new(Services { core: core.clone(), groups: Groups::new(core.clone()), timer, transactions });
+    // Kafka's transaction coordinator, wherever Kafka is served (not on a follower).
+    let coordinator = match kafka {
+        Some(_) => Some(Coordinator::open(&core).await.map_err(storage_failed("loading Kafka transactions"))?),
+        None => None,
+    };
     let net = Net::new(&core, s.per_address.clone());
     let mesh_tasks = core.mesh().spawn_receivers(receivers, wire::serve_calls(&services));
     match cfg.cluster.as_ref() {
@@ -188,7 +197,7 @@ async fn serve(s: Startup) -> Result<(), ShardError> {
                 follower::Leader { broker_group: broker_group.clone(), node: node.clone(), epoch: *epoch, addr };
             start_follower_tasks(&services, &net, listener, leader);
         }
-        _ => start_tasks(&services, &net, listener, kafka),
+        _ => start_tasks(&services, &net, listener, kafka.zip(coordinator)),
     }
     s.report.send((s.index, Ok(None))).map_err(|_| abandoned())?;
     let asked = async {
@@ -234,11 +243,13 @@ fn kafka_listener(cfg: &ServerConfig, index: usize) -> Result<Option<TcpListener
 }
 
 /// Starts the listeners and every background task of the shard.
-fn start_tasks(s: &Rc<Services>, net: &Rc<Net>, listener: TcpListener, kafka: Option<TcpListener>) {
+fn start_tasks(s: &Rc<Services>, net: &Rc<Net>, listener: TcpListener, kafka: Option<(TcpListener, Rc<Coordinator>)>) {
     let (core, tasks) = (&s.core, s.core.tasks());
     tasks.spawn("listener", Death::Fatal, accept_loop(Native::new(s.clone()), net.clone(), listener));
-    if let Some(kafka) = kafka {
-        let kafka_services = super::kafka::Services::new(core.clone(), s.groups.clone());
+    let coordinator = kafka.as_ref().map(|(_, c)| c.clone());
+    if let Some((kafka, coordinator)) = kafka {
+        coordinator.start();
+        let kafka_services = super::kafka::Services::new(core.clone(), s.groups.clone(), coordinator);
         tasks.spawn("kafka listener", Death::Fatal, accept_loop(Kafka::new(kafka_services), net.clone(), kafka));
     }
     start_admin(core, net);
@@ -249,7 +260,7 @@ fn start_tasks(s: &Rc<Services>, net: &Rc<Net>, listener: TcpListener, kafka: Op
     levels::start(core);
     s.timer.start();
     s.transactions.start();
-    tasks.spawn("retention floor", Death::Logged, retention_floor_loop(s.clone()));
+    tasks.spawn("retention floor", Death::Logged, retention_floor_loop(s.clone(), coordinator));
     tasks.spawn("offset snapshots", Death::Logged, offset_snapshots(core.clone()));
     tasks.spawn("topic retention", Death::Logged, super::data::retention::run(core.clone()));
     if core.id() == 0 && core.placement().is_some() {
@@ -303,10 +314,11 @@ fn start_stall_probe(core: &Rc<Core>) {
 
 /// Every `RETENTION_FLOOR_EVERY`, keeps what the internal queues still need
 /// from retention.
-async fn retention_floor_loop(s: Rc<Services>) {
+async fn retention_floor_loop(s: Rc<Services>, coordinator: Option<Rc<Coordinator>>) {
     let core = &s.core;
     while core.tasks().sleep(RETENTION_FLOOR_EVERY).await {
         let mut needed = vec![s.timer.cursor(), s.transactions.cursor()];
+        needed.extend(coordinator.as_ref().map(|c| c.needed()));
         needed.extend(levels::cursors(core));
         match retention_floor::floor(core.storage(), &needed).await {
             Ok(floor) => core.storage().keep_from(floor),
@@ -315,11 +327,15 @@ async fn retention_floor_loop(s: Rc<Services>) {
     }
 }
 
-/// Appends every committed offset again, every `OFFSET_SNAPSHOT_EVERY`.
+/// Appends every committed offset and every current Kafka transaction mark
+/// again, every `OFFSET_SNAPSHOT_EVERY`.
 async fn offset_snapshots(core: Rc<Core>) {
     while core.tasks().sleep(OFFSET_SNAPSHOT_EVERY).await {
         if let Err(error) = core.offsets().snapshot(core.storage()).await {
             tracing::error!(shard = core.id(), %error, "snapshotting consumer offsets failed");
+        }
+        if let Err(error) = core.snapshot_txn_marks().await {
+            tracing::error!(shard = core.id(), %error, "snapshotting Kafka transaction marks failed");
         }
     }
 }

@@ -19,6 +19,14 @@
 //           (SubscriptionPattern) with static instance ids split two matching
 //           topics 1+1; one restarts and gets its partition back while the
 //           other never holds it; a new matching topic is assigned
+//   transactions  a transactional producer: initTransactions, sends,
+//           sendOffsetsToTransaction, commits and aborts; a read_committed
+//           consumer reads exactly the committed records in order (a
+//           read_uncommitted one the aborted too), the group's offset is the
+//           one the transaction committed; a second producer with the same
+//           transactional.id fences the first; a transaction left open past
+//           its timeout is aborted by the broker; the admin's transaction
+//           and producer listings
 //   security  (args: an admin user and password; the broker requires logins)
 //           SCRAM users made and deleted from salted passwords, ACLs created,
 //           described, enforced and deleted, client quotas set, described
@@ -35,6 +43,8 @@ import org.apache.kafka.clients.consumer.CooperativeStickyAssignor;
 import org.apache.kafka.clients.producer.*;
 import org.apache.kafka.common.*;
 import org.apache.kafka.common.config.ConfigResource;
+import org.apache.kafka.common.errors.InvalidProducerEpochException;
+import org.apache.kafka.common.errors.ProducerFencedException;
 import org.apache.kafka.common.errors.RecordTooLargeException;
 import org.apache.kafka.common.header.Header;
 import org.apache.kafka.common.header.internals.RecordHeader;
@@ -61,6 +71,7 @@ public class JavaClients {
             case "classic" -> group(Map.of(), "classic");
             case "consumer_protocol" -> group(Map.of(ConsumerConfig.GROUP_PROTOCOL_CONFIG, "consumer"), "consumer_protocol");
             case "static_regex" -> staticRegex();
+            case "transactions" -> transactions();
             default -> throw new IllegalArgumentException("unknown phase " + args[1]);
         }
     }
@@ -504,5 +515,166 @@ public class JavaClients {
         check(seen.values().stream().allMatch(n -> n == 1), "every record read once: " + seen);
         System.out.println("static_regex: split 1+1 by regex, a restart kept its partition, a new topic joined, 50 read once");
     }
-}
 
+    static KafkaProducer<byte[], byte[]> transactional(String id, int timeoutMs) {
+        return producer(Map.of(ProducerConfig.TRANSACTIONAL_ID_CONFIG, id,
+                ProducerConfig.TRANSACTION_TIMEOUT_CONFIG, timeoutMs));
+    }
+
+    /** Every value of the topic's partitions from their start, as `isolation` reads them, partition by partition. */
+    static List<String> readValues(String topic, int partitions, String isolation, int expected) {
+        List<String> got = new ArrayList<>();
+        Map<String, Object> extra = Map.of(ConsumerConfig.ISOLATION_LEVEL_CONFIG, isolation);
+        try (KafkaConsumer<byte[], byte[]> c = consumer("read-" + topic + "-" + isolation, extra)) {
+            List<TopicPartition> tps = new ArrayList<>();
+            for (int p = 0; p < partitions; p++) {
+                tps.add(new TopicPartition(topic, p));
+            }
+            c.assign(tps);
+            c.seekToBeginning(tps);
+            Map<Integer, List<String>> byPartition = new TreeMap<>();
+            long deadline = System.currentTimeMillis() + 30_000;
+            int n = 0;
+            while (n < expected && System.currentTimeMillis() < deadline) {
+                for (ConsumerRecord<byte[], byte[]> r : c.poll(Duration.ofMillis(300))) {
+                    byPartition.computeIfAbsent(r.partition(), k -> new ArrayList<>()).add(new String(r.value()));
+                    n++;
+                }
+            }
+            // A last poll: nothing more may come.
+            for (ConsumerRecord<byte[], byte[]> r : c.poll(Duration.ofMillis(1000))) {
+                byPartition.computeIfAbsent(r.partition(), k -> new ArrayList<>()).add(new String(r.value()));
+            }
+            byPartition.values().forEach(got::addAll);
+        }
+        return got;
+    }
+
+    static List<String> named(String prefix, int from, int to, int partitions, int partition) {
+        List<String> out = new ArrayList<>();
+        for (int i = from; i < to; i++) {
+            if (i % partitions == partition) {
+                out.add(prefix + i);
+            }
+        }
+        return out;
+    }
+
+    static void transactions() throws Exception {
+        try (Admin admin = admin()) {
+            createTopic(admin, "tx-in", 1, Map.of());
+            createTopic(admin, "tx-out", 2, Map.of());
+        }
+        send("tx-in", 0, 20);
+        try (KafkaProducer<byte[], byte[]> p = transactional("tx-java", 60_000)) {
+            p.initTransactions();
+            p.beginTransaction();
+            for (int i = 0; i < 10; i++) {
+                p.send(new ProducerRecord<>("tx-out", i % 2, null, b("c" + i)));
+            }
+            p.sendOffsetsToTransaction(Map.of(new TopicPartition("tx-in", 0), new OffsetAndMetadata(10, "tx-meta")),
+                    new ConsumerGroupMetadata("tx-group"));
+            p.commitTransaction();
+            p.beginTransaction();
+            for (int i = 0; i < 6; i++) {
+                p.send(new ProducerRecord<>("tx-out", i % 2, null, b("a" + i)));
+            }
+            p.sendOffsetsToTransaction(Map.of(new TopicPartition("tx-in", 0), new OffsetAndMetadata(16)),
+                    new ConsumerGroupMetadata("tx-group"));
+            p.flush();
+            p.abortTransaction();
+            p.beginTransaction();
+            for (int i = 10; i < 16; i++) {
+                p.send(new ProducerRecord<>("tx-out", i % 2, null, b("c" + i)));
+            }
+            p.commitTransaction();
+        }
+        List<String> committed = readValues("tx-out", 2, "read_committed", 16);
+        List<String> expected = new ArrayList<>(named("c", 0, 16, 2, 0));
+        expected.addAll(named("c", 0, 16, 2, 1));
+        check(committed.equals(expected), "read_committed reads exactly the committed records in order: " + committed);
+        List<String> everything = readValues("tx-out", 2, "read_uncommitted", 22);
+        check(everything.size() == 22 && everything.containsAll(named("a", 0, 6, 1, 0)),
+                "read_uncommitted reads the aborted records too, and no marker: " + everything);
+        try (Admin admin = admin()) {
+            Map<TopicPartition, OffsetAndMetadata> offsets =
+                    admin.listConsumerGroupOffsets("tx-group").partitionsToOffsetAndMetadata().get();
+            OffsetAndMetadata at = offsets.get(new TopicPartition("tx-in", 0));
+            check(at != null && at.offset() == 10 && at.metadata().equals("tx-meta"),
+                    "the committed transaction's offset is the group's, the aborted one's is not: " + offsets);
+        }
+        System.out.println("transactions: committed and aborted, read_committed read 16 of 22 in order, offsets committed");
+
+        // A second producer with the same transactional.id fences the first.
+        KafkaProducer<byte[], byte[]> zombie = transactional("tx-fence", 60_000);
+        zombie.initTransactions();
+        zombie.beginTransaction();
+        zombie.send(new ProducerRecord<>("tx-out", 0, null, b("zombie-0"))).get();
+        try (KafkaProducer<byte[], byte[]> p = transactional("tx-fence", 60_000)) {
+            p.initTransactions();
+            p.beginTransaction();
+            p.send(new ProducerRecord<>("tx-out", 1, null, b("fenced-by"))).get();
+            boolean fenced = false;
+            try {
+                zombie.send(new ProducerRecord<>("tx-out", 1, null, b("zombie-1"))).get();
+                zombie.commitTransaction();
+            } catch (ProducerFencedException | InvalidProducerEpochException e) {
+                fenced = true;
+            } catch (ExecutionException e) {
+                fenced = e.getCause() instanceof ProducerFencedException
+                        || e.getCause() instanceof InvalidProducerEpochException;
+            } catch (KafkaException e) {
+                fenced = e.getCause() instanceof ProducerFencedException || e instanceof ProducerFencedException;
+            }
+            check(fenced, "the first producer is fenced");
+            p.commitTransaction();
+        }
+        zombie.close(Duration.ZERO);
+        List<String> afterFence = readValues("tx-out", 2, "read_committed", 17);
+        check(afterFence.contains("fenced-by") && afterFence.stream().noneMatch(v -> v.startsWith("zombie")),
+                "the fenced producer's records are aborted: " + afterFence);
+        System.out.println("transactions: a second producer with the id fenced the first");
+
+        // A transaction left open past its timeout is aborted by the broker.
+        KafkaProducer<byte[], byte[]> slow = transactional("tx-timeout", 2_000);
+        slow.initTransactions();
+        slow.beginTransaction();
+        slow.send(new ProducerRecord<>("tx-out", 0, null, b("timed-out"))).get();
+        try (Admin admin = admin()) {
+            long deadline = System.currentTimeMillis() + 30_000;
+            TransactionState state = null;
+            while (System.currentTimeMillis() < deadline) {
+                state = admin.describeTransactions(List.of("tx-timeout")).all().get().get("tx-timeout").state();
+                if (state == TransactionState.COMPLETE_ABORT) {
+                    break;
+                }
+                Thread.sleep(200);
+            }
+            check(state == TransactionState.COMPLETE_ABORT, "the broker aborted the timed-out transaction: " + state);
+            Collection<TransactionListing> listed = admin.listTransactions().all().get();
+            check(listed.stream().anyMatch(t -> t.transactionalId().equals("tx-java")
+                    && t.state() == TransactionState.COMPLETE_COMMIT), "listed: " + listed);
+            var producers = admin.describeProducers(List.of(new TopicPartition("tx-out", 0))).all().get();
+            check(!producers.get(new TopicPartition("tx-out", 0)).activeProducers().isEmpty(),
+                    "the partition's producers described: " + producers);
+        }
+        boolean refused = false;
+        try {
+            slow.commitTransaction();
+        } catch (KafkaException e) {
+            refused = true;
+        }
+        check(refused, "the timed-out producer cannot commit");
+        slow.close(Duration.ZERO);
+        try (KafkaProducer<byte[], byte[]> p = transactional("tx-after", 60_000)) {
+            p.initTransactions();
+            p.beginTransaction();
+            p.send(new ProducerRecord<>("tx-out", 0, null, b("after-timeout")));
+            p.commitTransaction();
+        }
+        List<String> afterTimeout = readValues("tx-out", 2, "read_committed", 18);
+        check(afterTimeout.contains("after-timeout") && !afterTimeout.contains("timed-out"),
+                "the timed-out records are aborted and later ones readable: " + afterTimeout);
+        System.out.println("transactions: a transaction past its timeout was aborted by the broker");
+    }
+}

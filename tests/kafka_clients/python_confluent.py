@@ -15,8 +15,9 @@ listener. Usage: python3 THIS HOST:PORT PHASE, where PHASE is one of
   delete_records  DeleteRecords moves a partition's start; consumers read from it
   legacy_admin  kafka-python's admin: partitions added, ACLs created, described and
               deleted (a rule for one host refused)
-  transactional  a transactional producer is refused at once with a final error
-              (transactions are not served yet), not left to retry until its timeout
+  transactional  a librdkafka transactional producer commits (with a consumer group's
+              offsets) and aborts; a read_committed consumer reads exactly the
+              committed records in order, and the group's offset is the committed one
   metadata    an offset commit's metadata, written by each client and read back by
               both; metadata past the broker's limit is refused and stores nothing
   autocreate_on   a producer to a missing topic creates it (one partition), as Kafka's default
@@ -355,17 +356,56 @@ def delete_records():
 
 
 def transactional():
-    p = ck.Producer({"bootstrap.servers": BOOT, "transactional.id": "tx-refused"})
-    try:
-        p.init_transactions(60)
-        raise SystemExit("a transactional producer started")
-    except ck.KafkaException as e:
-        error = e.args[0]
-        # A retried FindCoordinator would end in _TIMED_OUT after 60 s instead.
-        assert error.code() == ck.KafkaError.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, error
-        assert error.fatal() and not error.retriable(), error
-        assert "not served" in error.str(), error
-        print("transactional: refused at once: %s" % error.str())
+    create("ctx-in", 1)
+    create("ctx-out", 2)
+    produce_confluent("ctx-in", 10)
+    p = ck.Producer({"bootstrap.servers": BOOT, "transactional.id": "ctx", "linger.ms": 5})
+    p.init_transactions(30)
+    group = ck.Consumer({"bootstrap.servers": BOOT, "group.id": "ctx-group", "enable.auto.commit": False})
+    p.begin_transaction()
+    for i in range(8):
+        p.produce("ctx-out", value=b"c%d" % i, partition=i % 2)
+    p.send_offsets_to_transaction([ck.TopicPartition("ctx-in", 0, 7)], group.consumer_group_metadata(), 30)
+    p.commit_transaction(30)
+    p.begin_transaction()
+    for i in range(4):
+        p.produce("ctx-out", value=b"a%d" % i, partition=i % 2)
+    p.send_offsets_to_transaction([ck.TopicPartition("ctx-in", 0, 9)], group.consumer_group_metadata(), 30)
+    p.flush(30)
+    p.abort_transaction(30)
+    p.begin_transaction()
+    for i in range(8, 12):
+        p.produce("ctx-out", value=b"c%d" % i, partition=i % 2)
+    p.commit_transaction(30)
+    got = read_values("ctx-out", 2, "read_committed", 12)
+    expected = [b"c%d" % i for i in range(0, 12, 2)] + [b"c%d" % i for i in range(1, 12, 2)]
+    assert got == expected, got
+    everything = read_values("ctx-out", 2, "read_uncommitted", 16)
+    assert len(everything) == 16 and all(b"a%d" % i in everything for i in range(4)), everything
+    [at] = group.committed([ck.TopicPartition("ctx-in", 0)], 10)
+    assert at.offset == 7, at
+    group.close()
+    print("transactional: committed and aborted, read_committed read 12 of 16 in order, offsets committed")
+
+
+def read_values(topic, partitions, isolation, n):
+    """Every value of the topic's partitions from their start, partition by partition."""
+    c = ck.Consumer({"bootstrap.servers": BOOT, "group.id": "read-%s-%s" % (topic, isolation),
+                     "isolation.level": isolation, "enable.auto.commit": False})
+    c.assign([ck.TopicPartition(topic, p, ck.OFFSET_BEGINNING) for p in range(partitions)])
+    by_partition = {p: [] for p in range(partitions)}
+    deadline, seen = time.time() + 30, 0
+    while seen < n and time.time() < deadline:
+        m = c.poll(0.5)
+        if m is not None and not m.error():
+            by_partition[m.partition()].append(m.value())
+            seen += 1
+    # A last poll: nothing more may come.
+    m = c.poll(1.0)
+    if m is not None and not m.error():
+        by_partition[m.partition()].append(m.value())
+    c.close()
+    return [v for p in range(partitions) for v in by_partition[p]]
 
 
 BASE_TS = 1_700_000_000_000

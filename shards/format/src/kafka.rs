@@ -322,6 +322,53 @@ pub fn encode_batch<'r>(
     base_timestamp: i64,
     records: impl IntoIterator<Item = (i32, Record<'r>)>,
 ) {
+    encode_with(out, base_offset, base_timestamp, records, Producer::NONE);
+}
+
+/// A batch's producer fields and the attributes they go with.
+struct Producer {
+    id: i64,
+    epoch: i16,
+    attributes: i16,
+}
+
+impl Producer {
+    const NONE: Producer = Producer { id: -1, epoch: -1, attributes: 0 };
+}
+
+/// What a transaction marker says: whose transaction ended, and how.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Marker {
+    pub producer_id: i64,
+    pub producer_epoch: i16,
+    pub commit: bool,
+    /// The epoch of the coordinator that wrote it.
+    pub coordinator_epoch: i32,
+}
+
+/// Appends a transaction marker as Kafka writes it: a control batch of the
+/// producer (transactional, no sequence) holding one record whose key is
+/// (version 0, type: 0 abort, 1 commit) and value (version 0, coordinator epoch).
+pub fn encode_control(out: &mut Vec<u8>, base_offset: i64, timestamp: i64, marker: Marker) {
+    let key = [0, 0, 0, u8::from(marker.commit)];
+    let mut value = vec![0, 0];
+    value.extend_from_slice(&marker.coordinator_epoch.to_be_bytes());
+    let record = Record { key: Some(&key), value: Some(&value), ..Record::default() };
+    let producer = Producer {
+        id: marker.producer_id,
+        epoch: marker.producer_epoch,
+        attributes: ATTR_TRANSACTIONAL | ATTR_CONTROL,
+    };
+    encode_with(out, base_offset, timestamp, [(0, record)], producer);
+}
+
+fn encode_with<'r>(
+    out: &mut Vec<u8>,
+    base_offset: i64,
+    base_timestamp: i64,
+    records: impl IntoIterator<Item = (i32, Record<'r>)>,
+    producer: Producer,
+) {
     let start = out.len();
     out.resize(start + BATCH_HEADER_BYTES, 0);
     let (mut count, mut last_delta, mut max_timestamp) = (0i32, 0i32, base_timestamp);
@@ -349,11 +396,12 @@ pub fn encode_batch<'r>(
     h[0..8].copy_from_slice(&base_offset.to_be_bytes());
     h[8..12].copy_from_slice(&length.to_be_bytes());
     h[16] = 2;
+    h[21..23].copy_from_slice(&producer.attributes.to_be_bytes());
     h[23..27].copy_from_slice(&last_delta.to_be_bytes());
     h[27..35].copy_from_slice(&base_timestamp.to_be_bytes());
     h[35..43].copy_from_slice(&max_timestamp.to_be_bytes());
-    h[43..51].copy_from_slice(&(-1i64).to_be_bytes());
-    h[51..53].copy_from_slice(&(-1i16).to_be_bytes());
+    h[43..51].copy_from_slice(&producer.id.to_be_bytes());
+    h[51..53].copy_from_slice(&producer.epoch.to_be_bytes());
     h[53..57].copy_from_slice(&(-1i32).to_be_bytes());
     h[57..61].copy_from_slice(&count.to_be_bytes());
     let crc = crc32c::crc32c(&h[CRC_FROM..]);
@@ -391,6 +439,20 @@ mod tests {
             assert_eq!(varint(&out), Some((v, &[][..])), "{v}");
         }
         assert_eq!(varint(&[0x80; 11]), None, "longer than 10 bytes");
+    }
+
+    #[test]
+    fn a_marker_is_a_transactional_control_batch_of_its_producer() {
+        let mut out = Vec::new();
+        let marker = Marker { producer_id: 77, producer_epoch: 3, commit: true, coordinator_epoch: 9 };
+        encode_control(&mut out, 40, 1_000, marker);
+        let b = KafkaBatch::parse(&out).unwrap();
+        assert!(b.is_control() && b.is_transactional());
+        assert_eq!((b.producer_id(), b.producer_epoch(), b.base_sequence(), b.record_count()), (77, 3, -1, 1));
+        let mut scratch = Vec::new();
+        let r = b.records([0; 16], 1 << 20, &mut scratch).unwrap().next().unwrap().unwrap();
+        assert_eq!(r.key, Some(&[0, 0, 0, 1][..]), "version 0, type 1: commit");
+        assert_eq!(r.value, Some(&[0, 0, 0, 0, 0, 9][..]), "version 0, coordinator epoch 9");
     }
 
     #[test]

@@ -80,6 +80,10 @@ pub struct ServerConfig {
     /// How often such a member is asked to heartbeat (Kafka's
     /// `group.consumer.heartbeat.interval.ms`); below the session timeout.
     pub consumer_heartbeat_interval: Duration,
+    /// The longest transaction timeout a Kafka transactional producer may
+    /// ask for (Kafka's `transaction.max.timeout.ms`); a transaction open
+    /// past its own timeout is aborted by the broker.
+    pub transaction_timeout_max: Duration,
     /// Delays of levels 1..=18 (retries and delayed messages).
     pub delay_levels: Vec<Duration>,
     /// Longest delay a delayed message may ask for.
@@ -213,6 +217,7 @@ impl ServerConfig {
             group_wait_max: Duration::from_secs(300),
             consumer_session_timeout: Duration::from_secs(45),
             consumer_heartbeat_interval: Duration::from_secs(5),
+            transaction_timeout_max: Duration::from_secs(900),
             delay_levels: default_delay_levels(),
             delay_max: Duration::from_secs(7 * 24 * 3600),
             tx_timeout: Duration::from_secs(6),

@@ -16,6 +16,7 @@ use super::tasks::Tasks;
 use super::topic_configs::TopicConfigs;
 use super::trace::Trace;
 use super::traffic::Traffic;
+use super::txn_marks::TxnMarks;
 use crate::security::acl::Acls;
 use crate::security::quota::Quotas;
 use ringmq_shards::Shard;
@@ -48,6 +49,8 @@ pub struct Core {
     /// Serializes metadata changes (taken on shard 0).
     pub(super) metadata_lock: glommio::sync::Semaphore,
     offsets: Offsets,
+    /// Kafka transactions open and aborted in this shard's queues.
+    txn_marks: TxnMarks,
     /// Serializes the records of moved queue starts.
     pub(super) queue_starts: QueueStarts,
     tasks: Tasks,
@@ -83,6 +86,7 @@ pub struct Parts {
     pub clock: Arc<Clock>,
     pub accounts: Arc<Accounts>,
     pub offsets: Offsets,
+    pub txn_marks: TxnMarks,
     pub role: ShardRole,
     pub pulse: Arc<Pulse>,
 }
@@ -108,6 +112,7 @@ impl Core {
             queue_configs: RefCell::default(),
             metadata_lock: glommio::sync::Semaphore::new(1),
             offsets: p.offsets,
+            txn_marks: p.txn_marks,
             queue_starts: QueueStarts::default(),
             tasks: Tasks::default(),
             pulse: p.pulse,
@@ -198,6 +203,11 @@ impl Core {
     /// The committed offsets and cursors this shard stores.
     pub fn offsets(&self) -> &Offsets {
         &self.offsets
+    }
+
+    /// The Kafka transactions open and aborted in this shard's queues.
+    pub fn txn_marks(&self) -> &TxnMarks {
+        &self.txn_marks
     }
 
     /// This shard's background tasks.

@@ -74,6 +74,17 @@ pub enum Reason {
     /// A static consumer-protocol member joins with an instance id that a
     /// member which has not left still holds.
     UnreleasedInstance,
+    /// A Kafka transactional producer's epoch is older than its
+    /// transactional id's: another producer with the id took over.
+    ProducerFenced,
+    /// A Kafka producer id that is not its transactional id's.
+    InvalidProducerIdMapping,
+    /// A Kafka transaction is ending (its markers being written): retry.
+    ConcurrentTransactions,
+    /// A Kafka transaction call its transaction's state does not allow.
+    InvalidTxnState,
+    /// A Kafka transaction timeout outside the broker's bounds.
+    InvalidTransactionTimeout,
 }
 
 /// A failed request: why, and a message a user can act on.

@@ -15,6 +15,7 @@ use super::topics::NewTopic;
 use crate::protocol::messages::QueueRef;
 use crate::security::change::AccountsChange;
 use glommio::channels::channel_mesh::{Receivers, Senders};
+use ringmq_shards::kafka::Marker;
 use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
 use std::future::Future;
@@ -46,6 +47,10 @@ pub enum Call {
     Health,
     /// A traced group committed `offset` of a queue this shard owns.
     TraceCommit { group: String, member: String, queue: QueueRef, offset: u64 },
+    /// End a Kafka transaction in a queue this shard owns: its marker.
+    EndTxn { queue: QueueRef, marker: Marker },
+    /// End a Kafka transaction's pending offsets of a group this shard coordinates.
+    EndTxnOffsets { group: String, producer_id: i64, commit: bool },
 }
 
 /// The answer to a [`Call`].
@@ -65,6 +70,8 @@ pub enum Answer {
     Metrics(Vec<Family>),
     /// Why the shard does not serve fully, if it does not.
     Health(Option<String>),
+    /// The transaction's end was written (and replicated).
+    Ended(Result<(), Failure>),
 }
 
 #[derive(Debug)]
@@ -152,6 +159,15 @@ impl Mesh {
     pub async fn call_applied(&self, shard: usize, call: Call) -> Result<(), Failure> {
         match self.call(shard, call).await? {
             Answer::Applied => Ok(()),
+            other => Err(unexpected(&other)),
+        }
+    }
+
+    /// Makes `shard` end a Kafka transaction (`Call::EndTxn` or `EndTxnOffsets`).
+    pub async fn end_txn(&self, shard: usize, call: Call) -> Result<(), Failure> {
+        assert!(matches!(call, Call::EndTxn { .. } | Call::EndTxnOffsets { .. }), "{call:?} ends no transaction");
+        match self.call(shard, call).await? {
+            Answer::Ended(ended) => ended,
             other => Err(unexpected(&other)),
         }
     }

@@ -27,6 +27,7 @@ pub mod topic_configs;
 pub mod topics;
 pub mod trace;
 pub mod traffic;
+pub mod txn_marks;
 
 pub use context::Core;
 pub use failure::{Failure, Reason};

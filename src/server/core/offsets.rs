@@ -3,18 +3,28 @@
 //! internal storage queue (its value the offset, u64 little-endian, then the
 //! commit's metadata string, as a Kafka client gave it; a record of 8 bytes
 //! has none; no value, a tombstone, deletes it), replayed into memory at
-//! start. Every few minutes
-//! all current values are appended again, so retention, which deletes old
+//! start. Offsets a Kafka transaction commits (TxnOffsetCommit) are pending
+//! under the producer's id until its transaction ends: its commit marker
+//! makes them the group's, an abort drops them. Every few minutes all
+//! current values are appended again, so retention, which deletes old
 //! segments, never takes the last value of a key (a compacted topic's job
 //! in Kafka).
 
 use crate::server::internal::queues::{self, OFFSETS};
+use crate::server::internal::snapshots::Snapshots;
 use ringmq_shards::batch::BatchBuilder;
 use ringmq_shards::{QueueId, Record, Shard, StorageError};
-use std::cell::{Cell, RefCell};
-use std::collections::HashMap;
+use std::cell::RefCell;
+use std::collections::{BTreeMap, HashMap};
 
 type Key = (String, String, u32);
+
+/// A transaction's pending offsets: (producer id, group) -> (topic, queue) -> position.
+type Pending = HashMap<(i64, String), BTreeMap<(String, u32), Committed>>;
+
+/// A pending offset's key starts with this byte (a group's never does: its
+/// name is a client's string, and the broker's cursors start with '%').
+const PENDING_MARK: char = '\u{1}';
 
 /// The broker's own cursors are stored as groups whose names start so
 /// (`%timer`, `%schedule`, `%tx`): listings of consumer groups leave them out.
@@ -50,28 +60,41 @@ impl Committed {
 /// Committed offsets of the queues this shard owns.
 pub struct Offsets {
     committed: RefCell<HashMap<Key, Committed>>,
-    /// Where in the internal queue the last two snapshots began (None: not
-    /// made yet). Every value is at or after the older one: a commit whose
-    /// record was stored just before a snapshot began, but not yet in memory,
-    /// lies after the snapshot before it and is in the next.
-    snapshots_from: Cell<[Option<u64>; 2]>,
+    pending: RefCell<Pending>,
+    snapshots: Snapshots,
 }
 
 impl Offsets {
     /// Creates the internal queue if needed and replays every commit in it.
     pub async fn open(storage: &Shard) -> Result<Offsets, StorageError> {
         queues::ensure(storage, &[(OFFSETS, ringmq_shards::FlushPolicy::Sync)]).await?;
-        let mut committed = HashMap::new();
+        let (mut committed, mut pending) = (HashMap::new(), Pending::new());
         queues::scan(storage, OFFSETS, 0, |_, record| {
-            let Some(key) = decode_key(record.key.unwrap_or_default()) else { return };
-            match record.value.map(Committed::decode) {
+            let key = record.key.unwrap_or_default();
+            let value = record.value.map(Committed::decode);
+            if let Some(((producer, group), (topic, queue))) = decode_pending_key(key) {
+                let offsets = pending.entry((producer, group)).or_default();
+                match value {
+                    Some(Some(value)) => offsets.insert((topic, queue), value),
+                    Some(None) => None,
+                    None => offsets.remove(&(topic, queue)),
+                };
+                pending.retain(|_, offsets| !offsets.is_empty());
+                return;
+            }
+            let Some(key) = decode_key(key) else { return };
+            match value {
                 Some(Some(value)) => committed.insert(key, value),
                 Some(None) => None,
                 None => committed.remove(&key),
             };
         })
         .await?;
-        Ok(Offsets { committed: RefCell::new(committed), snapshots_from: Cell::default() })
+        Ok(Offsets {
+            committed: RefCell::new(committed),
+            pending: RefCell::new(pending),
+            snapshots: Snapshots::new(OFFSETS),
+        })
     }
 
     /// Durably records `committed` as the group's position in the queue.
@@ -114,28 +137,89 @@ impl Offsets {
         committed.keys().filter(|(g, _, _)| g == group).map(|(_, t, q)| (t.clone(), *q)).collect()
     }
 
-    /// Appends every current value again (in batches), so that the newest
-    /// value of each key is always in recent segments.
-    pub async fn snapshot(&self, storage: &Shard) -> Result<usize, StorageError> {
-        let all: Vec<(Key, Vec<u8>)> = self.committed.borrow().iter().map(|(k, v)| (k.clone(), v.encode())).collect();
-        let from = storage.offsets(OFFSETS)?.1;
-        for chunk in all.chunks(1000) {
-            let mut b = BatchBuilder::new(0);
-            let encoded: Vec<(String, &Vec<u8>)> =
-                chunk.iter().map(|((g, t, q), v)| (encode_key(g, t, *q), v)).collect();
-            for (key, value) in &encoded {
-                b.push(&Record { key: Some(key.as_bytes()), value: Some(value), ..Record::default() });
-            }
-            storage.append(OFFSETS, &b.finish()).await?;
+    /// Durably records offsets a Kafka transaction of `producer` commits for
+    /// `group`, pending until it ends (`end_pending`).
+    pub async fn commit_pending(
+        &self,
+        storage: &Shard,
+        producer: i64,
+        group: &str,
+        offsets: &[(String, u32, Committed)],
+    ) -> Result<(), StorageError> {
+        if offsets.is_empty() {
+            return Ok(());
         }
-        let [_, newer] = self.snapshots_from.get();
-        self.snapshots_from.set([newer, Some(from)]);
+        let keys: Vec<String> = offsets.iter().map(|(t, q, _)| encode_pending_key(producer, group, t, *q)).collect();
+        let values: Vec<Vec<u8>> = offsets.iter().map(|(_, _, c)| c.encode()).collect();
+        let mut b = BatchBuilder::new(0);
+        for (key, value) in keys.iter().zip(&values) {
+            b.push(&Record { key: Some(key.as_bytes()), value: Some(value), ..Record::default() });
+        }
+        storage.append(OFFSETS, &b.finish()).await?;
+        let mut pending = self.pending.borrow_mut();
+        let mine = pending.entry((producer, group.to_string())).or_default();
+        for (topic, queue, committed) in offsets {
+            mine.insert((topic.clone(), *queue), committed.clone());
+        }
+        Ok(())
+    }
+
+    /// Ends `producer`'s transaction for `group`: on commit its pending
+    /// offsets become the group's, on abort they are dropped (durably, in
+    /// one batch: the commits and the pending records' tombstones). Returns
+    /// how many there were; none is not an error (a marker written again).
+    pub async fn end_pending(
+        &self,
+        storage: &Shard,
+        producer: i64,
+        group: &str,
+        commit: bool,
+    ) -> Result<usize, StorageError> {
+        let key = (producer, group.to_string());
+        let Some(offsets) = self.pending.borrow().get(&key).cloned() else { return Ok(0) };
+        let mut records: Vec<(String, Option<Vec<u8>>)> = Vec::new();
+        for ((topic, queue), committed) in &offsets {
+            if commit {
+                records.push((encode_key(group, topic, *queue), Some(committed.encode())));
+            }
+            records.push((encode_pending_key(producer, group, topic, *queue), None));
+        }
+        let mut b = BatchBuilder::new(0);
+        for (key, value) in &records {
+            b.push(&Record { key: Some(key.as_bytes()), value: value.as_deref(), ..Record::default() });
+        }
+        storage.append(OFFSETS, &b.finish()).await?;
+        self.pending.borrow_mut().remove(&key);
+        if commit {
+            let mut committed = self.committed.borrow_mut();
+            for ((topic, queue), value) in &offsets {
+                committed.insert((group.to_string(), topic.clone(), *queue), value.clone());
+            }
+        }
+        Ok(offsets.len())
+    }
+
+    /// Appends every current value again (pending ones too), so that the
+    /// newest value of each key is always in recent segments. Returns how many.
+    pub async fn snapshot(&self, storage: &Shard) -> Result<usize, StorageError> {
+        let mut all: Vec<(Vec<u8>, Vec<u8>)> = self
+            .committed
+            .borrow()
+            .iter()
+            .map(|((g, t, q), v)| (encode_key(g, t, *q).into_bytes(), v.encode()))
+            .collect();
+        for ((producer, group), offsets) in self.pending.borrow().iter() {
+            for ((topic, queue), v) in offsets {
+                all.push((encode_pending_key(*producer, group, topic, *queue).into_bytes(), v.encode()));
+            }
+        }
+        self.snapshots.take(storage, &all).await?;
         Ok(all.len())
     }
 
     /// The oldest record of the internal queue still needed: (queue, offset).
     pub fn needed(&self) -> (QueueId, u64) {
-        (OFFSETS, self.snapshots_from.get()[0].unwrap_or(0))
+        self.snapshots.needed()
     }
 
     /// Every consumer group's committed offset this shard stores (the
@@ -154,6 +238,18 @@ impl Offsets {
 
 fn encode_key(group: &str, topic: &str, queue: u32) -> String {
     format!("{group}\0{topic}\0{queue}")
+}
+
+fn encode_pending_key(producer: i64, group: &str, topic: &str, queue: u32) -> String {
+    format!("{PENDING_MARK}{producer}\0{}", encode_key(group, topic, queue))
+}
+
+/// A pending offset's key: ((producer, group), (topic, queue)).
+fn decode_pending_key(key: &[u8]) -> Option<((i64, String), (String, u32))> {
+    let text = std::str::from_utf8(key).ok()?.strip_prefix(PENDING_MARK)?;
+    let (producer, rest) = text.split_once('\0')?;
+    let (group, topic, queue) = decode_key(rest.as_bytes())?;
+    Some(((producer.parse().ok()?, group), (topic, queue)))
 }
 
 fn decode_key(key: &[u8]) -> Option<Key> {

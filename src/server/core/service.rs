@@ -12,7 +12,9 @@ use super::offsets::Committed;
 use super::topic_configs::{TimestampType, TopicConfigs};
 use crate::protocol::messages::QueueRef;
 use crate::server::internal::stored_batch;
+use ringmq_shards::kafka::Marker;
 use ringmq_shards::{QueueId, ReadBatches, ReadWait, Record, RecordTimes, StorageError};
+use std::collections::HashMap;
 use std::rc::Rc;
 use std::time::Duration;
 
@@ -70,14 +72,7 @@ impl Core {
     /// stores nothing (whichever listener the batch came through): data of
     /// an epoch nobody can cut back to would stay on this node when it follows.
     pub async fn append_here(&self, slot: QueueSlot, batch: &[u8]) -> Result<Stored, Failure> {
-        assert!(self.owns(slot), "queue {} lives on shard {}, not {}", slot.storage_id, slot.shard, self.id());
-        if let ShardRole::Leader(replication) = self.role() {
-            if replication.deposed() {
-                let m = "this node does not lead its broker group now (its lease lapsed, a new epoch began, or its \
-                         epoch has not started yet); refresh metadata and retry";
-                return Err(Failure(Reason::NotLeader, m.into()));
-            }
-        }
+        self.may_store(slot)?;
         let configs = self.queue_configs.borrow().get(&slot.storage_id).cloned();
         let times = match configs {
             Some(configs) => self.apply_topic_configs(&configs, batch)?,
@@ -95,6 +90,95 @@ impl Core {
             RecordTimes::LogAppend(now) => Some(now),
         };
         Ok(Stored { base: appended.base_offset, count: appended.record_count, log_append_time })
+    }
+
+    /// Whether this shard may store into the queue of `slot`: it owns it,
+    /// and it is not a deposed leader (or one whose epoch has not started).
+    fn may_store(&self, slot: QueueSlot) -> Result<(), Failure> {
+        assert!(self.owns(slot), "queue {} lives on shard {}, not {}", slot.storage_id, slot.shard, self.id());
+        if let ShardRole::Leader(replication) = self.role() {
+            if replication.deposed() {
+                let m = "this node does not lead its broker group now (its lease lapsed, a new epoch began, or its \
+                         epoch has not started yet); refresh metadata and retry";
+                return Err(Failure(Reason::NotLeader, m.into()));
+            }
+        }
+        Ok(())
+    }
+
+    /// Appends a Kafka transactional batch of `producer_id` to one of this
+    /// shard's queues: the first of its transaction there opens it (which
+    /// holds the queue's last stable offset), in the same flush round.
+    pub async fn append_transactional(
+        &self,
+        slot: QueueSlot,
+        batch: &[u8],
+        producer_id: i64,
+    ) -> Result<Stored, Failure> {
+        self.may_store(slot)?;
+        let queue = QueueId(slot.storage_id);
+        let (opened, stored) = futures_util::future::join(
+            self.txn_marks().begin(self.storage(), queue, producer_id),
+            self.append_here(slot, batch),
+        )
+        .await;
+        opened?;
+        stored
+    }
+
+    /// Ends a Kafka transaction in a topic queue of this broker group: its
+    /// marker written (on the queue's owner) and replicated.
+    pub async fn end_txn(&self, q: &QueueRef, marker: Marker) -> Result<(), Failure> {
+        let slot = self.locate(q)?;
+        if !self.owns(slot) {
+            return self.mesh().end_txn(slot.shard as usize, Call::EndTxn { queue: q.clone(), marker }).await;
+        }
+        self.may_store(slot)?;
+        let now = self.clock().now_ms() as i64;
+        let (_, end) = self.txn_marks().end(self.storage(), QueueId(slot.storage_id), marker, now).await?;
+        self.replicated(end).await
+    }
+
+    /// Ends a Kafka transaction's pending offsets of `group` on the group's
+    /// coordinator shard: the group's on commit, dropped on abort.
+    pub async fn end_txn_offsets(&self, group: &str, producer_id: i64, commit: bool) -> Result<(), Failure> {
+        let shard = self.coordinator(group)?;
+        if shard != self.id() {
+            let call = Call::EndTxnOffsets { group: group.to_string(), producer_id, commit };
+            return self.mesh().end_txn(shard, call).await;
+        }
+        self.offsets().end_pending(self.storage(), producer_id, group, commit).await?;
+        self.replicated_all().await
+    }
+
+    /// Durably records offsets a Kafka transaction commits for `group` (on
+    /// the group's coordinator shard), pending until it ends.
+    pub async fn commit_txn_offsets(
+        &self,
+        group: &str,
+        producer_id: i64,
+        offsets: &[(String, u32, Committed)],
+    ) -> Result<(), Failure> {
+        self.offsets().commit_pending(self.storage(), producer_id, group, offsets).await?;
+        self.replicated_all().await
+    }
+
+    /// Appends the current Kafka transaction marks again (queues' starts
+    /// tell which aborted ones readers may still meet).
+    pub async fn snapshot_txn_marks(&self) -> Result<(), StorageError> {
+        let metadata = self.metadata();
+        let mut starts = HashMap::new();
+        for (_, _, slot) in metadata.slots_on(self.id()) {
+            starts.insert(slot.storage_id, self.storage().offsets(QueueId(slot.storage_id))?.0);
+        }
+        self.txn_marks().snapshot(self.storage(), &starts).await
+    }
+
+    /// Returns once everything this shard wrote so far is replicated as the
+    /// group's mode asks.
+    pub async fn replicated_all(&self) -> Result<(), Failure> {
+        let (_, written_end, _) = self.storage().log_positions();
+        self.replicated(written_end).await
     }
 
     /// Holds a batch to its topic's configs before it is stored: its size
@@ -248,6 +332,10 @@ impl Core {
             Call::Metrics => Answer::Metrics(self.collect_metrics()),
             Call::Health => Answer::Health(self.trouble()),
             commit @ Call::TraceCommit { .. } => self.serve_trace_commit(commit),
+            Call::EndTxn { queue, marker } => Answer::Ended(self.end_txn(&queue, marker).await),
+            Call::EndTxnOffsets { group, producer_id, commit } => {
+                Answer::Ended(self.end_txn_offsets(&group, producer_id, commit).await)
+            }
         }
     }
 }

@@ -45,7 +45,7 @@ async fn pass(core: &Core) -> Result<(), StorageError> {
     let storage = core.storage();
     let now_ms = core.clock().now_ms() as i64;
     let metadata = core.metadata();
-    let mut needed = vec![core.offsets().needed(), queue_starts::needed(storage)?];
+    let mut needed = vec![core.offsets().needed(), core.txn_marks().needed(), queue_starts::needed(storage)?];
     if let Ok((_, end)) = storage.offsets(METADATA) {
         needed.push((METADATA, end.saturating_sub(1)));
     }

@@ -24,8 +24,16 @@ pub const TX_OP: QueueId = QueueId(u32::MAX - 33);
 pub const METADATA: QueueId = QueueId(u32::MAX - 34);
 
 /// The starts of a shard's topic queues that retention or DeleteRecords
-/// moved (data/queue_starts.rs), so that they replicate with the log.
+/// moved (core/queue_starts.rs), so that they replicate with the log.
 pub const QUEUE_STARTS: QueueId = QueueId(u32::MAX - 35);
+
+/// Kafka transactions in a shard's topic queues: opened, committed,
+/// aborted (core/txn_marks.rs).
+pub const TXN_MARKS: QueueId = QueueId(u32::MAX - 36);
+
+/// The Kafka transaction coordinator's state, one record per change of a
+/// transactional id (tx/coordinator.rs).
+pub const TXN_STATE: QueueId = QueueId(u32::MAX - 37);
 
 /// The storage queue of a delay level (1..=DELAY_LEVELS): `MAX - 3` down to `MAX - 20`.
 pub fn delay_level(level: u32) -> QueueId {

@@ -17,6 +17,7 @@ mod groups;
 mod producers;
 mod records;
 mod sasl;
+mod txns;
 
 pub use error::KafkaError;
 pub use records::to_ringmq;
@@ -27,6 +28,7 @@ use crate::server::auth::authorizer::{Principal, Resource};
 use crate::server::core::metadata::QueueSlot;
 use crate::server::core::{Core, Failure};
 use crate::server::groups::Groups;
+use crate::server::tx::coordinator::Coordinator;
 use kafka_protocol::ResponseError;
 use producers::Producers;
 use std::rc::Rc;
@@ -36,13 +38,15 @@ pub struct Services {
     core: Rc<Core>,
     groups: Rc<Groups>,
     producers: Producers,
+    /// The transaction coordinator of the transactional ids this shard coordinates.
+    coordinator: Rc<Coordinator>,
 }
 
 impl Services {
-    pub fn new(core: Rc<Core>, groups: Rc<Groups>) -> Rc<Services> {
+    pub fn new(core: Rc<Core>, groups: Rc<Groups>, coordinator: Rc<Coordinator>) -> Rc<Services> {
         // As many producer-partition pairs as the shard remembers batches for retries.
         let producers = Producers::new(core.id(), core.config().idempotence_window);
-        Rc::new(Services { core, groups, producers })
+        Rc::new(Services { core, groups, producers, coordinator })
     }
 }
 

@@ -151,6 +151,15 @@ impl Producers {
         }
     }
 
+    /// The producers this shard knows in a partition: (producer id, epoch,
+    /// last sequence stored).
+    pub fn on(&self, topic: &str, queue: u32) -> Vec<(i64, i16, i32)> {
+        let partitions = self.partitions.borrow();
+        let mine = partitions.iter().filter(|((_, t, q), _)| t == topic && *q == queue);
+        let last = |p: &Partition| p.batches.back().map_or(-1, |(first, count, _)| first.wrapping_add(*count) - 1);
+        mine.map(|((producer, _, _), p)| (*producer, p.epoch, last(p))).collect()
+    }
+
     /// Past capacity, drops the least recently used eighth.
     fn evict(&self) {
         let mut partitions = self.partitions.borrow_mut();

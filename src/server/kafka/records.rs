@@ -18,6 +18,8 @@ use ringmq_shards::FormatError;
 pub struct Translated {
     pub batch: Vec<u8>,
     pub sequence: Option<Sequence>,
+    /// Records of a transaction (held from read_committed readers until its marker).
+    pub transactional: bool,
 }
 
 /// A partition's record set (one Kafka batch) as a ringmq batch. An
@@ -48,7 +50,11 @@ pub fn to_ringmq(records: &Bytes, partition: u32) -> Result<Translated, Refused>
         count: kafka.record_count(),
     });
     let first_id = sequence.map_or([0; 16], |s| s.message_id(partition, 0));
-    Ok(Translated { batch: batch::wrap_kafka(&kafka, first_id), sequence })
+    if kafka.is_transactional() && sequence.is_none() {
+        let m = "a transactional batch needs a producer id (InitProducerId with a transactional id)";
+        return Err((ResponseError::InvalidRecord.code(), m.into()));
+    }
+    Ok(Translated { batch: batch::wrap_kafka(&kafka, first_id), sequence, transactional: kafka.is_transactional() })
 }
 
 /// Stored ringmq batches as Kafka record batches: a stored Kafka batch as

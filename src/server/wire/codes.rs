@@ -59,6 +59,12 @@ pub fn code(reason: Reason) -> ErrorCode {
         // Kafka's consumer protocol only: the native protocol has generations.
         R::FencedMemberEpoch | R::StaleMemberEpoch => ErrorCode::IllegalGeneration,
         R::UnreleasedInstance => ErrorCode::FencedInstance,
+        // Kafka's transactions only: no native request meets them.
+        R::ProducerFenced
+        | R::InvalidProducerIdMapping
+        | R::ConcurrentTransactions
+        | R::InvalidTxnState
+        | R::InvalidTransactionTimeout => ErrorCode::InvalidRequest,
         R::AuthenticationFailed => ErrorCode::AuthenticationFailed,
         R::UnsupportedSaslMechanism => ErrorCode::UnsupportedSaslMechanism,
         R::NotAuthorized => ErrorCode::NotAuthorized,

@@ -3,6 +3,9 @@
 //! or `max_wait_ms` (at most the broker's `fetch_wait_max`) passes, as
 //! native FetchMany does. A Kafka producer's stored batches are served as
 //! it sent them, ringmq's own encoded as record batches v2 (`records.rs`).
+//! A read_committed fetch stops at each partition's last stable offset and
+//! carries the aborted transactions among what it returns, whose records
+//! the client drops; read_uncommitted reads everything stored.
 
 use super::{Api, At};
 use crate::protocol::messages::{Fetch as Read, QueueRef};
@@ -11,22 +14,27 @@ use crate::server::auth::authorizer;
 use crate::server::auth::quotas;
 use crate::server::core::traffic::{Direction, Tally};
 use crate::server::core::{Core, Failure};
-use crate::server::data::fetch::{fetch_many, FetchFailed, QueueRead};
+use crate::server::data::fetch::{fetch_many, FetchFailed, Isolation, QueueRead};
 use crate::server::kafka::records::to_kafka;
 use crate::server::kafka::{codes, owned, permitted, Services};
-use kafka_protocol::messages::fetch_response::{FetchableTopicResponse, PartitionData};
-use kafka_protocol::messages::{ApiKey, FetchRequest, FetchResponse};
+use kafka_protocol::messages::fetch_response::{AbortedTransaction, FetchableTopicResponse, PartitionData};
+use kafka_protocol::messages::{ApiKey, FetchRequest, FetchResponse, ProducerId};
 use kafka_protocol::ResponseError;
+use ringmq_shards::QueueId;
 use std::time::Duration;
 
 pub struct Fetch;
+
+/// Fetch's isolation level that stops at the last stable offset.
+const READ_COMMITTED: i8 = 1;
 
 impl Api for Fetch {
     const KEY: ApiKey = ApiKey::Fetch;
     const VERSIONS: (i16, i16) = (4, 11);
     const NAME: &'static str = "kafka_Fetch";
     const NOTE: &'static str = "one long poll over the request's partitions; a Kafka producer's batches \
-                                served as sent, ringmq's own as uncompressed record batches v2";
+                                served as sent, ringmq's own as uncompressed record batches v2; read_committed \
+                                stops at the last stable offset, with the aborted transactions";
     type Request = FetchRequest;
     type Response = FetchResponse;
 
@@ -35,7 +43,9 @@ impl Api for Fetch {
         let asked = asked(core, at, &request);
         let entries: Vec<Read> = asked.iter().filter_map(|a| a.read.as_ref().ok().cloned()).collect();
         let wait = Duration::from_millis(request.max_wait_ms.max(0) as u64).min(core.config().fetch_wait_max);
-        let mut reads = fetch_many(core, &entries, wait).await.into_iter();
+        let isolation =
+            if request.isolation_level == READ_COMMITTED { Isolation::Committed } else { Isolation::Uncommitted };
+        let mut reads = fetch_many(core, &entries, wait, isolation).await.into_iter();
         let consumer = if core.trace().is_on() { format!("kafka:{}", at.principal.client()) } else { String::new() };
         let mut topics: Vec<FetchableTopicResponse> = request
             .topics
@@ -50,7 +60,7 @@ impl Api for Fetch {
                     count(core, name, Tally { failed: true, ..Tally::default() });
                     data.with_error_code(code)
                 }
-                Ok(f) => partition(core, name, &f, reads.next(), &consumer, data),
+                Ok(f) => partition(core, name, &f, reads.next(), &consumer, data, isolation),
             };
             topics[a.topic].partitions.push(data);
         }
@@ -97,17 +107,24 @@ fn partition(
     read: Option<Result<QueueRead, FetchFailed>>,
     consumer: &str,
     data: PartitionData,
+    isolation: Isolation,
 ) -> PartitionData {
     match read {
         Some(Ok(read)) => {
             let messages = read.next_offset().saturating_sub(f.offset);
+            let last_stable = read.last_stable();
             let (start, end, batches) = read.into_parts();
             core.trace_delivered(&f.queue, &batches, f.offset, "", consumer);
             count(core, topic, Tally { messages, bytes: batches.len() as u64, failed: false });
-            data.with_high_watermark(end as i64)
-                .with_last_stable_offset(end as i64)
-                .with_log_start_offset(start as i64)
-                .with_records(Some(to_kafka(batches.into())))
+            let data = data
+                .with_high_watermark(end as i64)
+                .with_last_stable_offset(last_stable as i64)
+                .with_log_start_offset(start as i64);
+            let data = match isolation {
+                Isolation::Committed => data.with_aborted_transactions(Some(aborted(core, f, last_stable))),
+                _ => data,
+            };
+            data.with_records(Some(to_kafka(batches.into())))
         }
         Some(Err(failed)) => {
             count(core, topic, Tally { failed: true, ..Tally::default() });
@@ -117,6 +134,19 @@ fn partition(
         }
         None => data.with_error_code(ResponseError::UnknownServerError.code()),
     }
+}
+
+/// The aborted transactions whose records a read_committed fetch from
+/// `f.offset` up to the last stable offset may return.
+fn aborted(core: &Core, f: &Read, last_stable: u64) -> Vec<AbortedTransaction> {
+    let Ok(slot) = core.locate(&f.queue) else { return Vec::new() };
+    let aborted = core.txn_marks().aborted_between(QueueId(slot.storage_id), f.offset, last_stable);
+    aborted
+        .into_iter()
+        .map(|a| {
+            AbortedTransaction::default().with_producer_id(ProducerId(a.producer_id)).with_first_offset(a.first as i64)
+        })
+        .collect()
 }
 
 fn count(core: &Core, topic: &str, tally: Tally) {

@@ -1,6 +1,7 @@
-//! ListOffsets of the partitions this shard owns: earliest, latest, the
-//! last record (max timestamp), or the first record stamped at or after a
-//! time (a binary search over offsets).
+//! ListOffsets of the partitions this shard owns: earliest, latest (for
+//! read_committed, the last stable offset), the last record (max
+//! timestamp), or the first record stamped at or after a time (a binary
+//! search over offsets).
 
 use super::{Api, At};
 use crate::protocol::messages::QueueRef;
@@ -24,11 +25,15 @@ const LATEST: i64 = -1;
 const EARLIEST: i64 = -2;
 const MAX_TIMESTAMP: i64 = -3;
 
+/// The isolation level whose latest offset is the last stable one.
+const READ_COMMITTED: i8 = 1;
+
 impl Api for ListOffsets {
     const KEY: ApiKey = ApiKey::ListOffsets;
     const VERSIONS: (i16, i16) = (1, 7);
     const NAME: &'static str = "kafka_ListOffsets";
-    const NOTE: &'static str = "earliest, latest, max timestamp and by timestamp (a binary search over offsets)";
+    const NOTE: &'static str = "earliest, latest (read_committed: the last stable offset), max timestamp and by \
+                                timestamp (a binary search over offsets)";
     type Request = ListOffsetsRequest;
     type Response = ListOffsetsResponse;
 
@@ -43,7 +48,7 @@ impl Api for ListOffsets {
                 let queue = QueueRef { topic: t.name.to_string(), queue: p.partition_index.max(0) as u32 };
                 let response = ListOffsetsPartitionResponse::default().with_partition_index(p.partition_index);
                 partitions.push(match allowed.and_then(|()| owned(core, &queue)) {
-                    Ok(slot) => match offset_for(core, slot, p.timestamp).await {
+                    Ok(slot) => match offset_for(core, slot, p.timestamp, request.isolation_level).await {
                         Ok((offset, timestamp)) => response.with_offset(offset).with_timestamp(timestamp),
                         Err(f) => response.with_error_code(codes::of(f.0)),
                     },
@@ -59,10 +64,12 @@ impl Api for ListOffsets {
 /// The offset (and its record's timestamp, -1 if not looked up) for a
 /// ListOffsets timestamp: the start, the end, the last record, or the first
 /// record stamped at or after it (-1 if none is).
-async fn offset_for(core: &Core, slot: QueueSlot, timestamp: i64) -> Result<(i64, i64), Failure> {
-    let (start, end) = core.storage().offsets(QueueId(slot.storage_id))?;
+async fn offset_for(core: &Core, slot: QueueSlot, timestamp: i64, isolation: i8) -> Result<(i64, i64), Failure> {
+    let queue = QueueId(slot.storage_id);
+    let (start, end) = core.storage().offsets(queue)?;
     match timestamp {
         EARLIEST => Ok((start as i64, -1)),
+        LATEST if isolation == READ_COMMITTED => Ok((core.txn_marks().last_stable(queue, end) as i64, -1)),
         LATEST => Ok((end as i64, -1)),
         MAX_TIMESTAMP if end > start => Ok((end as i64 - 1, record_time(core, slot, end - 1).await?)),
         MAX_TIMESTAMP => Ok((-1, -1)),

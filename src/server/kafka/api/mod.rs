@@ -8,6 +8,8 @@
 //! response with the header version its API and version call for) is
 //! `Entry` below, once. Adding an API is a file here and a line in `TABLE`.
 
+mod add_offsets_to_txn;
+mod add_partitions_to_txn;
 mod alter_client_quotas;
 mod alter_configs;
 mod alter_user_scram_credentials;
@@ -26,8 +28,11 @@ mod describe_client_quotas;
 mod describe_configs;
 mod describe_groups;
 mod describe_log_dirs;
+mod describe_producers;
+mod describe_transactions;
 mod describe_user_scram_credentials;
 mod elect_leaders;
+mod end_txn;
 mod fetch;
 mod find_coordinator;
 mod heartbeat;
@@ -37,6 +42,7 @@ mod join_group;
 mod leave_group;
 mod list_groups;
 mod list_offsets;
+mod list_transactions;
 mod metadata;
 mod offset_commit;
 mod offset_delete;
@@ -45,6 +51,7 @@ pub mod produce;
 pub mod sasl_authenticate;
 pub mod sasl_handshake;
 mod sync_group;
+mod txn_offset_commit;
 
 use crate::server::auth::authorizer::Principal;
 use crate::server::auth::quotas;
@@ -59,7 +66,7 @@ use std::rc::Rc;
 use std::time::Duration;
 
 /// Every Kafka API served.
-pub static TABLE: [&(dyn Handler + Sync); 37] = [
+pub static TABLE: [&(dyn Handler + Sync); 44] = [
     &Entry::<produce::Produce>(PhantomData),
     &Entry::<fetch::Fetch>(PhantomData),
     &Entry::<list_offsets::ListOffsets>(PhantomData),
@@ -97,6 +104,13 @@ pub static TABLE: [&(dyn Handler + Sync); 37] = [
     &Entry::<alter_configs::AlterConfigs>(PhantomData),
     &Entry::<incremental_alter_configs::IncrementalAlterConfigs>(PhantomData),
     &Entry::<sasl_authenticate::SaslAuthenticate>(PhantomData),
+    &Entry::<add_partitions_to_txn::AddPartitionsToTxn>(PhantomData),
+    &Entry::<add_offsets_to_txn::AddOffsetsToTxn>(PhantomData),
+    &Entry::<end_txn::EndTxn>(PhantomData),
+    &Entry::<txn_offset_commit::TxnOffsetCommit>(PhantomData),
+    &Entry::<describe_producers::DescribeProducers>(PhantomData),
+    &Entry::<describe_transactions::DescribeTransactions>(PhantomData),
+    &Entry::<list_transactions::ListTransactions>(PhantomData),
 ];
 
 /// Request header fields every version has: api key, api version, correlation id.

@@ -46,10 +46,17 @@ impl Api for Produce {
     }
 
     async fn serve(s: &Services, request: ProduceRequest, at: &At) -> Option<ProduceResponse> {
+        // A transactional producer needs Write on its transactional id too (Kafka refuses every partition).
+        let transactional = match request.transactional_id.as_deref() {
+            Some(id) => at.principal.check(&s.core, Operation::Write, authorizer::transactional(id)),
+            None => Ok(()),
+        };
+        let transactional = transactional.map_err(|f| (ResponseError::TransactionalIdAuthorizationFailed.code(), f.1));
         let mut stores = Vec::new();
         for topic in &request.topic_data {
             let allowed = at.principal.check(&s.core, Operation::Write, authorizer::topic(&topic.name));
             let allowed = allowed.map_err(|f| (ResponseError::TopicAuthorizationFailed.code(), f.1));
+            let allowed = transactional.clone().and(allowed);
             for partition in &topic.partition_data {
                 let queue = QueueRef { topic: topic.name.to_string(), queue: partition.index.max(0) as u32 };
                 let allowed = allowed.clone();
@@ -122,8 +129,18 @@ async fn store(s: &Services, queue: &QueueRef, records: Option<&Bytes>) -> Resul
         return s.core.append(queue, &translated.batch).await.map_err(refused);
     };
     let slot = owned(&s.core, queue).map_err(|code| (code, format!("{queue:?} is not led by this broker")))?;
+    if let Some(current) = s.core.txn_marks().fenced_below(sequence.producer_id).filter(|e| *e > sequence.epoch) {
+        // A transaction of a newer epoch ended here: this producer was fenced.
+        return Err(fenced(sequence, current));
+    }
+    let append = async {
+        match translated.transactional {
+            true => s.core.append_transactional(slot, &translated.batch, sequence.producer_id).await,
+            false => s.core.append_here(slot, &translated.batch).await,
+        }
+    };
     match s.producers.check(&queue.topic, queue.queue, sequence) {
-        Check::Store => match s.core.append_here(slot, &translated.batch).await {
+        Check::Store => match append.await {
             Ok(stored) => {
                 s.producers.stored(&queue.topic, queue.queue, sequence, stored);
                 Ok(stored)
@@ -136,11 +153,13 @@ async fn store(s: &Services, queue: &QueueRef, records: Option<&Bytes>) -> Resul
         Check::Duplicate(stored) => Ok(stored),
         Check::Pending => Err((ResponseError::RequestTimedOut.code(), "the same batch is being stored; retry".into())),
         Check::OutOfOrder { expected } => Err(out_of_order(sequence, expected)),
-        Check::Fenced { current } => Err((
-            ResponseError::InvalidProducerEpoch.code(),
-            format!("producer {} epoch {} is fenced by epoch {current}", sequence.producer_id, sequence.epoch),
-        )),
+        Check::Fenced { current } => Err(fenced(sequence, current)),
     }
+}
+
+fn fenced(s: Sequence, current: i16) -> Refusal {
+    let m = format!("producer {} epoch {} is fenced by epoch {current}", s.producer_id, s.epoch);
+    (ResponseError::InvalidProducerEpoch.code(), m)
 }
 
 fn out_of_order(s: Sequence, expected: i32) -> Refusal {

@@ -8,7 +8,7 @@ use crate::protocol::{ApiKey, Writer};
 use crate::security::acl::Operation::Read;
 use crate::server::auth::authorizer::topic;
 use crate::server::core::{Core, Failure};
-use crate::server::data::fetch;
+use crate::server::data::fetch::{self, Isolation};
 use crate::server::wire::caller::Caller;
 use crate::server::wire::traffic::fetched;
 use crate::server::wire::Services;
@@ -48,7 +48,7 @@ impl Api for Fetch {
     async fn serve(s: &Services, f: Self::Request<'_>, at: &At<'_>, w: &mut Writer) -> Result<(), Failure> {
         let core = &s.core;
         let wait = Duration::from_millis(u64::from(f.max_wait_ms));
-        let read = fetch::read_queue(core, at.slot()?, &f, wait).await;
+        let read = fetch::read_queue(core, at.slot()?, &f, wait, Isolation::CommittedOnly).await;
         fetched(core, "Fetch", &f, read.as_ref().ok(), None);
         let read = read.map_err(|f| f.failure)?;
         read.fetched().encode(w);

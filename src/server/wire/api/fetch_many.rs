@@ -9,7 +9,7 @@ use crate::protocol::{ApiKey, Writer};
 use crate::security::acl::Operation::Read;
 use crate::server::auth::authorizer::topic;
 use crate::server::core::{Core, Failure};
-use crate::server::data::fetch;
+use crate::server::data::fetch::{self, Isolation};
 use crate::server::wire::codes;
 use crate::server::wire::traffic::fetched;
 use crate::server::wire::Services;
@@ -42,7 +42,7 @@ impl Api for FetchMany {
     async fn serve(s: &Services, f: Self::Request<'_>, _: &At<'_>, w: &mut Writer) -> Result<(), Failure> {
         let core = &s.core;
         let wait = Duration::from_millis(u64::from(f.max_wait_ms));
-        let reads = fetch::fetch_many(core, &f.entries, wait).await;
+        let reads = fetch::fetch_many(core, &f.entries, wait, Isolation::CommittedOnly).await;
         for (entry, read) in f.entries.iter().zip(&reads) {
             fetched(core, "FetchMany", entry, read.as_ref().ok(), f.consumer.as_ref());
         }

@@ -333,8 +333,7 @@ async fn handle<A: Api>(
     if A::WRITES {
         // Whatever it stored on this shard (a feature's internal queues
         // too) is acknowledged once replicated as the group's mode asks.
-        let (_, written_end, _) = core.storage().log_positions();
-        core.replicated(written_end).await?;
+        core.replicated_all().await?;
     }
     if let (true, Caller::Client(principal)) = (A::FETCHES, caller) {
         *throttle += quotas::after_fetch(core, principal.user(), "", body.len() as u64).await;
