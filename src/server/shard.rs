@@ -188,7 +188,7 @@ async fn serve(s: Startup) -> Result<(), ShardError> {
         None => None,
     };
     let net = Net::new(&core, s.per_address.clone());
-    let mesh_tasks = core.mesh().spawn_receivers(receivers, wire::serve_calls(&services));
+    let mesh_tasks = core.mesh().spawn_receivers(receivers, wire::serve_calls(&services, coordinator.clone()));
     match cfg.cluster.as_ref() {
         Some(ClusterRole { lead: Lead::Follower { addr, .. }, broker_group, node, epoch, .. }) => {
             let mut addr = *addr;

@@ -51,6 +51,9 @@ pub enum Call {
     EndTxn { queue: QueueRef, marker: Marker },
     /// End a Kafka transaction's pending offsets of a group this shard coordinates.
     EndTxnOffsets { group: String, producer_id: i64, commit: bool },
+    /// Whether the producer's open transaction holds a partition (asked of
+    /// the transactional id's coordinator before its first batch there).
+    VerifyTxn { id: String, producer_id: i64, epoch: i16, partition: (String, u32) },
 }
 
 /// The answer to a [`Call`].
@@ -72,6 +75,8 @@ pub enum Answer {
     Health(Option<String>),
     /// The transaction's end was written (and replicated).
     Ended(Result<(), Failure>),
+    /// Whether the transaction holds the partition.
+    Verified(Result<bool, Failure>),
 }
 
 #[derive(Debug)]
@@ -168,6 +173,15 @@ impl Mesh {
         assert!(matches!(call, Call::EndTxn { .. } | Call::EndTxnOffsets { .. }), "{call:?} ends no transaction");
         match self.call(shard, call).await? {
             Answer::Ended(ended) => ended,
+            other => Err(unexpected(&other)),
+        }
+    }
+
+    /// Asks `shard` whether a producer's open transaction holds a partition (`Call::VerifyTxn`).
+    pub async fn verify_txn(&self, shard: usize, call: Call) -> Result<bool, Failure> {
+        assert!(matches!(call, Call::VerifyTxn { .. }), "{call:?} verifies no transaction");
+        match self.call(shard, call).await? {
+            Answer::Verified(held) => held,
             other => Err(unexpected(&other)),
         }
     }

@@ -316,7 +316,7 @@ impl Core {
     /// the wire's, not the core's.
     pub async fn serve_call(self: &Rc<Self>, call: Call) -> Answer {
         match call {
-            Call::Frame(_) => unreachable!("forwarded frames are served by the wire"),
+            Call::Frame(_) | Call::VerifyTxn { .. } => unreachable!("served by the wire, which holds the coordinator"),
             Call::Metadata(next) => {
                 if let Err(error) = self.apply_metadata(next).await {
                     tracing::error!(shard = self.id(), %error, "applying metadata failed");

@@ -38,6 +38,8 @@ struct QueueTxns {
     open: BTreeMap<i64, u64>,
     /// Ended aborted, oldest first.
     aborted: Vec<Aborted>,
+    /// A marker was written: readers that skip markers look at every batch.
+    marked: bool,
 }
 
 /// One change, as a record of `TXN_MARKS`. An end names the epoch its
@@ -122,11 +124,14 @@ impl TxnMarks {
             }
             Change::Committed { queue, producer_id, epoch } => {
                 self.note_epoch(producer_id, epoch);
-                queues.entry(queue).or_default().open.remove(&producer_id);
+                let q = queues.entry(queue).or_default();
+                q.open.remove(&producer_id);
+                q.marked = true;
             }
             Change::Aborted { queue, aborted, epoch } => {
                 self.note_epoch(aborted.producer_id, epoch);
                 let q = queues.entry(queue).or_default();
+                q.marked = true;
                 q.open.remove(&aborted.producer_id);
                 if !q.aborted.contains(&aborted) {
                     q.aborted.push(aborted);
@@ -136,6 +141,9 @@ impl TxnMarks {
     }
 
     fn note_epoch(&self, producer_id: i64, epoch: i16) {
+        if producer_id < 0 {
+            return;
+        }
         let mut epochs = self.epochs.borrow_mut();
         let e = epochs.entry(producer_id).or_insert(epoch);
         *e = (*e).max(epoch);
@@ -147,12 +155,17 @@ impl TxnMarks {
         self.epochs.borrow().get(&producer_id).copied()
     }
 
+    /// Whether the producer has a transaction open in the queue.
+    pub fn is_open(&self, queue: QueueId, producer_id: i64) -> bool {
+        self.queues.borrow().get(&queue.0).is_some_and(|q| q.open.contains_key(&producer_id))
+    }
+
     /// Notes a transactional batch of `producer_id` about to be appended to
     /// `queue`: the first of its transaction there opens it (from the
     /// queue's end now). Call it before the batch's append and await both
     /// together: its record is placed first, so the two share a flush round.
     pub async fn begin(&self, storage: &Shard, queue: QueueId, producer_id: i64) -> Result<(), StorageError> {
-        if self.queues.borrow().get(&queue.0).is_some_and(|q| q.open.contains_key(&producer_id)) {
+        if self.is_open(queue, producer_id) {
             return Ok(());
         }
         let first = storage.offsets(queue)?.1;
@@ -214,10 +227,10 @@ impl TxnMarks {
         oldest.map_or(end, |first| first.min(end))
     }
 
-    /// Whether the queue ever held a transaction this shard still tracks
-    /// (its reads need the committed view).
+    /// Whether the queue holds a marker or an open transaction (its reads
+    /// need the committed view).
     pub fn touched(&self, queue: QueueId) -> bool {
-        self.queues.borrow().get(&queue.0).is_some_and(|q| !q.open.is_empty() || !q.aborted.is_empty())
+        self.queues.borrow().get(&queue.0).is_some_and(|q| q.marked || !q.open.is_empty())
     }
 
     /// The aborted transactions whose records may lie in [from, to), oldest first.
@@ -246,6 +259,10 @@ impl TxnMarks {
                 q.aborted.retain(|a| a.last >= start);
                 for (&producer_id, &first) in &q.open {
                     current.push(Change::Open { queue, producer_id, first });
+                }
+                if q.marked {
+                    // No producer's: it keeps the queue marked.
+                    current.push(Change::Committed { queue, producer_id: -1, epoch: -1 });
                 }
                 // The epoch goes with an aborted one; a committed one's is kept below.
                 let epoch = |a: &Aborted| self.epochs.borrow().get(&a.producer_id).copied().unwrap_or(-1);

@@ -13,9 +13,10 @@ mod sasl;
 mod traffic;
 
 use crate::server::core::mesh::{Answer, Call, Serve};
-use crate::server::core::Core;
+use crate::server::core::{Core, Failure, Reason};
 use crate::server::delay::timer::Timer;
 use crate::server::groups::Groups;
+use crate::server::tx::coordinator::Coordinator;
 use crate::server::tx::Transactions;
 use caller::Caller;
 use std::rc::Rc;
@@ -29,16 +30,21 @@ pub struct Services {
 }
 
 /// Serves the calls of other shards: a forwarded client frame through the
-/// wire, everything else through the core.
-pub fn serve_calls(services: &Rc<Services>) -> Serve {
+/// wire, a Kafka transaction's check through this shard's transaction
+/// coordinator (None: Kafka is not served), everything else through the core.
+pub fn serve_calls(services: &Rc<Services>, coordinator: Option<Rc<Coordinator>>) -> Serve {
     let services = services.clone();
     Rc::new(move |call| {
-        let services = services.clone();
+        let (services, coordinator) = (services.clone(), coordinator.clone());
         Box::pin(async move {
             match call {
                 Call::Frame(frame) => {
                     Answer::Frame(dispatch::handle(&services, frame, &Caller::Shard).await.unwrap_or_default())
                 }
+                Call::VerifyTxn { id, producer_id, epoch, partition } => Answer::Verified(match coordinator {
+                    Some(c) => c.holds(&id, producer_id, epoch, &partition),
+                    None => Err(Failure(Reason::NotLeader, "this shard serves no Kafka transactions".into())),
+                }),
                 other => services.core.serve_call(other).await,
             }
         })

@@ -12,9 +12,10 @@ use super::{Api, At};
 use crate::protocol::messages::QueueRef;
 use crate::security::acl::Operation;
 use crate::server::auth::authorizer;
+use crate::server::core::mesh::Call;
 use crate::server::core::service::Stored;
 use crate::server::core::traffic::{Direction, Tally};
-use crate::server::core::Failure;
+use crate::server::core::{Failure, Reason};
 use crate::server::kafka::codes;
 use crate::server::kafka::producers::{Check, Sequence};
 use crate::server::kafka::records::to_ringmq;
@@ -24,6 +25,7 @@ use kafka_protocol::messages::produce_response::{PartitionProduceResponse, Topic
 use kafka_protocol::messages::{ApiKey, ProduceRequest, ProduceResponse};
 use kafka_protocol::protocol::StrBytes;
 use kafka_protocol::ResponseError;
+use ringmq_shards::QueueId;
 
 pub struct Produce;
 
@@ -52,6 +54,7 @@ impl Api for Produce {
             None => Ok(()),
         };
         let transactional = transactional.map_err(|f| (ResponseError::TransactionalIdAuthorizationFailed.code(), f.1));
+        let transactional_id = request.transactional_id.as_ref().map(|t| t.as_str());
         let mut stores = Vec::new();
         for topic in &request.topic_data {
             let allowed = at.principal.check(&s.core, Operation::Write, authorizer::topic(&topic.name));
@@ -62,7 +65,7 @@ impl Api for Produce {
                 let allowed = allowed.clone();
                 stores.push(async move {
                     allowed?;
-                    store(s, &queue, partition.records.as_ref()).await
+                    store(s, &queue, partition.records.as_ref(), transactional_id).await
                 });
             }
         }
@@ -120,7 +123,12 @@ fn answer(
 
 /// Stores one partition's records: where (none stored for a retry of a
 /// batch stored before).
-async fn store(s: &Services, queue: &QueueRef, records: Option<&Bytes>) -> Result<Stored, Refusal> {
+async fn store(
+    s: &Services,
+    queue: &QueueRef,
+    records: Option<&Bytes>,
+    transactional_id: Option<&str>,
+) -> Result<Stored, Refusal> {
     let records =
         records.ok_or((ResponseError::CorruptMessage.code(), "the partition's records are missing".to_string()))?;
     let translated = to_ringmq(records, queue.queue)?;
@@ -132,6 +140,13 @@ async fn store(s: &Services, queue: &QueueRef, records: Option<&Bytes>) -> Resul
     if let Some(current) = s.core.txn_marks().fenced_below(sequence.producer_id).filter(|e| *e > sequence.epoch) {
         // A transaction of a newer epoch ended here: this producer was fenced.
         return Err(fenced(sequence, current));
+    }
+    if translated.transactional && !s.core.txn_marks().is_open(QueueId(slot.storage_id), sequence.producer_id) {
+        let Some(id) = transactional_id else {
+            let m = "transactional records need the request's transactional id";
+            return Err((ResponseError::InvalidRecord.code(), m.into()));
+        };
+        verify(s, id, sequence, queue).await?;
     }
     let append = async {
         match translated.transactional {
@@ -154,6 +169,33 @@ async fn store(s: &Services, queue: &QueueRef, records: Option<&Bytes>) -> Resul
         Check::Pending => Err((ResponseError::RequestTimedOut.code(), "the same batch is being stored; retry".into())),
         Check::OutOfOrder { expected } => Err(out_of_order(sequence, expected)),
         Check::Fenced { current } => Err(fenced(sequence, current)),
+    }
+}
+
+/// Before a transaction's first batch in a partition, its coordinator is
+/// asked whether the producer's open transaction holds the partition
+/// (KIP-890's verification): a fenced or ended producer's batch would open a
+/// transaction no marker ever ends, holding read_committed readers forever.
+/// A transactional id coordinated by another broker group is not asked.
+async fn verify(s: &Services, id: &str, sequence: Sequence, queue: &QueueRef) -> Result<(), Refusal> {
+    let partition = (queue.topic.clone(), queue.queue);
+    let (producer_id, epoch) = (sequence.producer_id, sequence.epoch);
+    let held = match s.core.coordinator(id) {
+        Ok(shard) if shard == s.core.id() => s.coordinator.holds(id, producer_id, epoch, &partition),
+        Ok(shard) => {
+            let call = Call::VerifyTxn { id: id.to_string(), producer_id, epoch, partition };
+            s.core.mesh().verify_txn(shard, call).await
+        }
+        Err(_) => return Ok(()),
+    };
+    match held {
+        Ok(true) => Ok(()),
+        Ok(false) => {
+            let m = format!("{queue:?} is not in producer {producer_id}'s open transaction: AddPartitionsToTxn first");
+            Err((ResponseError::InvalidTxnState.code(), m))
+        }
+        Err(Failure(Reason::ProducerFenced, m)) => Err((ResponseError::InvalidProducerEpoch.code(), m)),
+        Err(f) => Err((codes::of(f.0), f.1)),
     }
 }
 
