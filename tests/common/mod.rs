@@ -3,6 +3,7 @@
 #![allow(dead_code)]
 
 pub mod certs;
+pub mod eos;
 pub mod etcd;
 pub mod kafka;
 pub mod netns;
