@@ -30,7 +30,12 @@ fn name(s: &str) -> StrBytes {
 
 /// A transactional id's coordinator, found by FindCoordinator key type 1 and connected to.
 fn coordinator(kafka: &str, id: &str) -> TcpStream {
-    let find = FindCoordinatorRequest::default().with_key(name(id)).with_key_type(1);
+    found(kafka, id, 1)
+}
+
+/// The coordinator of `key` of `key_type` (0: group, 1: transactional id), connected to.
+fn found(kafka: &str, key: &str, key_type: i8) -> TcpStream {
+    let find = FindCoordinatorRequest::default().with_key(name(key)).with_key_type(key_type);
     let found: FindCoordinatorResponse = call(&mut connect(kafka), ApiKey::FindCoordinator, 3, &find);
     assert_eq!(found.error_code, 0, "{found:?}");
     connect(&format!("{}:{}", found.host, found.port))
@@ -220,4 +225,52 @@ fn a_transaction_open_across_a_kill_holds_readers_until_its_timeout_aborts_it() 
     assert_eq!(got, ["c0", "c1", "plain"], "the open transaction aborted, the committed one kept");
     let mut s = coordinator(&kafka, "k");
     assert_eq!(end(&mut s, "k", producer, true), PRODUCER_FENCED, "its producer was fenced by the abort");
+}
+
+/// A group's offset of `t` queue 0 by OffsetFetch v7: (partition code, offset).
+fn fetch_offset(s: &mut TcpStream, group: &str, require_stable: bool) -> (i16, i64) {
+    use kafka_protocol::messages::offset_fetch_request::OffsetFetchRequestTopic;
+    let topic = OffsetFetchRequestTopic::default().with_name(TopicName(name("t"))).with_partition_indexes(vec![0]);
+    let request = OffsetFetchRequest::default()
+        .with_group_id(GroupId(name(group)))
+        .with_topics(Some(vec![topic]))
+        .with_require_stable(require_stable);
+    let r: OffsetFetchResponse = call(s, ApiKey::OffsetFetch, 7, &request);
+    let p = &r.topics[0].partitions[0];
+    (p.error_code, p.committed_offset)
+}
+
+#[test]
+fn a_transactions_offsets_are_pending_until_it_commits_and_unstable_for_read_committed_consumers() {
+    use kafka_protocol::messages::txn_offset_commit_request::{
+        TxnOffsetCommitRequestPartition, TxnOffsetCommitRequestTopic,
+    };
+    const UNSTABLE_OFFSET_COMMIT: i16 = 88;
+    let dir = tempfile::tempdir().unwrap();
+    let (_broker, kafka, _) = broker(dir.path());
+    let mut s = coordinator(&kafka, "o");
+    let (_, pid, epoch) = init(&mut s, "o", 60_000);
+    let add = AddOffsetsToTxnRequest::default()
+        .with_transactional_id(TransactionalId(name("o")))
+        .with_producer_id(ProducerId(pid))
+        .with_producer_epoch(epoch)
+        .with_group_id(GroupId(name("og")));
+    let added: AddOffsetsToTxnResponse = call(&mut s, ApiKey::AddOffsetsToTxn, 3, &add);
+    assert_eq!(added.error_code, 0);
+    let mut g = found(&kafka, "og", 0);
+    let partition = TxnOffsetCommitRequestPartition::default().with_partition_index(0).with_committed_offset(7);
+    let commit = TxnOffsetCommitRequest::default()
+        .with_transactional_id(TransactionalId(name("o")))
+        .with_group_id(GroupId(name("og")))
+        .with_producer_id(ProducerId(pid))
+        .with_producer_epoch(epoch)
+        .with_topics(vec![TxnOffsetCommitRequestTopic::default()
+            .with_name(TopicName(name("t")))
+            .with_partitions(vec![partition])]);
+    let committed: TxnOffsetCommitResponse = call(&mut g, ApiKey::TxnOffsetCommit, 3, &commit);
+    assert_eq!(committed.topics[0].partitions[0].error_code, 0);
+    assert_eq!(fetch_offset(&mut g, "og", false), (0, -1), "pending: not the group's yet");
+    assert_eq!(fetch_offset(&mut g, "og", true).0, UNSTABLE_OFFSET_COMMIT, "a read_committed consumer waits");
+    assert_eq!(end(&mut s, "o", (pid, epoch), true), 0);
+    assert_eq!(fetch_offset(&mut g, "og", true), (0, 7), "committed with the transaction");
 }

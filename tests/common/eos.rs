@@ -126,4 +126,3 @@ pub fn assert_exactly_once(counts: &BTreeMap<String, usize>, fed: usize) {
     assert!(missing.is_empty(), "records never moved (of {fed}): {missing:?}");
     assert_eq!(counts.len(), fed, "nothing but the input's records");
 }
-

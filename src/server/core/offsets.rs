@@ -199,6 +199,12 @@ impl Offsets {
         Ok(offsets.len())
     }
 
+    /// Whether a transaction holds offsets of the group's queue pending.
+    pub fn is_pending(&self, group: &str, topic: &str, queue: u32) -> bool {
+        let key = (topic.to_string(), queue);
+        self.pending.borrow().iter().any(|((_, g), offsets)| g == group && offsets.contains_key(&key))
+    }
+
     /// Appends every current value again (pending ones too), so that the
     /// newest value of each key is always in recent segments. Returns how many.
     pub async fn snapshot(&self, storage: &Shard) -> Result<usize, StorageError> {

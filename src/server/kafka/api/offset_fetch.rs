@@ -3,6 +3,9 @@
 //! has committed that the principal may describe. v8+ asks for several
 //! groups at once (each answered as the older versions answer one; a
 //! consumer-protocol member's epoch is not checked: reading is harmless).
+//! With `require_stable` (v7+, KIP-447: a read_committed consumer) a
+//! partition whose offset a transaction holds pending is answered
+//! UNSTABLE_OFFSET_COMMIT, and the consumer asks again once it ended.
 
 use super::{Api, At};
 use crate::protocol::messages::QueueRef;
@@ -16,15 +19,19 @@ use kafka_protocol::messages::offset_fetch_response::{
 };
 use kafka_protocol::messages::{ApiKey, OffsetFetchRequest, OffsetFetchResponse, TopicName};
 use kafka_protocol::protocol::StrBytes;
+use kafka_protocol::ResponseError;
 
 pub struct OffsetFetch;
+
+const UNSTABLE: i16 = ResponseError::UnstableOffsetCommit.code();
 
 impl Api for OffsetFetch {
     const KEY: ApiKey = ApiKey::OffsetFetch;
     const VERSIONS: (i16, i16) = (1, 9);
     const NAME: &'static str = "kafka_OffsetFetch";
     const NOTE: &'static str =
-        "a group's committed offsets (-1: none) and their metadata, of the partitions asked or all; v8+ several groups";
+        "a group's committed offsets (-1: none) and their metadata, of the partitions asked or all; v8+ several \
+         groups; require_stable: UNSTABLE_OFFSET_COMMIT while a transaction holds one pending";
     type Request = OffsetFetchRequest;
     type Response = OffsetFetchResponse;
 
@@ -33,14 +40,16 @@ impl Api for OffsetFetch {
         if at.version < 8 {
             let asked =
                 r.topics.as_ref().map(|ts| ts.iter().map(|t| (t.name.to_string(), t.partition_indexes.clone())));
-            let (code, topics) = committed(s, &at.principal, &r.group_id, asked.map(Iterator::collect));
+            let (code, topics) =
+                committed(s, &at.principal, &r.group_id, asked.map(Iterator::collect), r.require_stable);
             let topics = answered!(topics, OffsetFetchResponseTopic, OffsetFetchResponsePartition);
             return Some(response.with_error_code(code).with_topics(topics));
         }
         let groups = r.groups.iter().map(|g| {
             let asked =
                 g.topics.as_ref().map(|ts| ts.iter().map(|t| (t.name.to_string(), t.partition_indexes.clone())));
-            let (code, topics) = committed(s, &at.principal, &g.group_id, asked.map(Iterator::collect));
+            let (code, topics) =
+                committed(s, &at.principal, &g.group_id, asked.map(Iterator::collect), r.require_stable);
             let topics = answered!(topics, OffsetFetchResponseTopics, OffsetFetchResponsePartitions);
             OffsetFetchResponseGroup::default()
                 .with_group_id(g.group_id.clone())
@@ -82,12 +91,13 @@ struct Partition {
 
 /// A group's committed offsets of the partitions `asked` (None: all it
 /// committed that the principal may describe): the group's error code and
-/// each topic's partitions.
+/// each topic's partitions; `stable`: none a transaction holds pending.
 fn committed(
     s: &Services,
     principal: &Principal,
     group: &str,
     asked: Option<Vec<(String, Vec<i32>)>>,
+    stable: bool,
 ) -> (i16, Vec<(String, Vec<Partition>)>) {
     if let Err(code) = coordinated(s, principal, Operation::Describe, group) {
         return (code, Vec::new());
@@ -109,9 +119,11 @@ fn committed(
                     let queue = QueueRef { topic: topic.clone(), queue: q.max(0) as u32 };
                     let committed = s.groups.committed_with_metadata(group, &queue);
                     let (offset, metadata) = committed.map_or((-1, String::new()), |c| (c.offset as i64, c.metadata));
-                    (listed || offset >= 0).then_some(match refused {
-                        true => Partition { index: q, offset: -1, metadata, code: TOPIC_REFUSED },
-                        false => Partition { index: q, offset, metadata, code: 0 },
+                    let unstable = stable && s.core.offsets().is_pending(group, &topic, queue.queue);
+                    (listed || offset >= 0).then_some(match (refused, unstable) {
+                        (true, _) => Partition { index: q, offset: -1, metadata, code: TOPIC_REFUSED },
+                        (false, true) => Partition { index: q, offset: -1, metadata, code: UNSTABLE },
+                        (false, false) => Partition { index: q, offset, metadata, code: 0 },
                     })
                 })
                 .collect();
