@@ -158,7 +158,7 @@ pub struct Settings {
     group_consumer_heartbeat_interval_ms: u64,
     /// Longest transaction timeout a Kafka transactional producer may ask for, ms; more is refused (Kafka's transaction.max.timeout.ms)
     #[arg(long, default_value_t = ms(d().transaction_timeout_max))]
-    transaction_max_timeout_ms: u64,
+    transaction_timeout_ms_max: u64,
     /// A shard thread held this many ms is a stall: counted by cause, and logged with where the thread was (0: not watched)
     #[arg(long, default_value_t = ms(d().stall_threshold))]
     stall_threshold_ms: u64,
@@ -371,7 +371,7 @@ impl Settings {
         cfg.consumer_session_timeout = Duration::from_millis(session);
         cfg.consumer_heartbeat_interval = Duration::from_millis(heartbeat);
         cfg.transaction_timeout_max =
-            Duration::from_millis(at_least_one(self.transaction_max_timeout_ms, "transaction-max-timeout-ms")?);
+            Duration::from_millis(at_least_one(self.transaction_timeout_ms_max, "transaction-timeout-ms-max")?);
         cfg.stall_threshold = Duration::from_millis(self.stall_threshold_ms);
         cfg.task_quota = Duration::from_millis(at_least_one(self.task_quota_ms, "task-quota-ms")?);
         cfg.kafka_listen = self.kafka_listen;

@@ -96,7 +96,8 @@ pub async fn read_queue(
     let asked = std::time::Instant::now();
     let read = read_stored(core, slot, f, wait, isolation).await?;
     let wait = wait.saturating_sub(asked.elapsed());
-    if read.bytes.is_empty() && read.last_stable < read.end && !wait.is_zero() {
+    let held = read.bytes.is_empty() && read.next_offset == f.offset && read.last_stable < read.end;
+    if isolation != Isolation::Uncommitted && held && !wait.is_zero() {
         // Held at an open transaction: read again once one ends.
         core.txn_marks().wait_ended(wait).await;
         return read_stored(core, slot, f, Duration::ZERO, isolation).await;

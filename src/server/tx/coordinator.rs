@@ -186,7 +186,7 @@ impl Coordinator {
     ) -> Result<(i64, i16), Failure> {
         let max = self.core.config().transaction_timeout_max.as_millis() as u64;
         if timeout_ms <= 0 || timeout_ms as u64 > max {
-            let m = format!("transaction timeout {timeout_ms} ms is outside 1..={max} (transaction.max.timeout.ms)");
+            let m = format!("transaction timeout {timeout_ms} ms is outside 1..={max} (--transaction-timeout-ms-max)");
             return Err(Failure(Reason::InvalidTransactionTimeout, m));
         }
         let current = self.describe(id);
