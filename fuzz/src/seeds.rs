@@ -18,7 +18,12 @@ fn body(encode: impl FnOnce(&mut Writer)) -> Vec<u8> {
 fn batch_of(values: &[&[u8]]) -> Vec<u8> {
     let mut b = BatchBuilder::new(1_700_000_000_000);
     for (i, v) in values.iter().enumerate() {
-        b.push(&Record { value: Some(v), key: Some(if i % 2 == 0 { b"key" } else { b"" }), tag: b"TagA", ..Record::default() });
+        b.push(&Record {
+            value: Some(v),
+            key: Some(if i % 2 == 0 { b"key" } else { b"" }),
+            tag: b"TagA",
+            ..Record::default()
+        });
     }
     b.finish()
 }
@@ -37,19 +42,28 @@ fn requests() -> Vec<(ApiKey, Vec<u8>)> {
     vec![
         (ApiKey::ApiVersions, Vec::new()),
         (ApiKey::Metadata, body(|w| encode_names(&["orders".into()], w))),
-        (ApiKey::CreateTopic, body(|w| CreateTopic { name: "orders".into(), queues: 8, flush: 0, configs: Vec::new() }.encode(w, 0))),
-        (ApiKey::DeleteTopic, body(|w| {
-            w.string("orders");
-        })),
+        (
+            ApiKey::CreateTopic,
+            body(|w| CreateTopic { name: "orders".into(), queues: 8, flush: 0, configs: Vec::new() }.encode(w, 0)),
+        ),
+        (
+            ApiKey::DeleteTopic,
+            body(|w| {
+                w.string("orders");
+            }),
+        ),
         (ApiKey::ListTopics, Vec::new()),
         (ApiKey::Produce, body(|w| Produce { queue: q(), acks: ACKS_DURABLE, batches: vec![&one, &two] }.encode(w))),
         (ApiKey::Fetch, body(|w| fetch().encode(w))),
         (ApiKey::ListOffsets, body(|w| q().encode(w))),
         (ApiKey::CommitOffset, body(|w| GroupOffset { member: member(), queue: q(), offset: 9 }.encode(w))),
-        (ApiKey::FetchOffset, body(|w| {
-            w.string("g");
-            q().encode(w);
-        })),
+        (
+            ApiKey::FetchOffset,
+            body(|w| {
+                w.string("g");
+                q().encode(w);
+            }),
+        ),
         (
             ApiKey::JoinGroup,
             body(|w| {
@@ -71,21 +85,34 @@ fn requests() -> Vec<(ApiKey, Vec<u8>)> {
                 SyncGroup { member: member(), assignments: vec![("m-1".into(), a)] }.encode(w)
             }),
         ),
-        (ApiKey::Heartbeat, body(|w| {
-            member().encode(w);
-            w.u32(3000);
-        })),
+        (
+            ApiKey::Heartbeat,
+            body(|w| {
+                member().encode(w);
+                w.u32(3000);
+            }),
+        ),
         (ApiKey::LeaveGroup, body(|w| member().encode(w))),
         (
             ApiKey::SendBack,
             body(|w| {
-                SendBack { group: "g".into(), queue: q(), offset: 4, max_retries: 16, delay_level: 0, dead_letter: false }
-                    .encode(w)
+                SendBack {
+                    group: "g".into(),
+                    queue: q(),
+                    offset: 4,
+                    max_retries: 16,
+                    delay_level: 0,
+                    dead_letter: false,
+                }
+                .encode(w)
             }),
         ),
-        (ApiKey::AdvanceClock, body(|w| {
-            w.u64(1000);
-        })),
+        (
+            ApiKey::AdvanceClock,
+            body(|w| {
+                w.u64(1000);
+            }),
+        ),
         (ApiKey::LockQueues, body(|w| locking().encode(w))),
         (ApiKey::UnlockQueues, body(|w| QueueLocking { lease_ms: 0, ..locking() }.encode(w))),
         (
@@ -95,19 +122,37 @@ fn requests() -> Vec<(ApiKey, Vec<u8>)> {
         (ApiKey::LookupMessages, body(|w| LookupQuery::Key { topic: "orders".into(), key: b"key".to_vec() }.encode(w))),
         (ApiKey::ProduceHalf, tx(&one, 0)),
         (ApiKey::EndTransaction, tx(&[], 42)),
-        (ApiKey::PollChecks, body(|w| {
-            w.string("p").u32(200);
-        })),
-        (ApiKey::ProduceMany, body(|w| ProduceMany { acks: ACKS_DURABLE, entries: vec![(q(), &one), (q(), &two)] }.encode(w))),
-        (ApiKey::FetchMany, body(|w| FetchMany { max_wait_ms: 500, entries: vec![fetch(), fetch()], consumer: None }.encode(w))),
-        (ApiKey::AlterTopic, body(|w| {
-            let changes = vec![TopicChange::Set("retention.ms".into(), "60000".into()), TopicChange::Unset("max.message.bytes".into())];
-            AlterTopic { topic: "orders".into(), validate_only: false, changes }.encode(w)
-        })),
-        (ApiKey::DeleteRecords, body(|w| {
-            q().encode(w);
-            w.u64(5);
-        })),
+        (
+            ApiKey::PollChecks,
+            body(|w| {
+                w.string("p").u32(200);
+            }),
+        ),
+        (
+            ApiKey::ProduceMany,
+            body(|w| ProduceMany { acks: ACKS_DURABLE, entries: vec![(q(), &one), (q(), &two)] }.encode(w)),
+        ),
+        (
+            ApiKey::FetchMany,
+            body(|w| FetchMany { max_wait_ms: 500, entries: vec![fetch(), fetch()], consumer: None }.encode(w)),
+        ),
+        (
+            ApiKey::AlterTopic,
+            body(|w| {
+                let changes = vec![
+                    TopicChange::Set("retention.ms".into(), "60000".into()),
+                    TopicChange::Unset("max.message.bytes".into()),
+                ];
+                AlterTopic { topic: "orders".into(), validate_only: false, changes }.encode(w)
+            }),
+        ),
+        (
+            ApiKey::DeleteRecords,
+            body(|w| {
+                q().encode(w);
+                w.u64(5);
+            }),
+        ),
     ]
 }
 
@@ -169,12 +214,34 @@ fn kafka_requests() -> Vec<(String, Vec<u8>)> {
         .with_protocols(vec![join_group_request::JoinGroupRequestProtocol::default()
             .with_name(StrBytes::from_static_str("range"))
             .with_metadata(bytes::Bytes::from_static(&[0, 1, 0, 0, 0, 1, 0, 6, b'o', b'r', b'd', b'e', b'r', b's']))]);
-    let commit = OffsetCommitRequest::default().with_group_id(GroupId(StrBytes::from_static_str("g"))).with_topics(vec![
-        offset_commit_request::OffsetCommitRequestTopic::default().with_name(topic()).with_partitions(vec![
-            offset_commit_request::OffsetCommitRequestPartition::default().with_committed_offset(3),
-        ]),
+    let commit =
+        OffsetCommitRequest::default().with_group_id(GroupId(StrBytes::from_static_str("g"))).with_topics(vec![
+            offset_commit_request::OffsetCommitRequestTopic::default().with_name(topic()).with_partitions(vec![
+                offset_commit_request::OffsetCommitRequestPartition::default().with_committed_offset(3),
+            ]),
+        ]);
+    let txn_id = || TransactionalId(StrBytes::from_static_str("tx"));
+    let txn_topic = || {
+        add_partitions_to_txn_request::AddPartitionsToTxnTopic::default().with_name(topic()).with_partitions(vec![0])
+    };
+    let add_v3 = AddPartitionsToTxnRequest::default()
+        .with_v3_and_below_transactional_id(txn_id())
+        .with_v3_and_below_producer_id(ProducerId(7))
+        .with_v3_and_below_topics(vec![txn_topic()]);
+    let add_v5 = AddPartitionsToTxnRequest::default().with_transactions(vec![
+        add_partitions_to_txn_request::AddPartitionsToTxnTransaction::default()
+            .with_transactional_id(txn_id())
+            .with_producer_id(ProducerId(7))
+            .with_verify_only(true)
+            .with_topics(vec![txn_topic()]),
     ]);
+    let end =
+        EndTxnRequest::default().with_transactional_id(txn_id()).with_producer_id(ProducerId(7)).with_committed(true);
     vec![
+        frame(ApiKey::AddPartitionsToTxn, 3, add_v3),
+        frame(ApiKey::AddPartitionsToTxn, 5, add_v5),
+        frame(ApiKey::EndTxn, 3, end),
+        frame(ApiKey::InitProducerId, 4, InitProducerIdRequest::default().with_transactional_id(Some(txn_id()))),
         frame(ApiKey::ApiVersions, 3, ApiVersionsRequest::default()),
         frame(ApiKey::Metadata, 12, MetadataRequest::default()),
         frame(ApiKey::Produce, 9, produce.clone()),
