@@ -476,7 +476,7 @@ fn serving(nodes: &[Broker]) -> (usize, std::sync::Arc<ringmq::client::Client>) 
 /// replicated log, and the output holds every input record exactly once.
 #[test]
 fn a_transactional_loop_moves_every_record_exactly_once_across_leader_kills() {
-    use common::eos::{assert_exactly_once, kill_and_restart, output, IN, OUT};
+    use common::eos::{assert_exactly_once, kill_and_restart, output, LoopClient, IN, OUT};
     let _cluster = one_cluster();
     let dir = tempfile::tempdir().unwrap();
     let etcd = common::etcd::Etcd::start(&dir.path().join("etcd"));
@@ -491,7 +491,7 @@ fn a_transactional_loop_moves_every_record_exactly_once_across_leader_kills() {
     let bootstrap = ips.map(|ip| format!("{ip}:{kafka}")).join(",");
     let seed = 0x5eed_0002;
     eprintln!("kill points seeded {seed:#x}");
-    let fed = kill_and_restart(&bootstrap, seed, true, |round| {
+    let fed = kill_and_restart(LoopClient::Librdkafka, &bootstrap, seed, true, |round| {
         if round % 5 == 4 {
             let (leader, _) = serving(&nodes);
             eprintln!("round {round}: killing the leader, node {leader}");

@@ -1,7 +1,8 @@
 //! Exactly-once with Kafka transactions, the shared half of its tests: a
-//! consume-transform-produce loop (librdkafka,
-//! `tests/kafka_clients/python_eos.py`: read a topic in a group, write each
-//! record to another topic and commit the offsets in the same transaction)
+//! consume-transform-produce loop (librdkafka's in
+//! `tests/kafka_clients/python_eos.py`, the Java client's in
+//! `JavaClients.java`: read a topic in a group, write each record to another
+//! topic and commit the offsets in the same transaction)
 //! killed with kill -9 at random points and started again, fed 1,000
 //! records between kills so every kill lands while it has work; then the
 //! output is read by a native consumer (which reads committed records only).
@@ -10,6 +11,7 @@ use super::{consume, poll_during, tools, ChildGuard};
 use ringmq::client::{Client, Consumer, StartFrom};
 use std::collections::BTreeMap;
 use std::io::Write;
+use std::process::Command;
 use std::process::Stdio;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -43,16 +45,44 @@ fn feed(bootstrap: &str, round: usize) {
     assert!(kcat.wait().unwrap().success(), "kcat -P");
 }
 
+/// Which client runs the loop.
+#[derive(Clone, Copy)]
+pub enum LoopClient {
+    /// librdkafka through confluent-kafka (`python_eos.py`).
+    Librdkafka,
+    /// The Apache Java client (`JavaClients.java`'s eos phase).
+    Java,
+}
+
+impl LoopClient {
+    fn command(self) -> Command {
+        match self {
+            LoopClient::Librdkafka => {
+                let mut c = tools::python(&["confluent_kafka"]);
+                c.arg(concat!(env!("CARGO_MANIFEST_DIR"), "/tests/kafka_clients/python_eos.py"));
+                c
+            }
+            LoopClient::Java => tools::java_kafka_client(),
+        }
+    }
+
+    /// The longest pause before a kill (a JVM starts slower).
+    fn kill_window_ms(self) -> u64 {
+        match self {
+            LoopClient::Librdkafka => 2500,
+            LoopClient::Java => 5000,
+        }
+    }
+}
+
 /// The loop, running until IN gives nothing for `idle` seconds.
-fn start_loop(bootstrap: &str, idle: &str) -> ChildGuard {
-    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/kafka_clients/python_eos.py");
-    ChildGuard(
-        tools::python(&["confluent_kafka"])
-            .args([script, bootstrap, IN, OUT, "eos-group", "eos-loop", idle])
-            .stdout(Stdio::piped())
-            .spawn()
-            .expect("run the loop"),
-    )
+fn start_loop(client: LoopClient, bootstrap: &str, idle: &str) -> ChildGuard {
+    let mut command = client.command();
+    match client {
+        LoopClient::Librdkafka => command.args([bootstrap, IN, OUT, "eos-group", "eos-loop", idle]),
+        LoopClient::Java => command.args([bootstrap, "eos", IN, OUT, "eos-group", "eos-loop", idle]),
+    };
+    ChildGuard(command.stdout(Stdio::piped()).spawn().expect("run the loop"))
 }
 
 /// Kills the loop at `KILLS` random points, feeding it between kills
@@ -62,13 +92,19 @@ fn start_loop(bootstrap: &str, idle: &str) -> ChildGuard {
 /// the test unless `early_ends` (a fail-over can end a run: it is started
 /// again in the next round). Some kills must land after a run committed a
 /// transaction (else the kills would test nothing).
-pub fn kill_and_restart(bootstrap: &str, seed: u64, early_ends: bool, mut between: impl FnMut(usize)) -> usize {
+pub fn kill_and_restart(
+    client: LoopClient,
+    bootstrap: &str,
+    seed: u64,
+    early_ends: bool,
+    mut between: impl FnMut(usize),
+) -> usize {
     let mut points = Points(seed);
     let mut killed_mid_run = 0;
     for round in 0..KILLS {
         feed(bootstrap, round);
-        let mut running = start_loop(bootstrap, "30");
-        std::thread::sleep(Duration::from_millis(300 + points.next_ms(2500)));
+        let mut running = start_loop(client, bootstrap, "30");
+        std::thread::sleep(Duration::from_millis(300 + points.next_ms(client.kill_window_ms())));
         between(round);
         if let Some(ended) = running.0.try_wait().unwrap() {
             assert!(early_ends, "the loop ended before its kill in round {round}: {ended}");
@@ -79,7 +115,7 @@ pub fn kill_and_restart(bootstrap: &str, seed: u64, early_ends: bool, mut betwee
     }
     eprintln!("{killed_mid_run} of {KILLS} kills came after a committed transaction");
     assert!(killed_mid_run > 0, "no kill landed after a committed transaction");
-    let mut last = start_loop(bootstrap, "5");
+    let mut last = start_loop(client, bootstrap, "5");
     let deadline = Instant::now() + Duration::from_secs(240);
     while last.0.try_wait().unwrap().is_none() {
         assert!(Instant::now() < deadline, "the last run did not finish");

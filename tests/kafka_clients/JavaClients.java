@@ -27,6 +27,12 @@
 //           transactional.id fences the first; a transaction left open past
 //           its timeout is aborted by the broker; the admin's transaction
 //           and producer listings
+//   eos     (args: IN OUT GROUP TRANSACTIONAL_ID IDLE_SECONDS) the
+//           consume-transform-produce loop of tests/common/eos.rs: read IN
+//           (read_committed, from the group's committed offsets), write each
+//           value upper-cased to the same partition of OUT and commit IN's
+//           offsets in the same transaction, until IN is idle; prints
+//           "eos: committed N" after each transaction
 //   security  (args: an admin user and password; the broker requires logins)
 //           SCRAM users made and deleted from salted passwords, ACLs created,
 //           described, enforced and deleted, client quotas set, described
@@ -59,7 +65,7 @@ public class JavaClients {
 
     public static void main(String[] args) throws Exception {
         boot = args[0];
-        if (args.length > 3) {
+        if (args[1].equals("security") && args.length > 3) {
             login = loginAs(args[2], args[3]);
         }
         switch (args[1]) {
@@ -72,6 +78,7 @@ public class JavaClients {
             case "consumer_protocol" -> group(Map.of(ConsumerConfig.GROUP_PROTOCOL_CONFIG, "consumer"), "consumer_protocol");
             case "static_regex" -> staticRegex();
             case "transactions" -> transactions();
+            case "eos" -> eosLoop(args[2], args[3], args[4], args[5], Double.parseDouble(args[6]));
             default -> throw new IllegalArgumentException("unknown phase " + args[1]);
         }
     }
@@ -676,5 +683,54 @@ public class JavaClients {
         check(afterTimeout.contains("after-timeout") && !afterTimeout.contains("timed-out"),
                 "the timed-out records are aborted and later ones readable: " + afterTimeout);
         System.out.println("transactions: a transaction past its timeout was aborted by the broker");
+    }
+
+    static void eosLoop(String in, String out, String group, String txid, double idleSeconds) throws Exception {
+        KafkaProducer<byte[], byte[]> p = producer(Map.of(ProducerConfig.TRANSACTIONAL_ID_CONFIG, txid,
+                ProducerConfig.TRANSACTION_TIMEOUT_CONFIG, 10_000, ProducerConfig.LINGER_MS_CONFIG, 5));
+        // First: fence an earlier run and abort its open transaction.
+        p.initTransactions();
+        KafkaConsumer<byte[], byte[]> c = consumer(group, Map.of(ConsumerConfig.ISOLATION_LEVEL_CONFIG, "read_committed"));
+        List<TopicPartition> tps = new ArrayList<>();
+        c.partitionsFor(in).forEach(info -> tps.add(new TopicPartition(in, info.partition())));
+        c.assign(tps);
+        long moved = 0, idleSince = System.currentTimeMillis();
+        while (System.currentTimeMillis() - idleSince < idleSeconds * 1000) {
+            ConsumerRecords<byte[], byte[]> records = c.poll(Duration.ofMillis(500));
+            if (records.isEmpty()) {
+                continue;
+            }
+            idleSince = System.currentTimeMillis();
+            p.beginTransaction();
+            try {
+                for (ConsumerRecord<byte[], byte[]> r : records) {
+                    byte[] upper = new String(r.value(), StandardCharsets.UTF_8).toUpperCase().getBytes(StandardCharsets.UTF_8);
+                    p.send(new ProducerRecord<>(out, r.partition(), r.key(), upper));
+                }
+                Map<TopicPartition, OffsetAndMetadata> offsets = new HashMap<>();
+                for (TopicPartition tp : tps) {
+                    offsets.put(tp, new OffsetAndMetadata(c.position(tp)));
+                }
+                p.sendOffsetsToTransaction(offsets, c.groupMetadata());
+                p.commitTransaction();
+                moved += records.count();
+                System.out.println("eos: committed " + moved);
+                System.out.flush();
+            } catch (ProducerFencedException | InvalidProducerEpochException e) {
+                System.err.println("eos: fenced " + e);
+                System.exit(3);
+            } catch (KafkaException e) {
+                System.err.println("eos: aborting after " + e);
+                p.abortTransaction();
+                Map<TopicPartition, OffsetAndMetadata> committed = c.committed(new HashSet<>(tps));
+                for (TopicPartition tp : tps) {
+                    OffsetAndMetadata at = committed.get(tp);
+                    c.seek(tp, at == null ? 0 : at.offset());
+                }
+            }
+        }
+        System.out.println("eos: done " + moved);
+        p.close();
+        c.close();
     }
 }

@@ -83,6 +83,9 @@ pub struct Txn {
     pub groups: BTreeSet<String>,
     /// Wall-clock ms the transaction began (its first partition or group).
     pub started_ms: u64,
+    /// Grows with every change stored: replay keeps the newest, whatever
+    /// order the records were placed in (an outcome is stored in the background).
+    pub version: u64,
 }
 
 impl Txn {
@@ -121,11 +124,14 @@ impl Coordinator {
     pub async fn open(core: &Rc<Core>) -> Result<Rc<Coordinator>, StorageError> {
         let storage = core.storage();
         queues::ensure(storage, &[(TXN_STATE, FlushPolicy::Sync)]).await?;
-        let mut txns = HashMap::new();
+        let mut txns: HashMap<String, Txn> = HashMap::new();
         queues::scan(storage, TXN_STATE, 0, |_, r| {
             let Some(id) = r.key.and_then(|k| std::str::from_utf8(k).ok()) else { return };
             match r.value.map(serde_json::from_slice::<Txn>) {
-                Some(Ok(txn)) => txns.insert(id.to_string(), txn),
+                Some(Ok(txn)) => match txns.get(id) {
+                    Some(newer) if newer.version > txn.version => None,
+                    _ => txns.insert(id.to_string(), txn),
+                },
                 Some(Err(error)) => {
                     tracing::warn!(%error, id, "a transaction state record does not parse; skipped");
                     None
@@ -316,8 +322,19 @@ impl Coordinator {
                 "the shard is stopping; the transaction ends when it is back".into(),
             ));
         }
+        // The outcome's record needs no wait: were it lost, the decision's
+        // would have the markers written again, which readers take twice.
         let state = if commit { TxnState::CompleteCommit } else { TxnState::CompleteAbort };
-        self.store(id, Txn { state, ..t }).await
+        let value = self.remember(id, Txn { state, ..t });
+        let core = self.core.clone();
+        let id = id.to_string();
+        glommio::spawn_local(async move {
+            if let Err(error) = queues::append_one(core.storage(), TXN_STATE, id.as_bytes(), &value, 0).await {
+                tracing::warn!(id, %error, "storing a transaction's outcome failed; it is ended again after a restart");
+            }
+        })
+        .detach();
+        Ok(())
     }
 
     /// Writes one marker, trying again until it is written (true) or the
@@ -356,10 +373,18 @@ impl Coordinator {
     /// Stores a transactional id's new state (memory first, so that
     /// concurrent requests see it) and waits until it is replicated.
     async fn store(&self, id: &str, t: Txn) -> Result<(), Failure> {
-        let value = serde_json::to_vec(&t).expect("a transaction state serializes");
-        self.txns.borrow_mut().insert(id.to_string(), t);
+        let value = self.remember(id, t);
         queues::append_one(self.core.storage(), TXN_STATE, id.as_bytes(), &value, 0).await?;
         self.core.replicated_all().await
+    }
+
+    /// Makes `t` the id's state, one version past the current one: its record to store.
+    fn remember(&self, id: &str, mut t: Txn) -> Vec<u8> {
+        let mut txns = self.txns.borrow_mut();
+        t.version = txns.get(id).map_or(0, |current| current.version) + 1;
+        let value = serde_json::to_vec(&t).expect("a transaction state serializes");
+        txns.insert(id.to_string(), t);
+        value
     }
 
     /// Aborts transactions open past their timeout; snapshots the state.
@@ -411,6 +436,7 @@ fn fresh(producer_id: i64, timeout_ms: u64) -> Txn {
         partitions: BTreeSet::new(),
         groups: BTreeSet::new(),
         started_ms: 0,
+        version: 0,
     }
 }
 
