@@ -280,6 +280,10 @@ struct ProduceArgs {
     /// Header name=value, repeatable.
     #[arg(long = "header", value_parser = cli::name_value)]
     headers: Vec<(String, String)>,
+    /// Send one tombstone (a message with no value) for --key instead of
+    /// reading lines: on a compacted topic it deletes the key.
+    #[arg(long, requires = "key")]
+    tombstone: bool,
     #[arg(long, value_enum, default_value_t = Mode::Sync)]
     mode: Mode,
     #[command(flatten)]
@@ -620,6 +624,13 @@ fn produce(a: ProduceArgs) -> Result<(), String> {
     let client = connect(&a.broker)?;
     let selector = if a.key.is_some() { ringmq::client::QueueSelector::KeyHash } else { Default::default() };
     let producer = Producer::new(client, ProducerConfig { selector, ..Default::default() });
+    if a.tombstone {
+        let mut m = Message::new(Vec::new());
+        (m.key, m.value) = (a.key.clone().map(String::into_bytes), None);
+        let r = producer.send(&a.topic, &m).map_err(|e| e.to_string())?;
+        eprintln!("sent a tombstone {} to queue {} offset {}", r.message_id, r.queue, r.offset);
+        return Ok(());
+    }
     let mut pending = Vec::new();
     let mut sent = 0u64;
     for line in std::io::stdin().lock().lines() {

@@ -145,12 +145,38 @@ fn a_topics_configs_queues_and_records_are_managed_from_the_command_line() {
         ringmq::client::ProducerConfig { selector: ringmq::client::QueueSelector::Custom(first), ..Default::default() };
     let producer = ringmq::client::Producer::new(broker.client(), config);
     for i in 0..5 {
-        producer.send("tc", &ringmq::client::Message::new(format!("m{i}"))).unwrap();
+        // Keyed: the topic compacts now (compact,delete), and a compacted topic keeps records by key.
+        producer.send("tc", &ringmq::client::Message::new(format!("m{i}")).with_key(format!("k{i}"))).unwrap();
     }
     assert!(ok(&["topic", "delete-records", "tc", "--queue", "0", "--before", "3"]).contains("starts at 3"));
     assert_eq!(broker.client().list_offsets("tc", 0).unwrap(), (3, 5));
     assert!(refused(&["topic", "delete-records", "tc", "--queue", "0", "--before", "9"]).contains("9"));
     assert!(ok(&["topic", "delete-records", "tc", "--queue", "0"]).contains("starts at 5"), "all of it");
+}
+
+/// A compacted topic from the command line: created with
+/// --cleanup-policy, a record without a key refused and nothing stored, a
+/// tombstone sent for a key and read back as a null value.
+#[test]
+fn a_compacted_topic_refuses_keyless_records_and_takes_tombstones() {
+    let dir = tempfile::tempdir().unwrap();
+    let broker = Broker::start(dir.path(), &[]);
+    let b = broker.addr();
+    let create = ringmq(&["topic", "create", "kv", "--queues", "1", "--cleanup-policy", "compact", "--broker", b], "");
+    assert!(create.status.success(), "{}", text(&create.stderr));
+    let described = text(&ringmq(&["topic", "describe", "kv", "--broker", b], "").stdout);
+    assert!(described.contains("config cleanup.policy=compact"), "{described}");
+    let keyless = ringmq(&["produce", "kv", "--broker", b], "no key\n");
+    assert!(!keyless.status.success() && text(&keyless.stderr).contains("no key"), "{}", text(&keyless.stderr));
+    assert_eq!(broker.client().list_offsets("kv", 0).unwrap(), (0, 0), "nothing of it stored");
+    let keyed = ringmq(&["produce", "kv", "--key", "user-1", "--broker", b], "v1\n");
+    assert!(keyed.status.success(), "{}", text(&keyed.stderr));
+    let tombstone = ringmq(&["produce", "kv", "--key", "user-1", "--tombstone", "--broker", b], "");
+    assert!(tombstone.status.success() && text(&tombstone.stderr).contains("tombstone"), "{}", text(&tombstone.stderr));
+    let read = text(&ringmq(&["consume", "kv", "--count", "2", "--format", "json", "--broker", b], "").stdout);
+    let lines: Vec<&str> = read.lines().collect();
+    assert_eq!(lines.len(), 2, "{read}");
+    assert!(lines[0].contains("\"v1\"") && lines[1].contains("\"value\":null"), "the tombstone reads as null: {read}");
 }
 
 #[test]

@@ -136,6 +136,25 @@ fn refused_batches_store_nothing() {
     assert_eq!(broker.client().list_offsets("t", 0).unwrap(), (0, 0), "nothing of them is stored");
 }
 
+/// A record without a key on a compacted topic is refused as Kafka refuses
+/// it (INVALID_RECORD) and nothing of its batch is stored; keyed ones are.
+#[test]
+fn a_keyless_record_on_a_compacted_topic_is_refused_and_nothing_stored() {
+    const INVALID_RECORD: i16 = 87;
+    let dir = tempfile::tempdir().unwrap();
+    let (broker, kafka) = broker(dir.path(), &[]);
+    let configs = [("cleanup.policy".to_string(), "compact".to_string())];
+    broker.client().create_topic_with_configs("kv", 1, 0, &configs).unwrap();
+    let shard = broker.client().topic("kv").unwrap().queue_shards[0];
+    let (host, port) = kafka.rsplit_once(':').unwrap();
+    let mut s = connect(&format!("{host}:{}", port.parse::<u16>().unwrap() + shard as u16));
+    let mut mixed = records(3, None);
+    mixed[1].key = None;
+    assert_eq!(produce(&mut s, "kv", batch(&mixed)).0, INVALID_RECORD);
+    assert_eq!(broker.client().list_offsets("kv", 0).unwrap(), (0, 0), "nothing of the batch is stored");
+    assert_eq!(produce(&mut s, "kv", batch(&records(3, None))), (0, 0), "keyed records are");
+}
+
 #[test]
 fn an_idempotent_producers_retry_is_stored_once_and_gaps_and_old_epochs_are_refused() {
     let dir = tempfile::tempdir().unwrap();

@@ -22,6 +22,9 @@ pub enum TopicAction {
         /// A config of its own, NAME=VALUE (repeatable): retention.ms, retention.bytes, cleanup.policy, max.message.bytes, message.timestamp.type, min.insync.replicas
         #[arg(long = "config", value_parser = name_value)]
         configs: Vec<(String, String)>,
+        /// delete, compact or compact,delete (the config cleanup.policy)
+        #[arg(long)]
+        cleanup_policy: Option<String>,
         #[command(flatten)]
         broker: BrokerArg,
     },
@@ -88,7 +91,8 @@ pub enum TopicAction {
 pub fn run(action: TopicAction) -> Result<(), String> {
     let failed = |e: ringmq::client::ClientError| e.to_string();
     match action {
-        TopicAction::Create { name, queues, flush, configs, broker } => {
+        TopicAction::Create { name, queues, flush, mut configs, cleanup_policy, broker } => {
+            configs.extend(cleanup_policy.map(|p| ("cleanup.policy".to_string(), p)));
             let client = crate::connect(&broker)?;
             client.create_topic_with_configs(&name, queues, flush as u8, &configs).map_err(failed)?;
             println!("created topic {name} with {queues} queues");

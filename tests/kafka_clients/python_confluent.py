@@ -286,7 +286,9 @@ def topic_configs():
     assert entries["max.message.bytes"].source != ConfigSource.DYNAMIC_TOPIC_CONFIG.value, entries["max.message.bytes"]
     assert entries["cleanup.policy"].value == "compact,delete", entries["cleanup.policy"]
     before = int(time.time() * 1000)
-    p.produce("tc", value=b"x" * 3000, timestamp=1000, on_delivery=lambda err, msg: outcome.update(stamped=msg.timestamp()))
+    # Keyed from here: the topic compacts (compact,delete), which needs a key on every record.
+    p.produce("tc", key=b"k", value=b"x" * 3000, timestamp=1000,
+              on_delivery=lambda err, msg: outcome.update(stamped=msg.timestamp()))
     assert p.flush(30) == 0
     kind, ts = outcome["stamped"]
     assert kind == ck.TIMESTAMP_LOG_APPEND_TIME and ts >= before, ("the produce response's time", kind, ts)
@@ -323,7 +325,7 @@ def topic_configs():
     assert [r[0] for r in response.resources] == [0], response
     # Retried until its timeout otherwise (the error is retriable): the broker's code once.
     p = ck.Producer({"bootstrap.servers": BOOT, "acks": "all", "retries": 0})
-    p.produce("tc", value=b"needs two", on_delivery=lambda err, msg: outcome.update(insync=err))
+    p.produce("tc", key=b"k", value=b"needs two", on_delivery=lambda err, msg: outcome.update(insync=err))
     p.flush(30)
     assert outcome["insync"] is not None and outcome["insync"].code() == ck.KafkaError.NOT_ENOUGH_REPLICAS, outcome
     assert watermarks("tc")[1] == 2, "nothing stored while too few replicas were in sync"

@@ -85,6 +85,8 @@ pub enum Reason {
     InvalidTxnState,
     /// A Kafka transaction timeout outside the broker's bounds.
     InvalidTransactionTimeout,
+    /// A record without a key for a compacted topic: nothing was stored.
+    KeyRequired,
 }
 
 /// A failed request: why, and a message a user can act on.

@@ -182,10 +182,19 @@ impl Core {
     }
 
     /// Holds a batch to its topic's configs before it is stored: its size
-    /// to `max.message.bytes` (as Kafka counts a batch), the replicas in
-    /// sync to `min.insync.replicas` (sync acks; one on a single node); the
-    /// times its records are stored with (the broker's under LogAppendTime).
+    /// to `max.message.bytes` (as Kafka counts a batch), a key on every
+    /// record of a compacted topic, the replicas in sync to
+    /// `min.insync.replicas` (sync acks; one on a single node); the times its
+    /// records are stored with (the broker's under LogAppendTime).
     fn apply_topic_configs(&self, configs: &TopicConfigs, batch: &[u8]) -> Result<RecordTimes, Failure> {
+        if configs.cleanup_policy().compacts() {
+            let mut scratch = Vec::new();
+            let keyless = self.records_of(batch, &mut scratch)?.iter().position(|r| r.key.is_none());
+            if let Some(i) = keyless {
+                let m = format!("record {i} of the batch has no key: a compacted topic keeps records by key");
+                return Err(Failure(Reason::KeyRequired, m));
+            }
+        }
         if let Some(max) = configs.max_message_bytes() {
             let size = batch.len().saturating_sub(ringmq_shards::batch::KAFKA_WRAPPER_BYTES);
             if size > max as usize {

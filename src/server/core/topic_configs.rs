@@ -59,6 +59,11 @@ impl CleanupPolicy {
         self != CleanupPolicy::Compact
     }
 
+    /// Whether the topic keeps records per key (every record needs one).
+    pub fn compacts(self) -> bool {
+        self != CleanupPolicy::Delete
+    }
+
     fn parse(value: &str) -> Option<CleanupPolicy> {
         let mut parts: Vec<&str> = value.split(',').map(str::trim).collect();
         parts.sort_unstable();

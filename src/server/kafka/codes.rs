@@ -43,6 +43,8 @@ fn error_of(reason: Reason) -> K {
         R::ConcurrentTransactions => K::ConcurrentTransactions,
         R::InvalidTxnState => K::InvalidTxnState,
         R::InvalidTransactionTimeout => K::InvalidTransactionTimeout,
+        // As Kafka's log validator refuses a keyless record on a compacted topic.
+        R::KeyRequired => K::InvalidRecord,
         R::UnsupportedVersion => K::UnsupportedVersion,
         R::InvalidRequest => K::InvalidRequest,
         R::AuthenticationFailed => K::SaslAuthenticationFailed,

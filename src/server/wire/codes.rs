@@ -35,6 +35,7 @@ pub fn code(reason: Reason) -> ErrorCode {
         R::TopicExists => ErrorCode::TopicExists,
         R::InvalidTopic => ErrorCode::InvalidTopic,
         R::CrcMismatch => ErrorCode::CrcMismatch,
+        R::KeyRequired => ErrorCode::InvalidBatch,
         R::BatchTooLarge => ErrorCode::BatchTooLarge,
         R::InvalidBatch => ErrorCode::InvalidBatch,
         R::OffsetOutOfRange => ErrorCode::OffsetOutOfRange,
