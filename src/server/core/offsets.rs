@@ -12,8 +12,7 @@
 
 use crate::server::internal::queues::{self, OFFSETS};
 use crate::server::internal::snapshots::Snapshots;
-use ringmq_shards::batch::BatchBuilder;
-use ringmq_shards::{QueueId, Record, Shard, StorageError};
+use ringmq_shards::{QueueId, Shard, StorageError};
 use std::cell::RefCell;
 use std::collections::{BTreeMap, HashMap};
 
@@ -79,7 +78,6 @@ impl Offsets {
                     Some(None) => None,
                     None => offsets.remove(&(topic, queue)),
                 };
-                pending.retain(|_, offsets| !offsets.is_empty());
                 return;
             }
             let Some(key) = decode_key(key) else { return };
@@ -90,6 +88,8 @@ impl Offsets {
             };
         })
         .await?;
+        // Transactions that ended leave only tombstones.
+        pending.retain(|_, offsets| !offsets.is_empty());
         Ok(Offsets {
             committed: RefCell::new(committed),
             pending: RefCell::new(pending),
@@ -119,11 +119,8 @@ impl Offsets {
             return Ok(());
         }
         let keys: Vec<String> = queues.iter().map(|(t, q)| encode_key(group, t, *q)).collect();
-        let mut b = BatchBuilder::new(0);
-        for key in &keys {
-            b.push(&Record { key: Some(key.as_bytes()), value: None, ..Record::default() });
-        }
-        storage.append(OFFSETS, &b.finish()).await?;
+        let tombstones: Vec<(&[u8], Option<&[u8]>)> = keys.iter().map(|k| (k.as_bytes(), None)).collect();
+        queues::append_keyed(storage, OFFSETS, &tombstones).await?;
         let mut committed = self.committed.borrow_mut();
         for (topic, queue) in queues {
             committed.remove(&(group.to_string(), topic.clone(), *queue));
@@ -151,11 +148,9 @@ impl Offsets {
         }
         let keys: Vec<String> = offsets.iter().map(|(t, q, _)| encode_pending_key(producer, group, t, *q)).collect();
         let values: Vec<Vec<u8>> = offsets.iter().map(|(_, _, c)| c.encode()).collect();
-        let mut b = BatchBuilder::new(0);
-        for (key, value) in keys.iter().zip(&values) {
-            b.push(&Record { key: Some(key.as_bytes()), value: Some(value), ..Record::default() });
-        }
-        storage.append(OFFSETS, &b.finish()).await?;
+        let records: Vec<(&[u8], Option<&[u8]>)> =
+            keys.iter().zip(&values).map(|(k, v)| (k.as_bytes(), Some(&v[..]))).collect();
+        queues::append_keyed(storage, OFFSETS, &records).await?;
         let mut pending = self.pending.borrow_mut();
         let mine = pending.entry((producer, group.to_string())).or_default();
         for (topic, queue, committed) in offsets {
@@ -184,11 +179,8 @@ impl Offsets {
             }
             records.push((encode_pending_key(producer, group, topic, *queue), None));
         }
-        let mut b = BatchBuilder::new(0);
-        for (key, value) in &records {
-            b.push(&Record { key: Some(key.as_bytes()), value: value.as_deref(), ..Record::default() });
-        }
-        storage.append(OFFSETS, &b.finish()).await?;
+        let records: Vec<(&[u8], Option<&[u8]>)> = records.iter().map(|(k, v)| (k.as_bytes(), v.as_deref())).collect();
+        queues::append_keyed(storage, OFFSETS, &records).await?;
         self.pending.borrow_mut().remove(&key);
         if commit {
             let mut committed = self.committed.borrow_mut();

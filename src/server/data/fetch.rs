@@ -143,7 +143,7 @@ async fn read_stored(
         Isolation::CommittedOnly => {
             let aborted = marks.aborted_between(queue, f.offset, last_stable);
             stable_part(read, f.offset, |b| {
-                let Some(kafka) = batch::kafka_bytes(b).and_then(|k| KafkaBatch::parse(k).ok()) else { return true };
+                let Some(kafka) = batch::kafka_bytes(b).and_then(|k| KafkaBatch::stored(k).ok()) else { return true };
                 let base = BatchHeader::decode(b).map_or(0, |h| h.base_offset);
                 let dropped = |a: &Aborted| a.producer_id == kafka.producer_id() && a.first <= base && base < a.last;
                 let aborted = kafka.is_transactional() && aborted.iter().any(dropped);

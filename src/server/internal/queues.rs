@@ -61,6 +61,20 @@ pub async fn append_one(
     storage.append(queue, &b.finish()).await.map(|_| ())
 }
 
+/// Appends keyed records (key, value; no value: a tombstone) to `queue` as
+/// one batch (durable as the queue's policy says).
+pub async fn append_keyed(
+    storage: &Shard,
+    queue: QueueId,
+    records: &[(&[u8], Option<&[u8]>)],
+) -> Result<(), StorageError> {
+    let mut b = BatchBuilder::new(0);
+    for &(key, value) in records {
+        b.push(&Record { key: Some(key), value, ..Record::default() });
+    }
+    storage.append(queue, &b.finish()).await.map(|_| ())
+}
+
 /// Calls `each(offset, record)` for every record of `queue` from `from`.
 pub async fn scan(
     storage: &Shard,

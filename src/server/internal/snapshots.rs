@@ -6,8 +6,8 @@
 //! but not yet in memory when it was taken, lies after the snapshot before
 //! it and is in the next.
 
-use ringmq_shards::batch::BatchBuilder;
-use ringmq_shards::{QueueId, Record, Shard, StorageError};
+use super::queues;
+use ringmq_shards::{QueueId, Shard, StorageError};
 use std::cell::Cell;
 
 /// Records per batch of a snapshot.
@@ -28,11 +28,8 @@ impl Snapshots {
     pub async fn take(&self, storage: &Shard, current: &[(Vec<u8>, Vec<u8>)]) -> Result<(), StorageError> {
         let from = storage.offsets(self.queue)?.1;
         for chunk in current.chunks(PER_BATCH) {
-            let mut b = BatchBuilder::new(0);
-            for (key, value) in chunk {
-                b.push(&Record { key: Some(key), value: Some(value), ..Record::default() });
-            }
-            storage.append(self.queue, &b.finish()).await?;
+            let records: Vec<(&[u8], Option<&[u8]>)> = chunk.iter().map(|(k, v)| (&k[..], Some(&v[..]))).collect();
+            queues::append_keyed(storage, self.queue, &records).await?;
         }
         let [_, newer] = self.from.get();
         self.from.set([newer, Some(from)]);

@@ -337,31 +337,37 @@ impl Coordinator {
         Ok(())
     }
 
-    /// Writes one marker, trying again until it is written (true) or the
-    /// shard stops (false). A partition that no longer exists needs none.
+    /// Writes one marker (`until_done`). A partition that no longer exists needs none.
     async fn mark(&self, topic: &str, queue: u32, marker: Marker) -> bool {
         let q = QueueRef { topic: topic.to_string(), queue };
-        loop {
+        let what = format!("the transaction marker of {topic:?} queue {queue}");
+        self.until_done(&what, || async {
             match self.core.end_txn(&q, marker).await {
-                Ok(()) => return true,
-                Err(Failure(Reason::UnknownTopic | Reason::UnknownQueue, _)) => return true,
-                Err(error) => {
-                    tracing::warn!(%topic, queue, %error, "writing a transaction marker failed; retrying");
-                    if !self.core.tasks().sleep(MARKER_RETRY).await {
-                        return false;
-                    }
-                }
+                Err(Failure(Reason::UnknownTopic | Reason::UnknownQueue, _)) => Ok(()),
+                written => written,
             }
-        }
+        })
+        .await
     }
 
-    /// Ends a group's pending offsets, trying again as `mark` does.
+    /// Ends a group's pending offsets (`until_done`).
     async fn end_offsets(&self, group: &str, producer_id: i64, commit: bool) -> bool {
+        let what = format!("the transaction's offsets of group {group:?}");
+        self.until_done(&what, || self.core.end_txn_offsets(group, producer_id, commit)).await
+    }
+
+    /// Runs `step` until it succeeds (true) or the shard stops (false),
+    /// `MARKER_RETRY` apart.
+    async fn until_done<F: std::future::Future<Output = Result<(), Failure>>>(
+        &self,
+        what: &str,
+        step: impl Fn() -> F,
+    ) -> bool {
         loop {
-            match self.core.end_txn_offsets(group, producer_id, commit).await {
+            match step().await {
                 Ok(()) => return true,
                 Err(error) => {
-                    tracing::warn!(%group, %error, "ending a transaction's offsets failed; retrying");
+                    tracing::warn!(what, %error, "ending a transaction failed; retrying");
                     if !self.core.tasks().sleep(MARKER_RETRY).await {
                         return false;
                     }
