@@ -246,6 +246,7 @@ fn a_transactions_offsets_are_pending_until_it_commits_and_unstable_for_read_com
         TxnOffsetCommitRequestPartition, TxnOffsetCommitRequestTopic,
     };
     const UNSTABLE_OFFSET_COMMIT: i16 = 88;
+    const UNKNOWN_MEMBER_ID: i16 = 25;
     let dir = tempfile::tempdir().unwrap();
     let (_broker, kafka, _) = broker(dir.path());
     let mut s = coordinator(&kafka, "o");
@@ -266,11 +267,18 @@ fn a_transactions_offsets_are_pending_until_it_commits_and_unstable_for_read_com
         .with_producer_epoch(epoch)
         .with_topics(vec![TxnOffsetCommitRequestTopic::default()
             .with_name(TopicName(name("t")))
-            .with_partitions(vec![partition])]);
+            .with_partitions(vec![partition.clone()])]);
+    let zombie = commit.clone().with_member_id(name("gone-member")).with_generation_id(3).with_topics(vec![
+        TxnOffsetCommitRequestTopic::default()
+            .with_name(TopicName(name("t")))
+            .with_partitions(vec![partition.clone().with_committed_offset(9)]),
+    ]);
+    let fenced: TxnOffsetCommitResponse = call(&mut g, ApiKey::TxnOffsetCommit, 3, &zombie);
+    assert_eq!(fenced.topics[0].partitions[0].error_code, UNKNOWN_MEMBER_ID, "a member the group does not have");
     let committed: TxnOffsetCommitResponse = call(&mut g, ApiKey::TxnOffsetCommit, 3, &commit);
     assert_eq!(committed.topics[0].partitions[0].error_code, 0);
     assert_eq!(fetch_offset(&mut g, "og", false), (0, -1), "pending: not the group's yet");
     assert_eq!(fetch_offset(&mut g, "og", true).0, UNSTABLE_OFFSET_COMMIT, "a read_committed consumer waits");
     assert_eq!(end(&mut s, "o", (pid, epoch), true), 0);
-    assert_eq!(fetch_offset(&mut g, "og", true), (0, 7), "committed with the transaction");
+    assert_eq!(fetch_offset(&mut g, "og", true), (0, 7), "committed with the transaction, the zombie's 9 never");
 }

@@ -95,16 +95,21 @@ impl Groups {
     pub async fn commit(&self, c: &GroupOffset, metadata: &str) -> Result<(), Failure> {
         // An offset of a queue that does not exist would be stored for nothing.
         self.core.home(&c.queue)?;
-        let (group, member) = (&c.member.group, &c.member.member);
-        if self.epochs.borrow().has(group) {
-            self.epochs.borrow().may_commit(group, member, c.member.generation)?;
-        } else {
-            self.coordinator.borrow().may_commit(&c.member, &c.queue.topic, c.queue.queue)?;
-        }
+        self.may_commit(&c.member, &c.queue)?;
         let committed = Committed { offset: c.offset, metadata: metadata.to_string() };
         self.core.commit_offset(&c.member.group, &c.queue.topic, c.queue.queue, committed).await?;
         self.core.trace_committed(&c.member.group, &c.member.member, &c.queue, c.offset).await;
         Ok(())
+    }
+
+    /// May `who` commit `queue`? A KIP-848 member by its epoch, a classic
+    /// one by its generation and assignment.
+    pub fn may_commit(&self, who: &Membership, queue: &QueueRef) -> Result<(), Failure> {
+        if self.epochs.borrow().has(&who.group) {
+            let partition = (queue.topic.clone(), queue.queue);
+            return Ok(self.epochs.borrow().may_commit(&who.group, &who.member, who.generation, &partition)?);
+        }
+        Ok(self.coordinator.borrow().may_commit(who, &queue.topic, queue.queue)?)
     }
 
     /// The groups this shard coordinates: those with members, and those

@@ -11,7 +11,8 @@
 //! it says it owns nothing outside its target, its epoch becomes the
 //! group's and it gets the partitions of its target that no other member
 //! still holds, the rest as they are given up. A partition is never held by
-//! two members at once. Commits are checked against the member's epoch.
+//! two members at once. Commits are checked against the member's epoch, or
+//! against the epoch the member holds the partition since (KIP-1251).
 //!
 //! A member subscribes by topic names, by a regular expression (Kafka's
 //! RE2J syntax, which the `regex` crate shares: a topic is subscribed when
@@ -133,8 +134,9 @@ struct Member {
     instance: Option<String>,
     /// A static member that left until it restarts: its partitions wait for it.
     departed: bool,
-    /// What the member was last told it holds.
-    assigned: BTreeSet<Partition>,
+    /// What the member was last told it holds, each with the member epoch
+    /// it was given at (KIP-1251: commits at that epoch or later stand).
+    assigned: BTreeMap<Partition, u32>,
     /// What it said it owns (what it was told until it says otherwise).
     owned: BTreeSet<Partition>,
     last_seen_ms: u64,
@@ -220,7 +222,7 @@ impl MemberEpochs {
         group.retarget(topics);
         let changed = group.reconcile(&member_id);
         let m = &group.members[&member_id];
-        let assignment = (changed || beat.epoch == 0).then(|| m.assigned.iter().cloned().collect());
+        let assignment = (changed || beat.epoch == 0).then(|| m.assigned.keys().cloned().collect());
         Ok(BeatAnswer { member: member_id, epoch: m.epoch as i32, assignment })
     }
 
@@ -255,16 +257,21 @@ impl MemberEpochs {
         changed
     }
 
-    /// May `member` at `epoch` commit? It must be a member at its current
-    /// epoch, as Kafka checks: the epoch fences a member that lost its
-    /// partitions, and a member giving some up commits them first.
-    pub fn may_commit(&self, group: &str, member: &str, epoch: u32) -> Result<(), Refusal> {
+    /// May `member` at `epoch` commit `partition`? At its current epoch, as
+    /// Kafka checks: the epoch fences a member that lost its partitions. At
+    /// an older epoch only a partition it still holds since that epoch or
+    /// before (KIP-1251): a commit sent while a heartbeat moved its epoch on
+    /// stands, one for a partition it gave up does not.
+    pub fn may_commit(&self, group: &str, member: &str, epoch: u32, partition: &Partition) -> Result<(), Refusal> {
         let g = self.groups.get(group).ok_or_else(|| unknown(group, member))?;
         let m = g.members.get(member).ok_or_else(|| unknown(group, member))?;
-        if epoch != m.epoch {
-            return Err((Reason::StaleMemberEpoch, format!("member {member} is at epoch {}, not {epoch}", m.epoch)));
+        let held_since = m.assigned.get(partition).is_some_and(|since| *since <= epoch);
+        if epoch == m.epoch || (epoch < m.epoch && held_since) {
+            return Ok(());
         }
-        Ok(())
+        let why =
+            format!("member {member} is at epoch {}, not {epoch}, and does not hold {partition:?} since", m.epoch);
+        Err((Reason::StaleMemberEpoch, why))
     }
 
     /// A group's epoch and members, if it has any.
@@ -281,7 +288,7 @@ impl MemberEpochs {
                 client_host: m.client_host.clone(),
                 subscribed: m.subscribed.clone(),
                 regex: m.regex.as_ref().map(|r| r.source().to_string()),
-                assigned: m.assigned.iter().cloned().collect(),
+                assigned: m.assigned.keys().cloned().collect(),
                 target: g.target.get(id).map(|t| t.iter().cloned().collect()).unwrap_or_default(),
             })
             .collect();
@@ -354,7 +361,7 @@ impl Group {
         let subscribed = |id: &String, topic: &String| of[id].contains(topic);
         let mut rest = Vec::new();
         for p in all {
-            let holder = self.members.iter().find(|(_, m)| m.assigned.contains(&p)).map(|(id, _)| id);
+            let holder = self.members.iter().find(|(_, m)| m.assigned.contains_key(&p)).map(|(id, _)| id);
             match holder.filter(|id| subscribed(id, &p.0) && target[*id].len() < share) {
                 Some(id) => {
                     target.get_mut(id).expect("every member").insert(p);
@@ -378,13 +385,13 @@ impl Group {
             .members
             .iter()
             .filter(|(id, _)| id.as_str() != member)
-            .flat_map(|(_, m)| m.assigned.iter().chain(&m.owned).cloned())
+            .flat_map(|(_, m)| m.assigned.keys().chain(&m.owned).cloned())
             .collect();
         let m = self.members.get_mut(member).expect("a member");
-        let kept: BTreeSet<Partition> = m.assigned.intersection(&target).cloned().collect();
-        if kept != m.assigned {
+        let before = m.assigned.len();
+        m.assigned.retain(|p, _| target.contains(p));
+        if m.assigned.len() != before {
             // First the member gives up what is no longer its, at its epoch.
-            m.assigned = kept;
             return true;
         }
         if !m.owned.is_subset(&target) {
@@ -392,11 +399,12 @@ impl Group {
             return false;
         }
         m.epoch = self.epoch;
-        let free = target.iter().filter(|p| !held_elsewhere.contains(*p)).cloned();
-        let next: BTreeSet<Partition> = kept.iter().cloned().chain(free).collect();
-        let changed = next != m.assigned;
-        m.assigned = next;
-        changed
+        let free: Vec<Partition> =
+            target.into_iter().filter(|p| !held_elsewhere.contains(p) && !m.assigned.contains_key(p)).collect();
+        for p in &free {
+            m.assigned.insert(p.clone(), self.epoch);
+        }
+        !free.is_empty()
     }
 }
 
@@ -445,16 +453,19 @@ mod tests {
         assert_eq!((b.epoch, b.assignment.clone()), (2, Some(vec![])), "b is in epoch 2 and waits: a holds both");
         let a = g.heartbeat(&beat("a", 1, Some(&[t(0), t(1)])), TWO, 20).unwrap();
         assert_eq!((a.epoch, a.assignment), (1, Some(vec![t(0)])), "a is told to give one up, at its epoch");
-        assert!(g.may_commit("g", "a", 1).is_ok(), "a commits at its epoch meanwhile");
+        assert!(g.may_commit("g", "a", 1, &t(1)).is_ok(), "a commits at its epoch meanwhile");
         let b = g.heartbeat(&beat("b", 2, None), TWO, 30).unwrap();
         assert!(b.assignment.is_none(), "a has not said it gave it up yet");
         let a = g.heartbeat(&beat("a", 1, Some(&[t(0)])), TWO, 40).unwrap();
         assert_eq!((a.epoch, a.assignment), (2, None), "done: a moves to the group's epoch");
         let b = g.heartbeat(&beat("b", 2, None), TWO, 50).unwrap();
         assert_eq!((b.epoch, b.assignment), (2, Some(vec![t(1)])));
-        assert!(g.may_commit("g", "b", 2).is_ok());
-        assert_eq!(g.may_commit("g", "b", 1).unwrap_err().0, Reason::StaleMemberEpoch);
-        assert_eq!(g.may_commit("g", "c", 2).unwrap_err().0, Reason::UnknownMember);
+        assert!(g.may_commit("g", "a", 1, &t(0)).is_ok(), "a's commit at epoch 1 of what it kept stands (KIP-1251)");
+        assert_eq!(g.may_commit("g", "a", 1, &t(1)).unwrap_err().0, Reason::StaleMemberEpoch, "not of what it gave up");
+        assert_eq!(g.may_commit("g", "a", 3, &t(0)).unwrap_err().0, Reason::StaleMemberEpoch, "nor from the future");
+        assert!(g.may_commit("g", "b", 2, &t(1)).is_ok());
+        assert_eq!(g.may_commit("g", "b", 1, &t(1)).unwrap_err().0, Reason::StaleMemberEpoch, "b holds t1 since 2");
+        assert_eq!(g.may_commit("g", "c", 2, &t(1)).unwrap_err().0, Reason::UnknownMember);
 
         let left = g.heartbeat(&beat("b", -1, None), TWO, 60).unwrap();
         assert_eq!(left.epoch, -1);

@@ -3,13 +3,18 @@
 //! transaction ends (its commit makes them the group's, an abort drops
 //! them). Metadata past `offset_metadata_bytes_max` is refused
 //! (OFFSET_METADATA_TOO_LARGE), as is an offset of a partition that does
-//! not exist; a refused partition's offset is not stored.
+//! not exist; a refused partition's offset is not stored. From v3 a
+//! consumer's group metadata comes along (KIP-447) and fences a zombie: a
+//! member the group no longer has (UNKNOWN_MEMBER_ID), or at an older
+//! generation or epoch than the partition's assignment (ILLEGAL_GENERATION,
+//! as Kafka answers for transactional commits).
 
 use super::{Api, At};
-use crate::protocol::messages::QueueRef;
+use crate::protocol::messages::{Membership, QueueRef};
 use crate::security::acl::Operation;
 use crate::server::auth::authorizer;
 use crate::server::core::offsets::Committed;
+use crate::server::core::Reason;
 use crate::server::kafka::groups::{self, TOPIC_REFUSED};
 use crate::server::kafka::txns::TXN_REFUSED;
 use crate::server::kafka::{codes, permitted, Services};
@@ -43,7 +48,8 @@ impl Api for TxnOffsetCommit {
             for part in &t.partitions {
                 let queue = QueueRef { topic: t.name.to_string(), queue: part.partition_index.max(0) as u32 };
                 let metadata = part.committed_metadata.as_deref().unwrap_or_default();
-                let code = match allowed.and(topic).map(|()| s.core.home(&queue)) {
+                let member = allowed.and(topic).and_then(|()| of_the_group(s, &r, &queue));
+                let code = match member.map(|()| s.core.home(&queue)) {
                     Err(code) => code,
                     Ok(Err(f)) => codes::of(f.0),
                     Ok(Ok(_)) if part.partition_index < 0 => ResponseError::UnknownTopicOrPartition.code(),
@@ -84,4 +90,21 @@ impl Api for TxnOffsetCommit {
             .collect();
         Some(TxnOffsetCommitResponse::default().with_topics(topics).with_throttle_time_ms(at.throttle_ms()))
     }
+}
+
+/// Whether the consumer whose group metadata came with `r` may commit
+/// `queue` (a request without a member id, as before v3, is not checked).
+fn of_the_group(s: &Services, r: &TxnOffsetCommitRequest, queue: &QueueRef) -> Result<(), i16> {
+    if r.member_id.is_empty() {
+        return Ok(());
+    }
+    let member = Membership {
+        group: r.group_id.to_string(),
+        generation: r.generation_id as u32,
+        member: r.member_id.to_string(),
+    };
+    s.groups.may_commit(&member, queue).map_err(|f| match f.0 {
+        Reason::StaleMemberEpoch => ResponseError::IllegalGeneration.code(),
+        reason => codes::of(reason),
+    })
 }
