@@ -83,6 +83,13 @@ pub struct ShardConfig {
     /// Data keys: with them every batch appended is sealed (encrypted at
     /// rest) and sealed batches are opened when read (None: in clear).
     pub keyring: Option<std::sync::Arc<crate::crypt::keyring::Keyring>>,
+    /// Keys a compaction pass maps at most (about 40 bytes of memory each):
+    /// a dirty range with more distinct keys is compacted over several passes.
+    pub compaction_keys_max: usize,
+    /// Share of the shard's core a compaction pass takes at most, in percent.
+    pub compaction_cpu_percent: u32,
+    /// Bytes a compaction pass writes per second at most (0: no bound).
+    pub compaction_bytes_per_sec: u64,
 }
 
 /// Default of `segment_pool_max`: what size retention retires between two
@@ -129,6 +136,9 @@ impl ShardConfig {
             ballast_bytes: 64 << 20,
             recent_batches: RECENT_BATCHES,
             keyring: None,
+            compaction_keys_max: 1 << 20,
+            compaction_cpu_percent: 10,
+            compaction_bytes_per_sec: 64 << 20,
         }
     }
 
@@ -182,6 +192,12 @@ impl ShardConfig {
                 self.inflated_bytes_max,
                 batch::INFLATED_BYTES_CEILING
             ));
+        }
+        if !(1..=100).contains(&self.compaction_cpu_percent) {
+            return fail(format!("compaction_cpu_percent {} must be from 1 to 100", self.compaction_cpu_percent));
+        }
+        if self.compaction_keys_max < 1024 {
+            return fail(format!("compaction_keys_max {} must be at least 1024", self.compaction_keys_max));
         }
         if self.flush_depth == 0 {
             return Err(StorageError::Config("flush_depth must be at least 1".into()));

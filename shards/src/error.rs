@@ -49,6 +49,8 @@ pub enum StorageError {
     Config(String),
     #[error("the shard is closed")]
     Closed,
+    #[error("busy: {0}")]
+    Busy(String),
 }
 
 impl StorageError {

@@ -72,7 +72,7 @@ pub async fn create_dir(dir: &Path) -> Result<()> {
 }
 
 /// Creates (or empties) `path` for reading and writing with O_DIRECT.
-async fn create_truncated(path: &Path) -> Result<DmaFile> {
+pub(crate) async fn create_truncated(path: &Path) -> Result<DmaFile> {
     OpenOptions::new()
         .read(true)
         .write(true)

@@ -4,6 +4,7 @@
 //! queue, read through a user-space cache, and recovered after a crash by
 //! truncating at the first damaged batch. No networking here.
 
+mod compact;
 pub mod config;
 pub mod crypt;
 pub mod error;
@@ -19,6 +20,7 @@ mod replica;
 mod shard;
 mod signal;
 
+pub use compact::{Compacted, Compaction, CompactionReport};
 pub use config::{FlushPolicy, ShardConfig};
 pub use error::{Result, StorageError};
 pub use fs::{free_space, is_no_space, replace_durably};

@@ -3,6 +3,8 @@
 //! an await.
 
 use crate::batch;
+use crate::compact::clean::CleanStore;
+use crate::compact::{Compacted, Compaction, CompactionReport};
 use crate::config::{FlushPolicy, ShardConfig};
 use crate::error::{Result, StorageError};
 use crate::index::queue_index::{self as index, IndexEntry, QueueIndex};
@@ -65,6 +67,10 @@ pub(crate) struct Inner {
     space_short: RefCell<Option<String>>,
     tasks: RefCell<Vec<glommio::Task<()>>>,
     flusher: RefCell<Option<glommio::Task<()>>>,
+    /// Queues a compaction pass runs over.
+    pub(crate) compacting: RefCell<HashSet<QueueId>>,
+    /// Sealed compacted batches made in this process (their nonces).
+    pub(crate) clean_nonces: Cell<u64>,
 }
 
 /// How a shard is opened.
@@ -93,6 +99,9 @@ pub(crate) struct State {
     commit_gate: Option<LogPos>,
     /// Queues with written entries held back by the gate.
     behind_gate: HashSet<QueueId>,
+    /// Compacted queues' compacted parts: offsets below a part's end are
+    /// read from it, the log holds the queue from there.
+    pub compacted: HashMap<QueueId, Rc<CleanStore>>,
 }
 
 impl State {
@@ -105,6 +114,12 @@ impl State {
     /// effect (the first failure's).
     pub fn fail(&mut self, reason: String) -> String {
         self.failed.get_or_insert(reason).clone()
+    }
+
+    /// The first offset readers see of `q`: its compacted part's start
+    /// while the part holds any offset, else the log's.
+    pub fn start_of(&self, q: &QueueIndex) -> Offset {
+        start_with(self.compacted.get(&q.id()).map(|p| &**p), q)
     }
 
     /// Index entries held in memory over all queues.
@@ -210,6 +225,7 @@ impl Shard {
             lookup: recovered.lookup,
             pool: recovered.pool,
             queues: recovered.queues,
+            compacted: recovered.compacted,
             log,
             cache,
             index_cache: ChunkCache::new(config.index_cache_pages, PAGE_BYTES as usize),
@@ -240,6 +256,8 @@ impl Shard {
             space_short: RefCell::new(None),
             tasks: RefCell::new(Vec::new()),
             flusher: RefCell::new(None),
+            compacting: RefCell::default(),
+            clean_nonces: Cell::new(0),
         });
         *inner.flusher.borrow_mut() = Some(glommio::spawn_local(crate::log::flusher::run(inner.clone())));
         inner.tasks.borrow_mut().extend([
@@ -278,6 +296,7 @@ impl Shard {
                 return Err(StorageError::UnknownQueue(q.0));
             }
             let removed: Vec<QueueIndex> = queues.iter().filter_map(|q| st.queues.remove(q)).collect();
+            queues.iter().for_each(|q| drop(st.compacted.remove(q)));
             st.index_entries_dropped(removed.iter().map(QueueIndex::mem_len).sum::<usize>());
             removed
         };
@@ -307,11 +326,30 @@ impl Shard {
         q
     }
 
-    /// The readable offsets of `queue`: [start, end).
+    /// The readable offsets of `queue`: [start, end). A compacted queue
+    /// may have gaps in between.
     pub fn offsets(&self, queue: QueueId) -> Result<(u64, u64)> {
         let st = self.inner.state.borrow();
         let q = st.queues.get(&queue).ok_or(StorageError::UnknownQueue(queue.0))?;
-        Ok((q.start().0, q.visible().0))
+        Ok((st.start_of(q).0, q.visible().0))
+    }
+
+    /// The first offset of `queue` the log holds: its start, or its
+    /// compacted part's end (what retention of the log goes by).
+    pub fn log_start(&self, queue: QueueId) -> Result<u64> {
+        let st = self.inner.state.borrow();
+        Ok(st.queues.get(&queue).ok_or(StorageError::UnknownQueue(queue.0))?.start().0)
+    }
+
+    /// Compacts `queue` once (see [`Compaction`]); one pass at a time per
+    /// queue (`StorageError::Busy` otherwise).
+    pub async fn compact(&self, queue: QueueId, compaction: &Compaction<'_>) -> Result<CompactionReport> {
+        self.inner.compact(queue, compaction).await
+    }
+
+    /// What `queue`'s compacted part holds, if it has one.
+    pub fn compacted(&self, queue: QueueId) -> Option<Compacted> {
+        self.inner.state.borrow().compacted.get(&queue).map(|part| part.describe())
     }
 
     /// Appends a producer's record batch to `queue`: checks its length and CRC,
@@ -434,9 +472,10 @@ impl Shard {
         Ok(found)
     }
 
-    /// The index entry of a stored offset (log position, batch size, tag hash).
+    /// The index entry of an offset the log holds (log position, batch
+    /// size, tag hash): from `log_start` on.
     pub async fn entry(&self, queue: QueueId, offset: u64) -> Result<IndexEntry> {
-        let (start, end) = self.offsets(queue)?;
+        let (start, end) = (self.log_start(queue)?, self.offsets(queue)?.1);
         if offset < start || offset >= end {
             return Err(StorageError::OffsetOutOfRange { queue: queue.0, offset, start, end });
         }
@@ -562,13 +601,18 @@ impl Shard {
     /// the segments. Returns the queue's start.
     pub fn trim(&self, queue: QueueId, offset: u64) -> Result<u64> {
         let mut st = self.inner.state.borrow_mut();
-        let q = st.queues.get_mut(&queue).ok_or(StorageError::UnknownQueue(queue.0))?;
-        let (start, end) = (q.start().0, q.visible().0);
+        let State { queues, compacted, .. } = &mut *st;
+        let q = queues.get_mut(&queue).ok_or(StorageError::UnknownQueue(queue.0))?;
+        let part = compacted.get(&queue).map(|p| &**p);
+        let (start, end) = (start_with(part, q).0, q.visible().0);
         if offset > end {
             return Err(StorageError::OffsetOutOfRange { queue: queue.0, offset, start, end });
         }
+        if let Some(part) = part {
+            part.move_start(Offset(offset));
+        }
         q.move_start(Offset(offset));
-        Ok(q.start().0)
+        Ok(start_with(part, q).0)
     }
 
     /// Base positions of the log's segments, ascending (spare excluded).
@@ -604,6 +648,14 @@ impl Shard {
         };
         inner.tasks.borrow_mut().clear();
         result
+    }
+}
+
+/// The first offset readers see of `q`, whose compacted part is `part`.
+pub(crate) fn start_with(part: Option<&CleanStore>, q: &QueueIndex) -> Offset {
+    match part {
+        Some(part) if part.holds_any() => part.start(),
+        _ => q.start(),
     }
 }
 

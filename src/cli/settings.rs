@@ -30,6 +30,8 @@ pub enum SettingsError {
     Merge { path: PathBuf, source: serde_json::Error },
     #[error("--{0} must be at least 1")]
     Zero(&'static str),
+    #[error("--compaction-cpu-percent {0} must be from 1 to 100")]
+    CompactionShare(u32),
     #[error(
         "--request-bytes-per-connection-max {connection} is below --frame-bytes-max {frame}: the largest request could never be read"
     )]
@@ -129,6 +131,18 @@ pub struct Settings {
     /// How often a topic's own retention.ms and retention.bytes move its queues' starts, ms (Kafka's log.retention.check.interval.ms)
     #[arg(long, default_value_t = ms(d().retention_check_interval))]
     retention_check_ms: u64,
+    /// How often the compactor looks at the queues of compacted topics (cleanup.policy compact), ms
+    #[arg(long, default_value_t = ms(d().compaction_check_interval))]
+    compaction_check_ms: u64,
+    /// Share of a shard's core a compaction pass takes at most, percent (1-100)
+    #[arg(long, default_value_t = d().compaction_cpu_percent)]
+    compaction_cpu_percent: u32,
+    /// Bytes a compaction pass writes per second at most (0: no bound)
+    #[arg(long, default_value_t = d().compaction_bytes_per_sec)]
+    compaction_bytes_per_sec: u64,
+    /// Keys a compaction pass maps at most (about 40 bytes of memory each; more keys take more passes)
+    #[arg(long, default_value_t = d().compaction_keys_max)]
+    compaction_keys_max: usize,
     /// Client connections per shard, over its native and Kafka listeners
     #[arg(long, default_value_t = d().connections_max)]
     connections_max: usize,
@@ -356,6 +370,14 @@ impl Settings {
         cfg.auto_create_queues = at_least_one(self.auto_create_queues, "auto-create-queues")?;
         let every = at_least_one(self.retention_check_ms, "retention-check-ms")?;
         cfg.retention_check_interval = Duration::from_millis(every);
+        let every = at_least_one(self.compaction_check_ms, "compaction-check-ms")?;
+        cfg.compaction_check_interval = Duration::from_millis(every);
+        if !(1..=100).contains(&self.compaction_cpu_percent) {
+            return Err(SettingsError::CompactionShare(self.compaction_cpu_percent));
+        }
+        cfg.compaction_cpu_percent = self.compaction_cpu_percent;
+        cfg.compaction_bytes_per_sec = self.compaction_bytes_per_sec;
+        cfg.compaction_keys_max = self.compaction_keys_max.max(1024);
         cfg.connections_max = self.connections_max;
         cfg.connections_per_ip_max = self.connections_per_ip_max;
         cfg.inflight_per_connection_max = self.inflight_per_connection_max;

@@ -113,8 +113,11 @@ fn storage_config(cfg: &ServerConfig, index: usize) -> ShardConfig {
         retention_age: cfg.retention_age,
         retention_bytes: cfg.retention_bytes,
         segment_pool_max: cfg.segment_pool_max,
+        compaction_cpu_percent: cfg.compaction_cpu_percent,
+        compaction_bytes_per_sec: cfg.compaction_bytes_per_sec,
+        compaction_keys_max: cfg.compaction_keys_max,
         ballast_bytes: super::core::config::ballast_bytes(cfg.segment_bytes),
-        keyring: cfg.encryption.clone(),
+        keyring: cfg.encryption.as_ref().map(|k| std::sync::Arc::new(k.for_shard(index as u32))),
         ..ShardConfig::new(cfg.shard_dir(index))
     }
 }
@@ -263,6 +266,7 @@ fn start_tasks(s: &Rc<Services>, net: &Rc<Net>, listener: TcpListener, kafka: Op
     tasks.spawn("retention floor", Death::Logged, retention_floor_loop(s.clone(), coordinator));
     tasks.spawn("offset snapshots", Death::Logged, offset_snapshots(core.clone()));
     tasks.spawn("topic retention", Death::Logged, super::data::retention::run(core.clone()));
+    tasks.spawn("compactor", Death::Logged, super::data::compaction::run(core.clone()));
     if core.id() == 0 && core.placement().is_some() {
         tasks.spawn("topic placement", Death::Logged, core.clone().follow_placement());
     }

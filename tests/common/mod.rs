@@ -157,7 +157,9 @@ impl Broker {
             None => Command::new(binary),
         };
         let mut child = command
-            .args(["serve", "--listen", &self.listen, "--cores", "0,1", "--segment-mib", "16", "--cache-mib", "16"])
+            .args(["serve", "--listen", &self.listen, "--cores", "0,1", "--cache-mib", "16"])
+            // 16 MiB segments unless the test asks for its own size.
+            .args(if self.extra.iter().any(|a| a == "--segment-mib") { &[][..] } else { &["--segment-mib", "16"][..] })
             // The tests' brokers share the machine's cores: the shared-host settings (docs/OPERATIONS.md).
             .args(SHARED_HOST)
             .arg("--data-dir")

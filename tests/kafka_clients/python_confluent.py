@@ -31,6 +31,11 @@ listener. Usage: python3 THIS HOST:PORT PHASE, where PHASE is one of
               headers, null header values, timestamps before the batch's first),
               uncompressed and in each codec, written by each client and read
               back by both exactly as sent
+  compaction  a compacted topic (cleanup.policy=compact, its compaction configs
+              described): keyed records over several segments and tombstones;
+              the compactor leaves each live key's latest record at the offset it
+              was written at, drops the deleted keys (delete.retention.ms=0), and
+              both clients read the queue with its gaps
 Each phase prints what it checked; any failed check exits non-zero."""
 import sys
 import time
@@ -624,6 +629,85 @@ def groups_admin():
     print("groups admin: listed, described, deleted; with members refused; unknown not found")
 
 
+def read_keyed_confluent(topic):
+    """Every record of partition 0 from its start to its end: {offset: (key, value)}."""
+    low, high = watermarks(topic)
+    c = ck.Consumer({"bootstrap.servers": BOOT, "group.id": "reader", "enable.auto.commit": False})
+    c.assign([ck.TopicPartition(topic, 0, ck.OFFSET_BEGINNING)])
+    got, deadline = {}, time.time() + 30
+    while time.time() < deadline:
+        m = c.poll(0.5)
+        if m is not None and not m.error():
+            got[m.offset()] = (m.key(), m.value())
+            if m.offset() == high - 1:
+                break
+    c.close()
+    return low, high, got
+
+
+def compaction():
+    from confluent_kafka.admin import ConfigSource
+    admin = AdminClient({"bootstrap.servers": BOOT})
+    configs = {"cleanup.policy": "compact", "min.cleanable.dirty.ratio": "0.01", "delete.retention.ms": "0"}
+    for f in admin.create_topics([NewTopic("kv", 1, 1, config=configs)]).values():
+        f.result(30)
+    entries = described(admin, "kv")
+    for name, value in configs.items():
+        assert entries[name].value == value and entries[name].source == ConfigSource.DYNAMIC_TOPIC_CONFIG.value, entries[name]
+    assert entries["min.compaction.lag.ms"].value == "0", entries["min.compaction.lag.ms"]
+    p = ck.Producer({"bootstrap.servers": BOOT, "acks": "all", "linger.ms": 5, "batch.size": 65536})
+    written, failed = {}, []
+
+    def report(err, msg):
+        if err:
+            failed.append(err)
+        else:
+            written[msg.offset()] = (msg.key(), msg.value())
+
+    pad = b"x" * 900
+    # 3,000 records over 20 keys (about 3 MB: the broker's 2 MiB segments roll),
+    # then tombstones of keys 0-4, then 2,500 more of keys 10-19 so the
+    # tombstones lie in sealed segments.
+    for i in range(3000):
+        p.produce("kv", key=b"k%d" % (i % 20), value=b"v%d-" % i + pad, partition=0, on_delivery=report)
+    for k in range(5):
+        p.produce("kv", key=b"k%d" % k, value=None, partition=0, on_delivery=report)
+    for i in range(3000, 5500):
+        p.produce("kv", key=b"k%d" % (10 + i % 10), value=b"v%d-" % i + pad, partition=0, on_delivery=report)
+    assert p.flush(60) == 0 and not failed, failed
+    latest = {}
+    for offset in sorted(written):
+        key, value = written[offset]
+        latest[key] = (offset, value)
+    live = {k: v for k, v in latest.items() if v[1] is not None}
+    deadline = time.time() + 90
+    while True:
+        low, high, got = read_keyed_confluent("kv")
+        assert (low, high) == (0, 5505), (low, high)
+        # Every live key's latest record is there, where it was written, as written.
+        for key, (offset, value) in live.items():
+            assert got.get(offset) == (key, value), (key, offset, got.get(offset))
+        for offset, (key, value) in got.items():
+            assert written[offset] == (key, value), (offset, key)
+        compacted_below = min(o for o, _ in live.values())
+        old = [o for o in got if o < compacted_below and latest[got[o][0]][0] != o]
+        gone = [k for k in range(5) if any(got[o][0] == b"k%d" % k for o in got)]
+        if not old and not gone:
+            break
+        assert time.time() < deadline, "not compacted in time: %d records read, %d superseded, keys %s still there" % (len(got), len(old), gone)
+        time.sleep(1)
+    # kafka-python reads the same records across the gaps.
+    reader = kafka.KafkaConsumer(bootstrap_servers=BOOT, api_version=V, auto_offset_reset="earliest",
+                                 enable_auto_commit=False, consumer_timeout_ms=5000)
+    reader.assign([kafka.TopicPartition("kv", 0)])
+    legacy = {m.offset: (m.key, m.value) for m in reader}
+    reader.close()
+    assert set(legacy) >= {o for o, _ in live.values()}, sorted(set(o for o, _ in live.values()) - set(legacy))
+    assert all(written[o] == kv for o, kv in legacy.items())
+    print("compaction: %d of 5505 records left, the latest of %d live keys at their offsets, 5 deleted keys gone, kafka-python reads %d"
+          % (len(got), len(live), len(legacy)))
+
+
 def legacy_admin():
     from kafka.admin import (ACL, ACLFilter, ACLOperation, ACLPermissionType, NewPartitions, ResourcePattern,
                              ResourcePatternFilter, ResourceType, ACLResourcePatternType)
@@ -664,4 +748,5 @@ PHASES["autocreate_off"] = autocreate_off
 PHASES["topic_configs"] = topic_configs
 PHASES["delete_records"] = delete_records
 PHASES["legacy_admin"] = legacy_admin
+PHASES["compaction"] = compaction
 PHASES[PHASE]()

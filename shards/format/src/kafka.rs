@@ -338,11 +338,38 @@ pub fn encode_batch<'r>(
 struct Producer {
     id: i64,
     epoch: i16,
+    base_sequence: i32,
     attributes: i16,
 }
 
 impl Producer {
-    const NONE: Producer = Producer { id: -1, epoch: -1, attributes: 0 };
+    const NONE: Producer = Producer { id: -1, epoch: -1, base_sequence: -1, attributes: 0 };
+}
+
+/// Appends records compaction keeps of `source`, a run of them from its
+/// record `first` on, as one uncompressed batch of the same producer: its
+/// id, epoch, timestamp type, transactional and control bits, and base
+/// timestamp (the records' deltas are relative to it), the base sequence
+/// advanced to the run's first record. The base offset is the shard's to
+/// set when served.
+pub fn encode_kept<'r>(
+    out: &mut Vec<u8>,
+    source: &KafkaBatch<'_>,
+    first: i32,
+    records: impl IntoIterator<Item = Record<'r>>,
+) {
+    let base_sequence = match source.base_sequence() {
+        -1 => -1,
+        sequence => sequence.wrapping_add(first),
+    };
+    let producer = Producer {
+        id: source.producer_id(),
+        epoch: source.producer_epoch(),
+        base_sequence,
+        attributes: source.attributes() & (ATTR_LOG_APPEND_TIME | ATTR_TRANSACTIONAL | ATTR_CONTROL),
+    };
+    let records = records.into_iter().enumerate().map(|(i, r)| (i as i32, r));
+    encode_with(out, 0, source.base_timestamp(), records, producer);
 }
 
 /// What a transaction marker says: whose transaction ended, and how.
@@ -366,6 +393,7 @@ pub fn encode_control(out: &mut Vec<u8>, base_offset: i64, timestamp: i64, marke
     let producer = Producer {
         id: marker.producer_id,
         epoch: marker.producer_epoch,
+        base_sequence: -1,
         attributes: ATTR_TRANSACTIONAL | ATTR_CONTROL,
     };
     encode_with(out, base_offset, timestamp, [(0, record)], producer);
@@ -411,7 +439,7 @@ fn encode_with<'r>(
     h[35..43].copy_from_slice(&max_timestamp.to_be_bytes());
     h[43..51].copy_from_slice(&producer.id.to_be_bytes());
     h[51..53].copy_from_slice(&producer.epoch.to_be_bytes());
-    h[53..57].copy_from_slice(&(-1i32).to_be_bytes());
+    h[53..57].copy_from_slice(&producer.base_sequence.to_be_bytes());
     h[57..61].copy_from_slice(&count.to_be_bytes());
     let crc = crc32c::crc32c(&h[CRC_FROM..]);
     h[17..21].copy_from_slice(&crc.to_be_bytes());

@@ -11,12 +11,15 @@ pub const KEY_BYTES: usize = 32;
 /// Most keys a keyring holds.
 pub const KEYS_MAX: usize = 1024;
 
-/// The data keys of a shard (the broker's, shared by its shards).
+/// The data keys of a shard (the broker's keys; each shard seals with its
+/// own copy, `for_shard`).
+#[derive(Clone)]
 pub struct Keyring {
     keys: BTreeMap<u32, Aes256Gcm>,
-    /// Every nonce this process seals with starts with these bytes (drawn at
-    /// start), then the batch's log position: a position is never written
-    /// twice in a shard's life, and a shard made again gets other bytes.
+    /// Every nonce a shard seals with starts with these bytes (drawn at
+    /// start, then told apart per shard: shards' log positions overlap), then
+    /// the batch's log position: a position is never written twice in a
+    /// shard's life, and a process started again draws other bytes.
     nonce_prefix: [u8; 4],
 }
 
@@ -70,6 +73,15 @@ impl Keyring {
             return Err(KeyringError::TooMany(keys.len()));
         }
         Ok(Keyring { keys, nonce_prefix: nonce_prefix() })
+    }
+
+    /// The keyring shard `index` of this process seals with: the same keys,
+    /// a nonce prefix no other shard of the process has (the drawn one
+    /// plus the index, never the key check's all-ones).
+    pub fn for_shard(&self, index: u32) -> Keyring {
+        let drawn = u64::from(u32::from_be_bytes(self.nonce_prefix));
+        let prefix = ((drawn + u64::from(index)) % u64::from(u32::MAX)) as u32;
+        Keyring { keys: self.keys.clone(), nonce_prefix: prefix.to_be_bytes() }
     }
 
     /// Every key id, oldest first.
@@ -127,6 +139,17 @@ mod tests {
     use super::*;
 
     const KEY_A: &str = "00112233445566778899aabbccddeeff00112233445566778899aabbccddeeff";
+
+    #[test]
+    fn each_shard_seals_under_its_own_nonce_prefix() {
+        let ring = Keyring::parse(&format!("1 {}", "ab".repeat(32))).unwrap();
+        let prefixes: std::collections::HashSet<[u8; 4]> = (0..64).map(|i| ring.for_shard(i).nonce_prefix()).collect();
+        assert_eq!(prefixes.len(), 64);
+        assert!(!prefixes.contains(&[0xff; 4]), "never the key check's nonce");
+        let mut max = ring.clone();
+        max.nonce_prefix = [0xff, 0xff, 0xff, 0xfe];
+        assert_eq!(max.for_shard(1).nonce_prefix(), [0, 0, 0, 0], "wraps past the all-ones prefix");
+    }
 
     #[test]
     fn keys_parse_the_newest_seals_and_bad_lines_are_named() {

@@ -4,7 +4,8 @@
 //! the checkpointed position.
 //!
 //! File layout (little-endian, padded to a page): u32 magic, u32 version,
-//! u64 log position, u32 queue count, per queue (u32 id, u64 start, u64 next),
+//! u64 log position, u32 queue count, per queue (u32 id, u64 start, u64 next;
+//! a compacted queue's start is that of its compacted part),
 //! then a CRC32 of all the bytes before it.
 
 use crate::error::{Result, StorageError};
@@ -103,8 +104,9 @@ impl Inner {
         let (position, plan) = {
             let st = self.state.borrow();
             let position = st.log.synced_end();
+            // A compacted queue's start is its part's: recovery moves the log's past the part.
             let plan: Vec<(QueueId, Offset, Offset, Offset)> =
-                st.queues.values().map(|q| (q.id(), q.start(), q.disk_next(), q.next_before(position))).collect();
+                st.queues.values().map(|q| (q.id(), st.start_of(q), q.disk_next(), q.next_before(position))).collect();
             (position, plan)
         };
         for &(queue, _, from, upto) in &plan {

@@ -3,6 +3,7 @@
 //! tail, and rebuild the index entries the checkpoint did not cover.
 
 use crate::batch::{verify_in, BatchHeader, HEADER_BYTES};
+use crate::compact::clean::CleanStore;
 use crate::config::ShardConfig;
 use crate::error::{Result, StorageError};
 use crate::fs;
@@ -26,6 +27,8 @@ pub(crate) struct Recovered {
     /// The page holding `end`, zero from `end` on.
     pub tail_page: Box<[u8]>,
     pub queues: HashMap<QueueId, QueueIndex>,
+    /// Compacted queues' parts.
+    pub compacted: HashMap<QueueId, Rc<CleanStore>>,
     /// Lookup chunks, with the tail rebuilt from the checkpoint on.
     pub lookup: Lookup,
     /// Retired segment files kept for recycling.
@@ -76,6 +79,7 @@ pub(crate) async fn recover(config: &ShardConfig, cut: Option<LogPos>) -> Result
     let old_end = if lost.is_some() { checkpointed.max(found_end) } else { found_end };
     let tail_page = wipe_torn_tail(config, &mut segments, &mut pool, end, old_end).await?;
     queues.values_mut().for_each(QueueIndex::recovered);
+    let compacted = load_compacted(&mut queues).await?;
     lookup.load_recent(end).await?;
     if lost.is_some() {
         // The old checkpoint names offsets the log no longer holds: replace it
@@ -84,7 +88,22 @@ pub(crate) async fn recover(config: &ShardConfig, cut: Option<LogPos>) -> Result
         Checkpoint { position: end, queues }.store(dir).await?;
     }
     tracing::info!(dir = %dir.display(), end = end.0, queues = queues.len(), "shard recovered");
-    Ok(Recovered { segments, end, tail_page, queues, lookup, pool })
+    Ok(Recovered { segments, end, tail_page, queues, compacted, lookup, pool })
+}
+
+/// Opens each queue's compacted part, if it has one: readers see it from
+/// the checkpointed start (a trim may have moved it past the part's own),
+/// and the log's share of the queue starts at the part's end.
+async fn load_compacted(queues: &mut HashMap<QueueId, QueueIndex>) -> Result<HashMap<QueueId, Rc<CleanStore>>> {
+    let mut parts = HashMap::new();
+    for q in queues.values_mut() {
+        let Some(mut part) = crate::compact::clean::open(q.dir(), q.id()).await? else { continue };
+        part.cut(q.next());
+        part.move_start(q.start());
+        q.move_start(part.end());
+        parts.insert(q.id(), Rc::new(part));
+    }
+    Ok(parts)
 }
 
 /// Queues from the index directories, with offsets from the checkpoint and

@@ -26,6 +26,14 @@ pub struct ReadBatches {
     pub end_offset: u64,
 }
 
+/// A read's share of a compacted queue's part.
+enum Compacted {
+    /// Served from the part.
+    Read(ReadBatches),
+    /// The log serves the read, from this offset.
+    LogFrom(u64),
+}
+
 /// What a read does when the offset is at the readable end.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ReadWait {
@@ -46,16 +54,45 @@ impl Inner {
         max_bytes: usize,
         wait: ReadWait,
     ) -> Result<ReadBatches> {
+        let offset = match self.read_compacted(queue, offset, max_bytes).await? {
+            Compacted::Read(batches) => return Ok(batches),
+            Compacted::LogFrom(offset) => offset,
+        };
         let read = self.read_batches(queue, offset, max_bytes, wait).await;
         read.map_err(|error| {
             let st = self.state.borrow();
             match st.queues.get(&queue) {
-                Some(q) if offset < q.start().0 => {
-                    StorageError::OffsetOutOfRange { queue: queue.0, offset, start: q.start().0, end: q.visible().0 }
-                }
+                Some(q) if offset < q.start().0 => StorageError::OffsetOutOfRange {
+                    queue: queue.0,
+                    offset,
+                    start: st.start_of(q).0,
+                    end: q.visible().0,
+                },
                 _ => error,
             }
         })
+    }
+
+    /// Reads below the end of the queue's compacted part from the part;
+    /// an offset past what it holds reads on from the log.
+    async fn read_compacted(&self, queue: QueueId, offset: u64, max_bytes: usize) -> Result<Compacted> {
+        let (part, end) = {
+            let st = self.state.borrow();
+            let q = st.queues.get(&queue).ok_or(StorageError::UnknownQueue(queue.0))?;
+            let Some(part) = st.compacted.get(&queue).filter(|p| offset < p.end().0).cloned() else {
+                return Ok(Compacted::LogFrom(offset));
+            };
+            let start = st.start_of(q).0;
+            if offset < start {
+                return Err(StorageError::OffsetOutOfRange { queue: queue.0, offset, start, end: q.visible().0 });
+            }
+            (part, q.visible().0)
+        };
+        let (bytes, next) = part.read(Offset(offset), max_bytes, self.config.keyring.as_deref()).await?;
+        if bytes.is_empty() {
+            return Ok(Compacted::LogFrom(part.end().0));
+        }
+        Ok(Compacted::Read(ReadBatches { bytes, next_offset: next.0, end_offset: end }))
     }
 
     async fn read_batches(&self, queue: QueueId, offset: u64, max_bytes: usize, wait: ReadWait) -> Result<ReadBatches> {

@@ -55,6 +55,16 @@ pub struct ServerConfig {
     /// How often a topic's own retention (`retention.ms`, `retention.bytes`)
     /// moves its queues' starts (Kafka's `log.retention.check.interval.ms`).
     pub retention_check_interval: Duration,
+    /// How often the compactor looks at the queues of compacted topics
+    /// (`cleanup.policy` compact): each whose dirty share or oldest dirty
+    /// record says so is compacted (`data/compaction.rs`).
+    pub compaction_check_interval: Duration,
+    /// Share of a shard's core a compaction pass takes at most, in percent.
+    pub compaction_cpu_percent: u32,
+    /// Bytes a compaction pass writes per second at most (0: no bound).
+    pub compaction_bytes_per_sec: u64,
+    /// Keys a compaction pass maps at most (see `ShardConfig`).
+    pub compaction_keys_max: usize,
     /// Client connections per shard, over its native and Kafka listeners.
     pub connections_max: usize,
     /// Connections from one client address to the node, both listeners (0: no limit).
@@ -207,6 +217,10 @@ impl ServerConfig {
             auto_create_topics: true,
             auto_create_queues: 1,
             retention_check_interval: Duration::from_secs(30),
+            compaction_check_interval: Duration::from_secs(15),
+            compaction_cpu_percent: storage.compaction_cpu_percent,
+            compaction_bytes_per_sec: storage.compaction_bytes_per_sec,
+            compaction_keys_max: storage.compaction_keys_max,
             connections_max: 1024,
             connections_per_ip_max: 0,
             idempotence_window: storage.recent_batches,

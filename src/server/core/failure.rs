@@ -155,7 +155,7 @@ impl From<StorageError> for Failure {
             | StorageError::Sealed { .. } => Reason::StorageFailed,
             StorageError::PositionOutOfRange { .. } | StorageError::Diverged { .. } => Reason::LogDiverged,
             StorageError::WrongRole(_) => Reason::NotLeader,
-            StorageError::QueueExists(_) | StorageError::Config(_) => Reason::Internal,
+            StorageError::QueueExists(_) | StorageError::Config(_) | StorageError::Busy(_) => Reason::Internal,
         };
         Failure(reason, e.to_string())
     }

@@ -3,8 +3,10 @@
 //! when set (in the metadata file, and in a cluster in the topic's etcd
 //! key), validated when set, and read typed by what enforces it: the append
 //! (`max.message.bytes`, `message.timestamp.type`, `min.insync.replicas`)
-//! and the topic retention of `data/` (`retention.ms`, `retention.bytes`,
-//! `cleanup.policy`).
+//! the topic retention of `data/` (`retention.ms`, `retention.bytes`,
+//! `cleanup.policy`) and its compactor (`delete.retention.ms`,
+//! `min.cleanable.dirty.ratio`, `min.compaction.lag.ms`,
+//! `max.compaction.lag.ms`).
 
 use super::failure::{Failure, Reason};
 use std::collections::BTreeMap;
@@ -16,25 +18,39 @@ pub const MAX_MESSAGE_BYTES: &str = "max.message.bytes";
 pub const CLEANUP_POLICY: &str = "cleanup.policy";
 pub const TIMESTAMP_TYPE: &str = "message.timestamp.type";
 pub const MIN_INSYNC_REPLICAS: &str = "min.insync.replicas";
+pub const DELETE_RETENTION_MS: &str = "delete.retention.ms";
+pub const MIN_CLEANABLE_DIRTY_RATIO: &str = "min.cleanable.dirty.ratio";
+pub const MIN_COMPACTION_LAG_MS: &str = "min.compaction.lag.ms";
+pub const MAX_COMPACTION_LAG_MS: &str = "max.compaction.lag.ms";
 
 /// Every config a topic may set, in the order they are described.
-pub const NAMES: [&str; 6] =
-    [CLEANUP_POLICY, MAX_MESSAGE_BYTES, TIMESTAMP_TYPE, MIN_INSYNC_REPLICAS, RETENTION_BYTES, RETENTION_MS];
+pub const NAMES: [&str; 10] = [
+    CLEANUP_POLICY,
+    DELETE_RETENTION_MS,
+    MAX_COMPACTION_LAG_MS,
+    MAX_MESSAGE_BYTES,
+    TIMESTAMP_TYPE,
+    MIN_CLEANABLE_DIRTY_RATIO,
+    MIN_COMPACTION_LAG_MS,
+    MIN_INSYNC_REPLICAS,
+    RETENTION_BYTES,
+    RETENTION_MS,
+];
+
+/// Kafka's defaults of the compaction configs.
+pub const DELETE_RETENTION_MS_DEFAULT: i64 = 86_400_000;
+pub const MIN_CLEANABLE_DIRTY_RATIO_DEFAULT: f64 = 0.5;
 
 /// Kafka topic configs ringmq has no per-topic meaning for (its shards
 /// share one log, with the broker's segment and flush settings). A
 /// CreateTopics that names them (Kafka Streams sets `segment.bytes` on its
 /// internal topics) is served without them; altering them is refused.
-pub const SHARD_WIDE: [&str; 13] = [
+pub const SHARD_WIDE: [&str; 9] = [
     "compression.type",
-    "delete.retention.ms",
     "file.delete.delay.ms",
     "flush.messages",
     "flush.ms",
     "index.interval.bytes",
-    "max.compaction.lag.ms",
-    "min.cleanable.dirty.ratio",
-    "min.compaction.lag.ms",
     "preallocate",
     "segment.bytes",
     "segment.index.bytes",
@@ -46,8 +62,7 @@ pub const SHARD_WIDE: [&str; 13] = [
 pub enum CleanupPolicy {
     /// Removed by retention (time and size).
     Delete,
-    /// Kept per key. Until the compactor (issue 37) every record is kept:
-    /// retention removes none, a superset of what compaction keeps.
+    /// Kept per key: the compactor keeps at least each key's latest record.
     Compact,
     /// Both: kept per key, and removed past retention.
     CompactDelete,
@@ -136,6 +151,11 @@ pub struct TopicConfigs {
     cleanup_policy: Option<CleanupPolicy>,
     timestamp_type: Option<TimestampType>,
     min_insync_replicas: Option<u32>,
+    delete_retention_ms: Option<i64>,
+    /// In thousandths, so the configs stay `Eq`.
+    min_cleanable_dirty_permille: Option<u16>,
+    min_compaction_lag_ms: Option<i64>,
+    max_compaction_lag_ms: Option<i64>,
 }
 
 impl TopicConfigs {
@@ -187,6 +207,17 @@ impl TopicConfigs {
                 let n: u32 = value.parse().map_err(|_| bad("1 or more"))?;
                 self.min_insync_replicas = Some(if n == 0 { return Err(bad("1 or more")) } else { n })
             }
+            DELETE_RETENTION_MS => self.delete_retention_ms = Some(at_least(value, 0).ok_or_else(|| bad("0 or more"))?),
+            MIN_CLEANABLE_DIRTY_RATIO => {
+                let ratio: f64 = value.parse().ok().filter(|r| (0.0..=1.0).contains(r)).ok_or_else(|| bad("0 to 1"))?;
+                self.min_cleanable_dirty_permille = Some((ratio * 1000.0).round() as u16)
+            }
+            MIN_COMPACTION_LAG_MS => {
+                self.min_compaction_lag_ms = Some(at_least(value, 0).ok_or_else(|| bad("0 or more"))?)
+            }
+            MAX_COMPACTION_LAG_MS => {
+                self.max_compaction_lag_ms = Some(at_least(value, 1).ok_or_else(|| bad("1 or more"))?)
+            }
             _ => return Err(unknown(name)),
         }
         Ok(())
@@ -217,6 +248,10 @@ impl TopicConfigs {
             CLEANUP_POLICY => self.cleanup_policy = None,
             TIMESTAMP_TYPE => self.timestamp_type = None,
             MIN_INSYNC_REPLICAS => self.min_insync_replicas = None,
+            DELETE_RETENTION_MS => self.delete_retention_ms = None,
+            MIN_CLEANABLE_DIRTY_RATIO => self.min_cleanable_dirty_permille = None,
+            MIN_COMPACTION_LAG_MS => self.min_compaction_lag_ms = None,
+            MAX_COMPACTION_LAG_MS => self.max_compaction_lag_ms = None,
             _ => return Err(unknown(name)),
         }
         Ok(())
@@ -236,6 +271,13 @@ impl TopicConfigs {
         put(CLEANUP_POLICY, self.cleanup_policy.map(|p| p.name().to_string()));
         put(TIMESTAMP_TYPE, self.timestamp_type.map(|t| t.name().to_string()));
         put(MIN_INSYNC_REPLICAS, self.min_insync_replicas.map(|v| v.to_string()));
+        put(DELETE_RETENTION_MS, self.delete_retention_ms.map(|v| v.to_string()));
+        put(
+            MIN_CLEANABLE_DIRTY_RATIO,
+            self.min_cleanable_dirty_permille.map(|p| f64::from(p) / 1000.0).map(|r| r.to_string()),
+        );
+        put(MIN_COMPACTION_LAG_MS, self.min_compaction_lag_ms.map(|v| v.to_string()));
+        put(MAX_COMPACTION_LAG_MS, self.max_compaction_lag_ms.map(|v| v.to_string()));
         set
     }
 
@@ -270,10 +312,35 @@ impl TopicConfigs {
     pub fn min_insync_replicas(&self) -> Option<u32> {
         self.min_insync_replicas
     }
+
+    /// How long a tombstone stays readable once compaction reached it.
+    pub fn delete_retention(&self) -> Duration {
+        Duration::from_millis(self.delete_retention_ms.unwrap_or(DELETE_RETENTION_MS_DEFAULT) as u64)
+    }
+
+    /// The share of a compacted queue's bytes not compacted yet past which it is compacted.
+    pub fn min_cleanable_dirty_ratio(&self) -> f64 {
+        self.min_cleanable_dirty_permille.map_or(MIN_CLEANABLE_DIRTY_RATIO_DEFAULT, |p| f64::from(p) / 1000.0)
+    }
+
+    /// How old a record is at least before compaction may remove it.
+    pub fn min_compaction_lag(&self) -> Duration {
+        Duration::from_millis(self.min_compaction_lag_ms.unwrap_or(0) as u64)
+    }
+
+    /// How old the oldest record not compacted yet may get before a queue
+    /// is compacted whatever its dirty ratio (None: no bound).
+    pub fn max_compaction_lag(&self) -> Option<Duration> {
+        self.max_compaction_lag_ms.filter(|ms| *ms < i64::MAX).map(|ms| Duration::from_millis(ms as u64))
+    }
 }
 
 fn at_least_minus_one(value: &str) -> Option<i64> {
-    value.parse::<i64>().ok().filter(|v| *v >= -1)
+    at_least(value, -1)
+}
+
+fn at_least(value: &str, min: i64) -> Option<i64> {
+    value.parse::<i64>().ok().filter(|v| *v >= min)
 }
 
 fn invalid(message: String) -> Failure {
@@ -328,6 +395,20 @@ mod tests {
         assert_eq!(serde_json::from_str::<TopicConfigs>(&json).unwrap(), c);
         assert!(TopicConfigs::default().is_empty() && TopicConfigs::default().cleanup_policy().deletes());
         assert_eq!(TopicConfigs::from_entries([(RETENTION_MS, "-1")]).unwrap().retention_age(), None);
+        let compaction = TopicConfigs::from_entries([
+            (DELETE_RETENTION_MS, "100"),
+            (MIN_CLEANABLE_DIRTY_RATIO, "0.01"),
+            (MIN_COMPACTION_LAG_MS, "5"),
+            (MAX_COMPACTION_LAG_MS, "60000"),
+        ])
+        .unwrap();
+        assert_eq!(compaction.delete_retention(), Duration::from_millis(100));
+        assert_eq!(compaction.min_cleanable_dirty_ratio(), 0.01);
+        assert_eq!(compaction.min_compaction_lag(), Duration::from_millis(5));
+        assert_eq!(compaction.max_compaction_lag(), Some(Duration::from_secs(60)));
+        assert_eq!(compaction.entries()[MIN_CLEANABLE_DIRTY_RATIO], "0.01");
+        let defaults = TopicConfigs::default();
+        assert_eq!((defaults.min_cleanable_dirty_ratio(), defaults.max_compaction_lag()), (0.5, None));
     }
 
     #[test]
@@ -340,6 +421,10 @@ mod tests {
             (CLEANUP_POLICY, "keep"),
             (TIMESTAMP_TYPE, "Now"),
             (MIN_INSYNC_REPLICAS, "0"),
+            (DELETE_RETENTION_MS, "-1"),
+            (MIN_CLEANABLE_DIRTY_RATIO, "1.5"),
+            (MIN_COMPACTION_LAG_MS, "x"),
+            (MAX_COMPACTION_LAG_MS, "0"),
             ("segment.bytes", "1"),
             ("no.such", "1"),
         ] {

@@ -2,6 +2,7 @@
 //! fetch (one queue, or many with one long poll), tag filtering, lookup
 //! by message id or key, and a topic's own retention and DeleteRecords.
 
+pub mod compaction;
 pub mod fetch;
 pub mod lookup;
 pub mod produce;

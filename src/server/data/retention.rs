@@ -23,7 +23,7 @@ use crate::server::core::topic_configs::TopicConfigs;
 use crate::server::core::{Core, Failure};
 use crate::server::internal::queues::METADATA;
 use crate::server::internal::retention_floor;
-use crate::server::internal::stored_batch::{batch_at, newest_timestamp};
+use crate::server::internal::stored_batch::{batch_at, first_newer_than};
 use ringmq_shards::{batch, QueueId, Shard, StorageError};
 use std::rc::Rc;
 
@@ -58,7 +58,7 @@ async fn pass(core: &Core) -> Result<(), StorageError> {
                 tracing::debug!(topic = %name, queue = queue.0, start, "topic retention moved a queue's start");
             }
         }
-        needed.push((queue, storage.offsets(queue)?.0));
+        needed.push((queue, storage.log_start(queue)?));
     }
     core.record_queue_starts().await?;
     storage.release_below(retention_floor::floor(storage, &needed).await?);
@@ -78,17 +78,7 @@ async fn kept_from(
     }
     let mut from = start;
     if let Some(age) = configs.retention_age() {
-        let cutoff = now_ms.saturating_sub(age.as_millis() as i64);
-        let (mut lo, mut hi) = (start, end);
-        while lo < hi {
-            let mid = lo + (hi - lo) / 2;
-            if newest_timestamp(storage, queue, mid).await? < cutoff {
-                lo = mid + 1;
-            } else {
-                hi = mid;
-            }
-        }
-        from = lo;
+        from = first_newer_than(storage, queue, start, end, now_ms.saturating_sub(age.as_millis() as i64)).await?;
     }
     if let Some(bytes) = configs.retention_bytes() {
         let per_record = bytes_per_record(storage, queue, start, end).await?;

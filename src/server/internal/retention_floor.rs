@@ -11,7 +11,8 @@ use ringmq_shards::{LogPos, QueueId, Shard, StorageError};
 pub async fn floor(storage: &Shard, needed: &[(QueueId, u64)]) -> Result<LogPos, StorageError> {
     let mut floor = LogPos(u64::MAX);
     for &(queue, cursor) in needed {
-        let (start, end) = storage.offsets(queue)?;
+        // A compacted queue's part below its log start is outside the log.
+        let (start, end) = (storage.log_start(queue)?, storage.offsets(queue)?.1);
         if cursor < end {
             floor = floor.min(storage.entry(queue, cursor.max(start)).await?.position);
         }

@@ -20,3 +20,26 @@ pub async fn newest_timestamp(storage: &Shard, queue: QueueId, offset: u64) -> R
     };
     Ok(batch::newest_timestamp(&first)?)
 }
+
+/// The first offset in [from, until) whose batch's newest record is at or
+/// after `cutoff_ms` (or `until`), by a binary search over the offsets:
+/// what time retention and the compaction lag go by (a record far in the
+/// future holds everything after it, as in Kafka).
+pub async fn first_newer_than(
+    storage: &Shard,
+    queue: QueueId,
+    from: u64,
+    until: u64,
+    cutoff_ms: i64,
+) -> Result<u64, StorageError> {
+    let (mut lo, mut hi) = (from, until);
+    while lo < hi {
+        let mid = lo + (hi - lo) / 2;
+        if newest_timestamp(storage, queue, mid).await? < cutoff_ms {
+            lo = mid + 1;
+        } else {
+            hi = mid;
+        }
+    }
+    Ok(lo)
+}
