@@ -27,6 +27,7 @@ use crate::batch::{self, BatchBuilder, BatchHeader, Records};
 use crate::error::{Result, StorageError};
 use crate::kafka::{self, KafkaBatch};
 use crate::position::{Offset, QueueId};
+use crate::probe::stats::add;
 use crate::read::reader::ReadWait;
 use crate::record::Record;
 use crate::shard::{start_with, Inner, State};
@@ -182,6 +183,11 @@ impl Inner {
         report.end = rules.end;
         report.bytes_kept = store.describe().bytes;
         self.switch(queue, store).await?;
+        let c = &self.counters;
+        add(&c.compaction_passes, 1);
+        add(&c.compaction_records_read, report.records_read);
+        add(&c.compaction_records_removed, report.records_read - report.records_kept);
+        add(&c.compaction_bytes_written, report.bytes_kept);
         Ok(report)
     }
 

@@ -63,6 +63,12 @@ pub struct ShardStats {
     pub corrupt_reads: u64,
     /// Appends of a batch stored before (a retry), answered with where it was.
     pub duplicates: u64,
+    /// Compaction passes finished, records they read and removed, and
+    /// bytes they wrote into compacted parts.
+    pub compaction_passes: u64,
+    pub compaction_records_read: u64,
+    pub compaction_records_removed: u64,
+    pub compaction_bytes_written: u64,
 }
 
 /// Live counters, one Cell each (the shard is single-threaded).
@@ -95,6 +101,10 @@ pub(crate) struct Counters {
     pub kernel_yields_stopped: Cell<u64>,
     pub corrupt_reads: Cell<u64>,
     pub duplicates: Cell<u64>,
+    pub compaction_passes: Cell<u64>,
+    pub compaction_records_read: Cell<u64>,
+    pub compaction_records_removed: Cell<u64>,
+    pub compaction_bytes_written: Cell<u64>,
 }
 
 /// Adds `n` to a counter.
@@ -133,6 +143,10 @@ impl Counters {
             kernel_yields_stopped: self.kernel_yields_stopped.get(),
             corrupt_reads: self.corrupt_reads.get(),
             duplicates: self.duplicates.get(),
+            compaction_passes: self.compaction_passes.get(),
+            compaction_records_read: self.compaction_records_read.get(),
+            compaction_records_removed: self.compaction_records_removed.get(),
+            compaction_bytes_written: self.compaction_bytes_written.get(),
         }
     }
 }

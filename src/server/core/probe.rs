@@ -86,6 +86,18 @@ fn storage(core: &Core, out: &mut Samples) {
             "Retried batches recognised and answered with where they were stored.",
             s.duplicates,
         ),
+        ("ringmq_compaction_passes", "Compaction passes finished over compacted topics' queues.", s.compaction_passes),
+        ("ringmq_compaction_records_read", "Records compaction passes read.", s.compaction_records_read),
+        (
+            "ringmq_compaction_records_removed",
+            "Records compaction passes removed (superseded, expired tombstones and markers, aborted).",
+            s.compaction_records_removed,
+        ),
+        (
+            "ringmq_compaction_written_bytes",
+            "Bytes compaction passes wrote into compacted parts.",
+            s.compaction_bytes_written,
+        ),
     ];
     for (name, help, value) in counters {
         out.counter(name, help, &[], value);
@@ -123,6 +135,14 @@ fn queues_and_offsets(core: &Core, out: &mut Samples) {
             let labels = [("topic", topic.as_str()), ("queue", queue.as_str())];
             out.gauge("ringmq_queue_end_offset", end_help, &labels, end as f64);
             out.gauge("ringmq_queue_start_offset", start_help, &labels, start as f64);
+        }
+        if let Some(part) = core.storage().compacted(QueueId(slot.storage_id)) {
+            let queue = queue.to_string();
+            let labels = [("topic", topic.as_str()), ("queue", queue.as_str())];
+            let help = "Bytes of a compacted queue's compacted part (each key's latest record below its end).";
+            out.gauge("ringmq_compacted_bytes", help, &labels, part.bytes as f64);
+            let help = "Offsets below this of a compacted queue were compacted; the log holds the rest.";
+            out.gauge("ringmq_compacted_end_offset", help, &labels, part.end as f64);
         }
     }
     let help = "Client fetches parked at a topic queue's end waiting for data (a long poll of many queues counts once per queue).";
