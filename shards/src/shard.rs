@@ -62,6 +62,8 @@ pub(crate) struct Inner {
     /// The owner reads none of its queues below this position: retention
     /// retires the segments wholly below it.
     released: Cell<LogPos>,
+    /// `released` moved up: retention looks at once.
+    pub released_moved: Signal,
     /// Set while the next segment cannot be made for want of space (why):
     /// appends that need it are refused with `StorageError::Full`.
     space_short: RefCell<Option<String>>,
@@ -253,6 +255,7 @@ impl Shard {
             readahead: Readahead::default(),
             retention_floor: Cell::new(LogPos(u64::MAX)),
             released: Cell::new(LogPos(0)),
+            released_moved: Signal::default(),
             space_short: RefCell::new(None),
             tasks: RefCell::new(Vec::new()),
             flusher: RefCell::new(None),
@@ -590,9 +593,11 @@ impl Shard {
 
     /// Says that the owner reads none of its queues below `position` (their
     /// starts moved past it, by `trim`): retention retires the segments
-    /// wholly below it at its next pass, within the retention floor.
+    /// wholly below it (within the retention floor) at once.
     pub fn release_below(&self, position: LogPos) {
-        self.inner.released.set(position);
+        if self.inner.released.replace(position) < position {
+            self.inner.released_moved.notify();
+        }
     }
 
     /// Removes `queue`'s records below `offset`: its start moves there

@@ -142,14 +142,20 @@ pub(crate) async fn run(inner: Rc<Inner>) {
     let mut due = Instant::now() + inner.config.retention_interval;
     while !inner.is_closed() {
         let rolled = inner.spare_needed.wait();
+        let released = inner.released_moved.wait();
         let left = due.saturating_duration_since(Instant::now());
+        let timer = glommio::timer::sleep(left);
         match inner.config.retention_bytes {
-            Some(_) => futures_lite::future::or(rolled, glommio::timer::sleep(left)).await,
-            None => glommio::timer::sleep(left).await,
+            Some(_) => futures_lite::future::or(rolled, futures_lite::future::or(released, timer)).await,
+            None => futures_lite::future::or(released, timer).await,
         }
         let on_time = Instant::now() >= due;
-        let total = inner.state.borrow().log.segments_bytes();
-        if !on_time && !inner.over_size_bound(total) {
+        let (total, releasable) = {
+            let st = inner.state.borrow();
+            (st.log.segments_bytes(), !st.log.sealed_segments_before(inner.released()).is_empty())
+        };
+        // The owner's release retires at once what it frees, not at the next interval.
+        if !on_time && !releasable && !inner.over_size_bound(total) {
             continue;
         }
         if on_time {

@@ -12,6 +12,7 @@ use super::mesh::Call;
 use super::metadata::{self, Home, Metadata, QUEUES_MAX};
 use super::placement::ClusterView;
 use super::topic_configs::{ConfigChange, TopicConfigs};
+use crate::server::internal::queues::METADATA;
 use ringmq_shards::{FlushPolicy, QueueId, StorageError};
 use std::collections::{HashMap, HashSet};
 use std::rc::Rc;
@@ -179,6 +180,27 @@ impl Core {
             return Ok(());
         }
         self.publish(next).await
+    }
+
+    /// Appends the current metadata to shard 0's log again once its newest
+    /// record lies before the log's active segment, and drops the older
+    /// records: the one record the log needs (start-up and followers read
+    /// the newest) never holds retention back. Under the metadata lock, so
+    /// it never lands after a newer change.
+    pub async fn carry_metadata_forward(&self) -> Result<(), Failure> {
+        let storage = self.storage();
+        if self.id() != METADATA_SHARD || storage.is_mirror() {
+            return Ok(());
+        }
+        let _one_change_at_a_time = self.metadata_lock.acquire_permit(1).await;
+        let end = super::metadata_log::end(storage);
+        let Some(active) = storage.segment_bases().last().copied() else { return Ok(()) };
+        if end == 0 || storage.entry(METADATA, end - 1).await?.position.0 >= active {
+            return Ok(());
+        }
+        super::metadata_log::append(storage, &self.metadata(), self.clock().now_ms() as i64).await?;
+        storage.trim(METADATA, end)?;
+        Ok(())
     }
 
     /// Stores new metadata durably, then applies it on every shard.

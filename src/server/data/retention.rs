@@ -42,6 +42,9 @@ pub async fn run(core: Rc<Core>) {
 /// Moves the starts of this shard's queues as their topics' retention
 /// says, then releases what no queue reads any more.
 async fn pass(core: &Core) -> Result<(), StorageError> {
+    if let Err(failure) = core.carry_metadata_forward().await {
+        tracing::warn!(%failure, "the metadata record was not carried forward; it holds old segments back");
+    }
     let storage = core.storage();
     let now_ms = core.clock().now_ms() as i64;
     let metadata = core.metadata();
@@ -61,7 +64,9 @@ async fn pass(core: &Core) -> Result<(), StorageError> {
         needed.push((queue, storage.log_start(queue)?));
     }
     core.record_queue_starts().await?;
-    storage.release_below(retention_floor::floor(storage, &needed).await?);
+    let floor = retention_floor::floor(storage, &needed).await?;
+    tracing::debug!(shard = core.id(), floor = floor.0, ?needed, "released below the oldest record a queue needs");
+    storage.release_below(floor);
     Ok(())
 }
 
