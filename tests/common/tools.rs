@@ -82,9 +82,21 @@ fn jar_dir() -> std::path::PathBuf {
     }
 }
 
-/// `java` running the Kafka client's program (`tests/kafka_clients/JavaClients.java`,
-/// compiled once per test binary with `javac`) with every listed jar (all present).
+/// `java` running the Kafka client's program (`tests/kafka_clients/JavaClients.java`)
+/// with every listed jar (all present).
 pub fn java_kafka_client() -> Command {
+    java_program("JavaClients")
+}
+
+/// `java` running a Kafka Connect distributed worker (`tests/kafka_clients/ConnectWorker.java`)
+/// with every listed jar (all present).
+pub fn java_connect_worker() -> Command {
+    java_program("ConnectWorker")
+}
+
+/// `java` running class `main` of the Java programs in `tests/kafka_clients`
+/// (compiled together once per test binary with `javac`) with every listed jar.
+fn java_program(main: &str) -> Command {
     static COMPILED: std::sync::OnceLock<std::path::PathBuf> = std::sync::OnceLock::new();
     let jars: Vec<String> = PREREQUISITES
         .lines()
@@ -100,17 +112,18 @@ pub fn java_kafka_client() -> Command {
         .collect();
     let classes = COMPILED.get_or_init(|| {
         let out = std::env::temp_dir().join(format!("ringmq-java-clients-{}", std::process::id()));
-        let source = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/kafka_clients/JavaClients.java");
+        let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/kafka_clients");
+        let sources = ["JavaClients.java", "ConnectWorker.java"].map(|f| format!("{dir}/{f}"));
         let compiled = command("javac")
             .args(["-nowarn", "-cp", &jars.join(":"), "-d"])
             .arg(&out)
-            .arg(source)
+            .args(&sources)
             .output()
             .expect("run javac");
-        assert!(compiled.status.success(), "javac {source}: {}", String::from_utf8_lossy(&compiled.stderr));
+        assert!(compiled.status.success(), "javac {dir}: {}", String::from_utf8_lossy(&compiled.stderr));
         out
     });
     let mut java = command("java");
-    java.args(["-cp", &format!("{}:{}", classes.display(), jars.join(":")), "JavaClients"]);
+    java.args(["-cp", &format!("{}:{}", classes.display(), jars.join(":")), main]);
     java
 }
