@@ -464,11 +464,17 @@ impl Shard {
     /// Where records whose message id or key has this lookup hash may be
     /// ([`crate::lookup::id_hash`], [`crate::lookup::key_hash`]): candidates
     /// to confirm against the records. Entries of segments removed by
-    /// retention are gone.
+    /// retention are gone, but for the records compacted parts keep.
     pub async fn lookup(&self, hash: u64) -> Result<Vec<(QueueId, u64)>> {
         let (reads, mut found) = self.inner.state.borrow().lookup.plan(hash);
         for read in &reads {
             read.run(&mut found).await?;
+        }
+        // Compacted parts keep their records' entries: the log's went with its segments.
+        let parts: Vec<(QueueId, Rc<CleanStore>)> =
+            self.inner.state.borrow().compacted.iter().map(|(q, part)| (*q, part.clone())).collect();
+        for (queue, part) in parts {
+            found.extend(part.lookup(hash).await?.into_iter().map(|offset| (queue, offset)));
         }
         found.sort_unstable();
         found.dedup();

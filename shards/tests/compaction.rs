@@ -384,6 +384,8 @@ fn a_sealed_shards_compacted_part_is_sealed_and_reads_back_after_a_restart() {
     });
 }
 
+/// Retention gives the log's segments back once compaction moved the
+/// queue's log share past them; the part's records are still found by key.
 #[test]
 fn the_logs_segments_come_back_once_a_compacted_queue_lets_go_of_them() {
     let dir = tempfile::tempdir().unwrap();
@@ -408,6 +410,14 @@ fn the_logs_segments_come_back_once_a_compacted_queue_lets_go_of_them() {
         let part = shard.compacted(q).unwrap();
         assert!(part.bytes < 16 * 4_200, "the part holds 16 records: {} bytes", part.bytes);
         assert_eq!(shard.offsets(q).unwrap(), (0, end), "the queue still starts at 0");
+        for key in 0..16u8 {
+            let found = shard.lookup(ringmq_shards::lookup::key_hash(&[key])).await.unwrap();
+            let latest = end - 16 + u64::from(key);
+            assert!(
+                found.contains(&(q, latest)),
+                "key {key}'s latest record is found by key after retention: {found:?}"
+            );
+        }
         shard.close().await.unwrap();
     });
 }

@@ -7,13 +7,18 @@
 //! File layout: the kept batches back to back from byte 0, stored as on the
 //! wire (stamped with their base offset and queue, header CRC of
 //! generation 0; sealed when the shard has data keys), zeros to a page
-//! boundary, then the footer (little-endian): u64 magic, u64 generation,
-//! u64 start, u64 end, u64 data bytes, u64 records, u32 mark count, marks
-//! (u64 first offset, u64 file position of the first batch that starts in
-//! each `MARK_BYTES` of data), u32 CRC32 of the footer before it; zeros,
-//! and the file's last 16 bytes: u64 footer position, u32 footer length,
-//! u32 trailer magic. A file whose trailer or footer fails is not used (a
-//! pass that did not finish leaves only its `.tmp`).
+//! boundary; the lookup entries of the kept records (u64 hash of the key
+//! and of the message id, u64 offset; sorted by hash, 256 a page), zeros to
+//! a page boundary; then the footer (little-endian): u64 magic, u64
+//! generation, u64 start, u64 end, u64 data bytes, u64 records, u64 lookup
+//! position, u64 lookup entries, u32 mark count, marks (u64 first offset,
+//! u64 file position of the first batch that starts in each `MARK_BYTES`
+//! of data), u32 page count, the first hash of each lookup page, u32 CRC32
+//! of the footer before it; zeros, and the file's last 16 bytes: u64 footer
+//! position, u32 footer length, u32 trailer magic. A file whose trailer or
+//! footer fails is not used (a pass that did not finish leaves only its
+//! `.tmp`). The lookup entries stand in for the log's lookup chunks, which
+//! retention removes with the segments the part's records came from.
 
 use crate::batch::{self, verify_stored, BatchHeader, ATTR_SEALED};
 use crate::crypt::keyring::Keyring;
@@ -27,6 +32,10 @@ use std::rc::Rc;
 
 const SUFFIX: &str = ".clean";
 const MAGIC: u64 = 0x3130_4e4c_4351_4d52; // "RMQCLN01"
+/// Bytes of one lookup entry: u64 hash, u64 offset.
+const LOOKUP_ENTRY_BYTES: usize = 16;
+/// Lookup entries per page: a lookup reads the pages its hash may be on.
+const LOOKUP_BLOCK: usize = PAGE_BYTES as usize / LOOKUP_ENTRY_BYTES;
 const TRAILER_MAGIC: u32 = 0x4c43_4d52; // "RMCL"
 const TRAILER_BYTES: usize = 16;
 /// Data bytes per sparse mark: a read scans at most this much to its offset.
@@ -49,6 +58,15 @@ pub(crate) struct CleanStore {
     records: u64,
     /// (first offset, file position) of a batch every `MARK_BYTES`, ascending.
     marks: Vec<(Offset, u64)>,
+    lookup: LookupSection,
+}
+
+/// Where a part's lookup entries are, and the first hash of each page of them.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+struct LookupSection {
+    at: u64,
+    entries: u64,
+    firsts: Vec<u64>,
 }
 
 /// What a compacted part holds, as the shard's API tells it.
@@ -168,6 +186,28 @@ impl CleanStore {
         Ok((out, next.min(self.end)))
     }
 
+    /// Offsets of records whose key or message id has lookup `hash`
+    /// ([`crate::lookup::key_hash`], [`crate::lookup::id_hash`]), from the
+    /// part's start on: candidates to confirm against the records.
+    pub async fn lookup(&self, hash: u64) -> Result<Vec<u64>> {
+        let firsts = &self.lookup.firsts;
+        let from = firsts.partition_point(|first| *first < hash).saturating_sub(1);
+        let to = firsts.partition_point(|first| *first <= hash);
+        let mut found = Vec::new();
+        for page in from..to {
+            let at = self.lookup.at + (page * LOOKUP_BLOCK * LOOKUP_ENTRY_BYTES) as u64;
+            let left = self.lookup.entries as usize - page * LOOKUP_BLOCK;
+            let entries = self.read_at(at, left.min(LOOKUP_BLOCK) * LOOKUP_ENTRY_BYTES).await?;
+            for entry in entries.chunks_exact(LOOKUP_ENTRY_BYTES) {
+                let offset = batch::u64_at(entry, 8);
+                if batch::u64_at(entry, 0) == hash && offset >= self.start.get().0 && offset < self.end.0 {
+                    found.push(offset);
+                }
+            }
+        }
+        Ok(found)
+    }
+
     /// Appends a stored batch to `out` in clear.
     fn put_clear(
         &self,
@@ -227,6 +267,8 @@ pub(crate) struct CleanWriter {
     written: u64,
     records: u64,
     marks: Vec<(Offset, u64)>,
+    /// (hash, offset) of the kept records' keys and message ids.
+    lookups: Vec<(u64, u64)>,
 }
 
 impl CleanWriter {
@@ -243,7 +285,17 @@ impl CleanWriter {
             written: 0,
             records: 0,
             marks: Vec::new(),
+            lookups: Vec::new(),
         })
+    }
+
+    /// Notes a kept record's lookup entries: its key's, and its message
+    /// id's unless it has none (all zero).
+    pub fn note_lookup(&mut self, offset: u64, key: &[u8], message_id: &[u8; 16]) {
+        self.lookups.push((crate::lookup::key_hash(key), offset));
+        if *message_id != [0; 16] {
+            self.lookups.push((crate::lookup::id_hash(message_id), offset));
+        }
     }
 
     /// Bytes of batches pushed so far.
@@ -287,9 +339,29 @@ impl CleanWriter {
     /// directory synced): from here a restart reads this generation.
     pub async fn finish(mut self, start: Offset, end: Offset) -> Result<CleanStore> {
         let data_bytes = self.data_bytes();
-        let footer_at = page_up(data_bytes);
+        let lookup_at = page_up(data_bytes);
+        self.pending.resize((lookup_at - self.written) as usize, 0);
+        self.write_full().await?;
+        let mut lookups = std::mem::take(&mut self.lookups);
+        lookups.sort_unstable();
+        let firsts: Vec<u64> = lookups.chunks(LOOKUP_BLOCK).map(|page| page[0].0).collect();
+        for (hash, offset) in &lookups {
+            self.pending.extend_from_slice(&hash.to_le_bytes());
+            self.pending.extend_from_slice(&offset.to_le_bytes());
+            self.write_full().await?;
+        }
+        let lookup = LookupSection { at: lookup_at, entries: lookups.len() as u64, firsts };
+        let footer_at = page_up(self.data_bytes());
         self.pending.resize((footer_at - self.written) as usize, 0);
-        let footer = encode_footer(self.generation, start, end, data_bytes, self.records, &self.marks);
+        let footer = encode_footer(&Footer {
+            generation: self.generation,
+            start,
+            end,
+            data_bytes,
+            records: self.records,
+            marks: self.marks.clone(),
+            lookup: lookup.clone(),
+        });
         self.pending.extend_from_slice(&footer);
         let total = page_up(footer_at + (footer.len() + TRAILER_BYTES) as u64);
         self.pending.resize((total - self.written) as usize - TRAILER_BYTES, 0);
@@ -312,6 +384,7 @@ impl CleanWriter {
             data_bytes,
             records: self.records,
             marks: self.marks,
+            lookup,
         })
     }
 
@@ -322,43 +395,62 @@ impl CleanWriter {
     }
 }
 
-fn encode_footer(
+/// A part's footer: what opening the part needs.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Footer {
     generation: u64,
     start: Offset,
     end: Offset,
     data_bytes: u64,
     records: u64,
-    marks: &[(Offset, u64)],
-) -> Vec<u8> {
-    let mut b = Vec::with_capacity(52 + marks.len() * 16);
-    for v in [MAGIC, generation, start.0, end.0, data_bytes, records] {
+    marks: Vec<(Offset, u64)>,
+    lookup: LookupSection,
+}
+
+fn encode_footer(f: &Footer) -> Vec<u8> {
+    let mut b = Vec::with_capacity(76 + f.marks.len() * 16 + f.lookup.firsts.len() * 8);
+    for v in [MAGIC, f.generation, f.start.0, f.end.0, f.data_bytes, f.records, f.lookup.at, f.lookup.entries] {
         b.extend_from_slice(&v.to_le_bytes());
     }
-    b.extend_from_slice(&(marks.len() as u32).to_le_bytes());
-    for (offset, pos) in marks {
+    b.extend_from_slice(&(f.marks.len() as u32).to_le_bytes());
+    for (offset, pos) in &f.marks {
         b.extend_from_slice(&offset.0.to_le_bytes());
         b.extend_from_slice(&pos.to_le_bytes());
+    }
+    b.extend_from_slice(&(f.lookup.firsts.len() as u32).to_le_bytes());
+    for first in &f.lookup.firsts {
+        b.extend_from_slice(&first.to_le_bytes());
     }
     let crc = crc32fast::hash(&b);
     b.extend_from_slice(&crc.to_le_bytes());
     b
 }
 
-/// The footer's fields: (generation, start, end, data bytes, records, marks).
-type Footer = (u64, Offset, Offset, u64, u64, Vec<(Offset, u64)>);
-
 fn decode_footer(b: &[u8]) -> Option<Footer> {
     use crate::batch::{u32_at, u64_at};
-    if b.len() < 56 || u64_at(b, 0) != MAGIC {
+    if b.len() < 76 || u64_at(b, 0) != MAGIC {
         return None;
     }
-    let count = u32_at(b, 48) as usize;
-    let end = 52usize.checked_add(count.checked_mul(16)?)?;
+    let marks = u32_at(b, 64) as usize;
+    let pages_at = 68usize.checked_add(marks.checked_mul(16)?)?;
+    let pages = u32_at(b.get(pages_at..pages_at + 4)?, 0) as usize;
+    let end = (pages_at + 4).checked_add(pages.checked_mul(8)?)?;
     if b.len() < end + 4 || crc32fast::hash(&b[..end]) != u32_at(b, end) {
         return None;
     }
-    let marks = (0..count).map(|i| (Offset(u64_at(b, 52 + i * 16)), u64_at(b, 60 + i * 16))).collect();
-    Some((u64_at(b, 8), Offset(u64_at(b, 16)), Offset(u64_at(b, 24)), u64_at(b, 32), u64_at(b, 40), marks))
+    Some(Footer {
+        generation: u64_at(b, 8),
+        start: Offset(u64_at(b, 16)),
+        end: Offset(u64_at(b, 24)),
+        data_bytes: u64_at(b, 32),
+        records: u64_at(b, 40),
+        marks: (0..marks).map(|i| (Offset(u64_at(b, 68 + i * 16)), u64_at(b, 76 + i * 16))).collect(),
+        lookup: LookupSection {
+            at: u64_at(b, 48),
+            entries: u64_at(b, 56),
+            firsts: (0..pages).map(|i| u64_at(b, pages_at + 4 + i * 8)).collect(),
+        },
+    })
 }
 
 /// Path of generation `generation` of the part in the queue's index directory `dir`.
@@ -419,23 +511,21 @@ async fn open_file(path: &Path) -> Result<Option<CleanStore>> {
         .read_at_aligned(footer_at, page_up(footer_len) as usize)
         .await
         .map_err(|e| StorageError::io("reading", path, e))?;
-    let Some((generation, start, end, data_bytes, records, marks)) = decode_footer(&bytes[..footer_len as usize])
-    else {
-        return Ok(None);
-    };
-    if data_bytes > footer_at || start > end {
+    let Some(f) = decode_footer(&bytes[..footer_len as usize]) else { return Ok(None) };
+    let lookup_end = f.lookup.at + f.lookup.entries * LOOKUP_ENTRY_BYTES as u64;
+    if f.data_bytes > f.lookup.at || lookup_end > footer_at || f.start > f.end {
         return Ok(None);
     }
-    let file = Rc::new(file);
     Ok(Some(CleanStore {
         path: path.to_path_buf(),
-        file,
-        generation,
-        start: Cell::new(start),
-        end,
-        data_bytes,
-        records,
-        marks,
+        file: Rc::new(file),
+        generation: f.generation,
+        start: Cell::new(f.start),
+        end: f.end,
+        data_bytes: f.data_bytes,
+        records: f.records,
+        marks: f.marks,
+        lookup: f.lookup,
     }))
 }
 
@@ -445,9 +535,17 @@ mod tests {
 
     #[test]
     fn a_footer_round_trips_and_damage_is_refused() {
-        let marks = vec![(Offset(3), 0), (Offset(900), 70_000)];
-        let mut b = encode_footer(4, Offset(0), Offset(1_000), 80_000, 12, &marks);
-        assert_eq!(decode_footer(&b), Some((4, Offset(0), Offset(1_000), 80_000, 12, marks)));
+        let f = Footer {
+            generation: 4,
+            start: Offset(0),
+            end: Offset(1_000),
+            data_bytes: 80_000,
+            records: 12,
+            marks: vec![(Offset(3), 0), (Offset(900), 70_000)],
+            lookup: LookupSection { at: 81_920, entries: 300, firsts: vec![5, 1 << 60] },
+        };
+        let mut b = encode_footer(&f);
+        assert_eq!(decode_footer(&b), Some(f));
         b[20] ^= 1;
         assert_eq!(decode_footer(&b), None);
     }

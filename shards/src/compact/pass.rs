@@ -282,6 +282,7 @@ impl Inner {
             let mut run_from = 0u32;
             let records: Records<'_> = batch::records(stored, &mut scratch)?;
             let mut outputs = Vec::new();
+            let mut lookups = Vec::new();
             for (i, record) in records.enumerate() {
                 let record = record?;
                 let at = header.base_offset + i as u64;
@@ -292,6 +293,7 @@ impl Inner {
                     if run.is_empty() {
                         run_from = i as u32;
                     }
+                    lookups.push((at, record.key.unwrap_or_default().to_vec(), record.message_id));
                     run.push(record);
                 } else if !run.is_empty() {
                     outputs.push(self.kept_batch(queue, stored, &header, kafka.as_ref(), run_from, &run)?);
@@ -300,6 +302,9 @@ impl Inner {
             }
             if !run.is_empty() {
                 outputs.push(self.kept_batch(queue, stored, &header, kafka.as_ref(), run_from, &run)?);
+            }
+            for (offset, key, id) in &lookups {
+                writer.note_lookup(*offset, key, id);
             }
             for (out, base_offset, count) in outputs {
                 report.records_kept += u64::from(count);
