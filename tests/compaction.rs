@@ -27,10 +27,16 @@ fn native_clients_read_a_compacted_queue_across_its_gaps_and_look_keys_up() {
     let producer =
         Producer::new(client.clone(), ProducerConfig { selector: QueueSelector::Custom(first), ..Default::default() });
     let pad = "x".repeat(900);
-    let mut messages: Vec<Message> =
-        (0..3000).map(|i| Message::new(format!("v{i}-{pad}")).with_key(format!("k{}", i % 20))).collect();
+    // Keys k0-k9 are tagged "low", k10-k19 "high".
+    let tag = |k: u32| if k < 10 { "low" } else { "high" };
+    let mut messages: Vec<Message> = (0..3000)
+        .map(|i| Message::new(format!("v{i}-{pad}")).with_key(format!("k{}", i % 20)).with_tag(tag(i % 20)))
+        .collect();
     messages.extend((0..5).map(|k| Message::tombstone(format!("k{k}"))));
-    messages.extend((3000..5500).map(|i| Message::new(format!("v{i}-{pad}")).with_key(format!("k{}", 10 + i % 10))));
+    messages.extend(
+        (3000..5500)
+            .map(|i| Message::new(format!("v{i}-{pad}")).with_key(format!("k{}", 10 + i % 10)).with_tag("high")),
+    );
     let futures: Vec<_> = messages.iter().map(|m| producer.send_async("kv", m)).collect();
     let offsets: Vec<u64> = futures.into_iter().map(|f| f.wait().unwrap().offset).collect();
     let mut latest: HashMap<Vec<u8>, (u64, Option<Vec<u8>>)> = HashMap::new();
@@ -64,6 +70,14 @@ fn native_clients_read_a_compacted_queue_across_its_gaps_and_look_keys_up() {
         assert_eq!((&m.key, &m.value), (&Some(key.to_vec()), value), "as sent");
     }
     assert_eq!(client.list_offsets("kv", 0).unwrap(), (0, 5505), "the queue keeps its start and end");
+    let mut low = Consumer::new(client.clone(), None);
+    low.filter_tags("kv", "low");
+    low.assign_all("kv", StartFrom::Earliest).unwrap();
+    let tagged = common::consume(&mut low, usize::MAX, Duration::from_secs(3));
+    let mut want: Vec<u64> = read.iter().filter(|m| m.tag == "low").map(|m| m.offset).collect();
+    want.sort_unstable();
+    assert!(!want.is_empty());
+    assert_eq!(tagged.iter().map(|m| m.offset).collect::<Vec<_>>(), want, "a tag filter reads the compacted part too");
     let found = client.find_by_key("kv", b"k7").unwrap().messages;
     assert_eq!(
         found.iter().map(|m| m.offset).collect::<Vec<_>>(),

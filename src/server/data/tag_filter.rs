@@ -93,6 +93,14 @@ pub async fn read_filtered(
             return Err(StorageError::OffsetOutOfRange { queue: queue.0, offset, start, end });
         }
         while offset < end && out.len() < max_bytes && scanned < scan_limit {
+            if offset < storage.log_start(queue)? {
+                // A compacted queue's part has no index entries: its batches are read and filtered.
+                let read = storage.read(queue, offset, max_bytes - out.len(), ReadWait::No).await?;
+                repack(&read.bytes, offset, filter, &mut out);
+                scanned += read.bytes.len();
+                offset = read.next_offset;
+                continue;
+            }
             let first = storage.entry(queue, offset).await?;
             let (mut next, mut candidate) = (offset + 1, filter.may_match(first.tag_hash));
             while next < end {
