@@ -156,7 +156,8 @@ fn a_topics_configs_queues_and_records_are_managed_from_the_command_line() {
 
 /// A compacted topic from the command line: created with
 /// --cleanup-policy, a record without a key refused and nothing stored, a
-/// tombstone sent for a key and read back as a null value.
+/// tombstone sent for a key and read back as a null value, DeleteRecords
+/// refused (the topic only compacts).
 #[test]
 fn a_compacted_topic_refuses_keyless_records_and_takes_tombstones() {
     let dir = tempfile::tempdir().unwrap();
@@ -177,6 +178,9 @@ fn a_compacted_topic_refuses_keyless_records_and_takes_tombstones() {
     let lines: Vec<&str> = read.lines().collect();
     assert_eq!(lines.len(), 2, "{read}");
     assert!(lines[0].contains("\"v1\"") && lines[1].contains("\"value\":null"), "the tombstone reads as null: {read}");
+    let delete = ringmq(&["topic", "delete-records", "kv", "--queue", "0", "--before", "1", "--broker", b], "");
+    assert!(!delete.status.success() && text(&delete.stderr).contains("only compacts"), "{}", text(&delete.stderr));
+    assert_eq!(broker.client().list_offsets("kv", 0).unwrap(), (0, 2), "DeleteRecords refused, nothing removed");
 }
 
 #[test]

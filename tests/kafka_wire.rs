@@ -138,6 +138,7 @@ fn refused_batches_store_nothing() {
 
 /// A record without a key on a compacted topic is refused as Kafka refuses
 /// it (INVALID_RECORD) and nothing of its batch is stored; keyed ones are.
+/// DeleteRecords on a topic that only compacts is POLICY_VIOLATION.
 #[test]
 fn a_keyless_record_on_a_compacted_topic_is_refused_and_nothing_stored() {
     const INVALID_RECORD: i16 = 87;
@@ -153,6 +154,17 @@ fn a_keyless_record_on_a_compacted_topic_is_refused_and_nothing_stored() {
     assert_eq!(produce(&mut s, "kv", batch(&mixed)).0, INVALID_RECORD);
     assert_eq!(broker.client().list_offsets("kv", 0).unwrap(), (0, 0), "nothing of the batch is stored");
     assert_eq!(produce(&mut s, "kv", batch(&records(3, None))), (0, 0), "keyed records are");
+    // A topic that only compacts refuses DeleteRecords, as Kafka's does.
+    use kafka_protocol::messages::delete_records_request::{DeleteRecordsPartition, DeleteRecordsTopic};
+    const POLICY_VIOLATION: i16 = 44;
+    let partition = DeleteRecordsPartition::default().with_partition_index(0).with_offset(2);
+    let topic = DeleteRecordsTopic::default()
+        .with_name(TopicName(StrBytes::from_static_str("kv")))
+        .with_partitions(vec![partition]);
+    let request = DeleteRecordsRequest::default().with_topics(vec![topic]).with_timeout_ms(10_000);
+    let deleted: DeleteRecordsResponse = call(&mut s, ApiKey::DeleteRecords, 2, &request);
+    assert_eq!(deleted.topics[0].partitions[0].error_code, POLICY_VIOLATION);
+    assert_eq!(broker.client().list_offsets("kv", 0).unwrap(), (0, 3), "its start did not move");
 }
 
 #[test]

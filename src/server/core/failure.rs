@@ -87,6 +87,9 @@ pub enum Reason {
     InvalidTransactionTimeout,
     /// A record without a key for a compacted topic: nothing was stored.
     KeyRequired,
+    /// The topic's `cleanup.policy` does not allow it (DeleteRecords on a
+    /// topic that only compacts).
+    PolicyViolation,
 }
 
 /// A failed request: why, and a message a user can act on.

@@ -20,7 +20,7 @@
 use crate::server::core::metadata::QueueSlot;
 use crate::server::core::queue_starts;
 use crate::server::core::topic_configs::TopicConfigs;
-use crate::server::core::{Core, Failure};
+use crate::server::core::{Core, Failure, Reason};
 use crate::server::internal::queues::METADATA;
 use crate::server::internal::retention_floor;
 use crate::server::internal::stored_batch::{batch_at, first_newer_than};
@@ -120,6 +120,15 @@ async fn bytes_per_record(storage: &Shard, queue: QueueId, start: u64, end: u64)
 /// (`None`: all it holds), recorded durably before the answer; the queue's
 /// new start.
 pub async fn delete_records(core: &Core, slot: QueueSlot, offset: Option<u64>) -> Result<u64, Failure> {
+    let metadata = core.metadata();
+    let topic = metadata.slots_on(core.id()).into_iter().find(|(_, _, s)| s.storage_id == slot.storage_id);
+    if let Some((name, _, _)) = topic.filter(|(name, _, _)| !metadata.topics[name].configs.cleanup_policy().deletes()) {
+        let why = format!(
+            "topic {name:?} only compacts (cleanup.policy=compact): its records go by compaction, not DeleteRecords; \
+             set cleanup.policy=compact,delete to delete records"
+        );
+        return Err(Failure(Reason::PolicyViolation, why));
+    }
     let storage = core.storage();
     let queue = QueueId(slot.storage_id);
     // Past the end is the engine's OffsetOutOfRange.

@@ -45,6 +45,7 @@ fn error_of(reason: Reason) -> K {
         R::InvalidTransactionTimeout => K::InvalidTransactionTimeout,
         // As Kafka's log validator refuses a keyless record on a compacted topic.
         R::KeyRequired => K::InvalidRecord,
+        R::PolicyViolation => K::PolicyViolation,
         R::UnsupportedVersion => K::UnsupportedVersion,
         R::InvalidRequest => K::InvalidRequest,
         R::AuthenticationFailed => K::SaslAuthenticationFailed,

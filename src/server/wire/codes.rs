@@ -36,6 +36,8 @@ pub fn code(reason: Reason) -> ErrorCode {
         R::InvalidTopic => ErrorCode::InvalidTopic,
         R::CrcMismatch => ErrorCode::CrcMismatch,
         R::KeyRequired => ErrorCode::InvalidBatch,
+        // The message says which config refuses it.
+        R::PolicyViolation => ErrorCode::InvalidConfig,
         R::BatchTooLarge => ErrorCode::BatchTooLarge,
         R::InvalidBatch => ErrorCode::InvalidBatch,
         R::OffsetOutOfRange => ErrorCode::OffsetOutOfRange,
