@@ -160,7 +160,7 @@ impl Inner {
             let q = st.queues.get(&queue).ok_or(StorageError::UnknownQueue(queue.0))?;
             let durable = q.next_before(st.log.synced_end()).min(q.visible());
             let old = st.compacted.get(&queue).cloned();
-            let start = old.as_ref().filter(|o| o.holds_any()).map_or(q.start(), |o| o.start());
+            let start = st.start_of(q);
             (old, q.start(), Offset(c.until).min(durable), start, q.dir().to_path_buf())
         };
         let mut report = CompactionReport::default();
@@ -282,7 +282,6 @@ impl Inner {
             let mut run_from = 0u32;
             let records: Records<'_> = batch::records(stored, &mut scratch)?;
             let mut outputs = Vec::new();
-            let mut lookups = Vec::new();
             for (i, record) in records.enumerate() {
                 let record = record?;
                 let at = header.base_offset + i as u64;
@@ -293,7 +292,7 @@ impl Inner {
                     if run.is_empty() {
                         run_from = i as u32;
                     }
-                    lookups.push((at, record.key.unwrap_or_default().to_vec(), record.message_id));
+                    writer.note_lookup(at, record.key.unwrap_or_default(), &record.message_id);
                     run.push(record);
                 } else if !run.is_empty() {
                     outputs.push(self.kept_batch(queue, stored, &header, kafka.as_ref(), run_from, &run)?);
@@ -302,9 +301,6 @@ impl Inner {
             }
             if !run.is_empty() {
                 outputs.push(self.kept_batch(queue, stored, &header, kafka.as_ref(), run_from, &run)?);
-            }
-            for (offset, key, id) in &lookups {
-                writer.note_lookup(*offset, key, id);
             }
             for (out, base_offset, count) in outputs {
                 report.records_kept += u64::from(count);

@@ -93,6 +93,7 @@ pub async fn read_filtered(
             return Err(StorageError::OffsetOutOfRange { queue: queue.0, offset, start, end });
         }
         while offset < end && out.len() < max_bytes && scanned < scan_limit {
+            // Asked per step: a compaction pass may move the log's start between two awaits.
             if offset < storage.log_start(queue)? {
                 // A compacted queue's part has no index entries: its batches are read and filtered.
                 let read = storage.read(queue, offset, max_bytes - out.len(), ReadWait::No).await?;
