@@ -43,6 +43,8 @@ pub(crate) struct Inner {
     next_append: Cell<u64>,
     /// Written rounds were published (or the shard failed): raw log readers wake.
     pub published: Signal,
+    /// Rounds were taken for writing (or the shard failed): replication's readers wake.
+    pub taken: Signal,
     /// The spare segment was taken.
     pub spare_needed: Signal,
     /// The in-memory index is past its bound.
@@ -243,6 +245,7 @@ impl Shard {
             blocked_appends: RefCell::default(),
             next_append: Cell::new(0),
             published: Signal::default(),
+            taken: Signal::default(),
             spare_needed: Signal::default(),
             checkpoint_needed: Signal::default(),
             checkpoint_lock: glommio::sync::Semaphore::new(1),

@@ -147,6 +147,43 @@ fn a_follower_holds_the_leaders_log_byte_for_byte_and_recovers_it() {
     });
 }
 
+/// A leader ships a round while its own write of it is at the disk (held
+/// there by the probe): the follower holds it durably first, the leader's
+/// append is answered only after its own write, and both logs end the same.
+#[test]
+fn a_leader_ships_a_round_while_its_own_write_is_at_the_disk() {
+    let (a, b) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let (pa, pb) = (a.path().to_path_buf(), b.path().to_path_buf());
+    let segment_bytes = config(&pa).segment_bytes;
+    let end = run(move || async move {
+        let leader = open_with(config(&pa), &QUEUES).await;
+        let follower = Shard::open_mirror(config(&pb), None).await.unwrap();
+        leader.probes().hold_writes(true);
+        let answered = std::rc::Rc::new(std::cell::Cell::new(false));
+        let append = glommio::spawn_local({
+            let (leader, answered) = (leader.clone(), answered.clone());
+            async move {
+                let appended = leader.append(QueueId(1), &batch_of(b"shipped first")).await.unwrap();
+                answered.set(true);
+                appended
+            }
+        });
+        let range = leader.read_range(0, 1 << 20, ReadWait::Upto(Duration::from_secs(10))).await.unwrap();
+        assert!(!range.bytes.is_empty(), "the taken round ships before it is written");
+        assert_eq!(range.next, range.shipped_end);
+        assert_eq!(leader.log_positions().1, 0, "the leader's own write is still held");
+        assert_eq!(follower.mirror(range.from, &range.bytes).await.unwrap(), range.next);
+        assert!(!answered.get(), "the leader answers only once its own write is durable");
+        leader.probes().hold_writes(false);
+        let appended = append.await;
+        assert_eq!((appended.base_offset, appended.position.0), (0, 0));
+        assert_eq!(leader.log_positions().2, range.next, "durable on the leader too");
+        load(&leader, 3, 1).await;
+        catch_up_and_close(leader, follower).await
+    });
+    assert_same_log(a.path(), b.path(), end, segment_bytes);
+}
+
 #[test]
 fn a_follower_cut_back_to_a_position_fetches_again_from_there() {
     let (a, b) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());

@@ -840,7 +840,8 @@ pub struct ReplicaRange<'a> {
     pub from: u64,
     pub next: u64,
     pub log_start: u64,
-    pub written_end: u64,
+    /// The end of what the leader ships: taken for its own durable write.
+    pub shipped_end: u64,
     /// Everything before this is durable on the leader and `min_insync` followers.
     pub committed_end: u64,
     pub batches: &'a [u8],
@@ -849,7 +850,7 @@ pub struct ReplicaRange<'a> {
 impl<'a> ReplicaRange<'a> {
     pub fn encode(&self, w: &mut Writer) {
         w.u64(self.epoch).u64(self.from).u64(self.next).u64(self.log_start);
-        w.u64(self.written_end).u64(self.committed_end).bytes(self.batches);
+        w.u64(self.shipped_end).u64(self.committed_end).bytes(self.batches);
     }
 
     pub fn decode(r: &mut Reader<'a>) -> Result<Self, DecodeError> {
@@ -858,7 +859,7 @@ impl<'a> ReplicaRange<'a> {
             from: r.u64()?,
             next: r.u64()?,
             log_start: r.u64()?,
-            written_end: r.u64()?,
+            shipped_end: r.u64()?,
             committed_end: r.u64()?,
             batches: r.bytes()?,
         })

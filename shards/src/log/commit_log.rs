@@ -6,6 +6,7 @@ use crate::config::FlushPolicy;
 use crate::crypt::keyring::Keyring;
 use crate::crypt::sealed;
 use crate::index::{IndexEntry, QueueIndex};
+use crate::log::in_flight::InFlight;
 use crate::log::round::Round;
 use crate::log::segment::Segment;
 use crate::lookup::{BatchKey, Lookup, Stored};
@@ -74,6 +75,8 @@ pub(crate) struct Log {
     synced_end: LogPos,
     open: Option<Round>,
     sealed: VecDeque<Round>,
+    /// The rounds between `written_end` and `taken_end`.
+    in_flight: InFlight,
     /// Batch bytes appended but not yet written (and synced if asked).
     pending_bytes: usize,
     /// The bytes of the partial page before `end`.
@@ -310,6 +313,7 @@ impl Log {
             synced_end: end,
             open: None,
             sealed: VecDeque::new(),
+            in_flight: InFlight::default(),
             pending_bytes: 0,
             tail_page,
             next_round_id: 0,
@@ -353,6 +357,16 @@ impl Log {
         self.written_end
     }
 
+    /// Everything before this was handed to the flusher: its bytes are final.
+    pub fn taken_end(&self) -> LogPos {
+        self.taken_end
+    }
+
+    /// The rounds taken and not yet written.
+    pub fn in_flight(&self) -> &InFlight {
+        &self.in_flight
+    }
+
     /// Everything before this is fdatasync'd.
     pub fn synced_end(&self) -> LogPos {
         self.synced_end
@@ -386,6 +400,7 @@ impl Log {
             assert_eq!(r.start, self.taken_end, "round {} starts where the last taken one ended", r.id);
             assert!(r.start <= r.end, "round {} runs backwards", r.id);
             self.taken_end = r.end;
+            self.in_flight.taken(r);
         }
         self.assert_order();
         rounds
@@ -397,6 +412,7 @@ impl Log {
         assert!(round.end <= self.taken_end, "round {} was taken before it is written", round.id);
         assert!(self.pending_bytes >= round.batch_bytes, "round {} was counted as pending", round.id);
         self.written_end = round.end;
+        self.in_flight.written(round.start);
         self.pending_bytes -= round.batch_bytes;
         self.assert_order();
     }
@@ -411,6 +427,7 @@ impl Log {
     pub fn strand(&mut self) -> Vec<Round> {
         self.seal_open(false);
         let stranded: Vec<Round> = self.sealed.drain(..).collect();
+        self.in_flight.clear();
         if let Some(last) = stranded.last() {
             self.taken_end = last.end;
         }

@@ -116,6 +116,7 @@ impl Flusher {
             let busy = in_flight > 0 || st.log.open_round_bytes().is_some_and(|b| b >= PIPELINE_MIN_BYTES);
             st.log.take_rounds(inner.config.flush_depth > 1 && busy)
         };
+        inner.taken.notify();
         if rounds.iter().all(|r| r.needs_sync) && self.unsynced.is_empty() {
             self.tail_shared = rounds.last().is_some_and(|r| !r.end.on_page());
             self.spawn_durable_write(rounds);
@@ -307,6 +308,7 @@ fn still_cached(cache: &ChunkCache<u64>, round: &Round) -> bool {
 async fn write_rounds(inner: &Inner, rounds: &[Round], dsync: bool) -> Result<(), StorageError> {
     rounds.iter().for_each(Round::assert_framed);
     let writes = rounds.iter().map(|r| async move {
+        inner.probes.while_held().await;
         inner.probes.write().map_err(|e| StorageError::io("writing", &r.segment.path, e))?;
         if dsync {
             inner.probes.sync().map_err(|e| StorageError::io("syncing", &r.segment.path, e))?;
@@ -392,6 +394,7 @@ fn fail(inner: &Inner, rounds: Vec<Round>, error: StorageError) -> StorageError 
     }
     inner.space_freed.notify();
     inner.published.notify();
+    inner.taken.notify();
     inner.flush_needed.notify();
     StorageError::Failed(reason)
 }

@@ -1,6 +1,8 @@
 //! Failure probes: tests tell the shard to fail its next writes, syncs or reads,
-//! so that error paths are exercised rather than hoped for.
+//! or to hold its log writes back (a slow disk), so that error paths and
+//! what happens while a write is at the disk are exercised rather than hoped for.
 
+use crate::signal::Signal;
 use std::cell::Cell;
 
 /// Counters of injected failures still to deliver.
@@ -9,6 +11,8 @@ pub struct FailureProbes {
     writes: Cell<u32>,
     syncs: Cell<u32>,
     reads: Cell<u32>,
+    held: Cell<bool>,
+    released: Signal,
 }
 
 impl FailureProbes {
@@ -25,6 +29,22 @@ impl FailureProbes {
     /// Fails the next `n` reads from disk.
     pub fn fail_reads(&self, n: u32) {
         self.reads.set(n);
+    }
+
+    /// Holds every log write that starts from now on before it reaches the
+    /// disk, until called with false.
+    pub fn hold_writes(&self, held: bool) {
+        self.held.set(held);
+        if !held {
+            self.released.notify();
+        }
+    }
+
+    /// Waits while log writes are held.
+    pub(crate) async fn while_held(&self) {
+        while self.held.get() {
+            self.released.wait().await;
+        }
     }
 
     pub(crate) fn write(&self) -> std::io::Result<()> {

@@ -1,5 +1,6 @@
 //! The leader's end: whole stored batches of the log from a position, up to
-//! what is written, read through the cache like any read.
+//! what its flusher took: the written log read through the cache like any
+//! read, the rounds still at the disk from their buffers.
 
 use crate::batch::{self, verify_in, verify_stored, BatchHeader, HEADER_BYTES};
 use crate::error::{Result, StorageError};
@@ -18,8 +19,9 @@ pub struct LogRange {
     pub bytes: Vec<u8>,
     /// The oldest position the leader still holds.
     pub log_start: u64,
-    /// The leader's written end when the range was read.
-    pub written_end: u64,
+    /// The end of what the leader ships when the range was read: taken for
+    /// its own durable write, which may still be at its disk.
+    pub shipped_end: u64,
 }
 
 /// Splits shipped bytes into (header, batch bytes), checking each batch's
@@ -47,70 +49,114 @@ pub fn shipped_batches(
 
 impl Inner {
     /// Reads whole batches from log position `from` (a batch boundary) up to
-    /// about `max_bytes` (at least one batch when one is written), parking at
-    /// the written end as `wait` says.
+    /// about `max_bytes` (at least one batch when one is taken), parking at
+    /// the taken end as `wait` says. The bytes past the written end come from
+    /// the rounds at the disk: a follower writes them while this shard does.
     pub(crate) async fn read_range(&self, from: LogPos, max_bytes: usize, wait: ReadWait) -> Result<LogRange> {
-        let written_end = self.wait_written_past(from, wait).await?;
+        let taken_end = self.wait_taken_past(from, wait).await?;
         let log_start = self.state.borrow().log.start();
-        let mut range = LogRange {
-            from: from.0,
-            next: from.0,
-            bytes: Vec::new(),
-            log_start: log_start.0,
-            written_end: written_end.0,
-        };
-        let mut head = Vec::with_capacity(HEADER_BYTES);
-        while range.next < written_end.0 {
+        // Sized once: growing a range of a megabyte copies it and faults in its pages again.
+        let bytes = Vec::with_capacity(((taken_end - from) as usize).min(max_bytes) + HEADER_BYTES);
+        let mut range =
+            LogRange { from: from.0, next: from.0, bytes, log_start: log_start.0, shipped_end: taken_end.0 };
+        while range.next < taken_end.0 {
             let at = range.next;
-            head.clear();
-            self.read_log(at, HEADER_BYTES, &mut head).await?;
-            let not_boundary = |detail: &str| StorageError::Corruption {
-                what: "log range",
-                position: at,
-                detail: format!("no stored batch starts here ({detail}); a follower asks only from a batch boundary"),
+            let shipped = match self.ship_taken(at, max_bytes, &mut range.bytes)? {
+                Some(shipped) => shipped,
+                None => self.ship_written(at, max_bytes, &mut range.bytes).await?,
             };
-            let header = BatchHeader::decode(&head).ok_or_else(|| not_boundary("bad header"))?;
-            let shipped = if header.is_padding() { HEADER_BYTES } else { header.length as usize };
-            if !range.bytes.is_empty() && range.bytes.len() + shipped > max_bytes {
-                break;
-            }
-            let start = range.bytes.len();
-            if header.is_padding() {
-                range.bytes.extend_from_slice(&head);
-            } else {
-                self.read_log(at, shipped, &mut range.bytes).await?;
-            }
-            let generation = self.generation_at(LogPos(at))?;
-            verify_in(&range.bytes[start..], generation).map_err(not_boundary)?;
-            // Shipped as on the wire: the follower seals it for its own file's life.
-            batch::to_wire(&mut range.bytes[start..], generation);
+            let Some(header) = shipped else { break };
             range.next = at + u64::from(header.length);
         }
         Ok(range)
     }
 
-    /// The written end once it is past `from` (or at once if the caller does
+    /// Ships the batch at `at` from a taken round not yet written (None when
+    /// no such round holds it); Some(None) when it does not fit in `max_bytes`.
+    fn ship_taken(&self, at: u64, max_bytes: usize, out: &mut Vec<u8>) -> Result<Option<Option<BatchHeader>>> {
+        let st = self.state.borrow();
+        let Some((bytes, generation)) = st.log.in_flight().bytes_from(LogPos(at)) else { return Ok(None) };
+        let header = BatchHeader::decode(bytes).ok_or_else(|| not_boundary(at, "bad header"))?;
+        let shipped = shipped_len(&header);
+        if bytes.len() < shipped {
+            return Err(not_boundary(at, "the batch runs past its round"));
+        }
+        if !out.is_empty() && out.len() + shipped > max_bytes {
+            return Ok(Some(None));
+        }
+        let start = out.len();
+        out.extend_from_slice(&bytes[..shipped]);
+        to_wire(&mut out[start..], generation, at)?;
+        Ok(Some(Some(header)))
+    }
+
+    /// Ships the batch at `at` from the written log (through the cache);
+    /// None when it does not fit in `max_bytes`.
+    async fn ship_written(&self, at: u64, max_bytes: usize, out: &mut Vec<u8>) -> Result<Option<BatchHeader>> {
+        let mut head = Vec::with_capacity(HEADER_BYTES);
+        self.read_log(at, HEADER_BYTES, &mut head).await?;
+        let header = BatchHeader::decode(&head).ok_or_else(|| not_boundary(at, "bad header"))?;
+        let shipped = shipped_len(&header);
+        if !out.is_empty() && out.len() + shipped > max_bytes {
+            return Ok(None);
+        }
+        let start = out.len();
+        if header.is_padding() {
+            out.extend_from_slice(&head);
+        } else {
+            self.read_log(at, shipped, out).await?;
+        }
+        to_wire(&mut out[start..], self.generation_at(LogPos(at))?, at)?;
+        Ok(Some(header))
+    }
+
+    /// The taken end once it is past `from` (or at once if the caller does
     /// not wait, or the wait ends first); `from` must be inside the log.
-    async fn wait_written_past(&self, from: LogPos, wait: ReadWait) -> Result<LogPos> {
+    async fn wait_taken_past(&self, from: LogPos, wait: ReadWait) -> Result<LogPos> {
         let deadline = match wait {
             ReadWait::No => std::time::Instant::now(),
             ReadWait::Upto(d) => std::time::Instant::now() + d,
         };
         loop {
-            let (start, written_end) = {
+            let (start, taken_end) = {
                 let st = self.state.borrow();
-                (st.log.start(), st.log.written_end())
+                (st.log.start(), st.log.taken_end())
             };
-            if from < start || from > written_end {
-                return Err(StorageError::PositionOutOfRange { position: from.0, start: start.0, end: written_end.0 });
+            if from < start || from > taken_end {
+                return Err(StorageError::PositionOutOfRange { position: from.0, start: start.0, end: taken_end.0 });
             }
-            if from < written_end || self.is_closed() {
-                return Ok(written_end);
+            if from < taken_end || self.is_closed() {
+                return Ok(taken_end);
             }
             let left = deadline.saturating_duration_since(std::time::Instant::now());
-            if left.is_zero() || !self.published.wait_for(left).await {
-                return Ok(written_end);
+            if left.is_zero() || !self.taken.wait_for(left).await {
+                return Ok(taken_end);
             }
         }
+    }
+}
+
+/// The bytes a batch ships as: a padding batch is its header alone.
+fn shipped_len(header: &BatchHeader) -> usize {
+    if header.is_padding() {
+        HEADER_BYTES
+    } else {
+        header.length as usize
+    }
+}
+
+/// Checks one stored batch and turns it into its wire form: the follower
+/// seals it for its own file's life.
+fn to_wire(stored: &mut [u8], generation: crate::batch::Generation, at: u64) -> Result<()> {
+    verify_in(stored, generation).map_err(|detail| not_boundary(at, detail))?;
+    batch::to_wire(stored, generation);
+    Ok(())
+}
+
+fn not_boundary(at: u64, detail: &str) -> StorageError {
+    StorageError::Corruption {
+        what: "log range",
+        position: at,
+        detail: format!("no stored batch starts here ({detail}); a follower asks only from a batch boundary"),
     }
 }

@@ -67,7 +67,8 @@ pub struct Hold {
     /// `S` sleeping, `D` in the kernel) and its system call, if in one.
     pub state: char,
     pub syscall: Option<String>,
-    /// Where the thread was (innermost first), when it could be captured.
+    /// Where the thread was (innermost first), when it could be captured and
+    /// the thread ran or slept there (a starved thread's stack is not named).
     pub stack: Vec<String>,
 }
 

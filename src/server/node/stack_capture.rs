@@ -99,16 +99,24 @@ pub fn request(tid: i32) -> bool {
     sent
 }
 
-/// The stack of thread `tid`, named, innermost first, once its handler
-/// ran; the slot is free again after this returns Some, or after `cancel`.
-pub fn take(tid: i32) -> Option<Vec<String>> {
+/// The stack of thread `tid` (its frames' addresses, innermost first) once
+/// its handler ran; the slot is free again after this returns Some, or
+/// after `cancel`.
+pub fn take(tid: i32) -> Option<Vec<usize>> {
     if SLOT.tid.load(Ordering::Acquire) != tid || SLOT.state.load(Ordering::Acquire) != DONE {
         return None;
     }
     let len = SLOT.len.load(Ordering::Relaxed);
     let ips: Vec<usize> = SLOT.frames[..len].iter().map(|f| f.load(Ordering::Relaxed)).collect();
     SLOT.state.store(IDLE, Ordering::Release);
-    Some(interrupted(&name_frames(&ips)))
+    Some(ips)
+}
+
+/// The function names of a taken stack, from the frame the signal stopped
+/// outward. Naming parses the binary's debug information: costly in CPU
+/// and memory, so only holds whose stack tells something are named.
+pub fn name(ips: &[usize]) -> Vec<String> {
+    interrupted(&name_frames(ips))
 }
 
 /// Gives up a capture whose handler has not run (the thread left the
@@ -232,7 +240,7 @@ mod tests {
             std::thread::yield_now();
         }
         let stack = loop {
-            if let Some(stack) = take(tid) {
+            if let Some(stack) = take(tid).map(|ips| name(&ips)) {
                 break stack;
             }
             std::thread::yield_now();

@@ -100,7 +100,8 @@ struct Watch {
     /// is judged between the two, never past the hold's end (a watchdog
     /// that notices the end late would count the thread's time after it).
     latest: ThreadSample,
-    stack: Option<Vec<String>>,
+    /// The frames' addresses, named only if the hold's cause makes them worth it.
+    stack: Option<Vec<usize>>,
     asked_stack: bool,
     told: bool,
 }
@@ -168,15 +169,21 @@ impl Watch {
         let on_cpu = now.on_cpu.saturating_sub(self.first.on_cpu);
         let waiting = now.waiting.saturating_sub(self.first.waiting);
         let stolen = now.stolen.saturating_sub(self.first.stolen);
+        let cause = cause(span, on_cpu, waiting, stolen);
+        // A thread that waited for its CPU was stopped wherever the kernel
+        // took it off: its stack says nothing of the broker, and naming it
+        // would take CPU the starved shards lack.
+        let named = matches!(cause, Cause::Running | Cause::Blocked);
+        let stack = self.stack.as_deref().filter(|_| named).map(stack_capture::name).unwrap_or_default();
         Hold {
             held,
-            cause: cause(span, on_cpu, waiting, stolen),
+            cause,
             on_cpu,
             waiting,
             stolen,
             state: self.first.state,
             syscall: self.first.syscall.clone(),
-            stack: self.stack.clone().unwrap_or_default(),
+            stack,
         }
     }
 

@@ -38,7 +38,7 @@ pub async fn serve_fetch(core: &Core, f: &ReplicaFetch, w: &mut Writer) -> Resul
         from: range.from,
         next: range.next,
         log_start: range.log_start,
-        written_end: range.written_end,
+        shipped_end: range.shipped_end,
         committed_end: replication.committed(),
         batches: &range.bytes,
     }

@@ -17,7 +17,7 @@ impl Api for ReplicaFetch {
     const KEY: ApiKey = ApiKey::ReplicaFetch;
     const BODIES: (&'static str, &'static str) = (
         "string broker_group, string follower, u64 epoch, u32 shard, u64 from, u32 max_bytes, u32 max_wait_ms",
-        "u64 epoch, u64 from, u64 next, u64 log_start, u64 written_end, u64 committed_end, bytes batches",
+        "u64 epoch, u64 from, u64 next, u64 log_start, u64 shipped_end, u64 committed_end, bytes batches",
     );
     type Request<'a> = msg::ReplicaFetch;
 
