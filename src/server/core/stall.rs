@@ -67,9 +67,10 @@ pub struct Hold {
     /// `S` sleeping, `D` in the kernel) and its system call, if in one.
     pub state: char,
     pub syscall: Option<String>,
-    /// Where the thread was (innermost first), when it could be captured and
-    /// the thread ran or slept there (a starved thread's stack is not named).
-    pub stack: Vec<String>,
+    /// Where the thread was: its frames' addresses, innermost first, when it
+    /// could be captured and the thread ran or slept there (a starved
+    /// thread was stopped wherever the kernel took its CPU).
+    pub stack: Vec<usize>,
 }
 
 /// A shard's heartbeat and the holds seen on it, shared between the shard

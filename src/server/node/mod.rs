@@ -1,7 +1,8 @@
 //! A broker process's own plumbing, set up once by its start-up
 //! (`server/mod.rs`) around the shards: the data directory's lock, its
 //! recorded layout and data keys, and the watchdog thread that sees a
-//! shard's thread held (with the stack a signal captures). Nothing of a
+//! shard's thread held (with the stack a signal captures, named and logged
+//! by a thread of the idle class). Nothing of a
 //! shard imports it.
 
 pub mod data_keys;
@@ -9,6 +10,7 @@ pub mod dir_lock;
 mod error;
 pub mod layout;
 mod stack_capture;
+mod stack_names;
 mod thread_sample;
 pub mod watchdog;
 

@@ -4,7 +4,7 @@
 //!
 //! The handler only walks frames and stores numbers (the walk is the one a
 //! sampling profiler does from a signal); naming them allocates and reads
-//! debug information, so it happens on the watchdog's thread.
+//! debug information, so it happens on the namer's thread (`stack_names.rs`).
 
 use super::NodeError;
 use std::ffi::c_void;
@@ -130,7 +130,7 @@ pub fn cancel(tid: i32) {
 }
 
 /// Lets go of the parsed debug information once no stack was named for
-/// `NAMES_KEPT` (called by the watchdog on every tick).
+/// `NAMES_KEPT` (called by the namer every second).
 pub fn release_names() {
     let mut last = LAST_NAMED.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
     if last.is_some_and(|at| at.elapsed() >= NAMES_KEPT) {

@@ -3,9 +3,11 @@
 //! held; the watchdog reads the thread's state, asks a running thread for
 //! its stack (`stack_capture.rs`), and when the beats resume records the
 //! hold with its cause (the thread's CPU time, run delay and the host's
-//! steal over the hold: `thread_sample.rs`) and logs where it was.
+//! steal over the hold: `thread_sample.rs`) and has the namer
+//! (`stack_names.rs`) log where it was.
 
 use super::stack_capture;
+use super::stack_names::Namer;
 use super::thread_sample::ThreadSample;
 use super::NodeError;
 use crate::server::core::stall::{self, Cause, Hold, Pulse};
@@ -22,9 +24,6 @@ const STILL_HELD: Duration = Duration::from_secs(1);
 /// was stopped (a starved watchdog is late by milliseconds, not this).
 const FROZEN: Duration = Duration::from_millis(500);
 
-/// Frames of a stack put in a log line.
-const LOGGED_FRAMES: usize = 24;
-
 /// The running watchdog; stops when dropped.
 pub struct Watchdog {
     stop: Arc<AtomicBool>,
@@ -35,6 +34,7 @@ impl Watchdog {
     /// Watches `pulses` for holds longer than `threshold`.
     pub fn start(pulses: Vec<Arc<Pulse>>, threshold: Duration) -> Result<Watchdog, NodeError> {
         stack_capture::install()?;
+        let namer = Namer::start()?;
         let stop = Arc::new(AtomicBool::new(false));
         let every = (threshold / 2).max(Duration::from_millis(1));
         let thread = std::thread::Builder::new()
@@ -57,9 +57,8 @@ impl Watchdog {
                             continue;
                         }
                         for (pulse, watch) in pulses.iter().zip(&mut watches) {
-                            check(pulse, watch, threshold, thawed);
+                            check(pulse, watch, threshold, thawed, &namer);
                         }
-                        stack_capture::release_names();
                     }
                 }
             })
@@ -100,7 +99,7 @@ struct Watch {
     /// is judged between the two, never past the hold's end (a watchdog
     /// that notices the end late would count the thread's time after it).
     latest: ThreadSample,
-    /// The frames' addresses, named only if the hold's cause makes them worth it.
+    /// The frames' addresses, kept only if the hold's cause makes them worth naming.
     stack: Option<Vec<usize>>,
     asked_stack: bool,
     told: bool,
@@ -108,7 +107,7 @@ struct Watch {
 
 /// One look at one pulse: a hold starts, goes on, or ends; a beat before
 /// `thawed` counts as one then.
-fn check(pulse: &Pulse, watch: &mut Option<Watch>, threshold: Duration, thawed: u64) {
+fn check(pulse: &Pulse, watch: &mut Option<Watch>, threshold: Duration, thawed: u64, namer: &Namer) {
     let beat = pulse.latest_beat().max(thawed);
     match watch {
         Some(w) if beat != w.beat || pulse.tid() != Some(w.tid) => {
@@ -116,7 +115,7 @@ fn check(pulse: &Pulse, watch: &mut Option<Watch>, threshold: Duration, thawed: 
             if pulse.tid() == Some(w.tid) {
                 let held = pulse.late(w.beat, beat);
                 let hold = w.end(pulse, held);
-                log(pulse, &hold, "a shard's thread was held");
+                namer.log(pulse.shard(), hold.clone(), "a shard's thread was held");
                 pulse.record(hold);
             } else {
                 // The shard stopped beating to stop: not a hold.
@@ -130,7 +129,7 @@ fn check(pulse: &Pulse, watch: &mut Option<Watch>, threshold: Duration, thawed: 
             if late >= STILL_HELD && !w.told {
                 w.told = true;
                 let so_far = w.summary(pulse, late);
-                log(pulse, &so_far, "a shard's thread is held and has been for over a second");
+                namer.log(pulse.shard(), so_far, "a shard's thread is held and has been for over a second");
             }
         }
         None => {
@@ -171,10 +170,9 @@ impl Watch {
         let stolen = now.stolen.saturating_sub(self.first.stolen);
         let cause = cause(span, on_cpu, waiting, stolen);
         // A thread that waited for its CPU was stopped wherever the kernel
-        // took it off: its stack says nothing of the broker, and naming it
-        // would take CPU the starved shards lack.
-        let named = matches!(cause, Cause::Running | Cause::Blocked);
-        let stack = self.stack.as_deref().filter(|_| named).map(stack_capture::name).unwrap_or_default();
+        // took it off: its stack says nothing of the broker.
+        let telling = matches!(cause, Cause::Running | Cause::Blocked);
+        let stack = self.stack.clone().filter(|_| telling).unwrap_or_default();
         Hold {
             held,
             cause,
@@ -210,23 +208,6 @@ fn cause(span: Duration, on_cpu: Duration, waiting: Duration, stolen: Duration) 
     } else {
         Cause::Blocked
     }
-}
-
-fn log(pulse: &Pulse, hold: &Hold, what: &str) {
-    let ms = |d: Duration| d.as_secs_f64() * 1e3;
-    let stack = hold.stack.iter().take(LOGGED_FRAMES).cloned().collect::<Vec<_>>().join(" <- ");
-    tracing::warn!(
-        shard = pulse.shard(),
-        held_ms = ms(hold.held),
-        cause = hold.cause.as_str(),
-        on_cpu_ms = ms(hold.on_cpu),
-        waiting_for_cpu_ms = ms(hold.waiting),
-        stolen_ms = ms(hold.stolen),
-        state = %hold.state,
-        syscall = hold.syscall.as_deref().unwrap_or("none"),
-        stack,
-        "{what}"
-    );
 }
 
 #[cfg(test)]
@@ -271,7 +252,8 @@ mod tests {
         let hold = pulse.last().expect("the loop was seen");
         assert!(hold.held >= Duration::from_millis(200), "{hold:?}");
         assert_eq!(hold.cause, Cause::Running, "{hold:?}");
-        assert!(hold.stack.iter().any(|f| f.contains("spin_on_the_shard_thread")), "{hold:#?}");
+        let names = stack_capture::name(&hold.stack);
+        assert!(names.iter().any(|f| f.contains("spin_on_the_shard_thread")), "{names:#?}");
     }
 
     #[test]
