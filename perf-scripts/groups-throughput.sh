@@ -51,7 +51,7 @@ for n in "${count_list[@]}"; do
     dir="$out/$run/g$i" listen="127.0.0.$((80 + i)):$(free_port)"
     mkdir -p "$dir"
     "$bin/ringmq" serve --data-dir "$dir/data" --listen "$listen" --cores $(((i - 1) % 2)) --segment-mib 64 \
-      --cache-mib 64 --cluster "$etcd_url" --broker-group "g$i" --node "n$i" >"$dir/serve.out" 2>"$dir/serve.err" &
+      --cache-mib 64 --cluster "$etcd_url" --broker-group "g$i" --node "n$i" --insync-min 1 >"$dir/serve.out" 2>"$dir/serve.err" &
     pids+=($!)
     for _ in $(seq 200); do grep -q listening "$dir/serve.out" 2>/dev/null && break; sleep 0.1; done
     grep -q listening "$dir/serve.out" || { echo "node $i did not start (see $dir/serve.err)" >&2; exit 1; }
