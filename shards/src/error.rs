@@ -14,6 +14,11 @@ pub enum StorageError {
     #[error("offset {offset} of queue {queue} is out of range: the queue holds offsets [{start}, {end})")]
     OffsetOutOfRange { queue: u32, offset: u64, start: u64, end: u64 },
     #[error(
+        "queue {queue} takes a copied batch only at its next offset {next} (or, before its first, anywhere), \
+         not at {offset}; copy the batches in order"
+    )]
+    NotNextOffset { queue: u32, offset: u64, next: u64 },
+    #[error(
         "the sealed batch at log position {position} does not open: {detail}; start with the data keys it was \
          sealed with (--encryption-keys)"
     )]

@@ -2,7 +2,7 @@
 //! glommio executor; state sits in a RefCell that is never borrowed across
 //! an await.
 
-use crate::batch;
+use crate::batch::{self, BatchHeader};
 use crate::compact::clean::CleanStore;
 use crate::compact::{Compacted, Compaction, CompactionReport};
 use crate::config::{FlushPolicy, ShardConfig};
@@ -369,6 +369,22 @@ impl Shard {
     /// the checked batch is given the broker's time, and a retry of the
     /// producer's batch is still told by what the producer sent.
     pub async fn append_as(&self, queue: QueueId, batch: &[u8], times: RecordTimes) -> Result<Appended> {
+        self.append_with(queue, batch, times, false).await
+    }
+
+    /// Appends a batch copied from another log (a queue moving between
+    /// broker groups) at the offsets it holds there: its first offset must
+    /// be the queue's next, or the queue must not have held an offset yet,
+    /// which then begins there (`NotNextOffset` otherwise, nothing stored).
+    /// Its times are kept, and it is stored even if it looks like a recent
+    /// batch (a producer's retry stored twice at the source is copied twice,
+    /// or the offsets after it would shift); it joins the recent batches, so
+    /// the producer's later retry of it is still recognised.
+    pub async fn append_copied(&self, queue: QueueId, batch: &[u8]) -> Result<Appended> {
+        self.append_with(queue, batch, RecordTimes::Producer, true).await
+    }
+
+    async fn append_with(&self, queue: QueueId, batch: &[u8], times: RecordTimes, copied: bool) -> Result<Appended> {
         let inner = &self.inner;
         let called = std::time::Instant::now();
         // A compressed Kafka batch's records, inflated once: for the check, then its index entries.
@@ -402,7 +418,12 @@ impl Shard {
                 if turn.may_go() {
                     let State { queues, log, index_mem_entries, lookup, .. } = &mut *st;
                     let q = queues.get_mut(&queue).ok_or(StorageError::UnknownQueue(queue.0))?;
-                    if let Some(earlier) = lookup.stored_before(key.as_ref()) {
+                    if copied {
+                        let base = BatchHeader::decode(batch).map_or(0, |h| h.base_offset);
+                        if !q.line_up(Offset(base)) {
+                            return Err(StorageError::NotNextOffset { queue: queue.0, offset: base, next: q.next().0 });
+                        }
+                    } else if let Some(earlier) = lookup.stored_before(key.as_ref()) {
                         break Err(earlier);
                     }
                     // Lookup entries are not counted in `index_mem_entries`:

@@ -118,6 +118,35 @@ impl QueueIndex {
         self.next += 1;
     }
 
+    /// Lines the queue up for a stored batch whose first offset is `base`:
+    /// true if `base` is its next offset, or if the queue never held an
+    /// offset, which then begins at `base` (a queue moved from another
+    /// broker group keeps its offsets; the start travels in its first batch,
+    /// to followers and to recovery alike).
+    pub fn line_up(&mut self, base: Offset) -> bool {
+        if self.next == base {
+            return true;
+        }
+        if self.next != Offset(0) || !self.mem.is_empty() {
+            return false;
+        }
+        self.begin_at(base);
+        true
+    }
+
+    /// Makes a queue that never held an offset begin at `start`. The index
+    /// is dense from a page boundary: the offsets before `start` on its page
+    /// get empty entries, which no read reaches (they are below the start).
+    fn begin_at(&mut self, start: Offset) {
+        assert!(self.next == Offset(0) && self.mem.is_empty(), "queue {} begins once, before any offset", self.id);
+        let base = start.round_down(ENTRIES_PER_PAGE);
+        (self.mem_base, self.disk_next, self.next) = (base, base, base);
+        while self.next < start {
+            self.push(IndexEntry { position: LogPos(0), size: 0, tag_hash: 0 });
+        }
+        (self.start, self.visible) = (start, start);
+    }
+
     /// Entries in memory.
     pub fn mem_len(&self) -> usize {
         self.mem.back().map_or(0, |last| (self.mem.len() - 1) * PAGE_ENTRIES + last.len())

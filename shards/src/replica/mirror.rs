@@ -5,7 +5,7 @@
 use crate::batch::BatchHeader;
 use crate::error::{Result, StorageError};
 use crate::log::Blocked;
-use crate::position::{LogPos, QueueId};
+use crate::position::{LogPos, Offset, QueueId};
 use crate::probe::stats::add;
 use crate::replica::range::shipped_batches;
 use crate::shard::{Inner, State};
@@ -98,7 +98,7 @@ impl Inner {
         }
         let State { queues, log, lookup, .. } = st;
         let q = queues.get_mut(&QueueId(header.queue)).expect("ensured before");
-        if q.next().0 != header.base_offset {
+        if !q.line_up(Offset(header.base_offset)) {
             let detail =
                 format!("queue {} is at offset {}, the batch starts at {}", header.queue, q.next(), header.base_offset);
             return Err(self.diverged(at, detail));

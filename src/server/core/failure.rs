@@ -156,7 +156,9 @@ impl From<StorageError> for Failure {
             | StorageError::Io { .. }
             | StorageError::Corruption { .. }
             | StorageError::Sealed { .. } => Reason::StorageFailed,
-            StorageError::PositionOutOfRange { .. } | StorageError::Diverged { .. } => Reason::LogDiverged,
+            StorageError::PositionOutOfRange { .. }
+            | StorageError::Diverged { .. }
+            | StorageError::NotNextOffset { .. } => Reason::LogDiverged,
             StorageError::WrongRole(_) => Reason::NotLeader,
             StorageError::QueueExists(_) | StorageError::Config(_) | StorageError::Busy(_) => Reason::Internal,
         };

@@ -1,0 +1,125 @@
+//! A queue copied batch by batch from another log (a queue moving between
+//! broker groups) keeps its offsets from a start above 0: on the copy, on
+//! its follower, and through a crash of both; a batch out of order is
+//! refused with nothing stored, and a producer's retry of a copied batch is
+//! still recognised.
+
+mod common;
+
+use common::*;
+use ringmq_shards::batch::{self, BatchBuilder};
+use ringmq_shards::{QueueId, ReadWait, Record, Shard, StorageError};
+use std::time::Duration;
+
+const SOURCE: QueueId = QueueId(1);
+const COPY: QueueId = QueueId(7);
+/// Records per batch, and where the source's start is moved (inside a
+/// batch, and not on an index page's boundary).
+const PER_BATCH: u64 = 3;
+const START: u64 = 301;
+
+/// The source's client batches, in order, each record with a message id
+/// (a batch is recognised again by its first one).
+fn produced(n: u64) -> Vec<Vec<u8>> {
+    (0..n)
+        .map(|i| {
+            let mut b = BatchBuilder::new(1_700_000_000_000);
+            for seq in i * PER_BATCH..(i + 1) * PER_BATCH {
+                let mut message_id = [0; 16];
+                message_id[..8].copy_from_slice(&(seq + 1).to_le_bytes());
+                b.push(&Record { message_id, value: Some(&value(1, seq, 40)), ..Record::default() });
+            }
+            b.finish()
+        })
+        .collect()
+}
+
+/// The source's stored batches from `offset` on, as a reader gets them.
+async fn batches_from(source: &Shard, mut offset: u64) -> Vec<Vec<u8>> {
+    let (_, end) = source.offsets(SOURCE).unwrap();
+    let mut out = Vec::new();
+    while offset < end {
+        let read = source.read(SOURCE, offset, 16 << 10, ReadWait::No).await.unwrap();
+        out.extend(batch::split(&read.bytes).map(<[u8]>::to_vec));
+        offset = read.next_offset;
+    }
+    out
+}
+
+/// Ships the copy's log to its follower until the follower holds all of it.
+async fn follow(leader: &Shard, follower: &Shard) {
+    loop {
+        let (_, _, durable) = follower.log_positions();
+        if durable == leader.log_positions().1 {
+            return;
+        }
+        let range = leader.read_range(durable, 1 << 20, ReadWait::Upto(Duration::from_millis(20))).await.unwrap();
+        follower.mirror(range.from, &range.bytes).await.unwrap();
+    }
+}
+
+#[test]
+fn a_copied_queue_keeps_its_offsets_on_its_follower_and_through_a_crash() {
+    let (a, b, c) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let (pa, pb, pc) = (a.path().to_path_buf(), b.path().to_path_buf(), c.path().to_path_buf());
+    let batches = produced(200);
+    let last = batches.last().unwrap().clone();
+    let expected = run(move || async move {
+        let source = open_with(config(&pa), &[SOURCE.0]).await;
+        for b in &batches {
+            source.append(SOURCE, b).await.unwrap();
+        }
+        assert_eq!(source.trim(SOURCE, START).unwrap(), START);
+        let copied = batches_from(&source, START).await;
+        let first = batch::verify_stored(&copied[0]).unwrap().base_offset;
+        assert!(first < START && START < first + PER_BATCH, "the first batch holds the start");
+
+        let copy = open_with(config(&pb), &[COPY.0]).await;
+        let follower = Shard::open_mirror(config(&pc), None).await.unwrap();
+        let begun = copy.append_copied(COPY, &copied[0]).await.unwrap();
+        assert_eq!(begun.base_offset, first, "the first batch begins the queue at its offset");
+        // Out of order: refused, nothing stored.
+        let err = copy.append_copied(COPY, &copied[2]).await.unwrap_err();
+        assert!(
+            matches!(err, StorageError::NotNextOffset { offset, next, .. } if offset == first + 2 * PER_BATCH && next == first + PER_BATCH),
+            "{err}"
+        );
+        for (i, b) in copied.iter().enumerate().skip(1) {
+            copy.append_copied(COPY, b).await.unwrap();
+            if i == 5 {
+                // Its index pages, the empty entries below its start too, reach the disk.
+                copy.checkpoint().await.unwrap();
+            }
+        }
+        assert_eq!(copy.trim(COPY, START).unwrap(), START);
+        assert_eq!(copy.offsets(COPY).unwrap(), source.offsets(SOURCE).unwrap());
+        let expected = read_all(&source, SOURCE, START).await;
+        assert_eq!(read_all(&copy, COPY, START).await, expected);
+
+        // The producer retries its last batch after the move: recognised where the copy holds it.
+        let retried = copy.append(COPY, &last).await.unwrap();
+        assert!(retried.duplicate, "{retried:?}");
+        assert_eq!(retried.base_offset, 199 * PER_BATCH);
+
+        follow(&copy, &follower).await;
+        assert_eq!(follower.offsets(COPY).unwrap().1, copy.offsets(COPY).unwrap().1);
+        assert_eq!(read_all(&follower, COPY, START).await, expected);
+        source.close().await.unwrap();
+        // The copy and its follower crash here: no checkpoint, recovery reads their logs.
+        expected
+    });
+    let (pb, pc) = (b.path().to_path_buf(), c.path().to_path_buf());
+    run(move || async move {
+        let copy = open_with(config(&pb), &[]).await;
+        let follower = Shard::open_mirror(config(&pc), None).await.unwrap();
+        let end = 200 * PER_BATCH;
+        assert_eq!(copy.offsets(COPY).unwrap().1, end, "the copy's offsets come back from its log");
+        assert_eq!(follower.offsets(COPY).unwrap().1, end);
+        assert_eq!(read_all(&copy, COPY, START).await, expected);
+        assert_eq!(read_all(&follower, COPY, START).await, expected);
+        let next = copy.append(COPY, &batch_of(b"after the move")).await.unwrap();
+        assert_eq!(next.base_offset, end, "appends go on at the source's offsets");
+        copy.close().await.unwrap();
+        follower.close().await.unwrap();
+    });
+}
