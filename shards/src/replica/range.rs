@@ -65,15 +65,15 @@ impl Inner {
                 Some(shipped) => shipped,
                 None => self.ship_written(at, max_bytes, &mut range.bytes).await?,
             };
-            let Some(header) = shipped else { break };
+            let Ship::Shipped(header) = shipped else { break };
             range.next = at + u64::from(header.length);
         }
         Ok(range)
     }
 
     /// Ships the batch at `at` from a taken round not yet written (None when
-    /// no such round holds it); Some(None) when it does not fit in `max_bytes`.
-    fn ship_taken(&self, at: u64, max_bytes: usize, out: &mut Vec<u8>) -> Result<Option<Option<BatchHeader>>> {
+    /// no such round holds it).
+    fn ship_taken(&self, at: u64, max_bytes: usize, out: &mut Vec<u8>) -> Result<Option<Ship>> {
         let st = self.state.borrow();
         let Some((bytes, generation)) = st.log.in_flight().bytes_from(LogPos(at)) else { return Ok(None) };
         let header = BatchHeader::decode(bytes).ok_or_else(|| not_boundary(at, "bad header"))?;
@@ -82,23 +82,22 @@ impl Inner {
             return Err(not_boundary(at, "the batch runs past its round"));
         }
         if !out.is_empty() && out.len() + shipped > max_bytes {
-            return Ok(Some(None));
+            return Ok(Some(Ship::Full));
         }
         let start = out.len();
         out.extend_from_slice(&bytes[..shipped]);
         to_wire(&mut out[start..], generation, at)?;
-        Ok(Some(Some(header)))
+        Ok(Some(Ship::Shipped(header)))
     }
 
-    /// Ships the batch at `at` from the written log (through the cache);
-    /// None when it does not fit in `max_bytes`.
-    async fn ship_written(&self, at: u64, max_bytes: usize, out: &mut Vec<u8>) -> Result<Option<BatchHeader>> {
+    /// Ships the batch at `at` from the written log (through the cache).
+    async fn ship_written(&self, at: u64, max_bytes: usize, out: &mut Vec<u8>) -> Result<Ship> {
         let mut head = Vec::with_capacity(HEADER_BYTES);
         self.read_log(at, HEADER_BYTES, &mut head).await?;
         let header = BatchHeader::decode(&head).ok_or_else(|| not_boundary(at, "bad header"))?;
         let shipped = shipped_len(&header);
         if !out.is_empty() && out.len() + shipped > max_bytes {
-            return Ok(None);
+            return Ok(Ship::Full);
         }
         let start = out.len();
         if header.is_padding() {
@@ -107,7 +106,7 @@ impl Inner {
             self.read_log(at, shipped, out).await?;
         }
         to_wire(&mut out[start..], self.generation_at(LogPos(at))?, at)?;
-        Ok(Some(header))
+        Ok(Ship::Shipped(header))
     }
 
     /// The taken end once it is past `from` (or at once if the caller does
@@ -134,6 +133,14 @@ impl Inner {
             }
         }
     }
+}
+
+/// What shipping one batch did.
+enum Ship {
+    /// It was added to the range.
+    Shipped(BatchHeader),
+    /// The range is full without it.
+    Full,
 }
 
 /// The bytes a batch ships as: a padding batch is its header alone.
