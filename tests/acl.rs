@@ -114,6 +114,15 @@ fn each_operation_needs_an_acl_that_allows_it_and_a_deny_beats_an_allow() {
         .unwrap();
     assert_eq!(removed, 4);
     refused(read(&alice, "orders", "g1"));
+
+    // QueueCopy reads every stored batch of a queue: for cluster members alone.
+    let mut w = ringmq::protocol::Writer::default();
+    let queue = ringmq::protocol::messages::QueueRef { topic: "orders".into(), queue: 0 };
+    ringmq::protocol::messages::QueueCopy { queue, offset: 0, max_bytes: 1 << 20, max_wait_ms: 0 }.encode(&mut w);
+    let copy = |client: &Arc<Client>| client.call_queue("orders", 0, ringmq::protocol::ApiKey::QueueCopy, &w.buf);
+    let m = refused(copy(&alice));
+    assert!(m.contains("ClusterAction"), "names the operation: {m}");
+    copy(&admin).expect("a super user may copy a queue");
 }
 
 #[test]

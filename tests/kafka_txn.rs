@@ -198,6 +198,32 @@ fn native_readers_skip_aborted_records_and_stop_at_an_open_transaction() {
     assert_eq!(end(&mut s, "n", producer, true), 0);
     let all = native_values(&broker, "t", Duration::from_secs(1));
     assert_eq!(all, ["committed0", "committed1", "plain", "open0", "open1"], "readable once committed");
+    // What a queue moving between broker groups is copied from: every stored offset.
+    assert_eq!(copied_offsets(&broker, "t"), (0..11).collect::<Vec<_>>(), "records, aborted ones and markers");
+}
+
+/// The offsets of every record QueueCopy returns of `topic` queue 0 from its start.
+fn copied_offsets(broker: &Broker, topic: &str) -> Vec<u64> {
+    use ringmq::protocol::messages::{Fetched, QueueCopy, QueueRef};
+    use ringmq::protocol::{ApiKey, ErrorCode, Reader, Writer};
+    let mut raw = common::Raw::connect(&broker.addrs[0]);
+    let (mut offsets, mut next) = (Vec::new(), 0);
+    loop {
+        let mut w = Writer::default();
+        let queue = QueueRef { topic: topic.into(), queue: 0 };
+        QueueCopy { queue, offset: next, max_bytes: 1 << 20, max_wait_ms: 0 }.encode(&mut w);
+        let (_, code, message, body) = raw.call(ApiKey::QueueCopy as u16, 0, 1, &w.buf);
+        assert_eq!(code, ErrorCode::None, "{message}");
+        let fetched = Fetched::decode(&mut Reader::new(&body)).unwrap();
+        for b in ringmq_shards::batch::split(fetched.batches) {
+            let h = ringmq_shards::batch::verify_stored(b).unwrap();
+            offsets.extend((h.base_offset..h.base_offset + u64::from(h.record_count)).filter(|o| *o >= next));
+        }
+        if fetched.next_offset >= fetched.end {
+            return offsets;
+        }
+        next = fetched.next_offset;
+    }
 }
 
 #[test]

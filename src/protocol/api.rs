@@ -74,6 +74,7 @@ wire_enum! {
         DescribeTopicConfigs = 38,
         AddQueues = 39,
         DeleteRecords = 40,
+        QueueCopy = 41,
     }
 }
 

@@ -276,6 +276,27 @@ pub fn decode_produced_many(r: &mut Reader) -> Result<Vec<EntryOutcome>, DecodeE
         .collect()
 }
 
+/// QueueCopy request: a queue's stored batches from an offset, every one
+/// of them (a queue moving between broker groups is copied whole).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct QueueCopy {
+    pub queue: QueueRef,
+    pub offset: u64,
+    pub max_bytes: u32,
+    pub max_wait_ms: u32,
+}
+
+impl QueueCopy {
+    pub fn encode(&self, w: &mut Writer) {
+        self.queue.encode(w);
+        w.u64(self.offset).u32(self.max_bytes).u32(self.max_wait_ms);
+    }
+
+    pub fn decode(r: &mut Reader) -> Result<Self, DecodeError> {
+        Ok(QueueCopy { queue: QueueRef::decode(r)?, offset: r.u64()?, max_bytes: r.u32()?, max_wait_ms: r.u32()? })
+    }
+}
+
 /// Fetch request.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Fetch {

@@ -43,6 +43,7 @@ mod produce;
 mod produce_delayed;
 mod produce_half;
 mod produce_many;
+mod queue_copy;
 mod replica_fetch;
 pub mod sasl_authenticate;
 pub mod sasl_handshake;
@@ -66,7 +67,7 @@ use std::marker::PhantomData;
 use std::time::Duration;
 
 /// Every native API, in wire order (a test checks the order).
-pub static TABLE: [&(dyn Handler + Sync); 41] = [
+pub static TABLE: [&(dyn Handler + Sync); 42] = [
     &Entry::<api_versions::ApiVersions>(PhantomData),
     &Entry::<metadata::Metadata>(PhantomData),
     &Entry::<create_topic::CreateTopic>(PhantomData),
@@ -108,6 +109,7 @@ pub static TABLE: [&(dyn Handler + Sync); 41] = [
     &Entry::<describe_topic_configs::DescribeTopicConfigs>(PhantomData),
     &Entry::<add_queues::AddQueues>(PhantomData),
     &Entry::<delete_records::DeleteRecords>(PhantomData),
+    &Entry::<queue_copy::QueueCopy>(PhantomData),
 ];
 
 /// The API of a wire key, if there is one.

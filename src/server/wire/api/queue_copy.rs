@@ -1,0 +1,56 @@
+//! QueueCopy: a queue's stored batches from an offset, all of them (Kafka
+//! transaction markers and aborted transactions' batches included), up to
+//! what the broker group committed: what a queue moving to another broker
+//! group is copied from. Cluster members only (ClusterAction).
+
+use super::{check_wait, Api, At, Need, Route};
+use crate::protocol::codec::{DecodeError, Reader};
+use crate::protocol::messages as msg;
+use crate::protocol::{ApiKey, Writer};
+use crate::security::acl::Operation::ClusterAction;
+use crate::server::auth::authorizer::cluster;
+use crate::server::core::{Core, Failure};
+use crate::server::data::fetch::{self, Isolation};
+use crate::server::wire::Services;
+use std::time::Duration;
+
+pub struct QueueCopy;
+
+impl Api for QueueCopy {
+    const KEY: ApiKey = ApiKey::QueueCopy;
+    const BODIES: (&'static str, &'static str) = (
+        "string topic, u32 queue, u64 offset, u32 max_bytes, u32 max_wait_ms",
+        "u64 start, u64 end, u64 next_offset, bytes batches",
+    );
+    type Request<'a> = msg::QueueCopy;
+
+    fn decode(r: &mut Reader, _: u16) -> Result<msg::QueueCopy, DecodeError> {
+        msg::QueueCopy::decode(r)
+    }
+
+    fn check(f: &msg::QueueCopy, core: &Core) -> Result<(), Failure> {
+        check_wait("max_wait_ms", f.max_wait_ms, core.config().fetch_wait_max, "--fetch-wait-ms-max")
+    }
+
+    fn authorize(_: &msg::QueueCopy, need: &mut Need) -> Result<(), Failure> {
+        need(ClusterAction, cluster())
+    }
+
+    fn route(f: &msg::QueueCopy) -> Route<'_> {
+        Route::Queue(&f.queue)
+    }
+
+    async fn serve(s: &Services, f: Self::Request<'_>, at: &At<'_>, w: &mut Writer) -> Result<(), Failure> {
+        let wait = Duration::from_millis(u64::from(f.max_wait_ms));
+        let read = msg::Fetch {
+            queue: f.queue,
+            offset: f.offset,
+            max_bytes: f.max_bytes,
+            max_wait_ms: f.max_wait_ms,
+            tags: String::new(),
+        };
+        let read = fetch::read_queue(&s.core, at.slot()?, &read, wait, Isolation::Uncommitted).await;
+        read.map_err(|f| f.failure)?.fetched().encode(w);
+        Ok(())
+    }
+}
