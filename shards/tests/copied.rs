@@ -9,7 +9,6 @@ mod common;
 use common::*;
 use ringmq_shards::batch::{self, BatchBuilder};
 use ringmq_shards::{QueueId, ReadWait, Record, Shard, StorageError};
-use std::time::Duration;
 
 const SOURCE: QueueId = QueueId(1);
 const COPY: QueueId = QueueId(7);
@@ -44,18 +43,6 @@ async fn batches_from(source: &Shard, mut offset: u64) -> Vec<Vec<u8>> {
         offset = read.next_offset;
     }
     out
-}
-
-/// Ships the copy's log to its follower until the follower holds all of it.
-async fn follow(leader: &Shard, follower: &Shard) {
-    loop {
-        let (_, _, durable) = follower.log_positions();
-        if durable == leader.log_positions().1 {
-            return;
-        }
-        let range = leader.read_range(durable, 1 << 20, ReadWait::Upto(Duration::from_millis(20))).await.unwrap();
-        follower.mirror(range.from, &range.bytes).await.unwrap();
-    }
 }
 
 #[test]
@@ -101,7 +88,7 @@ fn a_copied_queue_keeps_its_offsets_on_its_follower_and_through_a_crash() {
         assert!(retried.duplicate, "{retried:?}");
         assert_eq!(retried.base_offset, 199 * PER_BATCH);
 
-        follow(&copy, &follower).await;
+        catch_up(&copy, &follower).await;
         assert_eq!(follower.offsets(COPY).unwrap().1, copy.offsets(COPY).unwrap().1);
         assert_eq!(read_all(&follower, COPY, START).await, expected);
         source.close().await.unwrap();

@@ -29,24 +29,6 @@ async fn load(leader: &Shard, per_writer: u64, from: u64) {
     }
 }
 
-/// Ships ranges from the leader to the follower until the follower's
-/// durable end is the leader's written end; returns the ranges shipped.
-async fn catch_up(leader: &Shard, follower: &Shard) -> usize {
-    let mut ranges = 0;
-    loop {
-        let (_, _, durable) = follower.log_positions();
-        let (_, written, _) = leader.log_positions();
-        if durable == written {
-            return ranges;
-        }
-        let range = leader.read_range(durable, 48 << 10, ReadWait::Upto(Duration::from_millis(20))).await.unwrap();
-        assert_eq!(range.from, durable);
-        let end = follower.mirror(range.from, &range.bytes).await.unwrap();
-        assert_eq!(end, range.next, "the follower is durable up to what it took");
-        ranges += 1;
-    }
-}
-
 /// Ships the rest, checks that both shards hold the same queues, closes
 /// both and returns the log's end (for `assert_same_log`).
 async fn catch_up_and_close(leader: Shard, follower: Shard) -> u64 {

@@ -72,6 +72,25 @@ pub async fn read_all(shard: &Shard, queue: QueueId, from: u64) -> Vec<(u64, Vec
     out
 }
 
+/// Ships ranges of at most 48 KiB from the leader to the follower until the
+/// follower's durable end is the leader's written end; returns the ranges shipped.
+pub async fn catch_up(leader: &Shard, follower: &Shard) -> usize {
+    let mut ranges = 0;
+    loop {
+        let (_, _, durable) = follower.log_positions();
+        let (_, written, _) = leader.log_positions();
+        if durable == written {
+            return ranges;
+        }
+        let wait = ReadWait::Upto(std::time::Duration::from_millis(20));
+        let range = leader.read_range(durable, 48 << 10, wait).await.unwrap();
+        assert_eq!(range.from, durable);
+        let end = follower.mirror(range.from, &range.bytes).await.unwrap();
+        assert_eq!(end, range.next, "the follower is durable up to what it took");
+        ranges += 1;
+    }
+}
+
 /// Small-sized shard configuration in `dir`, with checkpoints only on demand.
 pub fn config(dir: &Path) -> ShardConfig {
     ShardConfig { checkpoint_interval: std::time::Duration::from_secs(3600), ..ShardConfig::small(dir) }
