@@ -49,17 +49,9 @@ fi
 source "$here/lib/processes.sh"
 trap stop_all EXIT
 
-# start_node DIR LISTEN [serve flags...]: starts `ringmq serve` on CPU 0 and waits for its listening line.
+# start_node DIR LISTEN [serve flags...]: a broker on CPU 0, waited for.
 start_node() {
-  local dir=$1 listen=$2
-  shift 2
-  mkdir -p "$dir"
-  "$bin/ringmq" serve --data-dir "$dir/data" --listen "$listen" --cores 0 --segment-mib 64 --cache-mib 64 "$@" \
-    >"$dir/serve.out" 2>"$dir/serve.err" &
-  pids+=($!)
-  for _ in $(seq 200); do grep -q listening "$dir/serve.out" 2>/dev/null && return 0; sleep 0.1; done
-  echo "a node did not start (see $dir/serve.err)" >&2
-  exit 1
+  start_serve "$1" "$2" --cores 0 --segment-mib 64 --cache-mib 64 "${@:3}"
 }
 
 # bench RUN BOOTSTRAP RATE: one load-generator run on CPU 1, its summary in $out/RUN.

@@ -48,13 +48,9 @@ for n in "${count_list[@]}"; do
   start_etcd "$out/$run/etcd" "$out/$run.etcd.log"
   addrs=()
   for i in $(seq "$n"); do
-    dir="$out/$run/g$i" listen="127.0.0.$((80 + i)):$(free_port)"
-    mkdir -p "$dir"
-    "$bin/ringmq" serve --data-dir "$dir/data" --listen "$listen" --cores $(((i - 1) % 2)) --segment-mib 64 \
-      --cache-mib 64 --cluster "$etcd_url" --broker-group "g$i" --node "n$i" --insync-min 1 >"$dir/serve.out" 2>"$dir/serve.err" &
-    pids+=($!)
-    for _ in $(seq 200); do grep -q listening "$dir/serve.out" 2>/dev/null && break; sleep 0.1; done
-    grep -q listening "$dir/serve.out" || { echo "node $i did not start (see $dir/serve.err)" >&2; exit 1; }
+    listen="127.0.0.$((80 + i)):$(free_port)"
+    start_serve "$out/$run/g$i" "$listen" --cores $(((i - 1) % 2)) --segment-mib 64 --cache-mib 64 \
+      --cluster "$etcd_url" --broker-group "g$i" --node "n$i" --insync-min 1
     addrs+=("$listen")
   done
   sleep 2 # every group has a leader and its shards recorded before the topic is placed

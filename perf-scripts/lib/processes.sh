@@ -1,6 +1,6 @@
 # Sourced by the perf scripts that start brokers and etcd: the processes a
 # script started (all stopped by stop_all, which it traps on EXIT), free
-# loopback ports, and an etcd of its own.
+# loopback ports, an etcd of its own, and a broker waited for.
 
 pids=()
 stop_all() {
@@ -22,4 +22,18 @@ start_etcd() {
   pids+=($!)
   for _ in $(seq 100); do (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null && break; sleep 0.1; done
   etcd_url="etcd://127.0.0.1:$port"
+}
+
+# start_serve DIR LISTEN [serve flags...]: `$bin/ringmq serve` with its data in
+# DIR/data and its output in DIR/serve.out and DIR/serve.err, waited for until
+# it listens (the script exits if it does not).
+start_serve() {
+  local dir=$1 listen=$2
+  shift 2
+  mkdir -p "$dir"
+  "$bin/ringmq" serve --data-dir "$dir/data" --listen "$listen" "$@" >"$dir/serve.out" 2>"$dir/serve.err" &
+  pids+=($!)
+  for _ in $(seq 200); do grep -q listening "$dir/serve.out" 2>/dev/null && return 0; sleep 0.1; done
+  echo "a node did not start (see $dir/serve.err)" >&2
+  exit 1
 }
