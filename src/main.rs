@@ -112,6 +112,51 @@ enum ClusterAction {
         #[arg(long, default_value_t = 30_000)]
         wait_ms: u64,
     },
+    /// Moves a topic's queue to another broker group while clients go on
+    /// (copied, frozen for a moment, switched), and waits for the switch;
+    /// or, with --cancel, stops its move before the switch.
+    Move {
+        /// The cluster's etcd (etcd://host:port[,host:port]).
+        #[arg(long)]
+        cluster: String,
+        #[arg(long)]
+        topic: String,
+        #[arg(long)]
+        queue: u32,
+        /// The broker group it moves to.
+        #[arg(long, required_unless_present = "cancel")]
+        to: Option<String>,
+        /// Its shard there (default: the one holding the fewest queues).
+        #[arg(long)]
+        shard: Option<u32>,
+        /// Cancel the queue's move instead.
+        #[arg(long)]
+        cancel: bool,
+        /// Longest wait for the switch, ms (the move goes on past it).
+        #[arg(long, default_value_t = 600_000)]
+        wait_ms: u64,
+    },
+    /// Every queue moving now: topic, queue, from, to, frozen.
+    Moves {
+        /// The cluster's etcd (etcd://host:port[,host:port]).
+        #[arg(long)]
+        cluster: String,
+    },
+    /// Moves every queue off a broker group (to the emptiest shards of the
+    /// others), a few at a time, until it holds none.
+    Drain {
+        /// The cluster's etcd (etcd://host:port[,host:port]).
+        #[arg(long)]
+        cluster: String,
+        #[arg(long)]
+        broker_group: String,
+        /// Queues moving at once.
+        #[arg(long, default_value_t = 4)]
+        in_flight: usize,
+        /// Longest wait for one round of moves to switch, ms.
+        #[arg(long, default_value_t = 600_000)]
+        wait_ms: u64,
+    },
 }
 
 #[derive(Subcommand)]
@@ -549,6 +594,38 @@ fn cluster(action: ClusterAction) -> Result<(), String> {
             println!("broker_group={group} leader={} epoch={}", leader.node, leader.epoch);
             return Ok(());
         }
+        ClusterAction::Move { cluster, topic, queue, to, shard, cancel, wait_ms } => {
+            let endpoints = ringmq::cluster::parse_endpoints(&cluster).map_err(|e| e.to_string())?;
+            if cancel {
+                ringmq::cluster::cancel_move(&endpoints, &topic, queue).map_err(|e| e.to_string())?;
+                println!("topic={topic} queue={queue} move=cancelled");
+                return Ok(());
+            }
+            let to = to.expect("clap requires --to without --cancel");
+            let wait = Duration::from_millis(wait_ms);
+            let at =
+                ringmq::cluster::move_queue(&endpoints, &topic, queue, &to, shard, wait).map_err(|e| e.to_string())?;
+            println!("topic={topic} queue={queue} broker_group={} shard={}", at.broker_group, at.shard);
+            return Ok(());
+        }
+        ClusterAction::Moves { cluster } => {
+            let endpoints = ringmq::cluster::parse_endpoints(&cluster).map_err(|e| e.to_string())?;
+            for m in ringmq::cluster::list_moves(&endpoints).map_err(|e| e.to_string())? {
+                println!("{}", show_move(&m));
+            }
+            return Ok(());
+        }
+        ClusterAction::Drain { cluster, broker_group, in_flight, wait_ms } => {
+            let endpoints = ringmq::cluster::parse_endpoints(&cluster).map_err(|e| e.to_string())?;
+            let wait = Duration::from_millis(wait_ms);
+            let moved =
+                ringmq::cluster::drain(&endpoints, &broker_group, in_flight, wait).map_err(|e| e.to_string())?;
+            for m in &moved {
+                println!("{}", show_move(m));
+            }
+            println!("broker_group={broker_group} queues_moved={} queues_left=0", moved.len());
+            return Ok(());
+        }
     };
     let endpoints = ringmq::cluster::parse_endpoints(&cluster).map_err(|e| e.to_string())?;
     let nodes = ringmq::cluster::list_nodes(&endpoints).map_err(|e| e.to_string())?;
@@ -589,6 +666,14 @@ fn cluster(action: ClusterAction) -> Result<(), String> {
         }
     }
     Ok(())
+}
+
+/// One move as `cluster moves` and `cluster drain` print it.
+fn show_move(m: &ringmq::cluster::QueueMove) -> String {
+    format!(
+        "topic={} queue={} from={}/{} to={}/{} frozen={}",
+        m.topic, m.queue, m.from.broker_group, m.from.shard, m.to.broker_group, m.to.shard, m.frozen
+    )
 }
 
 fn disk_needs(cfg: &ServerConfig) -> ringmq::doctor::DiskNeeds {

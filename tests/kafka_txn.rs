@@ -204,7 +204,7 @@ fn native_readers_skip_aborted_records_and_stop_at_an_open_transaction() {
 
 /// The offsets of every record QueueCopy returns of `topic` queue 0 from its start.
 fn copied_offsets(broker: &Broker, topic: &str) -> Vec<u64> {
-    use ringmq::protocol::messages::{Fetched, QueueCopy, QueueRef};
+    use ringmq::protocol::messages::{QueueCopied, QueueCopy, QueueRef};
     use ringmq::protocol::{ApiKey, ErrorCode, Reader, Writer};
     let mut raw = common::Raw::connect(&broker.addrs[0]);
     let (mut offsets, mut next) = (Vec::new(), 0);
@@ -214,7 +214,9 @@ fn copied_offsets(broker: &Broker, topic: &str) -> Vec<u64> {
         QueueCopy { queue, offset: next, max_bytes: 1 << 20, max_wait_ms: 0 }.encode(&mut w);
         let (_, code, message, body) = raw.call(ApiKey::QueueCopy as u16, 0, 1, &w.buf);
         assert_eq!(code, ErrorCode::None, "{message}");
-        let fetched = Fetched::decode(&mut Reader::new(&body)).unwrap();
+        let copied = QueueCopied::decode(&mut Reader::new(&body)).unwrap();
+        assert_eq!(copied.frozen_end, None, "a single node's queues never move");
+        let fetched = copied.fetched;
         for b in ringmq_shards::batch::split(fetched.batches) {
             let h = ringmq_shards::batch::verify_stored(b).unwrap();
             offsets.extend((h.base_offset..h.base_offset + u64::from(h.record_count)).filter(|o| *o >= next));

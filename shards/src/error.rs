@@ -18,6 +18,8 @@ pub enum StorageError {
          not at {offset}; copy the batches in order"
     )]
     NotNextOffset { queue: u32, offset: u64, next: u64 },
+    #[error("queue {0} is frozen: it takes no appends while it moves; its new owner takes them after the switch")]
+    QueueFrozen(u32),
     #[error(
         "the sealed batch at log position {position} does not open: {detail}; start with the data keys it was \
          sealed with (--encryption-keys)"

@@ -106,6 +106,8 @@ pub(crate) struct State {
     /// Compacted queues' compacted parts: offsets below a part's end are
     /// read from it, the log holds the queue from there.
     pub compacted: HashMap<QueueId, Rc<CleanStore>>,
+    /// Queues that take no appends (moving away: their end is final).
+    frozen: HashSet<QueueId>,
 }
 
 impl State {
@@ -236,6 +238,7 @@ impl Shard {
             failed: None,
             commit_gate: None,
             behind_gate: HashSet::new(),
+            frozen: HashSet::new(),
         };
         let inner = Rc::new(Inner {
             config,
@@ -340,6 +343,28 @@ impl Shard {
         Ok((st.start_of(q).0, q.visible().0))
     }
 
+    /// The offset `queue`'s next append gets (readable or not yet).
+    pub fn next_offset(&self, queue: QueueId) -> Result<u64> {
+        let st = self.inner.state.borrow();
+        Ok(st.queues.get(&queue).ok_or(StorageError::UnknownQueue(queue.0))?.next().0)
+    }
+
+    /// Makes exactly `queues` refuse appends (`QueueFrozen`), from the next
+    /// append on: one that waited for its turn is refused too, so once this
+    /// returns a frozen queue's end is final. Not stored: whoever owns the
+    /// queues sets it again after a restart.
+    pub fn freeze_queues(&self, queues: HashSet<QueueId>) {
+        self.inner.state.borrow_mut().frozen = queues;
+    }
+
+    /// The end of `queue` (its next offset, durable or not) if it is frozen:
+    /// no append will pass it.
+    pub fn frozen_end(&self, queue: QueueId) -> Result<Option<u64>> {
+        let st = self.inner.state.borrow();
+        let q = st.queues.get(&queue).ok_or(StorageError::UnknownQueue(queue.0))?;
+        Ok(st.frozen.contains(&queue).then_some(q.next().0))
+    }
+
     /// The first offset of `queue` the log holds: its start, or its
     /// compacted part's end (what retention of the log goes by).
     pub fn log_start(&self, queue: QueueId) -> Result<u64> {
@@ -414,6 +439,9 @@ impl Shard {
                 }
                 if st.log.is_mirror() {
                     return Err(StorageError::WrongRole("this shard follows a leader: append to the leader"));
+                }
+                if st.frozen.contains(&queue) {
+                    return Err(StorageError::QueueFrozen(queue.0));
                 }
                 if turn.may_go() {
                     let State { queues, log, index_mem_entries, lookup, .. } = &mut *st;

@@ -110,3 +110,30 @@ fn a_copied_queue_keeps_its_offsets_on_its_follower_and_through_a_crash() {
         follower.close().await.unwrap();
     });
 }
+
+#[test]
+fn a_frozen_queue_refuses_appends_and_tells_its_final_end_until_it_thaws() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().to_path_buf();
+    run(move || async move {
+        let shard = open_with(config(&path), &[SOURCE.0, COPY.0]).await;
+        let batches = produced(3);
+        shard.append(SOURCE, &batches[0]).await.unwrap();
+        assert_eq!(shard.frozen_end(SOURCE).unwrap(), None);
+        // Refused where an append is placed, not where it is called: one
+        // made before the freeze and placed after it is refused too.
+        let queued = shard.append(SOURCE, &batches[1]);
+        shard.freeze_queues([SOURCE].into_iter().collect());
+        let refused = queued.await.unwrap_err();
+        assert!(matches!(refused, StorageError::QueueFrozen(1)), "{refused}");
+        assert!(matches!(shard.append_copied(SOURCE, &batches[1]).await, Err(StorageError::QueueFrozen(1))));
+        assert_eq!(shard.frozen_end(SOURCE).unwrap(), Some(PER_BATCH), "nothing passed the end");
+        assert_eq!(shard.next_offset(SOURCE).unwrap(), PER_BATCH);
+        shard.append(COPY, &batches[2]).await.expect("other queues go on");
+        shard.freeze_queues(Default::default());
+        assert_eq!(shard.append(SOURCE, &batches[1]).await.unwrap().base_offset, PER_BATCH, "thawed");
+        assert_eq!(shard.frozen_end(SOURCE).unwrap(), None);
+        assert!(matches!(shard.frozen_end(QueueId(99)), Err(StorageError::UnknownQueue(99))));
+        shard.close().await.unwrap();
+    });
+}

@@ -21,6 +21,7 @@
 use super::accounts;
 use super::election::{self, Campaign, EpochStart, Leadership};
 use super::isr::{self, Isr, Lags, Tracker};
+use super::moves;
 use super::placement;
 use super::registry::{self, Node, NodeKey};
 use super::store::{EtcdStore, Lease, Store, StoreError, Watch};
@@ -627,6 +628,18 @@ async fn change_topics<S: Store>(store: S, change: PlacementAsk) {
         PlacementAsk::Configure { name, changes, reply } => {
             (tokio::time::timeout(ETCD_TIMEOUT, placement::configure(&store, &name, &changes)).await, reply)
         }
+        PlacementAsk::Move { topic, queue, to: Some(to), reply } => {
+            (tokio::time::timeout(ETCD_TIMEOUT, moves::start(&store, &topic, queue, to)).await, reply)
+        }
+        PlacementAsk::Move { topic, queue, to: None, reply } => {
+            (tokio::time::timeout(ETCD_TIMEOUT, moves::cancel(&store, &topic, queue)).await, reply)
+        }
+        PlacementAsk::MoveStep { step, topic, created, queue, to, reply } => {
+            // The target's own step: it learns the outcome from its copy, not from the groups' application.
+            let stepped = tokio::time::timeout(ETCD_TIMEOUT, moves::step(&store, step, &topic, created, queue, &to));
+            let stepped = stepped.await.unwrap_or_else(|_| Err(no_answer_within()));
+            return drop(reply.send(stepped.map(drop)));
+        }
         PlacementAsk::Applied(_) | PlacementAsk::ElectPreferred { .. } => {
             unreachable!("served by the control plane's loop")
         }
@@ -634,10 +647,7 @@ async fn change_topics<S: Store>(store: S, change: PlacementAsk) {
     let revision = match revision {
         Ok(Ok(revision)) => revision,
         Ok(Err(failure)) => return drop(reply.send(Err(failure))),
-        Err(_) => {
-            let failed = Failure::cluster_unavailable(format!("no answer within {ETCD_TIMEOUT:?}"));
-            return drop(reply.send(Err(failed)));
-        }
+        Err(_) => return drop(reply.send(Err(no_answer_within()))),
     };
     let applied = tokio::time::timeout(TOPIC_CHANGE_TIMEOUT, placement::wait_applied(&store, revision)).await;
     match applied {
@@ -648,6 +658,10 @@ async fn change_topics<S: Store>(store: S, change: PlacementAsk) {
     let _ = reply.send(Ok(()));
 }
 
+fn no_answer_within() -> Failure {
+    Failure::cluster_unavailable(format!("no answer within {ETCD_TIMEOUT:?}"))
+}
+
 /// Answers a topic change the stopped control plane can no longer make.
 fn answer_stopped(unsent: Command) {
     let stopped = || Err(Failure::cluster_unavailable("the control plane stopped"));
@@ -656,7 +670,9 @@ fn answer_stopped(unsent: Command) {
             PlacementAsk::Create { reply, .. }
             | PlacementAsk::Delete { reply, .. }
             | PlacementAsk::Configure { reply, .. }
-            | PlacementAsk::AddQueues { reply, .. },
+            | PlacementAsk::AddQueues { reply, .. }
+            | PlacementAsk::Move { reply, .. }
+            | PlacementAsk::MoveStep { reply, .. },
         ) => {
             let _ = reply.send(stopped());
         }

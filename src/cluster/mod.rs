@@ -11,6 +11,7 @@ mod control_plane;
 mod election;
 mod isr;
 pub mod local_epoch;
+mod moves;
 pub mod node;
 mod placement;
 mod registry;
@@ -23,6 +24,7 @@ pub use accounts::{change_accounts, cluster_users};
 pub use control_plane::{ControlPlane, ControlPlaneError, Elected, OnLost};
 pub use election::{list_groups, EpochStart, GroupState, Leadership};
 pub use isr::Isr;
+pub use moves::{cancel_move, drain, list_moves, move_queue, QueueMove};
 pub use registry::{list_nodes, Node, NodeKey};
 pub use transfer::request as transfer_leader;
 

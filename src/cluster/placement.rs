@@ -95,7 +95,8 @@ pub(super) async fn create(store: &impl Store, view: &ClusterView, req: &NewTopi
     if queues.is_empty() {
         return Err(unavailable("no broker group has recorded its shards yet"));
     }
-    let topic = PlacedTopic { flush: flush_code(req.flush), queues, configs: req.configs.clone(), created: 0 };
+    let configs = req.configs.clone();
+    let topic = PlacedTopic { flush: flush_code(req.flush), queues, configs, created: 0, moves: BTreeMap::new() };
     let json = serde_json::to_string(&topic).expect("a topic serializes");
     let key = topic_key(&req.name);
     let made = store.txn(vec![Compare::Absent(key.clone())], vec![Op::put(key, json)]).await.map_err(unavailable)?;
@@ -138,10 +139,10 @@ pub(super) async fn add_queues(
     .await
 }
 
-/// Changes a topic's key: read, changed by `change`, written back unless
-/// another change came between (then again); the revision it was stored at
-/// (unchanged: the key's own).
-async fn change_topic(
+/// Changes a topic's key: read (with its creation), changed by `change`,
+/// written back unless another change came between (then again); the
+/// revision it was stored at (unchanged: the key's own).
+pub(super) async fn change_topic(
     store: &impl Store,
     name: &str,
     change: impl Fn(&mut PlacedTopic) -> Result<(), Failure>,
@@ -149,7 +150,8 @@ async fn change_topic(
     let key = topic_key(name);
     loop {
         let kv = store.get(&key).await.map_err(unavailable)?.ok_or_else(|| Failure::unknown_topic(name))?;
-        let before: PlacedTopic = kv.json().map_err(unavailable)?;
+        let mut before: PlacedTopic = kv.json().map_err(unavailable)?;
+        before.created = kv.create_revision;
         let mut topic = before.clone();
         change(&mut topic)?;
         if topic == before {

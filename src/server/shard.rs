@@ -270,6 +270,9 @@ fn start_tasks(s: &Rc<Services>, net: &Rc<Net>, listener: TcpListener, kafka: Op
     if core.id() == 0 && core.placement().is_some() {
         tasks.spawn("topic placement", Death::Logged, core.clone().follow_placement());
     }
+    if core.placement().is_some() && matches!(core.role(), ShardRole::Leader(_)) {
+        tasks.spawn("queue moves", Death::Logged, super::replica::moves::run(core.clone()));
+    }
     if let ShardRole::Leader(replication) = core.role() {
         let (core, replication) = (core.clone(), replication.clone());
         let every = (core.config().cluster.as_ref().expect("a leader's role").replication.lag_max / 4)

@@ -159,7 +159,7 @@ impl From<StorageError> for Failure {
             StorageError::PositionOutOfRange { .. }
             | StorageError::Diverged { .. }
             | StorageError::NotNextOffset { .. } => Reason::LogDiverged,
-            StorageError::WrongRole(_) => Reason::NotLeader,
+            StorageError::WrongRole(_) | StorageError::QueueFrozen(_) => Reason::NotLeader,
             StorageError::QueueExists(_) | StorageError::Config(_) | StorageError::Busy(_) => Reason::Internal,
         };
         Failure(reason, e.to_string())

@@ -37,6 +37,36 @@ pub enum Home {
     Here(QueueSlot),
     /// In another broker group: its leader serves it.
     Group(Place),
+    /// Moving here from `from`, which serves it until the switch: its copy
+    /// is stored here, and clients are sent to `from`.
+    Arriving {
+        slot: QueueSlot,
+        from: Place,
+    },
+    /// Moving to `to`, frozen for the switch: served here for reads, its
+    /// end final (appends are refused until `to` takes it over).
+    Leaving {
+        slot: QueueSlot,
+        to: Place,
+    },
+}
+
+impl Home {
+    /// The queue's storage on this group's shard, if it has some here.
+    pub fn stored(&self) -> Option<QueueSlot> {
+        match self {
+            Home::Here(slot) | Home::Arriving { slot, .. } | Home::Leaving { slot, .. } => Some(*slot),
+            Home::Group(_) => None,
+        }
+    }
+
+    /// The queue's storage if this group serves its reads.
+    pub fn served(&self) -> Option<QueueSlot> {
+        match self {
+            Home::Here(slot) | Home::Leaving { slot, .. } => Some(*slot),
+            Home::Group(_) | Home::Arriving { .. } => None,
+        }
+    }
 }
 
 /// One topic.
@@ -78,15 +108,14 @@ pub struct Metadata {
 }
 
 impl Metadata {
-    /// Every queue `shard` of this group owns: topic, queue number, slot.
+    /// Every queue `shard` of this group stores (those moving here or away
+    /// too): topic, queue number, slot.
     pub fn slots_on(&self, shard: usize) -> Vec<(String, u32, QueueSlot)> {
         let mut slots = Vec::new();
         for (name, topic) in &self.topics {
             for (queue, home) in topic.queues.iter().enumerate() {
-                if let Home::Here(slot) = home {
-                    if slot.shard as usize == shard {
-                        slots.push((name.clone(), queue as u32, *slot));
-                    }
+                if let Some(slot) = home.stored().filter(|s| s.shard as usize == shard) {
+                    slots.push((name.clone(), queue as u32, slot));
                 }
             }
         }
@@ -103,6 +132,12 @@ impl Metadata {
                 match q {
                     Home::Here(slot) => w.u8(0).u32(slot.shard).u32(slot.storage_id),
                     Home::Group(place) => w.u8(1).string(&place.broker_group).u32(place.shard),
+                    Home::Arriving { slot, from } => {
+                        w.u8(2).u32(slot.shard).u32(slot.storage_id).string(&from.broker_group).u32(from.shard)
+                    }
+                    Home::Leaving { slot, to } => {
+                        w.u8(3).u32(slot.shard).u32(slot.storage_id).string(&to.broker_group).u32(to.shard)
+                    }
                 };
             }
             let configs = t.configs.entries();
@@ -191,7 +226,10 @@ impl Metadata {
     /// This broker group's metadata for the cluster's `topics`: a topic
     /// already held (the same creation) keeps its queues' storage (those it
     /// adds get new storage), a new one gets storage ids for the queues
-    /// placed in `group`, and topics etcd no longer has are gone.
+    /// placed in `group`, and topics etcd no longer has are gone. A queue
+    /// moving here is `Arriving` (stored, not served); one moving away is
+    /// `Leaving` once its move is frozen; the switch makes the arriving
+    /// copy `Here` and the leaving one another group's.
     pub fn with_placement(&self, topics: &BTreeMap<String, PlacedTopic>, group: &str) -> Metadata {
         let mut next = Metadata { topics: BTreeMap::new(), next_storage_id: self.next_storage_id };
         for (name, placed) in topics {
@@ -201,15 +239,25 @@ impl Metadata {
                 .queues
                 .iter()
                 .enumerate()
-                .map(|(i, place)| match kept.and_then(|t| t.queues.get(i)) {
-                    Some(Home::Here(slot)) if place.broker_group == group && slot.shard == place.shard => {
-                        Home::Here(*slot)
+                .map(|(i, place)| {
+                    let held = kept.and_then(|t| t.queues.get(i));
+                    let moving = placed.moves.get(&(i as u32));
+                    let mut slot_on = |shard| {
+                        held.and_then(Home::stored).filter(|s| s.shard == shard).unwrap_or_else(|| {
+                            next.next_storage_id += 1;
+                            QueueSlot { shard, storage_id: next.next_storage_id - 1 }
+                        })
+                    };
+                    match moving {
+                        _ if place.broker_group != group => match moving {
+                            Some(m) if m.to.broker_group == group => {
+                                Home::Arriving { slot: slot_on(m.to.shard), from: place.clone() }
+                            }
+                            _ => Home::Group(place.clone()),
+                        },
+                        Some(m) if m.frozen => Home::Leaving { slot: slot_on(place.shard), to: m.to.clone() },
+                        _ => Home::Here(slot_on(place.shard)),
                     }
-                    _ if place.broker_group == group => {
-                        next.next_storage_id += 1;
-                        Home::Here(QueueSlot { shard: place.shard, storage_id: next.next_storage_id - 1 })
-                    }
-                    _ => Home::Group(place.clone()),
                 })
                 .collect();
             let topic = Topic { flush: placed.flush, queues, created: placed.created, configs: placed.configs.clone() };
@@ -262,9 +310,13 @@ pub struct TopicView {
 }
 
 fn decode_home(r: &mut Reader<'_>, v1: bool) -> Result<Home, DecodeError> {
+    let slot = |r: &mut Reader<'_>| Ok::<_, DecodeError>(QueueSlot { shard: r.u32()?, storage_id: r.u32()? });
+    let place = |r: &mut Reader<'_>| Ok::<_, DecodeError>(Place { broker_group: r.string()?, shard: r.u32()? });
     match if v1 { 0 } else { r.u8()? } {
-        0 => Ok(Home::Here(QueueSlot { shard: r.u32()?, storage_id: r.u32()? })),
-        1 => Ok(Home::Group(Place { broker_group: r.string()?, shard: r.u32()? })),
+        0 => Ok(Home::Here(slot(r)?)),
+        1 => Ok(Home::Group(place(r)?)),
+        2 => Ok(Home::Arriving { slot: slot(r)?, from: place(r)? }),
+        3 => Ok(Home::Leaving { slot: slot(r)?, to: place(r)? }),
         _ => Err(DecodeError("unknown queue home")),
     }
 }
@@ -333,7 +385,7 @@ mod tests {
     fn here(h: &Home) -> QueueSlot {
         match h {
             Home::Here(slot) => *slot,
-            Home::Group(p) => panic!("{p:?} is not here"),
+            other => panic!("{other:?} is not here"),
         }
     }
 
@@ -355,8 +407,7 @@ mod tests {
     #[test]
     fn a_placement_keeps_the_storage_of_topics_held_and_names_other_groups_queues() {
         let at = |group: &str, shard| Place { broker_group: group.into(), shard };
-        let topic =
-            |created, queues: Vec<Place>| PlacedTopic { flush: 0, queues, created, configs: Default::default() };
+        let topic = |created, queues: Vec<Place>| PlacedTopic { flush: 0, queues, created, ..Default::default() };
         let mut placed = BTreeMap::new();
         placed.insert("t".to_string(), topic(10, vec![at("a", 0), at("b", 0), at("a", 1)]));
         let m = Metadata::default().with_placement(&placed, "a");
@@ -386,6 +437,39 @@ mod tests {
         assert_eq!(here(&recreated.topics["t"].queues[0]).storage_id, 3, "a topic made again gets new storage");
         placed.clear();
         assert!(recreated.with_placement(&placed, "a").topics.is_empty());
+    }
+
+    #[test]
+    fn a_moving_queue_arrives_with_storage_leaves_once_frozen_and_switches_keeping_the_copy() {
+        use super::super::placement::Move;
+        let at = |group: &str, shard| Place { broker_group: group.into(), shard };
+        let mut t = PlacedTopic { queues: vec![at("a", 0), at("a", 1)], created: 5, ..Default::default() };
+        let view = |t: &PlacedTopic| BTreeMap::from([("t".to_string(), t.clone())]);
+        let (a0, b0) = (Metadata::default().with_placement(&view(&t), "a"), Metadata::default());
+        let b0 = b0.with_placement(&view(&t), "b");
+
+        t.moves.insert(1, Move { to: at("b", 0), frozen: false });
+        let (a1, b1) = (a0.with_placement(&view(&t), "a"), b0.with_placement(&view(&t), "b"));
+        assert_eq!(a1, a0, "the source serves it as before until the move is frozen");
+        let arriving = QueueSlot { shard: 0, storage_id: b0.next_storage_id };
+        assert_eq!(b1.topics["t"].queues[1], Home::Arriving { slot: arriving, from: at("a", 1) });
+        assert_eq!(b1.topics["t"].queues[0], Home::Group(at("a", 0)));
+        assert_eq!(Metadata::decode(&b1.encode()).unwrap(), b1);
+
+        t.moves.get_mut(&1).unwrap().frozen = true;
+        let (a2, b2) = (a1.with_placement(&view(&t), "a"), b1.with_placement(&view(&t), "b"));
+        let leaving = here(&a1.topics["t"].queues[1]);
+        assert_eq!(a2.topics["t"].queues[1], Home::Leaving { slot: leaving, to: at("b", 0) });
+        assert_eq!((a2.slots_on(1).len(), b2.slots_on(0).len()), (1, 1), "both store it");
+        assert_eq!(Metadata::decode(&a2.encode()).unwrap(), a2);
+
+        t.moves.clear();
+        t.queues[1] = at("b", 0);
+        let (a3, b3) = (a2.with_placement(&view(&t), "a"), b2.with_placement(&view(&t), "b"));
+        assert_eq!(b3.topics["t"].queues[1], Home::Here(arriving), "the copy is the queue now");
+        assert_eq!(a3.topics["t"].queues[1], Home::Group(at("b", 0)));
+        assert!(a3.slots_on(1).is_empty(), "the source's copy goes");
+        assert_eq!(b3.next_storage_id, b1.next_storage_id, "no new storage at the switch");
     }
 
     #[test]

@@ -29,7 +29,7 @@ pub struct Place {
 }
 
 /// A topic as etcd stores it.
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
 pub struct PlacedTopic {
     pub flush: u8,
     pub queues: Vec<Place>,
@@ -40,6 +40,20 @@ pub struct PlacedTopic {
     /// and created again under its name is a new topic, with new storage.
     #[serde(skip)]
     pub created: i64,
+    /// Its queues on their way to another broker group, by queue number.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub moves: BTreeMap<u32, Move>,
+}
+
+/// A queue on its way to another place. While it is not `frozen` its
+/// place serves it and the target copies it; once frozen its place takes
+/// no appends, and the switch (one compare-and-swap of the topic's key)
+/// makes `to` its place and removes the move.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct Move {
+    pub to: Place,
+    #[serde(default)]
+    pub frozen: bool,
 }
 
 /// One broker group: how many shards each of its nodes runs and where its
@@ -150,6 +164,24 @@ pub enum PlacementAsk {
         changes: Vec<ConfigChange>,
         reply: oneshot::Sender<Result<(), Failure>>,
     },
+    /// Start moving a topic's queue to `to`, or (None) cancel its move
+    /// before the switch; answered once every group that leads applied it.
+    Move {
+        topic: String,
+        queue: u32,
+        to: Option<Place>,
+        reply: oneshot::Sender<Result<(), Failure>>,
+    },
+    /// A step of a move, asked by the target's leader (`created` tells the
+    /// topic's incarnation); answered once stored.
+    MoveStep {
+        step: MoveStep,
+        topic: String,
+        created: i64,
+        queue: u32,
+        to: Place,
+        reply: oneshot::Sender<Result<(), Failure>>,
+    },
     /// Kafka's preferred-leader election for a broker group.
     ElectPreferred {
         broker_group: String,
@@ -157,6 +189,15 @@ pub enum PlacementAsk {
     },
     /// This group's metadata now holds the view of this etcd revision.
     Applied(i64),
+}
+
+/// The steps of a move its target takes in etcd.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum MoveStep {
+    /// The copy caught up: the source stops taking appends.
+    Freeze,
+    /// Everything is copied and committed here: the target owns the queue.
+    Switch,
 }
 
 /// What a preferred-leader election did to a broker group, and why.
@@ -205,6 +246,24 @@ impl PlacementLink {
         self.change(|reply| PlacementAsk::AddQueues { name: name.to_string(), queues, reply }).await
     }
 
+    /// Starts moving a topic's queue to `to`, or (None) cancels its move.
+    pub async fn move_queue(&self, topic: &str, queue: u32, to: Option<Place>) -> Result<(), Failure> {
+        self.change(|reply| PlacementAsk::Move { topic: topic.to_string(), queue, to, reply }).await
+    }
+
+    /// Takes a step of a move this group is the target of.
+    pub async fn move_step(
+        &self,
+        step: MoveStep,
+        topic: &str,
+        created: i64,
+        queue: u32,
+        to: Place,
+    ) -> Result<(), Failure> {
+        let topic = topic.to_string();
+        self.change(|reply| PlacementAsk::MoveStep { step, topic, created, queue, to, reply }).await
+    }
+
     /// Asks `broker_group`'s leader to hand the lead to its preferred node.
     pub async fn elect_preferred(&self, broker_group: &str) -> Result<PreferredElection, Failure> {
         let (reply, answer) = oneshot::channel();
@@ -245,8 +304,10 @@ impl Core {
         let view = link.view.borrow();
         let shard_of = |h: &Home| {
             let place = match h {
-                Home::Here(slot) => &Place { broker_group: self.group().to_string(), shard: slot.shard },
-                Home::Group(place) => place,
+                Home::Here(slot) | Home::Leaving { slot, .. } => {
+                    &Place { broker_group: self.group().to_string(), shard: slot.shard }
+                }
+                Home::Group(place) | Home::Arriving { from: place, .. } => place,
             };
             view.global(place).unwrap_or(u32::MAX)
         };

@@ -36,16 +36,16 @@ impl Core {
     /// Where a topic's queue lives in this broker group (NotLeader for a
     /// queue of another group: its leader serves it).
     pub fn locate(&self, q: &QueueRef) -> Result<QueueSlot, Failure> {
-        match self.home(q)? {
-            Home::Here(slot) => Ok(slot),
-            Home::Group(place) => Err(Failure(
-                Reason::NotLeader,
-                format!(
-                    "queue {} of topic {:?} lives in broker group {:?}: its leader serves it; refresh metadata",
-                    q.queue, q.topic, place.broker_group
-                ),
-            )),
-        }
+        let (group, why) = match self.home(q)? {
+            Home::Here(slot) | Home::Leaving { slot, .. } => return Ok(slot),
+            Home::Group(place) => (place.broker_group, "its leader serves it"),
+            Home::Arriving { from, .. } => (from.broker_group, "it serves it until the queue has moved here"),
+        };
+        let m = format!(
+            "queue {} of topic {:?} lives in broker group {group:?}: {why}; refresh metadata",
+            q.queue, q.topic
+        );
+        Err(Failure(Reason::NotLeader, m))
     }
 
     /// Where a topic's queue lives, in this broker group or another.
@@ -93,9 +93,15 @@ impl Core {
     }
 
     /// Whether this shard may store into the queue of `slot`: it owns it,
-    /// and it is not a deposed leader (or one whose epoch has not started).
+    /// the queue is not frozen for a move, and this is not a deposed leader
+    /// (or one whose epoch has not started).
     fn may_store(&self, slot: QueueSlot) -> Result<(), Failure> {
         assert!(self.owns(slot), "queue {} lives on shard {}, not {}", slot.storage_id, slot.shard, self.id());
+        if self.storage().frozen_end(QueueId(slot.storage_id))?.is_some() {
+            let m = "the queue is moving to another broker group and takes no appends until it has; refresh metadata \
+                     and retry";
+            return Err(Failure(Reason::NotLeader, m.into()));
+        }
         if let ShardRole::Leader(replication) = self.role() {
             if replication.deposed() {
                 let m = "this node does not lead its broker group now (its lease lapsed, a new epoch began, or its \

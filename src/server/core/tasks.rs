@@ -20,6 +20,8 @@ pub enum Death {
     Fatal,
     /// Logged; the shard goes on without it.
     Logged,
+    /// It ends when its work is done (one queue's move): nothing to say.
+    Done,
 }
 
 #[derive(Default)]
@@ -60,6 +62,7 @@ impl Tasks {
                     state.changed.notify();
                 }
                 Death::Logged => tracing::error!(task = name, "a background task ended; going on without it"),
+                Death::Done => {}
             }
         })
         .detach();

@@ -209,6 +209,9 @@ impl Core {
         // In the log first, so that a broker group's followers have it and
         // the log is never behind the file (start-up takes the log's newest).
         super::metadata_log::append(self.storage(), &next, self.clock().now_ms() as i64).await?;
+        // Committed in the group before any shard acts on it: a queue frozen
+        // for a move stays frozen under whichever member leads next.
+        self.replicated_all().await?;
         // A buffered write and two fsyncs: on the blocking pool, not the shard's thread.
         let (stored, dir) = (next.clone(), self.config().data_dir.clone());
         glommio::executor().spawn_blocking(move || stored.store(&dir)).await.map_err(|e| {
@@ -231,11 +234,15 @@ impl Core {
         let mut wanted = HashSet::new();
         let mut create = Vec::new();
         let mut configs = HashMap::new();
+        let mut frozen = HashSet::new();
         for topic in next.topics.values() {
-            let here = topic.queues.iter().filter_map(|h| if let Home::Here(slot) = h { Some(slot) } else { None });
-            for slot in here.filter(|s| s.shard as usize == self.id()) {
+            for home in &topic.queues {
+                let Some(slot) = home.stored().filter(|s| s.shard as usize == self.id()) else { continue };
                 let q = QueueId(slot.storage_id);
                 wanted.insert(q);
+                if matches!(home, Home::Leaving { .. }) {
+                    frozen.insert(q);
+                }
                 if !topic.configs.is_empty() {
                     configs.insert(slot.storage_id, topic.configs.clone());
                 }
@@ -247,6 +254,7 @@ impl Core {
             }
         }
         storage.create_queues(&create).await?;
+        storage.freeze_queues(frozen);
         // Topic queues have ids below `next_storage_id`; internal ones sit at the top of the range.
         let deleted: Vec<QueueId> =
             existing.into_iter().filter(|q| q.0 < next.next_storage_id && !wanted.contains(q)).collect();

@@ -17,7 +17,6 @@ use super::config::ConfigError;
 use super::context::Core;
 use super::failure::Reason;
 use super::mesh::{Answer, Call};
-use super::metadata::Home;
 use super::metrics::Samples;
 use super::topics::NewTopic;
 use crate::protocol::messages::{QueueRef, TRACE_TOPIC};
@@ -213,7 +212,7 @@ impl Core {
         if !self.trace().is_on() {
             return;
         }
-        let Ok(Home::Here(slot)) = self.home(q) else { return };
+        let Some(slot) = self.home(q).ok().and_then(|h| h.served()) else { return };
         let commit = Call::TraceCommit { group: group.into(), member: member.into(), queue: q.clone(), offset };
         if self.owns(slot) {
             self.serve_trace_commit(commit);

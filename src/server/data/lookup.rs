@@ -5,7 +5,6 @@
 
 use super::tag_filter;
 use crate::protocol::messages::{LookedUp, LookupQuery};
-use crate::server::core::metadata::Home;
 use crate::server::core::{Core, Failure};
 use ringmq_shards::lookup::{id_hash, key_hash};
 use ringmq_shards::{QueueId, ReadWait};
@@ -23,10 +22,7 @@ pub async fn lookup(core: &Core, query: &LookupQuery) -> Result<LookedUp, Failur
         .topics
         .iter()
         .flat_map(|(name, t)| {
-            t.queues.iter().enumerate().filter_map(move |(i, home)| match home {
-                Home::Here(slot) => Some((slot.storage_id, (name, i as u32))),
-                Home::Group(_) => None,
-            })
+            t.queues.iter().enumerate().filter_map(move |(i, home)| Some((home.served()?.storage_id, (name, i as u32))))
         })
         .collect();
     let mut out = LookedUp::default();

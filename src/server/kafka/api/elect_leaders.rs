@@ -94,8 +94,8 @@ fn group_of(core: &Core, queue: &QueueRef) -> Result<Option<String>, Failure> {
     let home = core.home(queue)?;
     let Some(cluster) = core.config().cluster.as_ref().filter(|_| core.placement().is_some()) else { return Ok(None) };
     Ok(Some(match home {
-        Home::Group(place) => place.broker_group,
-        Home::Here(_) => cluster.broker_group.clone(),
+        Home::Group(place) | Home::Arriving { from: place, .. } => place.broker_group,
+        Home::Here(_) | Home::Leaving { .. } => cluster.broker_group.clone(),
     }))
 }
 

@@ -1,7 +1,8 @@
 //! QueueCopy: a queue's stored batches from an offset, all of them (Kafka
 //! transaction markers and aborted transactions' batches included), up to
-//! what the broker group committed: what a queue moving to another broker
-//! group is copied from. Cluster members only (ClusterAction).
+//! what the broker group committed, and the queue's final end once it is
+//! frozen: what a queue moving to another broker group is copied from.
+//! Cluster members only (ClusterAction).
 
 use super::{check_wait, Api, At, Need, Route};
 use crate::protocol::codec::{DecodeError, Reader};
@@ -20,7 +21,7 @@ impl Api for QueueCopy {
     const KEY: ApiKey = ApiKey::QueueCopy;
     const BODIES: (&'static str, &'static str) = (
         "string topic, u32 queue, u64 offset, u32 max_bytes, u32 max_wait_ms",
-        "u64 start, u64 end, u64 next_offset, bytes batches",
+        "u64 start, u64 end, u64 next_offset, bytes batches, u8 frozen, u64 frozen_end",
     );
     type Request<'a> = msg::QueueCopy;
 
@@ -42,15 +43,21 @@ impl Api for QueueCopy {
 
     async fn serve(s: &Services, f: Self::Request<'_>, at: &At<'_>, w: &mut Writer) -> Result<(), Failure> {
         let wait = Duration::from_millis(u64::from(f.max_wait_ms));
+        let slot = at.slot()?;
+        let queue = ringmq_shards::QueueId(slot.storage_id);
+        // Asked first: a queue frozen now ends where it ends now, whatever the read below returns.
+        let frozen_end = s.core.storage().frozen_end(queue)?;
+        // A copy starts wherever the queue starts.
+        let (start, _) = s.core.storage().offsets(queue)?;
         let read = msg::Fetch {
             queue: f.queue,
-            offset: f.offset,
+            offset: f.offset.max(start),
             max_bytes: f.max_bytes,
             max_wait_ms: f.max_wait_ms,
             tags: String::new(),
         };
-        let read = fetch::read_queue(&s.core, at.slot()?, &read, wait, Isolation::Uncommitted).await;
-        read.map_err(|f| f.failure)?.fetched().encode(w);
+        let read = fetch::read_queue(&s.core, slot, &read, wait, Isolation::Uncommitted).await;
+        msg::QueueCopied { fetched: read.map_err(|f| f.failure)?.fetched(), frozen_end }.encode(w);
         Ok(())
     }
 }

@@ -1,0 +1,221 @@
+//! A queue moving into this broker group, on the target leader's shard
+//! that stores it: copied from the source group's leader (QueueCopy, from
+//! the batch holding the source's start, every batch at its own offsets),
+//! then, once caught up, frozen at the source; copied to the frozen end,
+//! committed in this group, and switched (both steps compare-and-swaps in
+//! etcd, asked of the control plane). A new leader of either group resumes
+//! where the copy stands: the copy is in this group's log, the move in etcd.
+
+use super::link::Link;
+use super::ReplicaError;
+use crate::protocol::messages::{QueueCopied, QueueCopy, QueueRef};
+use crate::protocol::{ApiKey, ErrorCode, Reader, Writer};
+use crate::server::core::metadata::{Home, Metadata, QueueSlot};
+use crate::server::core::placement::{MoveStep, Place};
+use crate::server::core::tasks::Death;
+use crate::server::core::{Core, Failure};
+use ringmq_shards::batch::{self, BatchHeader};
+use ringmq_shards::QueueId;
+use std::cell::RefCell;
+use std::collections::HashSet;
+use std::rc::Rc;
+use std::time::Duration;
+
+/// How often the shard looks for queues arriving on it.
+const LOOK_EVERY: Duration = Duration::from_millis(200);
+/// How long the source parks a copy at the queue's end.
+const COPY_WAIT: Duration = Duration::from_millis(500);
+/// How long once the freeze is asked: the source applies it within milliseconds.
+const FROZEN_WAIT: Duration = Duration::from_millis(20);
+/// Bytes asked for per copy.
+const COPY_BYTES: u32 = 1 << 20;
+/// A connect or a copy that takes longer than this (past the park) fails.
+const IO_TIMEOUT: Duration = Duration::from_secs(5);
+/// Pause before trying again after a failure.
+const RETRY_PAUSE: Duration = Duration::from_millis(200);
+
+/// One queue arriving on this shard.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Arrival {
+    topic: String,
+    queue: u32,
+    /// The topic's creation (its etcd revision): a topic made again is another.
+    created: i64,
+    slot: QueueSlot,
+    from: Place,
+    to: Place,
+}
+
+impl Arrival {
+    /// Still arriving as it was when it started (not switched, cancelled or deleted).
+    fn stands(&self, metadata: &Metadata) -> bool {
+        arrivals(metadata, &self.to).contains(self)
+    }
+}
+
+/// The queues arriving at `here` (this group's shard) in `metadata`.
+fn arrivals(metadata: &Metadata, here: &Place) -> Vec<Arrival> {
+    let mut found = Vec::new();
+    for (name, topic) in &metadata.topics {
+        for (queue, home) in topic.queues.iter().enumerate() {
+            let Home::Arriving { slot, from } = home else { continue };
+            if slot.shard == here.shard {
+                let (topic_name, created, queue, from) = (name.clone(), topic.created, queue as u32, from.clone());
+                found.push(Arrival { topic: topic_name, queue, created, slot: *slot, from, to: here.clone() });
+            }
+        }
+    }
+    found
+}
+
+/// A leader's shard: starts a copy for each queue arriving on it, until the node stops.
+pub async fn run(core: Rc<Core>) {
+    let group = core.config().cluster.as_ref().expect("a leader").broker_group.clone();
+    let here = Place { broker_group: group, shard: core.id() as u32 };
+    let running: Rc<RefCell<HashSet<u32>>> = Rc::default();
+    let mut seen: Option<Rc<Metadata>> = None;
+    loop {
+        let metadata = core.metadata();
+        if !seen.as_ref().is_some_and(|s| Rc::ptr_eq(s, &metadata)) {
+            for arrival in arrivals(&metadata, &here) {
+                if !running.borrow_mut().insert(arrival.slot.storage_id) {
+                    continue;
+                }
+                let (copier, running) = (core.clone(), running.clone());
+                core.tasks().spawn("queue move", Death::Done, async move {
+                    let id = arrival.slot.storage_id;
+                    copy(&copier, arrival).await;
+                    running.borrow_mut().remove(&id);
+                });
+            }
+            seen = Some(metadata);
+        }
+        if !core.tasks().sleep(LOOK_EVERY).await {
+            return;
+        }
+    }
+}
+
+/// Copies one arriving queue until it switched (or stopped arriving, or the node stops).
+async fn copy(core: &Core, arrival: Arrival) {
+    tracing::info!(topic = arrival.topic, queue = arrival.queue, from = ?arrival.from, "copying a queue moving here");
+    let mut failures = 0u32;
+    loop {
+        if !arrival.stands(&core.metadata()) {
+            return;
+        }
+        match copy_until_failure(core, &arrival).await {
+            Ok(()) => return,
+            Err(error) => {
+                if failures == 0 {
+                    tracing::warn!(topic = arrival.topic, queue = arrival.queue, %error, "copying a moving queue failed; retrying");
+                }
+                failures += 1;
+            }
+        }
+        if !core.tasks().sleep(RETRY_PAUSE).await {
+            return;
+        }
+    }
+}
+
+/// Why a move's copy stopped (logged; it starts again after a pause).
+#[derive(Debug, thiserror::Error)]
+enum CopyError {
+    #[error("broker group {0:?} has no leader now")]
+    NoSource(String),
+    #[error(transparent)]
+    Link(#[from] ReplicaError),
+    #[error("the source refused: {0:?}: {1}")]
+    Refused(ErrorCode, String),
+    #[error("{}", .0.1)]
+    Here(Failure),
+}
+
+impl From<Failure> for CopyError {
+    fn from(f: Failure) -> Self {
+        CopyError::Here(f)
+    }
+}
+
+/// The client address of the source's shard, as the cluster view has it now.
+fn source_addr(core: &Core, from: &Place) -> Result<std::net::SocketAddr, CopyError> {
+    let link = core.placement().expect("cluster mode");
+    let view = link.view.borrow();
+    let addr = view.global(from).and_then(|i| view.shard_addrs().get(i as usize).cloned()).unwrap_or_default();
+    addr.parse().map_err(|_| CopyError::NoSource(from.broker_group.clone()))
+}
+
+/// Copies, freezes and switches; Ok once switched or no longer arriving.
+async fn copy_until_failure(core: &Core, arrival: &Arrival) -> Result<(), CopyError> {
+    let addr = source_addr(core, &arrival.from)?;
+    let config = core.config();
+    let mut link = Link::connect(addr, config.tls.as_ref(), IO_TIMEOUT, config.frame_bytes_max).await?;
+    let storage = core.storage();
+    let queue = QueueId(arrival.slot.storage_id);
+    let placement = core.placement().expect("cluster mode");
+    let mut froze = false;
+    loop {
+        if !arrival.stands(&core.metadata()) {
+            return Ok(());
+        }
+        let next = storage.next_offset(queue).map_err(Failure::from)?;
+        let ask = QueueCopy {
+            queue: QueueRef { topic: arrival.topic.clone(), queue: arrival.queue },
+            offset: next,
+            max_bytes: COPY_BYTES,
+            max_wait_ms: if froze { FROZEN_WAIT } else { COPY_WAIT }.as_millis() as u32,
+        };
+        let mut w = Writer::default();
+        ask.encode(&mut w);
+        let call = link.call(ApiKey::QueueCopy, &w.buf, COPY_WAIT + IO_TIMEOUT);
+        let Some(answer) = core.tasks().unless_stopping(call).await else { return Ok(()) };
+        let answer = answer?;
+        let response = answer.response()?;
+        if response.error != ErrorCode::None {
+            return Err(CopyError::Refused(response.error, response.message.to_string()));
+        }
+        let copied = QueueCopied::decode(&mut Reader::new(response.body)).map_err(ReplicaError::Answer)?;
+        let next = append(core, queue, next, &copied).await?;
+        let read_end = copied.fetched.end;
+        match copied.frozen_end {
+            Some(end) if next >= end => {
+                // Whole: committed in this group, then ours.
+                core.replicated_all().await?;
+                let (topic, created, to) = (&arrival.topic, arrival.created, arrival.to.clone());
+                placement.move_step(MoveStep::Switch, topic, created, arrival.queue, to).await?;
+                tracing::info!(topic, queue = arrival.queue, end, "a moved queue switched to this broker group");
+                return Ok(());
+            }
+            Some(_) => {}
+            None if !froze && next >= read_end => {
+                let (topic, created, to) = (&arrival.topic, arrival.created, arrival.to.clone());
+                placement.move_step(MoveStep::Freeze, topic, created, arrival.queue, to).await?;
+                froze = true;
+            }
+            None => {}
+        }
+    }
+}
+
+/// Appends the batches of `copied` past `next` at their own offsets (the
+/// first of an empty queue sets its start); the queue's next offset after them.
+async fn append(core: &Core, queue: QueueId, mut next: u64, copied: &QueueCopied<'_>) -> Result<u64, Failure> {
+    let storage = core.storage();
+    // A queue's next offset is 0 only until its first batch.
+    let first = next == 0;
+    for b in batch::split(copied.fetched.batches) {
+        let Some(header) = BatchHeader::decode(b) else { break };
+        if header.is_padding() || header.base_offset + u64::from(header.record_count) <= next {
+            continue;
+        }
+        let appended = storage.append_copied(queue, b).await?;
+        next = appended.base_offset + u64::from(appended.record_count);
+    }
+    if first && next > 0 && copied.fetched.start > storage.offsets(queue)?.0 {
+        // The source's start lies inside its first batch: so does the copy's.
+        storage.trim(queue, copied.fetched.start)?;
+        core.record_queue_starts().await?;
+    }
+    Ok(next)
+}

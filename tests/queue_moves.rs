@@ -1,0 +1,198 @@
+//! Moving a queue between broker groups while clients go on: `ringmq
+//! cluster move` copies it to the target group, freezes it for a moment and
+//! switches; every acknowledged record (native and Kafka producers) is on
+//! the new group at its offset, a consumer group goes on from its committed
+//! offset, and the old group holds the queue no more.
+
+mod common;
+
+use common::{assert_acked_present, consume, free_port_pair, one_cluster, Broker, ChildGuard};
+use ringmq::client::{
+    Client, ClientConfig, Consumer, GroupConfig, Message, Producer, ProducerConfig, QueueSelector, SendResult,
+    StartFrom, StartNew,
+};
+use std::collections::HashMap;
+use std::path::Path;
+use std::process::Command;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+const TOPIC: &str = "moving";
+const QUEUES: u32 = 4;
+/// Records produced to the moving queue before the move, and read and committed by a group.
+const BEFORE: u32 = 200;
+
+/// A port pair free on every one of `ips` (each node listens on its own IP
+/// at the same ports, so Kafka and native ports keep one distance).
+fn shared_port_pair(ips: &[&str]) -> u16 {
+    loop {
+        let port = free_port_pair(ips[0]);
+        let free = |ip: &str| (0..2).all(|k| std::net::TcpListener::bind((ip, port + k)).is_ok());
+        if ips.iter().all(|ip| free(ip)) {
+            return port;
+        }
+    }
+}
+
+fn connect(bootstrap: &str) -> Arc<Client> {
+    let mut cfg = ClientConfig::new(bootstrap);
+    cfg.request_timeout = Duration::from_secs(20);
+    cfg.retries = 1000;
+    Client::connect(cfg).unwrap_or_else(|e| panic!("connecting to {bootstrap}: {e}"))
+}
+
+/// A producer that sends every message to queue `queue`.
+fn producer_to(client: &Arc<Client>, queue: u32) -> Producer {
+    let to = Arc::new(move |_: &Message, _: u32| queue);
+    Producer::new(client.clone(), ProducerConfig { selector: QueueSelector::Custom(to), ..Default::default() })
+}
+
+fn ringmq(args: &[&str]) -> std::process::Output {
+    Command::new(env!("CARGO_BIN_EXE_ringmq")).args(args).output().expect("run ringmq")
+}
+
+/// What a Kafka reader of `path` (value, partition, offset per line) found.
+fn kafka_lines(path: &Path) -> Vec<(String, u32, u64)> {
+    std::fs::read_to_string(path)
+        .unwrap()
+        .lines()
+        .map(|l| {
+            let f: Vec<&str> = l.split(' ').collect();
+            (f[0].to_string(), f[1].parse().unwrap(), f[2].parse().unwrap())
+        })
+        .collect()
+}
+
+#[test]
+fn a_queue_moves_to_another_group_under_native_and_kafka_load_and_its_consumers_go_on() {
+    let _cluster = one_cluster();
+    let dir = tempfile::tempdir().unwrap();
+    let etcd = common::etcd::Etcd::start(&dir.path().join("etcd"));
+    let ips = ["127.0.0.91", "127.0.0.92"];
+    let (native, kafka) = (shared_port_pair(&ips), shared_port_pair(&ips));
+    let node = |group: &str, ip: &str| {
+        let (listen, kafka_listen) = (format!("{ip}:{native}"), format!("{ip}:{kafka}"));
+        let args = ["--cluster", &etcd.url, "--broker-group", group, "--node", group, "--lease-ms", "1000"];
+        let mut args: Vec<&str> = args.to_vec();
+        args.extend(["--insync-min", "1", "--kafka-listen", &kafka_listen]);
+        Broker::start_listening(&dir.path().join(group), &listen, &args)
+    };
+    let mut east = node("east", ips[0]);
+    let mut west = node("west", ips[1]);
+    let client = connect(&format!("{},{}", east.addr(), west.addr()));
+    client.create_topic(TOPIC, QUEUES, 0).unwrap();
+    let on = |ip: &str| (0..QUEUES).find(|q| client.owner(TOPIC, *q).unwrap().starts_with(&format!("{ip}:")));
+    let moving = on(ips[0]).expect("east holds a queue");
+
+    // Before: records a consumer group reads and commits.
+    let before = producer_to(&client, moving);
+    let mut acked: Vec<(String, SendResult)> = (0..BEFORE)
+        .map(|i| {
+            let value = format!("before-{i}");
+            (value.clone(), before.send(TOPIC, &Message::new(value)).unwrap())
+        })
+        .collect();
+    drop(before);
+    let group = GroupConfig { start_new: StartNew::Earliest, ..GroupConfig::new("readers", &[TOPIC]) };
+    let mut member = Consumer::subscribe(client.clone(), group.clone());
+    let got = consume(&mut member, BEFORE as usize, Duration::from_secs(30));
+    assert_eq!(got.len(), BEFORE as usize);
+    member.commit().unwrap();
+    drop(member);
+
+    // Native and Kafka producers go on through the move.
+    let stop = Arc::new(AtomicBool::new(false));
+    let native_load = {
+        let (client, stop) = (client.clone(), stop.clone());
+        std::thread::spawn(move || {
+            let p = producer_to(&client, moving);
+            let mut sent = Vec::new();
+            for i in 0..20_000 {
+                if stop.load(Ordering::Relaxed) {
+                    break;
+                }
+                let value = format!("during-{i}");
+                let r = p.send(TOPIC, &Message::new(value.clone())).unwrap_or_else(|e| panic!("{value}: {e}"));
+                sent.push((value, r));
+                std::thread::sleep(Duration::from_millis(2));
+            }
+            sent
+        })
+    };
+    let bootstrap = ips.map(|ip| format!("{ip}:{kafka}")).join(",");
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/kafka_clients/python_failover.py");
+    let (kafka_acked, kafka_read) = (dir.path().join("kafka-acked"), dir.path().join("kafka-read"));
+    let mut kafka_producer = ChildGuard(
+        common::tools::python(&["confluent_kafka"])
+            .args([script, &bootstrap, TOPIC, "produce", "12"])
+            .arg(&kafka_acked)
+            .spawn()
+            .expect("run the Kafka producer"),
+    );
+    std::thread::sleep(Duration::from_secs(3));
+
+    let moved = ringmq(&[
+        "cluster",
+        "move",
+        "--cluster",
+        &etcd.url,
+        "--topic",
+        TOPIC,
+        "--queue",
+        &moving.to_string(),
+        "--to",
+        "west",
+    ]);
+    let said = String::from_utf8_lossy(&moved.stdout);
+    assert!(moved.status.success(), "{said}{}", String::from_utf8_lossy(&moved.stderr));
+    assert!(said.contains("broker_group=west"), "{said}");
+    let listed = ringmq(&["cluster", "moves", "--cluster", &etcd.url]);
+    assert!(listed.status.success() && listed.stdout.is_empty(), "no move stands after the switch");
+
+    // Producers go on on the new group.
+    std::thread::sleep(Duration::from_secs(2));
+    stop.store(true, Ordering::Relaxed);
+    acked.extend(native_load.join().unwrap());
+    let deadline = Instant::now() + Duration::from_secs(120);
+    while kafka_producer.0.try_wait().unwrap().is_none() {
+        assert!(Instant::now() < deadline, "the Kafka producer did not finish");
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    assert!(kafka_producer.0.wait().unwrap().success(), "the Kafka producer failed");
+    let fresh = connect(&format!("{},{}", east.addr(), west.addr()));
+    assert!(fresh.owner(TOPIC, moving).unwrap().starts_with(&format!("{}:", ips[1])), "west serves the queue now");
+    let after_switch = acked.iter().filter(|(v, r)| v.starts_with("during-") && r.queue == moving).count();
+    assert!(after_switch > 0, "the native producer was acknowledged during the move");
+
+    // Every acknowledged record, native and Kafka, is at its offset.
+    let mut reader = Consumer::new(fresh.clone(), None);
+    reader.assign_all(TOPIC, StartFrom::Earliest).unwrap();
+    let ends: u64 = (0..QUEUES).map(|q| fresh.list_offsets(TOPIC, q).unwrap().1).sum();
+    let got = consume(&mut reader, ends as usize, Duration::from_secs(60));
+    assert_eq!(got.len() as u64, ends, "every stored record is read");
+    assert_acked_present(&got, &acked);
+    let reader_status = common::tools::python(&["confluent_kafka"])
+        .args([script, &bootstrap, TOPIC, "read"])
+        .arg(&kafka_read)
+        .status()
+        .expect("run the Kafka reader");
+    assert!(reader_status.success(), "the Kafka reader failed");
+    let stored: HashMap<(u32, u64), String> =
+        kafka_lines(&kafka_read).into_iter().map(|(v, p, o)| ((p, o), v)).collect();
+    let kafka_sent = kafka_lines(&kafka_acked);
+    assert!(kafka_sent.iter().any(|(_, p, _)| *p == moving), "Kafka records went to the moving queue");
+    for (value, partition, offset) in &kafka_sent {
+        assert_eq!(stored.get(&(*partition, *offset)), Some(value), "Kafka's acked {value} at {partition}/{offset}");
+    }
+
+    // The group goes on from its committed offset, on the new group.
+    let mut member = Consumer::subscribe(fresh.clone(), group);
+    let rest = ends - u64::from(BEFORE);
+    let got = consume(&mut member, rest as usize, Duration::from_secs(60));
+    assert_eq!(got.len() as u64, rest, "the group reads what came after its commit, once");
+    assert!(got.iter().all(|m| m.queue != moving || m.offset >= u64::from(BEFORE)), "from the committed offset on");
+    drop((member, reader, fresh, client));
+    east.stop();
+    west.stop();
+}
