@@ -2,7 +2,9 @@
 //! cluster move` copies it to the target group, freezes it for a moment and
 //! switches; every acknowledged record (native and Kafka producers) is on
 //! the new group at its offset, a consumer group goes on from its committed
-//! offset, and the old group holds the queue no more.
+//! offset, and the old group holds the queue no more; a drained group ends
+//! with no queue. A move survives kill -9 of the source's leader while it
+//! copies and of the target's leader while the queue is frozen.
 
 mod common;
 
@@ -48,6 +50,13 @@ fn producer_to(client: &Arc<Client>, queue: u32) -> Producer {
     Producer::new(client.clone(), ProducerConfig { selector: QueueSelector::Custom(to), ..Default::default() })
 }
 
+/// `ringmq ARGS` started, its output piped.
+fn spawn_ringmq(args: &[&str]) -> std::process::Child {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_ringmq"));
+    command.args(args).stdout(std::process::Stdio::piped()).stderr(std::process::Stdio::piped());
+    command.spawn().expect("run ringmq")
+}
+
 fn ringmq(args: &[&str]) -> std::process::Output {
     Command::new(env!("CARGO_BIN_EXE_ringmq")).args(args).output().expect("run ringmq")
 }
@@ -84,6 +93,7 @@ fn a_queue_moves_to_another_group_under_native_and_kafka_load_and_its_consumers_
     client.create_topic(TOPIC, QUEUES, 0).unwrap();
     let on = |ip: &str| (0..QUEUES).find(|q| client.owner(TOPIC, *q).unwrap().starts_with(&format!("{ip}:")));
     let moving = on(ips[0]).expect("east holds a queue");
+    let east_held = (0..QUEUES).filter(|q| client.owner(TOPIC, *q).unwrap().starts_with(ips[0])).count();
 
     // Before: records a consumer group reads and commits.
     let before = producer_to(&client, moving);
@@ -192,7 +202,169 @@ fn a_queue_moves_to_another_group_under_native_and_kafka_load_and_its_consumers_
     let got = consume(&mut member, rest as usize, Duration::from_secs(60));
     assert_eq!(got.len() as u64, rest, "the group reads what came after its commit, once");
     assert!(got.iter().all(|m| m.queue != moving || m.offset >= u64::from(BEFORE)), "from the committed offset on");
-    drop((member, reader, fresh, client));
+    drop(member);
+
+    // Drained, east holds no queue; the topic is served whole by west.
+    let drained = ringmq(&["cluster", "drain", "--cluster", &etcd.url, "--broker-group", "east"]);
+    let said = String::from_utf8_lossy(&drained.stdout);
+    assert!(drained.status.success(), "{said}{}", String::from_utf8_lossy(&drained.stderr));
+    assert!(said.contains(&format!("queues_moved={} queues_left=0", east_held - 1)), "{said}");
+    let after = connect(&format!("{},{}", east.addr(), west.addr()));
+    for q in 0..QUEUES {
+        assert!(after.owner(TOPIC, q).unwrap().starts_with(&format!("{}:", ips[1])), "queue {q} is west's");
+    }
+    let mut reader = Consumer::new(after.clone(), None);
+    reader.assign_all(TOPIC, StartFrom::Earliest).unwrap();
+    let got = consume(&mut reader, ends as usize, Duration::from_secs(60));
+    assert_eq!(got.len() as u64, ends, "every record is read from west after the drain");
+    assert_acked_present(&got, &acked);
+    drop((reader, after, fresh, client));
     east.stop();
     west.stop();
+}
+
+/// Sends to `queue` until `stop`, every 5 ms; the acknowledged sends (a
+/// send that fails after the client's retries is not acknowledged).
+fn keep_sending(
+    client: Arc<Client>,
+    queue: u32,
+    stop: Arc<AtomicBool>,
+) -> std::thread::JoinHandle<Vec<(String, SendResult)>> {
+    std::thread::spawn(move || {
+        let p = producer_to(&client, queue);
+        let mut acked = Vec::new();
+        for i in 0..100_000 {
+            if stop.load(Ordering::Relaxed) {
+                break;
+            }
+            let value = format!("load-{i}");
+            if let Ok(r) = p.send(TOPIC, &Message::new(value.clone())) {
+                acked.push((value, r));
+            }
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        acked
+    })
+}
+
+/// `len` letters no compression shrinks, from `seed`.
+fn noise(seed: u64, len: usize) -> String {
+    let mut x = seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1;
+    (0..len)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            char::from(b'a' + (x % 26) as u8)
+        })
+        .collect()
+}
+
+/// The node that leads `group`, as `cluster status` says.
+fn leader_of(etcd: &common::etcd::Etcd, group: &str) -> String {
+    let lines = common::etcd::cluster_status(&etcd.url);
+    let line = lines.iter().find(|l| l.starts_with(&format!("broker_group={group} leader="))).expect("the group");
+    line.split(' ').nth(1).unwrap().trim_start_matches("leader=").to_string()
+}
+
+/// The lines of `cluster moves`.
+fn moves(etcd: &common::etcd::Etcd) -> String {
+    let listed = ringmq(&["cluster", "moves", "--cluster", &etcd.url]);
+    assert!(listed.status.success(), "{}", String::from_utf8_lossy(&listed.stderr));
+    String::from_utf8_lossy(&listed.stdout).into_owned()
+}
+
+/// Waits until `cluster moves` says what `done` looks for.
+fn wait_for_moves(etcd: &common::etcd::Etcd, what: &str, done: impl Fn(&str) -> bool) -> String {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let listed = moves(etcd);
+        if done(&listed) {
+            return listed;
+        }
+        assert!(Instant::now() < deadline, "{what} within a minute: {listed:?}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+#[test]
+fn a_move_survives_kill_9_of_the_source_leader_mid_copy_and_of_the_target_leader_while_frozen() {
+    let _cluster = one_cluster();
+    let dir = tempfile::tempdir().unwrap();
+    let etcd = common::etcd::Etcd::start(&dir.path().join("etcd"));
+    // Copies at 1 MiB/s, so that the copy of the queue's 6 MiB lasts seconds.
+    let node = |group: &str, name: &str, ip: &str| {
+        let listen = format!("{ip}:{}", free_port_pair(ip));
+        let args = ["--cluster", &etcd.url, "--broker-group", group, "--node", name, "--lease-ms", "1000"];
+        let mut args: Vec<&str> = args.to_vec();
+        args.extend(["--insync-min", "1", "--move-bytes-per-sec", "1048576"]);
+        Broker::start_listening(&dir.path().join(name), &listen, &args)
+    };
+    let mut east = [node("east", "e1", "127.0.0.93"), node("east", "e2", "127.0.0.94")];
+    let mut west = [node("west", "w1", "127.0.0.95"), node("west", "w2", "127.0.0.96")];
+    let all: Vec<String> = east.iter().chain(west.iter()).map(|b| b.addr().to_string()).collect();
+    let all = all.join(",");
+    let client = connect(&all);
+    client.create_topic(TOPIC, QUEUES, 0).unwrap();
+    let moving = (0..QUEUES).find(|q| client.owner(TOPIC, *q).unwrap().starts_with("127.0.0.93:")).unwrap();
+    let big = producer_to(&client, moving);
+    let mut acked: Vec<(String, SendResult)> = (0..600)
+        .map(|i| {
+            let value = format!("big-{i}-{}", noise(i, 10 << 10));
+            (value.clone(), big.send(TOPIC, &Message::new(value)).unwrap())
+        })
+        .collect();
+    drop(big);
+    common::etcd::wait_for_isr_of(&etcd.url, "east", 2);
+    common::etcd::wait_for_isr_of(&etcd.url, "west", 2);
+
+    // To west, its source's leader killed while it copies.
+    let stop = Arc::new(AtomicBool::new(false));
+    let load = keep_sending(client.clone(), moving, stop.clone());
+    let queue = moving.to_string();
+    let to_west = ["cluster", "move", "--cluster", &etcd.url, "--topic", TOPIC, "--queue", &queue, "--to", "west"];
+    let mover = spawn_ringmq(&to_west);
+    std::thread::sleep(Duration::from_secs(2));
+    let listed = moves(&etcd);
+    assert!(listed.contains("to=west/") && listed.contains("frozen=false"), "still copying: {listed:?}");
+    east[0].kill9();
+    east[0].restart();
+    let moved = mover.wait_with_output().expect("run ringmq");
+    assert!(moved.status.success(), "{}", String::from_utf8_lossy(&moved.stderr));
+    assert!(String::from_utf8_lossy(&moved.stdout).contains("broker_group=west"));
+    common::etcd::wait_for_isr_of(&etcd.url, "east", 2);
+
+    // Back to east, its target's leader killed while the queue is frozen:
+    // west's follower paused, west cannot commit the freeze, so the queue
+    // stays frozen until west's leader drops it from the in-sync set.
+    west[1].pause();
+    let to_east = ["cluster", "move", "--cluster", &etcd.url, "--topic", TOPIC, "--queue", &queue, "--to", "east"];
+    let mover = spawn_ringmq(&to_east);
+    wait_for_moves(&etcd, "the move back freezes", |l| l.contains("to=east/") && l.contains("frozen=true"));
+    let target = if leader_of(&etcd, "east") == "e1" { 0 } else { 1 };
+    east[target].kill9();
+    west[1].resume();
+    east[target].restart();
+    let moved = mover.wait_with_output().expect("run ringmq");
+    assert!(moved.status.success(), "{}", String::from_utf8_lossy(&moved.stderr));
+    assert!(String::from_utf8_lossy(&moved.stdout).contains("broker_group=east"));
+    std::thread::sleep(Duration::from_secs(1));
+    stop.store(true, Ordering::Relaxed);
+    acked.extend(load.join().unwrap());
+    assert!(acked.len() > 600, "the producer was acknowledged during the moves");
+
+    // Every acknowledged record is on east, at its offset.
+    let fresh = connect(&all);
+    assert!(fresh.owner(TOPIC, moving).unwrap().starts_with("127.0.0.9"), "east serves it");
+    let (start, end) = fresh.list_offsets(TOPIC, moving).unwrap();
+    assert_eq!(start, 0);
+    let mut reader = Consumer::new(fresh.clone(), None);
+    reader.assign(TOPIC, &[moving], StartFrom::Earliest).unwrap();
+    let got = consume(&mut reader, end as usize, Duration::from_secs(60));
+    assert_eq!(got.len() as u64, end, "every stored record is read once");
+    assert_acked_present(&got, &acked);
+    drop((reader, fresh, client));
+    for b in east.iter_mut().chain(west.iter_mut()) {
+        b.stop();
+    }
 }

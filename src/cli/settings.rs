@@ -143,6 +143,9 @@ pub struct Settings {
     /// Keys a compaction pass maps at most (about 40 bytes of memory each; more keys take more passes)
     #[arg(long, default_value_t = d().compaction_keys_max)]
     compaction_keys_max: usize,
+    /// Bytes per second one queue moving into this broker group is copied at most (0: no bound)
+    #[arg(long, default_value_t = d().move_bytes_per_sec)]
+    move_bytes_per_sec: u64,
     /// Client connections per shard, over its native and Kafka listeners
     #[arg(long, default_value_t = d().connections_max)]
     connections_max: usize,
@@ -377,6 +380,7 @@ impl Settings {
         }
         cfg.compaction_cpu_percent = self.compaction_cpu_percent;
         cfg.compaction_bytes_per_sec = self.compaction_bytes_per_sec;
+        cfg.move_bytes_per_sec = self.move_bytes_per_sec;
         cfg.compaction_keys_max = self.compaction_keys_max.max(1024);
         cfg.connections_max = self.connections_max;
         cfg.connections_per_ip_max = self.connections_per_ip_max;

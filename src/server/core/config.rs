@@ -65,6 +65,10 @@ pub struct ServerConfig {
     pub compaction_bytes_per_sec: u64,
     /// Keys a compaction pass maps at most (see `ShardConfig`).
     pub compaction_keys_max: usize,
+    /// Bytes per second one queue moving into this broker group is copied
+    /// at most (0: no bound), so that a move leaves the source's disk and
+    /// the link to its clients.
+    pub move_bytes_per_sec: u64,
     /// Client connections per shard, over its native and Kafka listeners.
     pub connections_max: usize,
     /// Connections from one client address to the node, both listeners (0: no limit).
@@ -221,6 +225,7 @@ impl ServerConfig {
             compaction_cpu_percent: storage.compaction_cpu_percent,
             compaction_bytes_per_sec: storage.compaction_bytes_per_sec,
             compaction_keys_max: storage.compaction_keys_max,
+            move_bytes_per_sec: 64 << 20,
             connections_max: 1024,
             connections_per_ip_max: 0,
             idempotence_window: storage.recent_batches,

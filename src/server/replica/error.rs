@@ -1,17 +1,17 @@
-//! Why a follower's fetch from its leader stopped (logged; the follower
-//! connects again after a pause).
+//! Why a follower's fetch from its leader, or a moving queue's copy from
+//! its source, stopped (logged; either connects again after a pause).
 
 use crate::protocol::{DecodeError, ErrorCode};
 use crate::server::core::Failure;
 use ringmq_shards::StorageError;
 use std::net::SocketAddr;
 
-/// A failed replication fetch.
+/// A failed replication fetch or queue copy.
 #[derive(Debug, thiserror::Error)]
 pub enum ReplicaError {
     #[error("connecting to {addr}: {why}")]
     Connect { addr: SocketAddr, why: String },
-    #[error("ReplicaFetch: {0}")]
+    #[error("over the link to the other node: {0}")]
     Io(glommio::GlommioError<()>),
     #[error("a response does not parse: {0}")]
     Response(DecodeError),

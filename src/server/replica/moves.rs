@@ -155,7 +155,11 @@ async fn copy_until_failure(core: &Core, arrival: &Arrival) -> Result<(), CopyEr
     let queue = QueueId(arrival.slot.storage_id);
     let placement = core.placement().expect("cluster mode");
     let mut froze = false;
+    let mut pace = Pace::new(config.move_bytes_per_sec);
     loop {
+        if core.tasks().unless_stopping(pace.wait()).await.is_none() {
+            return Ok(());
+        }
         if !arrival.stands(&core.metadata()) {
             return Ok(());
         }
@@ -176,6 +180,7 @@ async fn copy_until_failure(core: &Core, arrival: &Arrival) -> Result<(), CopyEr
             return Err(CopyError::Refused(response.error, response.message.to_string()));
         }
         let copied = QueueCopied::decode(&mut Reader::new(response.body)).map_err(ReplicaError::Answer)?;
+        pace.took(copied.fetched.batches.len());
         let next = append(core, queue, next, &copied).await?;
         let read_end = copied.fetched.end;
         match copied.frozen_end {
@@ -194,6 +199,35 @@ async fn copy_until_failure(core: &Core, arrival: &Arrival) -> Result<(), CopyEr
                 froze = true;
             }
             None => {}
+        }
+    }
+}
+
+/// A copy's bound on bytes per second: each read waits until the bytes
+/// before it fit the rate.
+struct Pace {
+    bytes_per_sec: u64,
+    since: std::time::Instant,
+    bytes: u64,
+}
+
+impl Pace {
+    fn new(bytes_per_sec: u64) -> Pace {
+        Pace { bytes_per_sec, since: std::time::Instant::now(), bytes: 0 }
+    }
+
+    fn took(&mut self, bytes: usize) {
+        self.bytes += bytes as u64;
+    }
+
+    async fn wait(&self) {
+        if self.bytes_per_sec == 0 {
+            return;
+        }
+        let due = Duration::from_secs_f64(self.bytes as f64 / self.bytes_per_sec as f64);
+        let early = due.saturating_sub(self.since.elapsed());
+        if !early.is_zero() {
+            glommio::timer::sleep(early).await;
         }
     }
 }
