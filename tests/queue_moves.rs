@@ -3,7 +3,8 @@
 //! switches; every acknowledged record (native and Kafka producers) is on
 //! the new group at its offset, a consumer group goes on from its committed
 //! offset, and the old group holds the queue no more; a drained group ends
-//! with no queue. A move survives kill -9 of the source's leader while it
+//! with no queue; the Java AdminClient moves it back (Kafka's
+//! AlterPartitionReassignments and ListPartitionReassignments). A move survives kill -9 of the source's leader while it
 //! copies and of the target's leader while the queue is frozen.
 
 mod common;
@@ -219,6 +220,15 @@ fn a_queue_moves_to_another_group_under_native_and_kafka_load_and_its_consumers_
     assert_eq!(got.len() as u64, ends, "every record is read from west after the drain");
     assert_acked_present(&got, &acked);
     drop((reader, after, fresh, client));
+
+    // The Java AdminClient moves it back: broker 0 is east's shard 0 (groups by name, shards in turn).
+    let args = [bootstrap.split(',').next().unwrap(), "reassign", TOPIC, &moving.to_string(), "0"];
+    let out = common::tools::java_kafka_client().args(args).output().expect("run java");
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{text}{}", String::from_utf8_lossy(&out.stderr));
+    for said in ["refused two replicas and a cancel of nothing", "reassigned to broker 0", "100 records read back"] {
+        assert!(text.contains(said), "{text}");
+    }
     east.stop();
     west.stop();
 }

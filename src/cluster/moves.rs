@@ -12,7 +12,7 @@
 //! Cancelled (before the switch), the move is removed and the source serves
 //! the queue as before; the target deletes its copy.
 
-use super::placement::{change_topic, read_view};
+use super::placement::{change_topic, read_view, topic_key, wait_applied};
 use super::registry;
 use super::store::Store;
 use super::ClusterError;
@@ -28,7 +28,8 @@ const POLL: Duration = Duration::from_millis(100);
 /// dead-letter topics hold one queue in every broker group.
 const UNMOVABLE_PREFIXES: [&str; 2] = ["%RETRY%", "%DLQ%"];
 
-/// Stores a move of `topic`'s `queue` to `to`; the revision it was stored at.
+/// Stores a move of `topic`'s `queue` to `to` (replacing one elsewhere);
+/// the revision it was stored at.
 pub(super) async fn start(store: &impl Store, topic: &str, queue: u32, to: Place) -> Result<i64, Failure> {
     let view = read_view(store).await.map_err(Failure::cluster_unavailable)?;
     check_target(&view, &to)?;
@@ -37,13 +38,8 @@ pub(super) async fn start(store: &impl Store, topic: &str, queue: u32, to: Place
         if UNMOVABLE_PREFIXES.iter().any(|p| topic.starts_with(p)) {
             return Err(Failure::invalid(format!("{topic:?} has one queue in every broker group; its queues stay")));
         }
-        match t.moves.get(&queue) {
-            Some(m) if m.to == to => return Ok(()),
-            Some(m) => {
-                let m = format!("queue {queue} of {topic:?} is moving to {} already; cancel that first", show(&m.to));
-                return Err(Failure::invalid(m));
-            }
-            None => {}
+        if t.moves.get(&queue).is_some_and(|m| m.to == to) {
+            return Ok(());
         }
         if from.broker_group == to.broker_group {
             return Err(Failure::invalid(format!(
@@ -51,6 +47,8 @@ pub(super) async fn start(store: &impl Store, topic: &str, queue: u32, to: Place
                 to.broker_group
             )));
         }
+        // A move elsewhere is replaced (as Kafka replaces a reassignment),
+        // thawed: its target's steps are refused from now on.
         t.moves.insert(queue, Move { to: to.clone(), frozen: false });
         Ok(())
     })
@@ -262,8 +260,9 @@ fn emptiest_elsewhere(view: &ClusterView, group: &str, planned: &[QueueMove]) ->
     })
 }
 
-/// Waits until each of `moves` switched; fails if one was cancelled (or
-/// its topic deleted) or `wait` passed first.
+/// Waits until each of `moves` switched and every group with a leader
+/// applied the switch; fails if one was cancelled (or its topic deleted) or
+/// `wait` passed first.
 async fn wait_moved(store: &impl Store, moves: &[QueueMove], wait: Duration) -> Result<(), ClusterError> {
     let deadline = Instant::now() + wait;
     loop {
@@ -281,7 +280,13 @@ async fn wait_moved(store: &impl Store, moves: &[QueueMove], wait: Duration) -> 
             }
         }
         if moving.is_empty() {
-            return Ok(());
+            // Switched in etcd; answered once the groups serve it so.
+            let mut switched = 0;
+            for m in moves {
+                let kv = store.get(&topic_key(&m.topic)).await?;
+                switched = switched.max(kv.map_or(0, |kv| kv.mod_revision));
+            }
+            return wait_applied(store, switched).await;
         }
         if Instant::now() > deadline {
             return Err(ClusterError::Refused(format!(
@@ -346,6 +351,16 @@ mod tests {
             let switched = read_view(&store).await.unwrap().topics["t"].clone();
             assert_eq!((switched.queues[q as usize].clone(), switched.moves.len()), (at("b", 0), 0));
             assert_eq!(switched.created, created, "the same topic");
+
+            // Replaced while frozen: thawed, and the old target's steps are refused.
+            start(&store, "t", q, at("a", 0)).await.unwrap();
+            step(&store, MoveStep::Freeze, "t", created, q, &at("a", 0)).await.unwrap();
+            start(&store, "t", q, at("a", 1)).await.unwrap();
+            let replaced = read_view(&store).await.unwrap().topics["t"].moves[&q].clone();
+            assert_eq!(replaced, Move { to: at("a", 1), frozen: false });
+            let stale = step(&store, MoveStep::Switch, "t", created, q, &at("a", 0)).await;
+            assert_eq!(refused(stale.unwrap_err()), Reason::InvalidRequest);
+            cancel(&store, "t", q).await.unwrap();
 
             // Back again, cancelled: the freeze is refused and the queue stays.
             start(&store, "t", q, at("a", 0)).await.unwrap();

@@ -34,7 +34,7 @@ fn applied_key(group: &str) -> String {
     format!("{BROKER_GROUPS_PREFIX}{group}/applied")
 }
 
-fn topic_key(name: &str) -> String {
+pub(super) fn topic_key(name: &str) -> String {
     format!("{TOPICS_PREFIX}{name}")
 }
 

@@ -79,6 +79,7 @@ public class JavaClients {
             case "static_regex" -> staticRegex();
             case "transactions" -> transactions();
             case "eos" -> eosLoop(args[2], args[3], args[4], args[5], Double.parseDouble(args[6]));
+            case "reassign" -> reassign(args[2], Integer.parseInt(args[3]), Integer.parseInt(args[4]));
             default -> throw new IllegalArgumentException("unknown phase " + args[1]);
         }
     }
@@ -225,6 +226,69 @@ public class JavaClients {
                 p.send(new ProducerRecord<>(topic, partition, b("k" + i), b("v" + partition + "-" + i))).get();
             }
         }
+    }
+
+    /** Moves a partition to broker {@code to} with AlterPartitionReassignments while records go in before
+     * and after; lists it until done; reads them all back in order from the new leader. */
+    static void reassign(String topic, int partition, int to) throws Exception {
+        TopicPartition tp = new TopicPartition(topic, partition);
+        long start = watermarks(topic, partition)[1];
+        send(topic, partition, 50);
+        try (Admin admin = admin()) {
+            try {
+                admin.alterPartitionReassignments(Map.of(tp, Optional.of(new NewPartitionReassignment(List.of(to, to + 1)))))
+                        .all().get();
+                check(false, "two replicas were taken");
+            } catch (ExecutionException e) {
+                check(e.getCause() instanceof org.apache.kafka.common.errors.InvalidReplicaAssignmentException,
+                        "two replicas refused: " + e.getCause());
+            }
+            try {
+                admin.alterPartitionReassignments(Map.of(tp, Optional.empty())).all().get();
+                check(false, "a cancel of nothing was taken");
+            } catch (ExecutionException e) {
+                check(e.getCause() instanceof org.apache.kafka.common.errors.NoReassignmentInProgressException,
+                        "a cancel of nothing refused: " + e.getCause());
+            }
+            System.out.println("refused two replicas and a cancel of nothing");
+            admin.alterPartitionReassignments(Map.of(tp, Optional.of(new NewPartitionReassignment(List.of(to)))))
+                    .all().get();
+            long deadline = System.currentTimeMillis() + 120_000;
+            while (!admin.listPartitionReassignments().reassignments().get().isEmpty()) {
+                check(System.currentTimeMillis() < deadline, "the reassignment did not end within two minutes");
+                Thread.sleep(100);
+            }
+            deadline = System.currentTimeMillis() + 60_000;
+            int leader = -1;
+            while (leader != to && System.currentTimeMillis() < deadline) {
+                TopicDescription d = admin.describeTopics(List.of(topic)).allTopicNames().get().get(topic);
+                leader = d.partitions().get(partition).leader().id();
+                Thread.sleep(100);
+            }
+            check(leader == to, "the partition's leader is broker " + to + ", not " + leader);
+            System.out.println("reassigned to broker " + to);
+        }
+        send(topic, partition, 50);
+        try (KafkaConsumer<byte[], byte[]> c = consumer("reassign-check")) {
+            c.assign(List.of(tp));
+            c.seek(tp, start);
+            List<String> got = new ArrayList<>();
+            long deadline = System.currentTimeMillis() + 60_000;
+            while (got.size() < 100 && System.currentTimeMillis() < deadline) {
+                for (ConsumerRecord<byte[], byte[]> r : c.poll(Duration.ofMillis(200))) {
+                    check(r.offset() == start + got.size(), "offset " + r.offset() + " follows " + got.size());
+                    got.add(new String(r.value(), StandardCharsets.UTF_8));
+                }
+            }
+            List<String> sent = new ArrayList<>();
+            for (int round = 0; round < 2; round++) {
+                for (int i = 0; i < 50; i++) {
+                    sent.add("v" + partition + "-" + i);
+                }
+            }
+            check(got.equals(sent), "read back " + got.size() + " records as sent");
+        }
+        System.out.println("100 records read back in order across the reassignment");
     }
 
     static void adminApis() throws Exception {

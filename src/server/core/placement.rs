@@ -56,6 +56,15 @@ pub struct Move {
     pub frozen: bool,
 }
 
+/// A queue moving between broker groups, by cluster-wide shard indexes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct QueueMoving {
+    pub topic: String,
+    pub queue: u32,
+    pub from: u32,
+    pub to: u32,
+}
+
 /// One broker group: how many shards each of its nodes runs and where its
 /// leader's shard 0 listens (None while it has no leader).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -312,6 +321,29 @@ impl Core {
             view.global(place).unwrap_or(u32::MAX)
         };
         metadata.describe(view.shard_addrs(), shard_of, names)
+    }
+
+    /// Every queue moving between broker groups now, as etcd last said:
+    /// its topic and number, and the cluster-wide shards it moves from and
+    /// to (empty on a single node).
+    pub fn moving_queues(&self) -> Vec<QueueMoving> {
+        let Some(link) = self.placement() else { return Vec::new() };
+        let view = link.view.borrow();
+        let mut moving = Vec::new();
+        for (name, topic) in &view.topics {
+            for (queue, m) in &topic.moves {
+                let from = topic.queues.get(*queue as usize).and_then(|p| view.global(p));
+                if let (Some(from), Some(to)) = (from, view.global(&m.to)) {
+                    moving.push(QueueMoving { topic: name.clone(), queue: *queue, from, to });
+                }
+            }
+        }
+        moving
+    }
+
+    /// The place of the cluster-wide shard `index` (None on a single node or past the last).
+    pub fn place_of_shard(&self, index: u32) -> Option<Place> {
+        self.placement()?.view.borrow().place_of(index)
     }
 
     /// This node's shard that coordinates consumer group `group`: one shard

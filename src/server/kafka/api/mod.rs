@@ -12,6 +12,7 @@ mod add_offsets_to_txn;
 mod add_partitions_to_txn;
 mod alter_client_quotas;
 mod alter_configs;
+mod alter_partition_reassignments;
 mod alter_user_scram_credentials;
 mod api_versions;
 mod consumer_group_describe;
@@ -42,6 +43,7 @@ mod join_group;
 mod leave_group;
 mod list_groups;
 mod list_offsets;
+mod list_partition_reassignments;
 mod list_transactions;
 mod metadata;
 mod offset_commit;
@@ -66,7 +68,7 @@ use std::rc::Rc;
 use std::time::Duration;
 
 /// Every Kafka API served.
-pub static TABLE: [&(dyn Handler + Sync); 44] = [
+pub static TABLE: [&(dyn Handler + Sync); 46] = [
     &Entry::<produce::Produce>(PhantomData),
     &Entry::<fetch::Fetch>(PhantomData),
     &Entry::<list_offsets::ListOffsets>(PhantomData),
@@ -111,6 +113,8 @@ pub static TABLE: [&(dyn Handler + Sync); 44] = [
     &Entry::<describe_producers::DescribeProducers>(PhantomData),
     &Entry::<describe_transactions::DescribeTransactions>(PhantomData),
     &Entry::<list_transactions::ListTransactions>(PhantomData),
+    &Entry::<alter_partition_reassignments::AlterPartitionReassignments>(PhantomData),
+    &Entry::<list_partition_reassignments::ListPartitionReassignments>(PhantomData),
 ];
 
 /// Request header fields every version has: api key, api version, correlation id.
