@@ -136,6 +136,26 @@ enum ClusterAction {
         #[arg(long, default_value_t = 600_000)]
         wait_ms: u64,
     },
+    /// Evens out the broker groups: a plan that moves queues from the most
+    /// loaded group to the least (stored bytes and recent produce bytes/s,
+    /// as the leaders report them) until each is within 10% of the mean;
+    /// prints it, then carries it out unless --dry-run.
+    Rebalance {
+        /// The cluster's etcd (etcd://host:port[,host:port]).
+        #[arg(long)]
+        cluster: String,
+        /// Print the plan only.
+        #[arg(long)]
+        dry_run: bool,
+        /// Queues moving at once.
+        #[arg(long, default_value_t = 4)]
+        in_flight: usize,
+        /// Longest wait for one round of moves to switch, ms.
+        #[arg(long, default_value_t = 600_000)]
+        wait_ms: u64,
+        #[arg(long, value_enum, default_value_t = Format::Text)]
+        format: Format,
+    },
     /// Every queue moving now: topic, queue, from, to, frozen.
     Moves {
         /// The cluster's etcd (etcd://host:port[,host:port]).
@@ -608,6 +628,16 @@ fn cluster(action: ClusterAction) -> Result<(), String> {
             println!("topic={topic} queue={queue} broker_group={} shard={}", at.broker_group, at.shard);
             return Ok(());
         }
+        ClusterAction::Rebalance { cluster, dry_run, in_flight, wait_ms, format } => {
+            let endpoints = ringmq::cluster::parse_endpoints(&cluster).map_err(|e| e.to_string())?;
+            let wait = Duration::from_millis(wait_ms);
+            let plan = ringmq::cluster::rebalance(&endpoints, dry_run, in_flight, wait).map_err(|e| e.to_string())?;
+            match format {
+                Format::Json => println!("{}", serde_json::to_string(&plan).expect("a plan serializes")),
+                Format::Text => print_plan(&plan, dry_run),
+            }
+            return Ok(());
+        }
         ClusterAction::Moves { cluster } => {
             let endpoints = ringmq::cluster::parse_endpoints(&cluster).map_err(|e| e.to_string())?;
             for m in ringmq::cluster::list_moves(&endpoints).map_err(|e| e.to_string())? {
@@ -666,6 +696,30 @@ fn cluster(action: ClusterAction) -> Result<(), String> {
         }
     }
     Ok(())
+}
+
+/// A rebalance plan: its moves, then each group before and after.
+fn print_plan(plan: &ringmq::cluster::Plan, dry_run: bool) {
+    for m in &plan.moves {
+        println!("{}", show_move(m));
+    }
+    for (before, after) in plan.before.iter().zip(&plan.after) {
+        println!(
+            "broker_group={} queues={}->{} bytes={}->{} bytes_per_sec={:.0}->{:.0} load_of_mean={:.2}->{:.2}",
+            before.broker_group,
+            before.queues,
+            after.queues,
+            before.bytes,
+            after.bytes,
+            before.bytes_per_sec,
+            after.bytes_per_sec,
+            before.of_mean,
+            after.of_mean
+        );
+    }
+    let even = if plan.even() { "yes" } else { "no" };
+    let done = if dry_run { "planned" } else { "moved" };
+    println!("moves={} {done} within_{:.0}%_of_mean={even}", plan.moves.len(), ringmq::cluster::EVEN * 100.0);
 }
 
 /// One move as `cluster moves` and `cluster drain` print it.

@@ -2,7 +2,8 @@
 //! cluster move` copies it to the target group, freezes it for a moment and
 //! switches; every acknowledged record (native and Kafka producers) is on
 //! the new group at its offset, a consumer group goes on from its committed
-//! offset, and the old group holds the queue no more; a drained group ends
+//! offset, a message delayed past the switch is delivered to the new group,
+//! and the old group holds the queue no more; a drained group ends
 //! with no queue; the Java AdminClient moves it back (Kafka's
 //! AlterPartitionReassignments and ListPartitionReassignments). A move survives kill -9 of the source's leader while it
 //! copies and of the target's leader while the queue is frozen.
@@ -142,6 +143,10 @@ fn a_queue_moves_to_another_group_under_native_and_kafka_load_and_its_consumers_
             .expect("run the Kafka producer"),
     );
     std::thread::sleep(Duration::from_secs(3));
+    // Due after the switch: east's timer holds it and delivers it to west.
+    let delayed = Message::new("delayed-1");
+    let later = ringmq::client::Delay::After(Duration::from_secs(6));
+    producer_to(&client, moving).send_delayed_batch(TOPIC, moving, &[delayed], later).unwrap();
 
     let moved = ringmq(&[
         "cluster",
@@ -173,6 +178,13 @@ fn a_queue_moves_to_another_group_under_native_and_kafka_load_and_its_consumers_
     assert!(kafka_producer.0.wait().unwrap().success(), "the Kafka producer failed");
     let fresh = connect(&format!("{},{}", east.addr(), west.addr()));
     assert!(fresh.owner(TOPIC, moving).unwrap().starts_with(&format!("{}:", ips[1])), "west serves the queue now");
+    let mut watcher = Consumer::new(fresh.clone(), None);
+    watcher.assign(TOPIC, &[moving], StartFrom::Earliest).unwrap();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while !watcher.poll(Duration::from_millis(200)).unwrap().iter().any(|m| m.value_or_empty() == b"delayed-1") {
+        assert!(Instant::now() < deadline, "the delayed message did not reach the moved queue within a minute");
+    }
+    drop(watcher);
     let after_switch = acked.iter().filter(|(v, r)| v.starts_with("during-") && r.queue == moving).count();
     assert!(after_switch > 0, "the native producer was acknowledged during the move");
 
@@ -376,5 +388,81 @@ fn a_move_survives_kill_9_of_the_source_leader_mid_copy_and_of_the_target_leader
     drop((reader, fresh, client));
     for b in east.iter_mut().chain(west.iter_mut()) {
         b.stop();
+    }
+}
+
+/// Groups b and c join a cluster whose topic lives in group a alone: the
+/// dry run plans each group a third of the load (stored bytes as group a's
+/// leader reports them) and moves nothing; the rebalance then moves the
+/// queues, and every record stays readable.
+#[test]
+fn a_rebalance_evens_out_groups_that_joined_after_a_topic_was_made() {
+    let _cluster = one_cluster();
+    let dir = tempfile::tempdir().unwrap();
+    let etcd = common::etcd::Etcd::start(&dir.path().join("etcd"));
+    let node = |group: &str, ip: &str| {
+        let listen = format!("{ip}:{}", free_port_pair(ip));
+        let args = ["--cluster", &etcd.url, "--broker-group", group, "--node", group, "--lease-ms", "1000"];
+        let mut args: Vec<&str> = args.to_vec();
+        args.extend(["--insync-min", "1", "--load-report-ms", "300"]);
+        Broker::start_listening(&dir.path().join(group), &listen, &args)
+    };
+    let mut a = node("a", "127.0.0.97");
+    let client = connect(a.addr());
+    client.create_topic("skew", 6, 0).unwrap();
+    let mut acked = Vec::new();
+    for q in 0..6 {
+        let p = producer_to(&client, q);
+        for i in 0..50 {
+            let value = format!("q{q}-{i}-{}", noise(u64::from(q) * 100 + i, 1000));
+            acked.push((value.clone(), p.send("skew", &Message::new(value)).unwrap()));
+        }
+    }
+    let mut b = node("b", "127.0.0.98");
+    let mut c = node("c", "127.0.0.99");
+    let plan = |dry: bool| {
+        let mut args = vec!["cluster", "rebalance", "--cluster", &etcd.url];
+        if dry {
+            args.push("--dry-run");
+        }
+        let out = ringmq(&args);
+        let said = String::from_utf8_lossy(&out.stdout).into_owned();
+        assert!(out.status.success(), "{said}{}", String::from_utf8_lossy(&out.stderr));
+        said
+    };
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let planned = loop {
+        let said = plan(true);
+        // Group a's leader has reported what its queues hold.
+        if said.lines().any(|l| l.starts_with("broker_group=a ") && !l.contains(" bytes=0->")) {
+            break said;
+        }
+        assert!(Instant::now() < deadline, "no loads reported within a minute: {said}");
+        std::thread::sleep(Duration::from_millis(200));
+    };
+    assert!(planned.contains("moves=4 planned within_10%_of_mean=yes"), "{planned}");
+    for g in ["a", "b", "c"] {
+        assert!(planned.contains(&format!("broker_group={g} queues=")), "{planned}");
+    }
+    assert!(planned.contains("broker_group=b queues=0->2") && planned.contains("broker_group=c queues=0->2"));
+    let fresh = connect(&format!("{},{},{}", a.addr(), b.addr(), c.addr()));
+    assert!((0..6).all(|q| fresh.owner("skew", q).unwrap().starts_with("127.0.0.97:")), "a dry run moves nothing");
+    assert!(moves(&etcd).is_empty());
+
+    let done = plan(false);
+    assert!(done.contains("moves=4 moved within_10%_of_mean=yes"), "{done}");
+    let after = connect(&format!("{},{},{}", a.addr(), b.addr(), c.addr()));
+    for ip in ["127.0.0.97", "127.0.0.98", "127.0.0.99"] {
+        let held = (0..6).filter(|q| after.owner("skew", *q).unwrap().starts_with(&format!("{ip}:"))).count();
+        assert_eq!(held, 2, "{ip} leads two queues");
+    }
+    let mut reader = Consumer::new(after.clone(), None);
+    reader.assign_all("skew", StartFrom::Earliest).unwrap();
+    let got = consume(&mut reader, acked.len(), Duration::from_secs(60));
+    assert_eq!(got.len(), acked.len());
+    assert_acked_present(&got, &acked);
+    drop((reader, after, fresh, client));
+    for n in [&mut a, &mut b, &mut c] {
+        n.stop();
     }
 }

@@ -146,6 +146,9 @@ pub struct Settings {
     /// Bytes per second one queue moving into this broker group is copied at most (0: no bound)
     #[arg(long, default_value_t = d().move_bytes_per_sec)]
     move_bytes_per_sec: u64,
+    /// With --cluster: how often a leader reports its queues' stored bytes and produce rate for `cluster rebalance`, ms
+    #[arg(long, default_value_t = ms(d().load_report_interval))]
+    load_report_ms: u64,
     /// Client connections per shard, over its native and Kafka listeners
     #[arg(long, default_value_t = d().connections_max)]
     connections_max: usize,
@@ -381,6 +384,7 @@ impl Settings {
         cfg.compaction_cpu_percent = self.compaction_cpu_percent;
         cfg.compaction_bytes_per_sec = self.compaction_bytes_per_sec;
         cfg.move_bytes_per_sec = self.move_bytes_per_sec;
+        cfg.load_report_interval = Duration::from_millis(self.load_report_ms);
         cfg.compaction_keys_max = self.compaction_keys_max.max(1024);
         cfg.connections_max = self.connections_max;
         cfg.connections_per_ip_max = self.connections_per_ip_max;

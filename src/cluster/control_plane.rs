@@ -23,6 +23,7 @@ use super::election::{self, Campaign, EpochStart, Leadership};
 use super::isr::{self, Isr, Lags, Tracker};
 use super::moves;
 use super::placement;
+use super::rebalance;
 use super::registry::{self, Node, NodeKey};
 use super::store::{EtcdStore, Lease, Store, StoreError, Watch};
 use super::transfer;
@@ -573,6 +574,19 @@ async fn serve_command<S: Store>(
                 Err(error) => tracing::warn!(%error, revision, "recording the topics this group applied failed"),
             }
         }
+        Command::Placement(PlacementAsk::Load { shard, loads }) => {
+            if leading.is_none() {
+                return;
+            }
+            let (store, key) = (registered.store.clone(), rebalance::load_key(&config.broker_group, shard));
+            let (json, lease) = (serde_json::to_vec(&loads).expect("loads serialize"), registered.lease);
+            tokio::spawn(async move {
+                // A status, as the lags: a failed write is only logged.
+                if let Err(error) = store.put(&key, json, Some(lease)).await {
+                    tracing::warn!(%error, "storing the queues' loads failed");
+                }
+            });
+        }
         Command::Placement(PlacementAsk::ElectPreferred { broker_group, reply }) => {
             let store = registered.store.clone();
             tokio::spawn(async move {
@@ -640,7 +654,7 @@ async fn change_topics<S: Store>(store: S, change: PlacementAsk) {
             let stepped = stepped.await.unwrap_or_else(|_| Err(no_answer_within()));
             return drop(reply.send(stepped.map(drop)));
         }
-        PlacementAsk::Applied(_) | PlacementAsk::ElectPreferred { .. } => {
+        PlacementAsk::Applied(_) | PlacementAsk::ElectPreferred { .. } | PlacementAsk::Load { .. } => {
             unreachable!("served by the control plane's loop")
         }
     };

@@ -14,6 +14,7 @@ pub mod local_epoch;
 mod moves;
 pub mod node;
 mod placement;
+mod rebalance;
 mod registry;
 #[cfg(test)]
 mod simulation;
@@ -25,6 +26,7 @@ pub use control_plane::{ControlPlane, ControlPlaneError, Elected, OnLost};
 pub use election::{list_groups, EpochStart, GroupState, Leadership};
 pub use isr::Isr;
 pub use moves::{cancel_move, drain, list_moves, move_queue, QueueMove};
+pub use rebalance::{rebalance, GroupLoad, Plan, EVEN};
 pub use registry::{list_nodes, Node, NodeKey};
 pub use transfer::request as transfer_leader;
 

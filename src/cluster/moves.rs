@@ -28,6 +28,19 @@ const POLL: Duration = Duration::from_millis(100);
 /// dead-letter topics hold one queue in every broker group.
 const UNMOVABLE_PREFIXES: [&str; 2] = ["%RETRY%", "%DLQ%"];
 
+/// Whether `topic`'s queues may move.
+pub(super) fn movable(topic: &str) -> bool {
+    !UNMOVABLE_PREFIXES.iter().any(|p| topic.starts_with(p))
+}
+
+/// Stores each of `moves`.
+pub(super) async fn start_all(store: &impl Store, moves: &[QueueMove]) -> Result<(), ClusterError> {
+    for m in moves {
+        start(store, &m.topic, m.queue, m.to.clone()).await.map_err(refused)?;
+    }
+    Ok(())
+}
+
 /// Stores a move of `topic`'s `queue` to `to` (replacing one elsewhere);
 /// the revision it was stored at.
 pub(super) async fn start(store: &impl Store, topic: &str, queue: u32, to: Place) -> Result<i64, Failure> {
@@ -35,7 +48,7 @@ pub(super) async fn start(store: &impl Store, topic: &str, queue: u32, to: Place
     check_target(&view, &to)?;
     change_topic(store, topic, |t| {
         let from = queue_place(topic, t, queue)?;
-        if UNMOVABLE_PREFIXES.iter().any(|p| topic.starts_with(p)) {
+        if !movable(topic) {
             return Err(Failure::invalid(format!("{topic:?} has one queue in every broker group; its queues stay")));
         }
         if t.moves.get(&queue).is_some_and(|m| m.to == to) {
@@ -219,9 +232,9 @@ pub fn drain(
             for (topic, queue) in left.into_iter().take(in_flight.max(1)) {
                 let from = view.topics[&topic].queues[queue as usize].clone();
                 let to = emptiest_elsewhere(&view, group, &batch)?;
-                start(store, &topic, queue, to.clone()).await.map_err(refused)?;
                 batch.push(QueueMove { topic, queue, from, to, frozen: false });
             }
+            start_all(store, &batch).await?;
             wait_moved(store, &batch, wait).await?;
             done.extend(batch);
         }
@@ -232,7 +245,7 @@ pub fn drain(
 /// dead-letter queue, which every group holds).
 fn queues_on(view: &ClusterView, group: &str) -> Vec<(String, u32)> {
     let mut queues = Vec::new();
-    for (name, t) in view.topics.iter().filter(|(n, _)| !UNMOVABLE_PREFIXES.iter().any(|p| n.starts_with(p))) {
+    for (name, t) in view.topics.iter().filter(|(n, _)| movable(n)) {
         for (q, place) in t.queues.iter().enumerate() {
             if place.broker_group == group {
                 queues.push((name.clone(), q as u32));
@@ -263,7 +276,7 @@ fn emptiest_elsewhere(view: &ClusterView, group: &str, planned: &[QueueMove]) ->
 /// Waits until each of `moves` switched and every group with a leader
 /// applied the switch; fails if one was cancelled (or its topic deleted) or
 /// `wait` passed first.
-async fn wait_moved(store: &impl Store, moves: &[QueueMove], wait: Duration) -> Result<(), ClusterError> {
+pub(super) async fn wait_moved(store: &impl Store, moves: &[QueueMove], wait: Duration) -> Result<(), ClusterError> {
     let deadline = Instant::now() + wait;
     loop {
         let view = read_view(store).await?;

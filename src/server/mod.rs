@@ -30,6 +30,7 @@ pub mod wire;
 pub use self::core::accounts::{Accounts, AccountsAsk, AccountsLink};
 pub use self::core::config;
 pub use self::core::config::ServerConfig;
+pub use self::core::metadata;
 pub use self::core::placement;
 pub use self::core::replication::{
     ClusterRole, FollowerReport, InSyncReport, IsrLink, Lead, ReplicatedLog, Replication, ReplicationConfig,

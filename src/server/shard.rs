@@ -271,7 +271,9 @@ fn start_tasks(s: &Rc<Services>, net: &Rc<Net>, listener: TcpListener, kafka: Op
         tasks.spawn("topic placement", Death::Logged, core.clone().follow_placement());
     }
     if core.placement().is_some() && matches!(core.role(), ShardRole::Leader(_)) {
+        core.set_forward(Rc::new(super::replica::forward::Produces));
         tasks.spawn("queue moves", Death::Logged, super::replica::moves::run(core.clone()));
+        tasks.spawn("queue loads", Death::Logged, super::data::load::run(core.clone()));
     }
     if let ShardRole::Leader(replication) = core.role() {
         let (core, replication) = (core.clone(), replication.clone());

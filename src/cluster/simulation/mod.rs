@@ -2,13 +2,15 @@
 //! TigerBeetle's VOPR): the real control plane, node life and replication
 //! of three nodes on a memory store, under crashes, pauses past the lease,
 //! nodes cut off, and lost or delayed calls, all on a paused tokio clock in
-//! one thread. The same seed replays the same run exactly.
+//! one thread. The same seed replays the same run exactly. `moves.rs` runs
+//! a queue's move between two groups under crashes, pauses and cut-offs.
 //!
 //! `cargo test --lib simulation` runs `RINGMQ_SIM_SEEDS` seeds (default
 //! 16) from `RINGMQ_SIM_FIRST` (default 1); `RINGMQ_SIM_SEED=N` runs seed N
 //! alone and prints its faults.
 
 mod link;
+mod moves;
 mod world;
 
 use link::Weather;
@@ -63,13 +65,7 @@ fn env(name: &str) -> Option<u64> {
 
 #[test]
 fn seeded_runs_keep_one_leader_an_epoch_every_ack_on_the_in_sync_set_and_recover() {
-    let (seeds, verbose) = match env("RINGMQ_SIM_SEED") {
-        Some(seed) => (seed..seed + 1, true),
-        None => {
-            let first = env("RINGMQ_SIM_FIRST").unwrap_or(1);
-            (first..first + env("RINGMQ_SIM_SEEDS").unwrap_or(16), false)
-        }
-    };
+    let (seeds, verbose) = seeds();
     let mut failed = Vec::new();
     for seed in seeds {
         let outcome = match simulate_bounded(seed) {
@@ -89,6 +85,40 @@ fn seeded_runs_keep_one_leader_an_epoch_every_ack_on_the_in_sync_set_and_recover
             outcome.epochs,
             outcome.faults.len() - 1,
             outcome.violations.len()
+        );
+        if let Some(first) = outcome.violations.first() {
+            failed.push(format!("seed {seed}: {first} (replay: RINGMQ_SIM_SEED={seed} cargo test --lib simulation)"));
+        }
+    }
+    assert!(failed.is_empty(), "{}", failed.join("\n"));
+}
+
+/// The seeds a run takes: `RINGMQ_SIM_SEED` alone, else `RINGMQ_SIM_SEEDS` from `RINGMQ_SIM_FIRST`.
+fn seeds() -> (std::ops::Range<u64>, bool) {
+    match env("RINGMQ_SIM_SEED") {
+        Some(seed) => (seed..seed + 1, true),
+        None => {
+            let first = env("RINGMQ_SIM_FIRST").unwrap_or(1);
+            (first..first + env("RINGMQ_SIM_SEEDS").unwrap_or(16), false)
+        }
+    }
+}
+
+#[test]
+fn seeded_moves_keep_one_owner_and_every_ack_and_end_switched() {
+    let (seeds, verbose) = seeds();
+    let mut failed = Vec::new();
+    for seed in seeds {
+        let runtime = tokio::runtime::Builder::new_current_thread().enable_time().build().expect("a runtime");
+        let outcome = runtime.block_on(moves::simulate_move(seed));
+        if verbose {
+            outcome.faults.iter().for_each(|f| eprintln!("  {f}"));
+        }
+        eprintln!(
+            "move seed {seed}: {} acknowledged, {} moves, {} faults",
+            outcome.acked,
+            outcome.moves,
+            outcome.faults.len()
         );
         if let Some(first) = outcome.violations.first() {
             failed.push(format!("seed {seed}: {first} (replay: RINGMQ_SIM_SEED={seed} cargo test --lib simulation)"));

@@ -69,6 +69,9 @@ pub struct ServerConfig {
     /// at most (0: no bound), so that a move leaves the source's disk and
     /// the link to its clients.
     pub move_bytes_per_sec: u64,
+    /// How often a cluster leader's shards report their queues' loads
+    /// (stored bytes, produce bytes per second) for `cluster rebalance`.
+    pub load_report_interval: Duration,
     /// Client connections per shard, over its native and Kafka listeners.
     pub connections_max: usize,
     /// Connections from one client address to the node, both listeners (0: no limit).
@@ -226,6 +229,7 @@ impl ServerConfig {
             compaction_bytes_per_sec: storage.compaction_bytes_per_sec,
             compaction_keys_max: storage.compaction_keys_max,
             move_bytes_per_sec: 64 << 20,
+            load_report_interval: Duration::from_secs(30),
             connections_max: 1024,
             connections_per_ip_max: 0,
             idempotence_window: storage.recent_batches,

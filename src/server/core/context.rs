@@ -63,6 +63,8 @@ pub struct Core {
     probes: Registry,
     /// Message trace events waiting to be written.
     trace: Trace,
+    /// How deliveries reach a queue that moved to another broker group.
+    pub(super) forward: RefCell<Option<Rc<dyn super::forward::Forward>>>,
 }
 
 /// What this shard does in its broker group.
@@ -120,6 +122,7 @@ impl Core {
             traffic: Traffic::default(),
             probes: Registry::default(),
             trace,
+            forward: RefCell::default(),
         })
     }
 

@@ -11,6 +11,7 @@ pub mod clock;
 pub mod config;
 pub mod context;
 pub mod failure;
+pub mod forward;
 pub mod mesh;
 pub mod metadata;
 pub mod metadata_log;

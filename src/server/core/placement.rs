@@ -56,6 +56,18 @@ pub struct Move {
     pub frozen: bool,
 }
 
+/// One queue's load as its leader reports it (what `cluster rebalance` evens out).
+#[derive(Debug, Clone, Copy, Default, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct QueueLoad {
+    /// Bytes it holds (estimated from sampled batches).
+    pub bytes: u64,
+    /// Bytes produced to it per second, over the last report's interval.
+    pub bytes_per_sec: f64,
+}
+
+/// A shard's report: its queues' loads by "topic/queue".
+pub type ShardLoad = BTreeMap<String, QueueLoad>;
+
 /// A queue moving between broker groups, by cluster-wide shard indexes.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct QueueMoving {
@@ -198,6 +210,11 @@ pub enum PlacementAsk {
     },
     /// This group's metadata now holds the view of this etcd revision.
     Applied(i64),
+    /// A leader's shard reports its queues' loads.
+    Load {
+        shard: u32,
+        loads: ShardLoad,
+    },
 }
 
 /// The steps of a move its target takes in etcd.
@@ -207,6 +224,30 @@ pub enum MoveStep {
     Freeze,
     /// Everything is copied and committed here: the target owns the queue.
     Switch,
+}
+
+/// What a moving queue's copy does next.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CopyStep {
+    /// Read on from where the copy ends.
+    Read,
+    /// Caught up with what the source committed: ask the freeze.
+    Freeze,
+    /// Copied to the frozen end: once committed here, switch.
+    Switch,
+}
+
+/// The copy's next step, having copied up to `next` from a read that ended
+/// at `read_end` (what the source had committed), the source's end final
+/// at `frozen_end` once the freeze took effect there; `froze`: the freeze
+/// was asked already.
+pub fn copy_step(next: u64, read_end: u64, frozen_end: Option<u64>, froze: bool) -> CopyStep {
+    match frozen_end {
+        Some(end) if next >= end => CopyStep::Switch,
+        Some(_) => CopyStep::Read,
+        None if !froze && next >= read_end => CopyStep::Freeze,
+        None => CopyStep::Read,
+    }
 }
 
 /// What a preferred-leader election did to a broker group, and why.
@@ -271,6 +312,11 @@ impl PlacementLink {
     ) -> Result<(), Failure> {
         let topic = topic.to_string();
         self.change(|reply| PlacementAsk::MoveStep { step, topic, created, queue, to, reply }).await
+    }
+
+    /// Reports a shard's queue loads (stored by the control plane while this node leads).
+    pub fn report_load(&self, shard: u32, loads: ShardLoad) {
+        (self.ask)(PlacementAsk::Load { shard, loads });
     }
 
     /// Asks `broker_group`'s leader to hand the lead to its preferred node.

@@ -238,7 +238,7 @@ impl Core {
     /// it comes from stays until then, so it is delivered at least once).
     pub async fn append_until_stored(&self, q: &QueueRef, batch: &[u8]) {
         loop {
-            match self.append(q, batch).await {
+            match self.append_anywhere(q, batch).await {
                 Ok(_) => return,
                 Err(error) => {
                     let (topic, queue) = (&q.topic, q.queue);

@@ -1,9 +1,11 @@
 //! The data path of topics: produce (all of a request or none of it),
 //! fetch (one queue, or many with one long poll), tag filtering, lookup
-//! by message id or key, and a topic's own retention and DeleteRecords.
+//! by message id or key, a topic's own retention and DeleteRecords, and
+//! in a cluster the queues' loads reported for rebalancing.
 
 pub mod compaction;
 pub mod fetch;
+pub mod load;
 pub mod lookup;
 pub mod produce;
 pub mod retention;

@@ -11,7 +11,7 @@ use super::ReplicaError;
 use crate::protocol::messages::{QueueCopied, QueueCopy, QueueRef};
 use crate::protocol::{ApiKey, ErrorCode, Reader, Writer};
 use crate::server::core::metadata::{Home, Metadata, QueueSlot};
-use crate::server::core::placement::{MoveStep, Place};
+use crate::server::core::placement::{copy_step, CopyStep, MoveStep, Place};
 use crate::server::core::tasks::Death;
 use crate::server::core::{Core, Failure};
 use ringmq_shards::batch::{self, BatchHeader};
@@ -182,23 +182,20 @@ async fn copy_until_failure(core: &Core, arrival: &Arrival) -> Result<(), CopyEr
         let copied = QueueCopied::decode(&mut Reader::new(response.body)).map_err(ReplicaError::Answer)?;
         pace.took(copied.fetched.batches.len());
         let next = append(core, queue, next, &copied).await?;
-        let read_end = copied.fetched.end;
-        match copied.frozen_end {
-            Some(end) if next >= end => {
-                // Whole: committed in this group, then ours.
-                core.replicated_all().await?;
-                let (topic, created, to) = (&arrival.topic, arrival.created, arrival.to.clone());
-                placement.move_step(MoveStep::Switch, topic, created, arrival.queue, to).await?;
-                tracing::info!(topic, queue = arrival.queue, end, "a moved queue switched to this broker group");
-                return Ok(());
-            }
-            Some(_) => {}
-            None if !froze && next >= read_end => {
-                let (topic, created, to) = (&arrival.topic, arrival.created, arrival.to.clone());
+        let (topic, created, to) = (&arrival.topic, arrival.created, arrival.to.clone());
+        match copy_step(next, copied.fetched.end, copied.frozen_end, froze) {
+            CopyStep::Read => {}
+            CopyStep::Freeze => {
                 placement.move_step(MoveStep::Freeze, topic, created, arrival.queue, to).await?;
                 froze = true;
             }
-            None => {}
+            CopyStep::Switch => {
+                // Whole: committed in this group, then ours.
+                core.replicated_all().await?;
+                placement.move_step(MoveStep::Switch, topic, created, arrival.queue, to).await?;
+                tracing::info!(topic, queue = arrival.queue, end = next, "a moved queue switched to this broker group");
+                return Ok(());
+            }
         }
     }
 }
