@@ -384,7 +384,7 @@ impl Settings {
         cfg.compaction_cpu_percent = self.compaction_cpu_percent;
         cfg.compaction_bytes_per_sec = self.compaction_bytes_per_sec;
         cfg.move_bytes_per_sec = self.move_bytes_per_sec;
-        cfg.load_report_interval = Duration::from_millis(self.load_report_ms);
+        cfg.load_report_interval = Duration::from_millis(at_least_one(self.load_report_ms, "load-report-ms")?);
         cfg.compaction_keys_max = self.compaction_keys_max.max(1024);
         cfg.connections_max = self.connections_max;
         cfg.connections_per_ip_max = self.connections_per_ip_max;

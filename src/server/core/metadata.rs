@@ -441,7 +441,7 @@ mod tests {
 
     #[test]
     fn a_moving_queue_arrives_with_storage_leaves_once_frozen_and_switches_keeping_the_copy() {
-        use super::super::placement::Move;
+        use crate::server::core::placement::Move;
         let at = |group: &str, shard| Place { broker_group: group.into(), shard };
         let mut t = PlacedTopic { queues: vec![at("a", 0), at("a", 1)], created: 5, ..Default::default() };
         let view = |t: &PlacedTopic| BTreeMap::from([("t".to_string(), t.clone())]);
