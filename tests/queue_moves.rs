@@ -409,15 +409,18 @@ fn a_rebalance_evens_out_groups_that_joined_after_a_topic_was_made() {
     };
     let mut a = node("a", "127.0.0.97");
     let client = connect(a.addr());
-    client.create_topic("skew", 6, 0).unwrap();
+    client.create_topic("skew", 7, 0).unwrap();
     let mut acked = Vec::new();
-    for q in 0..6 {
+    for q in 0..7 {
         let p = producer_to(&client, q);
         for i in 0..50 {
             let value = format!("q{q}-{i}-{}", noise(u64::from(q) * 100 + i, 1000));
             acked.push((value.clone(), p.send("skew", &Message::new(value)).unwrap()));
         }
     }
+    // Queue 6 emptied: it holds no record, its offsets at 50.
+    assert_eq!(client.delete_records("skew", 6, None).unwrap(), 50);
+    acked.retain(|(_, r)| r.queue != 6);
     let mut b = node("b", "127.0.0.98");
     let mut c = node("c", "127.0.0.99");
     let plan = |dry: bool| {
@@ -444,18 +447,28 @@ fn a_rebalance_evens_out_groups_that_joined_after_a_topic_was_made() {
     for g in ["a", "b", "c"] {
         assert!(planned.contains(&format!("broker_group={g} queues=")), "{planned}");
     }
-    assert!(planned.contains("broker_group=b queues=0->2") && planned.contains("broker_group=c queues=0->2"));
+    let held = |g: &str| planned.lines().find(|l| l.starts_with(&format!("broker_group={g} "))).unwrap().to_string();
+    assert!(held("a").contains("queues=7->3") && held("b").contains("queues=0->2"), "{planned}");
     let fresh = connect(&format!("{},{},{}", a.addr(), b.addr(), c.addr()));
-    assert!((0..6).all(|q| fresh.owner("skew", q).unwrap().starts_with("127.0.0.97:")), "a dry run moves nothing");
+    assert!((0..7).all(|q| fresh.owner("skew", q).unwrap().starts_with("127.0.0.97:")), "a dry run moves nothing");
     assert!(moves(&etcd).is_empty());
 
     let done = plan(false);
     assert!(done.contains("moves=4 moved within_10%_of_mean=yes"), "{done}");
     let after = connect(&format!("{},{},{}", a.addr(), b.addr(), c.addr()));
-    for ip in ["127.0.0.97", "127.0.0.98", "127.0.0.99"] {
-        let held = (0..6).filter(|q| after.owner("skew", *q).unwrap().starts_with(&format!("{ip}:"))).count();
-        assert_eq!(held, 2, "{ip} leads two queues");
-    }
+    let led = |ip: &str| (0..6).filter(|q| after.owner("skew", *q).unwrap().starts_with(&format!("{ip}:"))).count();
+    assert_eq!((led("127.0.0.97"), led("127.0.0.98"), led("127.0.0.99")), (2, 2, 2), "{done}");
+
+    // The empty queue moves too, its offsets going on from 50.
+    let empty = ["cluster", "move", "--cluster", &etcd.url, "--topic", "skew", "--queue", "6", "--to", "c"];
+    let moved = ringmq(&empty);
+    assert!(moved.status.success(), "{}", String::from_utf8_lossy(&moved.stderr));
+    let after = connect(&format!("{},{},{}", a.addr(), b.addr(), c.addr()));
+    assert!(after.owner("skew", 6).unwrap().starts_with("127.0.0.99:"));
+    assert_eq!(after.list_offsets("skew", 6).unwrap(), (50, 50));
+    let sent = producer_to(&after, 6).send("skew", &Message::new("after-the-move")).unwrap();
+    assert_eq!(sent.offset, 50);
+    acked.push(("after-the-move".to_string(), sent));
     let mut reader = Consumer::new(after.clone(), None);
     reader.assign_all("skew", StartFrom::Earliest).unwrap();
     let got = consume(&mut reader, acked.len(), Duration::from_secs(60));

@@ -343,6 +343,20 @@ impl Shard {
         Ok((st.start_of(q).0, q.visible().0))
     }
 
+    /// Makes a queue that never held an offset begin at `offset`, empty: a
+    /// queue copied from one whose records are all gone goes on from its
+    /// offsets. Not in the log: its owner records the start with the other
+    /// moved starts and sets it again when it opens (a first batch appended
+    /// at `offset` lines the queue up by itself, on followers too).
+    pub fn begin_at(&self, queue: QueueId, offset: u64) -> Result<()> {
+        let mut st = self.inner.state.borrow_mut();
+        let q = st.queues.get_mut(&queue).ok_or(StorageError::UnknownQueue(queue.0))?;
+        if !q.line_up(Offset(offset)) {
+            return Err(StorageError::NotNextOffset { queue: queue.0, offset, next: q.next().0 });
+        }
+        Ok(())
+    }
+
     /// The offset `queue`'s next append gets (readable or not yet).
     pub fn next_offset(&self, queue: QueueId) -> Result<u64> {
         let st = self.inner.state.borrow();

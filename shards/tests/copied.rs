@@ -137,3 +137,24 @@ fn a_frozen_queue_refuses_appends_and_tells_its_final_end_until_it_thaws() {
         shard.close().await.unwrap();
     });
 }
+
+#[test]
+fn a_queue_that_never_held_an_offset_begins_empty_where_its_source_ended() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().to_path_buf();
+    run(move || async move {
+        let shard = open_with(config(&path), &[SOURCE.0, COPY.0]).await;
+        for q in [SOURCE, COPY] {
+            shard.begin_at(q, START).unwrap();
+            assert_eq!(shard.offsets(q).unwrap(), (START, START), "empty, from the source's end");
+        }
+        assert!(matches!(shard.begin_at(COPY, 7), Err(StorageError::NotNextOffset { .. })), "once only");
+        let appended = shard.append(SOURCE, &produced(1)[0]).await.unwrap();
+        assert_eq!(appended.base_offset, START, "appends go on from there");
+        let copied = batches_from(&shard, START).await;
+        assert_eq!(shard.append_copied(COPY, &copied[0]).await.unwrap().base_offset, START);
+        assert_eq!(shard.offsets(COPY).unwrap(), (START, START + PER_BATCH));
+        assert!(matches!(shard.begin_at(SOURCE, 9), Err(StorageError::NotNextOffset { .. })), "it holds offsets");
+        shard.close().await.unwrap();
+    });
+}

@@ -46,12 +46,17 @@ impl Core {
 
     /// Moves this shard's queue starts to where the newest record puts
     /// them (never back; a queue the record names and the shard lacks is
-    /// skipped, a start past a queue's end stops at its end).
+    /// skipped, a start past a queue's end stops at its end; a queue that
+    /// never held an offset begins there: one copied empty, `Shard::begin_at`).
     pub async fn restore_queue_starts(&self) -> Result<(), StorageError> {
         let storage = self.storage();
         for (queue, start) in newest(storage).await? {
             let Ok((_, end)) = storage.offsets(queue) else { continue };
-            storage.trim(queue, start.min(end))?;
+            if storage.next_offset(queue)? == 0 {
+                storage.begin_at(queue, start)?;
+            } else {
+                storage.trim(queue, start.min(end))?;
+            }
         }
         Ok(())
     }

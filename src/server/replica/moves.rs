@@ -235,6 +235,13 @@ async fn append(core: &Core, queue: QueueId, mut next: u64, copied: &QueueCopied
     let storage = core.storage();
     // A queue's next offset is 0 only until its first batch.
     let first = next == 0;
+    let fetched = &copied.fetched;
+    if first && fetched.batches.is_empty() && fetched.start == fetched.end && fetched.end > 0 {
+        // The source holds no record, its offsets at `end`: so does the copy.
+        storage.begin_at(queue, fetched.end)?;
+        core.record_queue_starts().await?;
+        return Ok(fetched.end);
+    }
     for b in batch::split(copied.fetched.batches) {
         let Some(header) = BatchHeader::decode(b) else { break };
         if header.is_padding() || header.base_offset + u64::from(header.record_count) <= next {
