@@ -479,3 +479,49 @@ fn a_rebalance_evens_out_groups_that_joined_after_a_topic_was_made() {
         n.stop();
     }
 }
+
+/// Partitions that hold committed and aborted Kafka transactions move to a
+/// broker group that joined later: read_committed readers of the new owner
+/// still drop the aborted records and read the committed ones in order.
+#[test]
+fn partitions_holding_kafka_transactions_move_with_what_each_isolation_reads() {
+    let _cluster = one_cluster();
+    let dir = tempfile::tempdir().unwrap();
+    let etcd = common::etcd::Etcd::start(&dir.path().join("etcd"));
+    let ips = ["127.0.0.101", "127.0.0.102"];
+    let (native, kafka) = (shared_port_pair(&ips), shared_port_pair(&ips));
+    let node = |group: &str, ip: &str| {
+        let (listen, kafka_listen) = (format!("{ip}:{native}"), format!("{ip}:{kafka}"));
+        let args = ["--cluster", &etcd.url, "--broker-group", group, "--node", group, "--lease-ms", "1000"];
+        let mut args: Vec<&str> = args.to_vec();
+        args.extend(["--insync-min", "1", "--kafka-listen", &kafka_listen]);
+        Broker::start_listening(&dir.path().join(group), &listen, &args)
+    };
+    let mut east = node("east", ips[0]);
+    let bootstrap = format!("{}:{kafka}", ips[0]);
+    let phase = |phase: &str, bootstrap: &str| {
+        let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/kafka_clients/python_confluent.py");
+        let out = common::tools::python(&["confluent_kafka"]).args([script, bootstrap, phase]).output().unwrap();
+        let said = String::from_utf8_lossy(&out.stdout).into_owned();
+        assert!(out.status.success(), "{said}{}", String::from_utf8_lossy(&out.stderr));
+        said
+    };
+    assert!(phase("transactional", &bootstrap).contains("read_committed read 12 of 16 in order"));
+
+    let mut west = node("west", ips[1]);
+    for partition in ["0", "1"] {
+        let args =
+            ["cluster", "move", "--cluster", &etcd.url, "--topic", "ctx-out", "--queue", partition, "--to", "west"];
+        let moved = ringmq(&args);
+        assert!(moved.status.success(), "{}", String::from_utf8_lossy(&moved.stderr));
+    }
+    let client = connect(&format!("{},{}", east.addr(), west.addr()));
+    for q in 0..2 {
+        assert!(client.owner("ctx-out", q).unwrap().starts_with(&format!("{}:", ips[1])), "west leads {q}");
+    }
+    let both = format!("{bootstrap},{}:{kafka}", ips[1]);
+    assert!(phase("transactional_read", &both).contains("read_committed 12 of 16 in order"));
+    drop(client);
+    east.stop();
+    west.stop();
+}

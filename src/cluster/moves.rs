@@ -94,6 +94,7 @@ pub(super) async fn step(
         }
         match step {
             MoveStep::Freeze => t.moves.get_mut(&queue).expect("checked").frozen = true,
+            MoveStep::Thaw => t.moves.get_mut(&queue).expect("checked").frozen = false,
             MoveStep::Switch => {
                 if !t.moves[&queue].frozen {
                     return Err(Failure::invalid(format!("queue {queue} of {topic:?} switches only once frozen")));

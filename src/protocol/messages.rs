@@ -297,24 +297,27 @@ impl QueueCopy {
     }
 }
 
-/// QueueCopy answer: what a Fetch answers, and the queue's end once it is
-/// frozen for its move (no append will pass it: copied to there, the copy is whole).
+/// QueueCopy answer: what a Fetch answers, the queue's end once it is
+/// frozen for its move (no append will pass it: copied to there, the copy
+/// is whole), and its last stable offset (below its end while a Kafka
+/// transaction is open in it).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct QueueCopied<'a> {
     pub fetched: Fetched<'a>,
     pub frozen_end: Option<u64>,
+    pub last_stable: u64,
 }
 
 impl<'a> QueueCopied<'a> {
     pub fn encode(&self, w: &mut Writer) {
         self.fetched.encode(w);
-        w.u8(u8::from(self.frozen_end.is_some())).u64(self.frozen_end.unwrap_or(0));
+        w.u8(u8::from(self.frozen_end.is_some())).u64(self.frozen_end.unwrap_or(0)).u64(self.last_stable);
     }
 
     pub fn decode(r: &mut Reader<'a>) -> Result<Self, DecodeError> {
         let fetched = Fetched::decode(r)?;
         let (frozen, end) = (r.u8()?, r.u64()?);
-        Ok(QueueCopied { fetched, frozen_end: (frozen != 0).then_some(end) })
+        Ok(QueueCopied { fetched, frozen_end: (frozen != 0).then_some(end), last_stable: r.u64()? })
     }
 }
 

@@ -384,15 +384,21 @@ def transactional():
     for i in range(8, 12):
         p.produce("ctx-out", value=b"c%d" % i, partition=i % 2)
     p.commit_transaction(30)
+    transactional_read()
+    [at] = group.committed([ck.TopicPartition("ctx-in", 0)], 10)
+    assert at.offset == 7, at
+    group.close()
+    print("transactional: committed and aborted, read_committed read 12 of 16 in order, offsets committed")
+
+
+def transactional_read():
+    """What `transactional` wrote, as each isolation reads it."""
     got = read_values("ctx-out", 2, "read_committed", 12)
     expected = [b"c%d" % i for i in range(0, 12, 2)] + [b"c%d" % i for i in range(1, 12, 2)]
     assert got == expected, got
     everything = read_values("ctx-out", 2, "read_uncommitted", 16)
     assert len(everything) == 16 and all(b"a%d" % i in everything for i in range(4)), everything
-    [at] = group.committed([ck.TopicPartition("ctx-in", 0)], 10)
-    assert at.offset == 7, at
-    group.close()
-    print("transactional: committed and aborted, read_committed read 12 of 16 in order, offsets committed")
+    print("transactional read: read_committed 12 of 16 in order, read_uncommitted all 16")
 
 
 def read_values(topic, partitions, isolation, n):
@@ -739,6 +745,7 @@ def legacy_admin():
 
 PHASES = {"idempotent": idempotent, "compressed": compressed, "seek": seek, "group": group, "configs": configs}
 PHASES["transactional"] = transactional
+PHASES["transactional_read"] = transactional_read
 PHASES["exact"] = exact
 PHASES["metadata"] = metadata
 PHASES["groups_admin"] = groups_admin

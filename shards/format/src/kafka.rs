@@ -144,6 +144,22 @@ impl<'a> KafkaBatch<'a> {
         self.i32_at(53)
     }
 
+    /// The transaction marker a control batch holds (None for any other
+    /// batch, or a control record that is not a marker).
+    pub fn marker(&self) -> Option<Marker> {
+        if !self.is_control() {
+            return None;
+        }
+        let mut scratch = Vec::new();
+        let record = self.records([0; 16], 1 << 10, &mut scratch).ok()?.next()?.ok()?;
+        let (key, value) = (record.key?, record.value?);
+        // Key: version, type (0 abort, 1 commit); value: version, coordinator epoch.
+        let kind = i16::from_be_bytes(key.get(2..4)?.try_into().ok()?);
+        let coordinator_epoch = i32::from_be_bytes(value.get(2..6)?.try_into().ok()?);
+        let (producer_id, producer_epoch) = (self.producer_id(), self.producer_epoch());
+        (kind == 0 || kind == 1).then_some(Marker { producer_id, producer_epoch, commit: kind == 1, coordinator_epoch })
+    }
+
     /// The records, inflated into `scratch` when compressed (at most
     /// `inflated_max` bytes); record i gets the message id `first_id` + i.
     pub fn records(&self, first_id: [u8; 16], inflated_max: usize, scratch: &'a mut Vec<u8>) -> Result<RecordIter<'a>> {
@@ -490,6 +506,11 @@ mod tests {
         let r = b.records([0; 16], 1 << 20, &mut scratch).unwrap().next().unwrap().unwrap();
         assert_eq!(r.key, Some(&[0, 0, 0, 1][..]), "version 0, type 1: commit");
         assert_eq!(r.value, Some(&[0, 0, 0, 0, 0, 9][..]), "version 0, coordinator epoch 9");
+        assert_eq!(b.marker(), Some(marker), "read back as the marker it is");
+        let abort = Marker { commit: false, ..marker };
+        let mut out = Vec::new();
+        encode_control(&mut out, 41, 1_000, abort);
+        assert_eq!(KafkaBatch::parse(&out).unwrap().marker(), Some(abort));
     }
 
     #[test]

@@ -272,8 +272,8 @@ impl Sim {
         let (next, all_committed) = (log.len() as u64, *committed == log.len());
         let frozen_end = frozen.then_some(source_log.len() as u64);
         let to = Place { broker_group: target.name.into(), shard: 0 };
-        match copy_step(next, source_committed as u64, frozen_end, target.froze) {
-            CopyStep::Read => {}
+        match copy_step(next, source_committed as u64, frozen_end, false, target.froze) {
+            CopyStep::Read | CopyStep::Thaw => {}
             CopyStep::Freeze => {
                 if step(&self.store, MoveStep::Freeze, TOPIC, self.created, 0, &to).await.is_ok() {
                     target.froze = true;

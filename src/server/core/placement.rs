@@ -224,6 +224,20 @@ pub enum MoveStep {
     Freeze,
     /// Everything is copied and committed here: the target owns the queue.
     Switch,
+    /// Frozen with a Kafka transaction open at the source (begun before the
+    /// freeze took effect): the source takes appends again, so that its
+    /// marker can be written, and the copy catches up once more.
+    Thaw,
+}
+
+impl MoveStep {
+    pub fn name(self) -> &'static str {
+        match self {
+            MoveStep::Freeze => "freeze",
+            MoveStep::Switch => "switch",
+            MoveStep::Thaw => "thaw",
+        }
+    }
 }
 
 /// What a moving queue's copy does next.
@@ -235,17 +249,22 @@ pub enum CopyStep {
     Freeze,
     /// Copied to the frozen end: once committed here, switch.
     Switch,
+    /// Frozen with a Kafka transaction open at the source: ask the thaw.
+    Thaw,
 }
 
 /// The copy's next step, having copied up to `next` from a read that ended
 /// at `read_end` (what the source had committed), the source's end final
-/// at `frozen_end` once the freeze took effect there; `froze`: the freeze
-/// was asked already.
-pub fn copy_step(next: u64, read_end: u64, frozen_end: Option<u64>, froze: bool) -> CopyStep {
+/// at `frozen_end` once the freeze took effect there, `open_txn` while a
+/// Kafka transaction is open in it; `froze`: the freeze was asked already.
+/// A queue switches with no transaction open: its marker could not reach
+/// the new owner from the transaction's coordinator.
+pub fn copy_step(next: u64, read_end: u64, frozen_end: Option<u64>, open_txn: bool, froze: bool) -> CopyStep {
     match frozen_end {
+        Some(_) if open_txn => CopyStep::Thaw,
         Some(end) if next >= end => CopyStep::Switch,
         Some(_) => CopyStep::Read,
-        None if !froze && next >= read_end => CopyStep::Freeze,
+        None if !froze && !open_txn && next >= read_end => CopyStep::Freeze,
         None => CopyStep::Read,
     }
 }
@@ -447,6 +466,18 @@ mod tests {
         let retry = place("%RETRY%billing", 1, &groups());
         assert_eq!(retry.iter().map(|p| p.broker_group.as_str()).collect::<Vec<_>>(), ["a", "b"], "one per group");
         assert!(place("x", 3, &[]).is_empty());
+    }
+
+    #[test]
+    fn a_copy_freezes_once_caught_up_without_a_transaction_and_switches_at_the_frozen_end() {
+        use CopyStep::*;
+        assert_eq!(copy_step(5, 9, None, false, false), Read, "behind");
+        assert_eq!(copy_step(9, 9, None, false, false), Freeze, "caught up");
+        assert_eq!(copy_step(9, 9, None, true, false), Read, "a transaction is open: not yet");
+        assert_eq!(copy_step(9, 12, None, false, true), Read, "asked, not in effect yet");
+        assert_eq!(copy_step(10, 9, Some(12), false, true), Read, "the tail to copy");
+        assert_eq!(copy_step(12, 12, Some(12), false, true), Switch);
+        assert_eq!(copy_step(12, 12, Some(12), true, true), Thaw, "frozen with a transaction open");
     }
 
     #[test]

@@ -174,6 +174,38 @@ impl TxnMarks {
         queues::append_one(storage, TXN_MARKS, &[], &change.encode(), 0).await
     }
 
+    /// Notes a batch copied into `queue` at its own offset (a queue moving
+    /// here): a transactional batch opens its producer's transaction, a
+    /// marker ends it, as they did where it was copied from. Call it before
+    /// the batch's append: a crash between leaves a note the copy's retry
+    /// makes again, harmlessly.
+    pub async fn note_copied(&self, storage: &Shard, queue: QueueId, stored: &[u8]) -> Result<(), StorageError> {
+        let Some(kafka) = batch::kafka_bytes(stored).and_then(|k| KafkaBatch::stored(k).ok()) else { return Ok(()) };
+        if !kafka.is_transactional() {
+            return Ok(());
+        }
+        let base = batch::BatchHeader::decode(stored).map_or(0, |h| h.base_offset);
+        let producer_id = kafka.producer_id();
+        let change = match kafka.marker() {
+            None if self.is_open(queue, producer_id) => return Ok(()),
+            None => Change::Open { queue: queue.0, producer_id, first: base },
+            Some(marker) if marker.commit => {
+                Change::Committed { queue: queue.0, producer_id, epoch: marker.producer_epoch }
+            }
+            Some(marker) => {
+                let first = self.queues.borrow().get(&queue.0).and_then(|q| q.open.get(&producer_id).copied());
+                let aborted = Aborted { producer_id, first: first.unwrap_or(base), last: base };
+                Change::Aborted { queue: queue.0, aborted, epoch: marker.producer_epoch }
+            }
+        };
+        queues::append_one(storage, TXN_MARKS, &[], &change.encode(), 0).await?;
+        self.apply(change);
+        if kafka.is_control() {
+            self.ended.notify();
+        }
+        Ok(())
+    }
+
     /// Ends `marker.producer_id`'s transaction in `queue`: its end record
     /// and its marker appended, then (once both are durable) the queue's
     /// last stable offset moves past it. Written whether or not the

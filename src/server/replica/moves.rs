@@ -154,7 +154,7 @@ async fn copy_until_failure(core: &Core, arrival: &Arrival) -> Result<(), CopyEr
     let storage = core.storage();
     let queue = QueueId(arrival.slot.storage_id);
     let placement = core.placement().expect("cluster mode");
-    let mut froze = false;
+    let (mut froze, mut thawing) = (false, false);
     let mut pace = Pace::new(config.move_bytes_per_sec);
     loop {
         if core.tasks().unless_stopping(pace.wait()).await.is_none() {
@@ -183,11 +183,21 @@ async fn copy_until_failure(core: &Core, arrival: &Arrival) -> Result<(), CopyEr
         pace.took(copied.fetched.batches.len());
         let next = append(core, queue, next, &copied).await?;
         let (topic, created, to) = (&arrival.topic, arrival.created, arrival.to.clone());
-        match copy_step(next, copied.fetched.end, copied.frozen_end, froze) {
+        let open_txn = copied.last_stable < copied.fetched.end;
+        if copied.frozen_end.is_none() {
+            thawing = false;
+        }
+        match copy_step(next, copied.fetched.end, copied.frozen_end, open_txn, froze) {
             CopyStep::Read => {}
-            CopyStep::Freeze => {
-                placement.move_step(MoveStep::Freeze, topic, created, arrival.queue, to).await?;
-                froze = true;
+            CopyStep::Thaw if thawing => {}
+            step @ (CopyStep::Freeze | CopyStep::Thaw) => {
+                let (step, asked) = match step {
+                    CopyStep::Freeze => (MoveStep::Freeze, true),
+                    _ => (MoveStep::Thaw, false),
+                };
+                placement.move_step(step, topic, created, arrival.queue, to).await?;
+                tracing::info!(topic, queue = arrival.queue, step = step.name(), next, "a moving queue's step taken");
+                (froze, thawing) = (asked, !asked);
             }
             CopyStep::Switch => {
                 // Whole: committed in this group, then ours.
@@ -247,6 +257,7 @@ async fn append(core: &Core, queue: QueueId, mut next: u64, copied: &QueueCopied
         if header.is_padding() || header.base_offset + u64::from(header.record_count) <= next {
             continue;
         }
+        core.txn_marks().note_copied(storage, queue, b).await?;
         let appended = storage.append_copied(queue, b).await?;
         next = appended.base_offset + u64::from(appended.record_count);
     }

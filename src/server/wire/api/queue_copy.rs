@@ -21,7 +21,7 @@ impl Api for QueueCopy {
     const KEY: ApiKey = ApiKey::QueueCopy;
     const BODIES: (&'static str, &'static str) = (
         "string topic, u32 queue, u64 offset, u32 max_bytes, u32 max_wait_ms",
-        "u64 start, u64 end, u64 next_offset, bytes batches, u8 frozen, u64 frozen_end",
+        "u64 start, u64 end, u64 next_offset, bytes batches, u8 frozen, u64 frozen_end, u64 last_stable",
     );
     type Request<'a> = msg::QueueCopy;
 
@@ -57,7 +57,8 @@ impl Api for QueueCopy {
             tags: String::new(),
         };
         let read = fetch::read_queue(&s.core, slot, &read, wait, Isolation::Uncommitted).await;
-        msg::QueueCopied { fetched: read.map_err(|f| f.failure)?.fetched(), frozen_end }.encode(w);
+        let read = read.map_err(|f| f.failure)?;
+        msg::QueueCopied { fetched: read.fetched(), frozen_end, last_stable: read.last_stable() }.encode(w);
         Ok(())
     }
 }
