@@ -39,6 +39,15 @@ fn shared_port_pair(ips: &[&str]) -> u16 {
     }
 }
 
+/// A one-node broker group `group` on `ip` at the `native` and `kafka` ports.
+fn kafka_node(etcd: &common::etcd::Etcd, dir: &Path, group: &str, (ip, native, kafka): (&str, u16, u16)) -> Broker {
+    let (listen, kafka_listen) = (format!("{ip}:{native}"), format!("{ip}:{kafka}"));
+    let args = ["--cluster", &etcd.url, "--broker-group", group, "--node", group, "--lease-ms", "1000"];
+    let mut args: Vec<&str> = args.to_vec();
+    args.extend(["--insync-min", "1", "--kafka-listen", &kafka_listen]);
+    Broker::start_listening(&dir.join(group), &listen, &args)
+}
+
 fn connect(bootstrap: &str) -> Arc<Client> {
     let mut cfg = ClientConfig::new(bootstrap);
     cfg.request_timeout = Duration::from_secs(20);
@@ -82,13 +91,7 @@ fn a_queue_moves_to_another_group_under_native_and_kafka_load_and_its_consumers_
     let etcd = common::etcd::Etcd::start(&dir.path().join("etcd"));
     let ips = ["127.0.0.91", "127.0.0.92"];
     let (native, kafka) = (shared_port_pair(&ips), shared_port_pair(&ips));
-    let node = |group: &str, ip: &str| {
-        let (listen, kafka_listen) = (format!("{ip}:{native}"), format!("{ip}:{kafka}"));
-        let args = ["--cluster", &etcd.url, "--broker-group", group, "--node", group, "--lease-ms", "1000"];
-        let mut args: Vec<&str> = args.to_vec();
-        args.extend(["--insync-min", "1", "--kafka-listen", &kafka_listen]);
-        Broker::start_listening(&dir.path().join(group), &listen, &args)
-    };
+    let node = |group: &str, ip: &str| kafka_node(&etcd, dir.path(), group, (ip, native, kafka));
     let mut east = node("east", ips[0]);
     let mut west = node("west", ips[1]);
     let client = connect(&format!("{},{}", east.addr(), west.addr()));
@@ -490,13 +493,7 @@ fn partitions_holding_kafka_transactions_move_with_what_each_isolation_reads() {
     let etcd = common::etcd::Etcd::start(&dir.path().join("etcd"));
     let ips = ["127.0.0.101", "127.0.0.102"];
     let (native, kafka) = (shared_port_pair(&ips), shared_port_pair(&ips));
-    let node = |group: &str, ip: &str| {
-        let (listen, kafka_listen) = (format!("{ip}:{native}"), format!("{ip}:{kafka}"));
-        let args = ["--cluster", &etcd.url, "--broker-group", group, "--node", group, "--lease-ms", "1000"];
-        let mut args: Vec<&str> = args.to_vec();
-        args.extend(["--insync-min", "1", "--kafka-listen", &kafka_listen]);
-        Broker::start_listening(&dir.path().join(group), &listen, &args)
-    };
+    let node = |group: &str, ip: &str| kafka_node(&etcd, dir.path(), group, (ip, native, kafka));
     let mut east = node("east", ips[0]);
     let bootstrap = format!("{}:{kafka}", ips[0]);
     let phase = |phase: &str, bootstrap: &str| {
