@@ -3,7 +3,9 @@
 //! of three nodes on a memory store, under crashes, pauses past the lease,
 //! nodes cut off, and lost or delayed calls, all on a paused tokio clock in
 //! one thread. The same seed replays the same run exactly. `moves.rs` runs
-//! a queue's move between two groups under crashes, pauses and cut-offs.
+//! a queue's move between two groups under crashes, pauses and cut-offs;
+//! `throughput.rs` models groups on disks and links of their own (or
+//! shared) and measures aggregate throughput against their count.
 //!
 //! `cargo test --lib simulation` runs `RINGMQ_SIM_SEEDS` seeds (default
 //! 16) from `RINGMQ_SIM_FIRST` (default 1); `RINGMQ_SIM_SEED=N` runs seed N
@@ -11,6 +13,7 @@
 
 mod link;
 mod moves;
+mod throughput;
 mod world;
 
 use link::Weather;
