@@ -39,12 +39,14 @@ fn shared_port_pair(ips: &[&str]) -> u16 {
     }
 }
 
-/// A one-node broker group `group` on `ip` at the `native` and `kafka` ports.
-fn kafka_node(etcd: &common::etcd::Etcd, dir: &Path, group: &str, (ip, native, kafka): (&str, u16, u16)) -> Broker {
-    let (listen, kafka_listen) = (format!("{ip}:{native}"), format!("{ip}:{kafka}"));
+/// A one-node broker group `group` on `ip` at the `native`, `kafka` and
+/// `admin` ports.
+fn kafka_node(etcd: &common::etcd::Etcd, dir: &Path, group: &str, ports: (&str, u16, u16, u16)) -> Broker {
+    let (ip, native, kafka, admin) = ports;
+    let (listen, kafka_listen, admin) = (format!("{ip}:{native}"), format!("{ip}:{kafka}"), format!("{ip}:{admin}"));
     let args = ["--cluster", &etcd.url, "--broker-group", group, "--node", group, "--lease-ms", "1000"];
     let mut args: Vec<&str> = args.to_vec();
-    args.extend(["--insync-min", "1", "--kafka-listen", &kafka_listen]);
+    args.extend(["--insync-min", "1", "--kafka-listen", &kafka_listen, "--admin-listen", &admin]);
     Broker::start_listening(&dir.join(group), &listen, &args)
 }
 
@@ -91,7 +93,8 @@ fn a_queue_moves_to_another_group_under_native_and_kafka_load_and_its_consumers_
     let etcd = common::etcd::Etcd::start(&dir.path().join("etcd"));
     let ips = ["127.0.0.91", "127.0.0.92"];
     let (native, kafka) = (shared_port_pair(&ips), shared_port_pair(&ips));
-    let node = |group: &str, ip: &str| kafka_node(&etcd, dir.path(), group, (ip, native, kafka));
+    let admin = shared_port_pair(&ips);
+    let node = |group: &str, ip: &str| kafka_node(&etcd, dir.path(), group, (ip, native, kafka, admin));
     let mut east = node("east", ips[0]);
     let mut west = node("west", ips[1]);
     let client = connect(&format!("{},{}", east.addr(), west.addr()));
@@ -168,6 +171,14 @@ fn a_queue_moves_to_another_group_under_native_and_kafka_load_and_its_consumers_
     assert!(said.contains("broker_group=west"), "{said}");
     let listed = ringmq(&["cluster", "moves", "--cluster", &etcd.url]);
     assert!(listed.status.success() && listed.stdout.is_empty(), "no move stands after the switch");
+    let (_, metrics) = common::get(&format!("{}:{admin}", ips[1]), "/metrics");
+    let switched =
+        metrics.lines().filter(|l| l.starts_with("ringmq_queue_moves_switched")).map(|l| l.rsplit(' ').next().unwrap());
+    assert_eq!(switched.map(|v| v.parse::<f64>().unwrap()).sum::<f64>(), 1.0, "{metrics}");
+    assert!(
+        metrics.lines().any(|l| l.starts_with("ringmq_queue_move_copied_bytes") && !l.ends_with(" 0")),
+        "{metrics}"
+    );
 
     // Producers go on on the new group.
     std::thread::sleep(Duration::from_secs(2));
@@ -493,7 +504,8 @@ fn partitions_holding_kafka_transactions_move_with_what_each_isolation_reads() {
     let etcd = common::etcd::Etcd::start(&dir.path().join("etcd"));
     let ips = ["127.0.0.101", "127.0.0.102"];
     let (native, kafka) = (shared_port_pair(&ips), shared_port_pair(&ips));
-    let node = |group: &str, ip: &str| kafka_node(&etcd, dir.path(), group, (ip, native, kafka));
+    let admin = shared_port_pair(&ips);
+    let node = |group: &str, ip: &str| kafka_node(&etcd, dir.path(), group, (ip, native, kafka, admin));
     let mut east = node("east", ips[0]);
     let bootstrap = format!("{}:{kafka}", ips[0]);
     let phase = |phase: &str, bootstrap: &str| {

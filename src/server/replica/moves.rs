@@ -11,12 +11,13 @@ use super::ReplicaError;
 use crate::protocol::messages::{QueueCopied, QueueCopy, QueueRef};
 use crate::protocol::{ApiKey, ErrorCode, Reader, Writer};
 use crate::server::core::metadata::{Home, Metadata, QueueSlot};
+use crate::server::core::metrics::{Probe, Samples};
 use crate::server::core::placement::{copy_step, CopyStep, MoveStep, Place};
 use crate::server::core::tasks::Death;
 use crate::server::core::{Core, Failure};
 use ringmq_shards::batch::{self, BatchHeader};
 use ringmq_shards::QueueId;
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
 use std::collections::HashSet;
 use std::rc::Rc;
 use std::time::Duration;
@@ -68,8 +69,29 @@ fn arrivals(metadata: &Metadata, here: &Place) -> Vec<Arrival> {
     found
 }
 
+/// What the moves into this shard did, for the metrics.
+#[derive(Default)]
+struct MoveStats {
+    copying: Cell<u64>,
+    copied_bytes: Cell<u64>,
+    switched: Cell<u64>,
+}
+
+impl Probe for MoveStats {
+    fn collect(&self, out: &mut Samples) {
+        let help = "Queues moving into this shard from another broker group, being copied now.";
+        out.gauge("ringmq_queue_moves_copying", help, &[], self.copying.get() as f64);
+        let help = "Bytes of stored batches copied into this shard by queue moves.";
+        out.counter("ringmq_queue_move_copied_bytes", help, &[], self.copied_bytes.get());
+        let help = "Queues moved into this shard (switched to this broker group).";
+        out.counter("ringmq_queue_moves_switched", help, &[], self.switched.get());
+    }
+}
+
 /// A leader's shard: starts a copy for each queue arriving on it, until the node stops.
 pub async fn run(core: Rc<Core>) {
+    let stats = Rc::new(MoveStats::default());
+    core.probes().register(&(stats.clone() as Rc<dyn Probe>));
     let group = core.config().cluster.as_ref().expect("a leader").broker_group.clone();
     let here = Place { broker_group: group, shard: core.id() as u32 };
     let running: Rc<RefCell<HashSet<u32>>> = Rc::default();
@@ -81,10 +103,12 @@ pub async fn run(core: Rc<Core>) {
                 if !running.borrow_mut().insert(arrival.slot.storage_id) {
                     continue;
                 }
-                let (copier, running) = (core.clone(), running.clone());
+                let (copier, running, stats) = (core.clone(), running.clone(), stats.clone());
                 core.tasks().spawn("queue move", Death::Done, async move {
                     let id = arrival.slot.storage_id;
-                    copy(&copier, arrival).await;
+                    stats.copying.set(stats.copying.get() + 1);
+                    copy(&copier, arrival, &stats).await;
+                    stats.copying.set(stats.copying.get() - 1);
                     running.borrow_mut().remove(&id);
                 });
             }
@@ -97,14 +121,14 @@ pub async fn run(core: Rc<Core>) {
 }
 
 /// Copies one arriving queue until it switched (or stopped arriving, or the node stops).
-async fn copy(core: &Core, arrival: Arrival) {
+async fn copy(core: &Core, arrival: Arrival, stats: &MoveStats) {
     tracing::info!(topic = arrival.topic, queue = arrival.queue, from = ?arrival.from, "copying a queue moving here");
     let mut failures = 0u32;
     loop {
         if !arrival.stands(&core.metadata()) {
             return;
         }
-        match copy_until_failure(core, &arrival).await {
+        match copy_until_failure(core, &arrival, stats).await {
             Ok(()) => return,
             Err(error) => {
                 if failures == 0 {
@@ -147,7 +171,7 @@ fn source_addr(core: &Core, from: &Place) -> Result<std::net::SocketAddr, CopyEr
 }
 
 /// Copies, freezes and switches; Ok once switched or no longer arriving.
-async fn copy_until_failure(core: &Core, arrival: &Arrival) -> Result<(), CopyError> {
+async fn copy_until_failure(core: &Core, arrival: &Arrival, stats: &MoveStats) -> Result<(), CopyError> {
     let addr = source_addr(core, &arrival.from)?;
     let config = core.config();
     let mut link = Link::connect(addr, config.tls.as_ref(), IO_TIMEOUT, config.frame_bytes_max).await?;
@@ -181,6 +205,7 @@ async fn copy_until_failure(core: &Core, arrival: &Arrival) -> Result<(), CopyEr
         }
         let copied = QueueCopied::decode(&mut Reader::new(response.body)).map_err(ReplicaError::Answer)?;
         pace.took(copied.fetched.batches.len());
+        stats.copied_bytes.set(stats.copied_bytes.get() + copied.fetched.batches.len() as u64);
         let next = append(core, queue, next, &copied).await?;
         let (topic, created, to) = (&arrival.topic, arrival.created, arrival.to.clone());
         let open_txn = copied.last_stable < copied.fetched.end;
@@ -203,6 +228,7 @@ async fn copy_until_failure(core: &Core, arrival: &Arrival) -> Result<(), CopyEr
                 // Whole: committed in this group, then ours.
                 core.replicated_all().await?;
                 placement.move_step(MoveStep::Switch, topic, created, arrival.queue, to).await?;
+                stats.switched.set(stats.switched.get() + 1);
                 tracing::info!(topic, queue = arrival.queue, end = next, "a moved queue switched to this broker group");
                 return Ok(());
             }
