@@ -32,8 +32,9 @@ const FROZEN_WAIT: Duration = Duration::from_millis(20);
 const COPY_BYTES: u32 = 1 << 20;
 /// A connect or a copy that takes longer than this (past the park) fails.
 const IO_TIMEOUT: Duration = Duration::from_secs(5);
-/// Pause before trying again after a failure.
+/// Pause before trying again after a failure, doubled after each failure in a row up to `RETRY_PAUSE_MAX`.
 const RETRY_PAUSE: Duration = Duration::from_millis(200);
+const RETRY_PAUSE_MAX: Duration = Duration::from_secs(10);
 
 /// One queue arriving on this shard.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -131,13 +132,16 @@ async fn copy(core: &Core, arrival: Arrival, stats: &MoveStats) {
         match copy_until_failure(core, &arrival, stats).await {
             Ok(()) => return,
             Err(error) => {
-                if failures == 0 {
-                    tracing::warn!(topic = arrival.topic, queue = arrival.queue, %error, "copying a moving queue failed; retrying");
+                // The first failure, then one in ten (a source away for long, a copy it refuses).
+                if failures % 10 == 0 {
+                    let (topic, queue) = (&arrival.topic, arrival.queue);
+                    tracing::warn!(topic, queue, failures, %error, "copying a moving queue failed; retrying");
                 }
                 failures += 1;
             }
         }
-        if !core.tasks().sleep(RETRY_PAUSE).await {
+        let pause = RETRY_PAUSE.saturating_mul(1 << failures.min(6)).min(RETRY_PAUSE_MAX);
+        if !core.tasks().sleep(pause).await {
             return;
         }
     }
