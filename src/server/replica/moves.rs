@@ -133,7 +133,7 @@ async fn copy(core: &Core, arrival: Arrival, stats: &MoveStats) {
             Ok(()) => return,
             Err(error) => {
                 // The first failure, then one in ten (a source away for long, a copy it refuses).
-                if failures % 10 == 0 {
+                if failures.is_multiple_of(10) {
                     let (topic, queue) = (&arrival.topic, arrival.queue);
                     tracing::warn!(topic, queue, failures, %error, "copying a moving queue failed; retrying");
                 }
