@@ -171,7 +171,8 @@ fn group_loads(groups: &[String], held: &[Held]) -> Vec<GroupLoad> {
                 broker_group: g.clone(),
                 queues: mine.len(),
                 bytes: mine.iter().map(|h| h.load.bytes).sum(),
-                bytes_per_sec: mine.iter().map(|h| h.load.bytes_per_sec).sum(),
+                // An empty f64 sum is -0.0; + 0.0 prints it as 0.
+                bytes_per_sec: mine.iter().map(|h| h.load.bytes_per_sec).sum::<f64>() + 0.0,
                 of_mean: if mean > 0.0 { totals[g] / mean } else { 1.0 },
             }
         })
