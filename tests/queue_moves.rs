@@ -179,6 +179,10 @@ fn a_queue_moves_to_another_group_under_native_and_kafka_load_and_its_consumers_
         metrics.lines().any(|l| l.starts_with("ringmq_queue_move_copied_bytes") && !l.ends_with(" 0")),
         "{metrics}"
     );
+    let frozen = metrics.lines().filter(|l| l.starts_with("ringmq_queue_move_last_frozen_seconds"));
+    let frozen = frozen.map(|l| l.rsplit(' ').next().unwrap().parse::<f64>().unwrap()).fold(0.0, f64::max);
+    assert!(frozen > 0.0, "the frozen window is measured: {metrics}");
+    eprintln!("the move's appends were refused for at most {:.1} ms", frozen * 1e3);
 
     // Producers go on on the new group.
     std::thread::sleep(Duration::from_secs(2));

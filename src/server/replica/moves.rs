@@ -76,6 +76,8 @@ struct MoveStats {
     copying: Cell<u64>,
     copied_bytes: Cell<u64>,
     switched: Cell<u64>,
+    /// From the last switched move's freeze to its switch.
+    last_frozen: Cell<Duration>,
 }
 
 impl Probe for MoveStats {
@@ -86,6 +88,9 @@ impl Probe for MoveStats {
         out.counter("ringmq_queue_move_copied_bytes", help, &[], self.copied_bytes.get());
         let help = "Queues moved into this shard (switched to this broker group).";
         out.counter("ringmq_queue_moves_switched", help, &[], self.switched.get());
+        let help =
+            "From the freeze to the switch of the last queue moved in: at most how long its appends were refused.";
+        out.gauge("ringmq_queue_move_last_frozen_seconds", help, &[], self.last_frozen.get().as_secs_f64());
     }
 }
 
@@ -183,6 +188,7 @@ async fn copy_until_failure(core: &Core, arrival: &Arrival, stats: &MoveStats) -
     let queue = QueueId(arrival.slot.storage_id);
     let placement = core.placement().expect("cluster mode");
     let (mut froze, mut thawing) = (false, false);
+    let mut frozen_since = std::time::Instant::now();
     let mut pace = Pace::new(config.move_bytes_per_sec);
     loop {
         if core.tasks().unless_stopping(pace.wait()).await.is_none() {
@@ -227,13 +233,22 @@ async fn copy_until_failure(core: &Core, arrival: &Arrival, stats: &MoveStats) -
                 placement.move_step(step, topic, created, arrival.queue, to).await?;
                 tracing::info!(topic, queue = arrival.queue, step = step.name(), next, "a moving queue's step taken");
                 (froze, thawing) = (asked, !asked);
+                frozen_since = std::time::Instant::now();
             }
             CopyStep::Switch => {
                 // Whole: committed in this group, then ours.
                 core.replicated_all().await?;
                 placement.move_step(MoveStep::Switch, topic, created, arrival.queue, to).await?;
                 stats.switched.set(stats.switched.get() + 1);
-                tracing::info!(topic, queue = arrival.queue, end = next, "a moved queue switched to this broker group");
+                let frozen_ms = frozen_since.elapsed().as_secs_f64() * 1e3;
+                stats.last_frozen.set(frozen_since.elapsed());
+                tracing::info!(
+                    topic,
+                    queue = arrival.queue,
+                    end = next,
+                    frozen_ms,
+                    "a moved queue switched to this broker group"
+                );
                 return Ok(());
             }
         }
