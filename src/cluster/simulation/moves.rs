@@ -3,7 +3,8 @@
 //! store), each group's real metadata over the view it applied
 //! (`Metadata::with_placement`) and the real copy decisions (`copy_step`),
 //! around model groups whose leaders crash (losing what their group had
-//! not committed), pause, or lose etcd for a while. A producer appends to
+//! not committed), pause, lose etcd and the other group for a while, or
+//! only the other group (a partition between them). A producer appends to
 //! whichever group takes it; an append is acknowledged once its group
 //! committed it.
 //!
@@ -35,6 +36,8 @@ enum Health {
     Up,
     /// Runs, but reaches nobody: not etcd, not the other group.
     CutOff(u32),
+    /// Runs and reaches etcd, but not the other group.
+    Partitioned(u32),
     /// Stopped (no step of its own) for so many steps.
     Paused(u32),
     /// Crashed; a new leader takes over after so many steps.
@@ -70,10 +73,16 @@ impl Group {
     }
 
     fn runs(&self) -> bool {
-        matches!(self.health, Health::Up | Health::CutOff(_))
+        matches!(self.health, Health::Up | Health::CutOff(_) | Health::Partitioned(_))
     }
 
+    /// Reaches etcd.
     fn reaches_out(&self) -> bool {
+        matches!(self.health, Health::Up | Health::Partitioned(_))
+    }
+
+    /// Reaches the other group.
+    fn reaches_peer(&self) -> bool {
         self.health == Health::Up
     }
 }
@@ -161,20 +170,21 @@ pub async fn simulate_move(seed: u64) -> MoveOutcome {
 }
 
 impl Sim {
-    /// Maybe starts a fault on a group that has none (about one in 150 steps).
+    /// Maybe starts a fault on a group that has none (about one in 110 steps).
     fn strike(&mut self, s: u32) {
         let (g, draw, lasts) =
             (self.rng.random_range(0..2usize), self.rng.random_range(0..450u32), self.rng.random_range(5..120u32));
-        if self.groups[g].health != Health::Up || draw >= 3 {
+        if self.groups[g].health != Health::Up || draw >= 4 {
             return;
         }
         let group = &mut self.groups[g];
         group.health = match draw {
             0 => Health::CutOff(lasts),
             1 => Health::Paused(lasts),
+            2 => Health::Partitioned(lasts),
             _ => Health::Down(lasts),
         };
-        if draw == 2 {
+        if draw == 3 {
             // A crash loses what the group had not committed, and the copy's state.
             for (log, committed) in group.logs.values_mut() {
                 log.truncate(*committed);
@@ -190,8 +200,9 @@ impl Sim {
         for g in 0..2 {
             let group = &mut self.groups[g];
             group.health = match group.health {
-                Health::CutOff(0) | Health::Paused(0) | Health::Down(0) => Health::Up,
+                Health::CutOff(0) | Health::Paused(0) | Health::Partitioned(0) | Health::Down(0) => Health::Up,
                 Health::CutOff(n) => Health::CutOff(n - 1),
+                Health::Partitioned(n) => Health::Partitioned(n - 1),
                 Health::Paused(n) => Health::Paused(n - 1),
                 Health::Down(n) => Health::Down(n - 1),
                 Health::Up => Health::Up,
@@ -260,7 +271,7 @@ impl Sim {
         let Some(t) = (0..2).find(|&g| matches!(self.groups[g].home(), Some(Home::Arriving { .. }))) else { return };
         let (left, right) = self.groups.split_at_mut(1);
         let (source, target) = if t == 1 { (&mut left[0], &mut right[0]) } else { (&mut right[0], &mut left[0]) };
-        if !target.reaches_out() || !source.runs() || !source.reaches_out() {
+        if !target.reaches_peer() || !source.runs() || !source.reaches_peer() {
             return;
         }
         let frozen = matches!(source.home(), Some(Home::Leaving { .. }));
