@@ -648,12 +648,16 @@ fn cluster(action: ClusterAction) -> Result<(), String> {
         ClusterAction::Drain { cluster, broker_group, in_flight, wait_ms } => {
             let endpoints = ringmq::cluster::parse_endpoints(&cluster).map_err(|e| e.to_string())?;
             let wait = Duration::from_millis(wait_ms);
-            let moved =
+            let drained =
                 ringmq::cluster::drain(&endpoints, &broker_group, in_flight, wait).map_err(|e| e.to_string())?;
-            for m in &moved {
+            for m in &drained.moved {
                 println!("{}", show_move(m));
             }
-            println!("broker_group={broker_group} queues_moved={} queues_left=0", moved.len());
+            for (topic, queue, why) in &drained.left {
+                println!("topic={topic} queue={queue} stays: {why}");
+            }
+            let (moved, left) = (drained.moved.len(), drained.left.len());
+            println!("broker_group={broker_group} queues_moved={moved} queues_left={left}");
             return Ok(());
         }
     };
