@@ -6,7 +6,7 @@
 //! etcd, asked of the control plane). A new leader of either group resumes
 //! where the copy stands: the copy is in this group's log, the move in etcd.
 
-use super::link::Link;
+use super::link::{Answer, Link};
 use super::ReplicaError;
 use crate::protocol::messages::{QueueCopied, QueueCopy, QueueRef};
 use crate::protocol::{ApiKey, ErrorCode, Reader, Writer};
@@ -184,30 +184,18 @@ async fn copy_until_failure(core: &Core, arrival: &Arrival, stats: &MoveStats) -
     let addr = source_addr(core, &arrival.from)?;
     let config = core.config();
     let mut link = Link::connect(addr, config.tls.as_ref(), IO_TIMEOUT, config.frame_bytes_max).await?;
-    let storage = core.storage();
     let queue = QueueId(arrival.slot.storage_id);
-    let placement = core.placement().expect("cluster mode");
-    let (mut froze, mut thawing) = (false, false);
-    let mut frozen_since = std::time::Instant::now();
+    let mut progress = Progress { froze: false, thawing: false, frozen_since: std::time::Instant::now() };
     let mut pace = Pace::new(config.move_bytes_per_sec);
     loop {
-        if core.tasks().unless_stopping(pace.wait()).await.is_none() {
+        if core.tasks().unless_stopping(pace.wait()).await.is_none() || !arrival.stands(&core.metadata()) {
             return Ok(());
         }
-        if !arrival.stands(&core.metadata()) {
+        let next = core.storage().next_offset(queue).map_err(Failure::from)?;
+        let wait = if progress.froze { FROZEN_WAIT } else { COPY_WAIT };
+        let Some(answer) = core.tasks().unless_stopping(ask(&mut link, arrival, next, wait)).await else {
             return Ok(());
-        }
-        let next = storage.next_offset(queue).map_err(Failure::from)?;
-        let ask = QueueCopy {
-            queue: QueueRef { topic: arrival.topic.clone(), queue: arrival.queue },
-            offset: next,
-            max_bytes: COPY_BYTES,
-            max_wait_ms: if froze { FROZEN_WAIT } else { COPY_WAIT }.as_millis() as u32,
         };
-        let mut w = Writer::default();
-        ask.encode(&mut w);
-        let call = link.call(ApiKey::QueueCopy, &w.buf, COPY_WAIT + IO_TIMEOUT);
-        let Some(answer) = core.tasks().unless_stopping(call).await else { return Ok(()) };
         let answer = answer?;
         let response = answer.response()?;
         if response.error != ErrorCode::None {
@@ -217,39 +205,75 @@ async fn copy_until_failure(core: &Core, arrival: &Arrival, stats: &MoveStats) -
         pace.took(copied.fetched.batches.len());
         stats.copied_bytes.set(stats.copied_bytes.get() + copied.fetched.batches.len() as u64);
         let next = append(core, queue, next, &copied).await?;
+        if progress.step(core, arrival, next, &copied, stats).await? {
+            return Ok(());
+        }
+    }
+}
+
+/// One QueueCopy of the source from `next`, parked up to `wait` at its end.
+async fn ask(link: &mut Link, arrival: &Arrival, next: u64, wait: Duration) -> Result<Answer, ReplicaError> {
+    let ask = QueueCopy {
+        queue: QueueRef { topic: arrival.topic.clone(), queue: arrival.queue },
+        offset: next,
+        max_bytes: COPY_BYTES,
+        max_wait_ms: wait.as_millis() as u32,
+    };
+    let mut w = Writer::default();
+    ask.encode(&mut w);
+    link.call(ApiKey::QueueCopy, &w.buf, wait + IO_TIMEOUT).await
+}
+
+/// Where a copy stands between reads.
+struct Progress {
+    /// The freeze was asked (and not thawed since).
+    froze: bool,
+    /// A thaw was asked and the source is still frozen.
+    thawing: bool,
+    /// When the freeze was asked.
+    frozen_since: std::time::Instant,
+}
+
+impl Progress {
+    /// Takes the step `copy_step` says, the copy being at `next` after
+    /// `copied`; true once switched.
+    async fn step(
+        &mut self,
+        core: &Core,
+        arrival: &Arrival,
+        next: u64,
+        copied: &QueueCopied<'_>,
+        stats: &MoveStats,
+    ) -> Result<bool, CopyError> {
+        let placement = core.placement().expect("cluster mode");
         let (topic, created, to) = (&arrival.topic, arrival.created, arrival.to.clone());
         let open_txn = copied.last_stable < copied.fetched.end;
         if copied.frozen_end.is_none() {
-            thawing = false;
+            self.thawing = false;
         }
-        match copy_step(next, copied.fetched.end, copied.frozen_end, open_txn, froze) {
-            CopyStep::Read => {}
-            CopyStep::Thaw if thawing => {}
+        match copy_step(next, copied.fetched.end, copied.frozen_end, open_txn, self.froze) {
+            CopyStep::Read => Ok(false),
+            CopyStep::Thaw if self.thawing => Ok(false),
             step @ (CopyStep::Freeze | CopyStep::Thaw) => {
-                let (step, asked) = match step {
+                let (step, freeze) = match step {
                     CopyStep::Freeze => (MoveStep::Freeze, true),
                     _ => (MoveStep::Thaw, false),
                 };
                 placement.move_step(step, topic, created, arrival.queue, to).await?;
                 tracing::info!(topic, queue = arrival.queue, step = step.name(), next, "a moving queue's step taken");
-                (froze, thawing) = (asked, !asked);
-                frozen_since = std::time::Instant::now();
+                (self.froze, self.thawing, self.frozen_since) = (freeze, !freeze, std::time::Instant::now());
+                Ok(false)
             }
             CopyStep::Switch => {
                 // Whole: committed in this group, then ours.
                 core.replicated_all().await?;
                 placement.move_step(MoveStep::Switch, topic, created, arrival.queue, to).await?;
+                let frozen = self.frozen_since.elapsed();
                 stats.switched.set(stats.switched.get() + 1);
-                let frozen_ms = frozen_since.elapsed().as_secs_f64() * 1e3;
-                stats.last_frozen.set(frozen_since.elapsed());
-                tracing::info!(
-                    topic,
-                    queue = arrival.queue,
-                    end = next,
-                    frozen_ms,
-                    "a moved queue switched to this broker group"
-                );
-                return Ok(());
+                stats.last_frozen.set(frozen);
+                let (queue, frozen_ms) = (arrival.queue, frozen.as_secs_f64() * 1e3);
+                tracing::info!(topic, queue, end = next, frozen_ms, "a moved queue switched to this broker group");
+                Ok(true)
             }
         }
     }
