@@ -248,13 +248,12 @@ impl Metadata {
                             QueueSlot { shard, storage_id: next.next_storage_id - 1 }
                         })
                     };
+                    let placed_here = place.broker_group == group;
                     match moving {
-                        _ if place.broker_group != group => match moving {
-                            Some(m) if m.to.broker_group == group => {
-                                Home::Arriving { slot: slot_on(m.to.shard), from: place.clone() }
-                            }
-                            _ => Home::Group(place.clone()),
-                        },
+                        Some(m) if !placed_here && m.to.broker_group == group => {
+                            Home::Arriving { slot: slot_on(m.to.shard), from: place.clone() }
+                        }
+                        _ if !placed_here => Home::Group(place.clone()),
                         Some(m) if m.frozen => Home::Leaving { slot: slot_on(place.shard), to: m.to.clone() },
                         _ => Home::Here(slot_on(place.shard)),
                     }
