@@ -9,8 +9,7 @@ mod common;
 
 use common::{assert_acked_present, consume, free_port_pair, Broker, Raw};
 use ringmq::client::{
-    Client, ClientConfig, Consumer, GroupConfig, Message, Producer, ProducerConfig, QueueSelector, SendResult,
-    StartFrom, StartNew,
+    Client, Consumer, GroupConfig, Message, Producer, ProducerConfig, QueueSelector, SendResult, StartFrom, StartNew,
 };
 use ringmq::protocol::messages::{Produce, QueueRef, ACKS_DURABLE};
 use ringmq::protocol::{ApiKey, ErrorCode, Writer};
@@ -31,10 +30,7 @@ fn node(etcd: &common::etcd::Etcd, dir: &std::path::Path, group: &str, name: &st
 }
 
 fn connect(bootstrap: &str) -> Arc<Client> {
-    let mut cfg = ClientConfig::new(bootstrap);
-    cfg.request_timeout = Duration::from_secs(20);
-    cfg.retries = 100;
-    Client::connect(cfg).unwrap_or_else(|e| panic!("connecting to {bootstrap}: {e}"))
+    common::connect_retrying(bootstrap, 100)
 }
 
 /// A producer that sends each message to the queue its key names.

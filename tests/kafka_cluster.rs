@@ -5,24 +5,12 @@
 
 mod common;
 
-use common::{free_port_pair, one_cluster, Broker, ChildGuard};
+use common::{kafka_failover, one_cluster, shared_port_pair, Broker, ChildGuard};
 use std::io::Write;
 use std::process::Stdio;
 
 const TOPIC: &str = "kc";
 const MESSAGES: usize = 400;
-
-/// A port pair free on every one of `ips` (each node listens on its own IP
-/// at the same ports, so Kafka and native ports keep one distance).
-fn shared_port_pair(ips: &[&str]) -> u16 {
-    loop {
-        let port = free_port_pair(ips[0]);
-        let free = |ip: &str| (0..2).all(|k| std::net::TcpListener::bind((ip, port + k)).is_ok());
-        if ips.iter().all(|ip| free(ip)) {
-            return port;
-        }
-    }
-}
 
 #[test]
 fn kafka_clients_of_one_node_reach_the_partitions_and_coordinators_of_every_group() {
@@ -172,7 +160,7 @@ fn a_paused_leaders_kafka_requests_are_answered_and_kafka_producers_carry_on() {
     use common::kafka::{batch, produce_body, records, request_numbered, send_frame};
     use kafka_protocol::messages::ApiKey;
     use std::collections::HashMap;
-    use std::time::{Duration, Instant, SystemTime};
+    use std::time::{Duration, SystemTime};
     const PAUSED: &str = "paused";
     const PRODUCE_VERSION: i16 = 9;
     let _cluster = one_cluster();
@@ -188,15 +176,8 @@ fn a_paused_leaders_kafka_requests_are_answered_and_kafka_producers_carry_on() {
     common::etcd::wait_for_isr_of(&etcd.url, "g1", 3);
 
     let bootstrap = ips.map(|ip| format!("{ip}:{kafka}")).join(",");
-    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/kafka_clients/python_failover.py");
     let (acked_file, read_file) = (dir.path().join("acked"), dir.path().join("read"));
-    let mut producer = ChildGuard(
-        common::tools::python(&["confluent_kafka"])
-            .args([script, &bootstrap, PAUSED, "produce", "25"])
-            .arg(&acked_file)
-            .spawn()
-            .expect("run the producer"),
-    );
+    let mut producer = kafka_failover::produce(&bootstrap, PAUSED, 25, &acked_file);
     std::thread::sleep(Duration::from_secs(5));
 
     // Raw produce requests to the leader's shards: some it reads before
@@ -230,40 +211,15 @@ fn a_paused_leaders_kafka_requests_are_answered_and_kafka_producers_carry_on() {
         closed += usize::from(got.len() < 10);
     }
 
-    let deadline = Instant::now() + Duration::from_secs(180);
-    while producer.0.try_wait().unwrap().is_none() {
-        assert!(Instant::now() < deadline, "the producer did not finish");
-        std::thread::sleep(Duration::from_millis(200));
-    }
-    assert!(producer.0.wait().unwrap().success(), "the producer script failed");
-    let acked: Vec<(String, u32, u64, f64)> = std::fs::read_to_string(&acked_file)
-        .unwrap()
-        .lines()
-        .map(|l| {
-            let f: Vec<&str> = l.split(' ').collect();
-            (f[0].to_string(), f[1].parse().unwrap(), f[2].parse().unwrap(), f[3].parse().unwrap())
-        })
-        .collect();
-    let after = acked.iter().filter(|a| a.3 > resumed).count();
+    kafka_failover::wait(&mut producer, Duration::from_secs(180));
+    let acked = kafka_failover::acked(&acked_file);
+    let after = acked.iter().filter(|a| a.at > resumed).count();
     assert!(after > 0, "no produce was acknowledged after the pause");
 
-    let reader = common::tools::python(&["confluent_kafka"])
-        .args([script, &bootstrap, PAUSED, "read"])
-        .arg(&read_file)
-        .status()
-        .expect("run the reader");
-    assert!(reader.success(), "the reader script failed");
-    let stored: HashMap<(u32, u64), String> = std::fs::read_to_string(&read_file)
-        .unwrap()
-        .lines()
-        .map(|l| {
-            let f: Vec<&str> = l.split(' ').collect();
-            ((f[1].parse().unwrap(), f[2].parse().unwrap()), f[0].to_string())
-        })
-        .collect();
+    let stored = kafka_failover::read(&bootstrap, PAUSED, &read_file);
     let mut places: HashMap<&str, Vec<(u32, u64)>> = HashMap::new();
     stored.iter().for_each(|(at, value)| places.entry(value).or_default().push(*at));
-    for (value, partition, offset, _) in &acked {
+    for kafka_failover::Acked { value, partition, offset, .. } in &acked {
         let at = stored.get(&(*partition, *offset));
         let read = stored.len();
         assert_eq!(

@@ -10,12 +10,13 @@
 
 mod common;
 
-use common::{assert_acked_present, consume, free_port_pair, one_cluster, Broker, ChildGuard};
-use ringmq::client::{
-    Client, ClientConfig, Consumer, GroupConfig, Message, Producer, ProducerConfig, QueueSelector, SendResult,
-    StartFrom, StartNew,
+use common::{
+    assert_acked_present, connect_retrying, consume, free_port_pair, kafka_failover, one_cluster, shared_port_pair,
+    Broker,
 };
-use std::collections::HashMap;
+use ringmq::client::{
+    Client, Consumer, GroupConfig, Message, Producer, ProducerConfig, QueueSelector, SendResult, StartFrom, StartNew,
+};
 use std::path::Path;
 use std::process::Command;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -26,18 +27,6 @@ const TOPIC: &str = "moving";
 const QUEUES: u32 = 4;
 /// Records produced to the moving queue before the move, and read and committed by a group.
 const BEFORE: u32 = 200;
-
-/// A port pair free on every one of `ips` (each node listens on its own IP
-/// at the same ports, so Kafka and native ports keep one distance).
-fn shared_port_pair(ips: &[&str]) -> u16 {
-    loop {
-        let port = free_port_pair(ips[0]);
-        let free = |ip: &str| (0..2).all(|k| std::net::TcpListener::bind((ip, port + k)).is_ok());
-        if ips.iter().all(|ip| free(ip)) {
-            return port;
-        }
-    }
-}
 
 /// A one-node broker group `group` on `ip` at the `native`, `kafka` and
 /// `admin` ports.
@@ -51,10 +40,28 @@ fn kafka_node(etcd: &common::etcd::Etcd, dir: &Path, group: &str, ports: (&str, 
 }
 
 fn connect(bootstrap: &str) -> Arc<Client> {
-    let mut cfg = ClientConfig::new(bootstrap);
-    cfg.request_timeout = Duration::from_secs(20);
-    cfg.retries = 1000;
-    Client::connect(cfg).unwrap_or_else(|e| panic!("connecting to {bootstrap}: {e}"))
+    connect_retrying(bootstrap, 1000)
+}
+
+/// Reads `queues` of `topic` (all if None) from their starts until
+/// `count` records came; asserts that they did (`what`), and that every
+/// acknowledged record is at its offset.
+fn assert_reads(
+    client: &Arc<Client>,
+    topic: &str,
+    queues: Option<&[u32]>,
+    count: u64,
+    acked: &[(String, SendResult)],
+    what: &str,
+) {
+    let mut reader = Consumer::new(client.clone(), None);
+    match queues {
+        Some(queues) => reader.assign(topic, queues, StartFrom::Earliest).unwrap(),
+        None => reader.assign_all(topic, StartFrom::Earliest).unwrap(),
+    }
+    let got = consume(&mut reader, count as usize, Duration::from_secs(60));
+    assert_eq!(got.len() as u64, count, "{what}");
+    assert_acked_present(&got, acked);
 }
 
 /// A producer that sends every message to queue `queue`.
@@ -72,18 +79,6 @@ fn spawn_ringmq(args: &[&str]) -> std::process::Child {
 
 fn ringmq(args: &[&str]) -> std::process::Output {
     Command::new(env!("CARGO_BIN_EXE_ringmq")).args(args).output().expect("run ringmq")
-}
-
-/// What a Kafka reader of `path` (value, partition, offset per line) found.
-fn kafka_lines(path: &Path) -> Vec<(String, u32, u64)> {
-    std::fs::read_to_string(path)
-        .unwrap()
-        .lines()
-        .map(|l| {
-            let f: Vec<&str> = l.split(' ').collect();
-            (f[0].to_string(), f[1].parse().unwrap(), f[2].parse().unwrap())
-        })
-        .collect()
 }
 
 #[test]
@@ -139,15 +134,8 @@ fn a_queue_moves_to_another_group_under_native_and_kafka_load_and_its_consumers_
         })
     };
     let bootstrap = ips.map(|ip| format!("{ip}:{kafka}")).join(",");
-    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/kafka_clients/python_failover.py");
     let (kafka_acked, kafka_read) = (dir.path().join("kafka-acked"), dir.path().join("kafka-read"));
-    let mut kafka_producer = ChildGuard(
-        common::tools::python(&["confluent_kafka"])
-            .args([script, &bootstrap, TOPIC, "produce", "12"])
-            .arg(&kafka_acked)
-            .spawn()
-            .expect("run the Kafka producer"),
-    );
+    let mut kafka_producer = kafka_failover::produce(&bootstrap, TOPIC, 12, &kafka_acked);
     std::thread::sleep(Duration::from_secs(3));
     // Due after the switch: east's timer holds it and delivers it to west.
     let delayed = Message::new("delayed-1");
@@ -188,12 +176,7 @@ fn a_queue_moves_to_another_group_under_native_and_kafka_load_and_its_consumers_
     std::thread::sleep(Duration::from_secs(2));
     stop.store(true, Ordering::Relaxed);
     acked.extend(native_load.join().unwrap());
-    let deadline = Instant::now() + Duration::from_secs(120);
-    while kafka_producer.0.try_wait().unwrap().is_none() {
-        assert!(Instant::now() < deadline, "the Kafka producer did not finish");
-        std::thread::sleep(Duration::from_millis(200));
-    }
-    assert!(kafka_producer.0.wait().unwrap().success(), "the Kafka producer failed");
+    kafka_failover::wait(&mut kafka_producer, Duration::from_secs(120));
     let fresh = connect(&format!("{},{}", east.addr(), west.addr()));
     assert!(fresh.owner(TOPIC, moving).unwrap().starts_with(&format!("{}:", ips[1])), "west serves the queue now");
     let mut watcher = Consumer::new(fresh.clone(), None);
@@ -207,23 +190,12 @@ fn a_queue_moves_to_another_group_under_native_and_kafka_load_and_its_consumers_
     assert!(after_switch > 0, "the native producer was acknowledged during the move");
 
     // Every acknowledged record, native and Kafka, is at its offset.
-    let mut reader = Consumer::new(fresh.clone(), None);
-    reader.assign_all(TOPIC, StartFrom::Earliest).unwrap();
     let ends: u64 = (0..QUEUES).map(|q| fresh.list_offsets(TOPIC, q).unwrap().1).sum();
-    let got = consume(&mut reader, ends as usize, Duration::from_secs(60));
-    assert_eq!(got.len() as u64, ends, "every stored record is read");
-    assert_acked_present(&got, &acked);
-    let reader_status = common::tools::python(&["confluent_kafka"])
-        .args([script, &bootstrap, TOPIC, "read"])
-        .arg(&kafka_read)
-        .status()
-        .expect("run the Kafka reader");
-    assert!(reader_status.success(), "the Kafka reader failed");
-    let stored: HashMap<(u32, u64), String> =
-        kafka_lines(&kafka_read).into_iter().map(|(v, p, o)| ((p, o), v)).collect();
-    let kafka_sent = kafka_lines(&kafka_acked);
-    assert!(kafka_sent.iter().any(|(_, p, _)| *p == moving), "Kafka records went to the moving queue");
-    for (value, partition, offset) in &kafka_sent {
+    assert_reads(&fresh, TOPIC, None, ends, &acked, "every stored record is read");
+    let stored = kafka_failover::read(&bootstrap, TOPIC, &kafka_read);
+    let kafka_sent = kafka_failover::acked(&kafka_acked);
+    assert!(kafka_sent.iter().any(|a| a.partition == moving), "Kafka records went to the moving queue");
+    for kafka_failover::Acked { value, partition, offset, .. } in &kafka_sent {
         assert_eq!(stored.get(&(*partition, *offset)), Some(value), "Kafka's acked {value} at {partition}/{offset}");
     }
 
@@ -244,12 +216,8 @@ fn a_queue_moves_to_another_group_under_native_and_kafka_load_and_its_consumers_
     for q in 0..QUEUES {
         assert!(after.owner(TOPIC, q).unwrap().starts_with(&format!("{}:", ips[1])), "queue {q} is west's");
     }
-    let mut reader = Consumer::new(after.clone(), None);
-    reader.assign_all(TOPIC, StartFrom::Earliest).unwrap();
-    let got = consume(&mut reader, ends as usize, Duration::from_secs(60));
-    assert_eq!(got.len() as u64, ends, "every record is read from west after the drain");
-    assert_acked_present(&got, &acked);
-    drop((reader, after, fresh, client));
+    assert_reads(&after, TOPIC, None, ends, &acked, "every record is read from west after the drain");
+    drop((after, fresh, client));
 
     // The Java AdminClient moves it back: broker 0 is east's shard 0 (groups by name, shards in turn).
     let args = [bootstrap.split(',').next().unwrap(), "reassign", TOPIC, &moving.to_string(), "0"];
@@ -398,12 +366,8 @@ fn a_move_survives_kill_9_of_the_source_leader_mid_copy_and_of_the_target_leader
     assert!(fresh.owner(TOPIC, moving).unwrap().starts_with("127.0.0.9"), "east serves it");
     let (start, end) = fresh.list_offsets(TOPIC, moving).unwrap();
     assert_eq!(start, 0);
-    let mut reader = Consumer::new(fresh.clone(), None);
-    reader.assign(TOPIC, &[moving], StartFrom::Earliest).unwrap();
-    let got = consume(&mut reader, end as usize, Duration::from_secs(60));
-    assert_eq!(got.len() as u64, end, "every stored record is read once");
-    assert_acked_present(&got, &acked);
-    drop((reader, fresh, client));
+    assert_reads(&fresh, TOPIC, Some(&[moving]), end, &acked, "every stored record is read once");
+    drop((fresh, client));
     for b in east.iter_mut().chain(west.iter_mut()) {
         b.stop();
     }
@@ -489,12 +453,8 @@ fn a_rebalance_evens_out_groups_that_joined_after_a_topic_was_made() {
     let sent = producer_to(&after, 6).send("skew", &Message::new("after-the-move")).unwrap();
     assert_eq!(sent.offset, 50);
     acked.push(("after-the-move".to_string(), sent));
-    let mut reader = Consumer::new(after.clone(), None);
-    reader.assign_all("skew", StartFrom::Earliest).unwrap();
-    let got = consume(&mut reader, acked.len(), Duration::from_secs(60));
-    assert_eq!(got.len(), acked.len());
-    assert_acked_present(&got, &acked);
-    drop((reader, after, fresh, client));
+    assert_reads(&after, "skew", None, acked.len() as u64, &acked, "every acknowledged record is read");
+    drop((after, fresh, client));
     for n in [&mut a, &mut b, &mut c] {
         n.stop();
     }

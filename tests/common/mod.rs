@@ -6,6 +6,7 @@ pub mod certs;
 pub mod eos;
 pub mod etcd;
 pub mod kafka;
+pub mod kafka_failover;
 pub mod netns;
 pub mod ports;
 pub mod tools;
@@ -97,6 +98,27 @@ pub fn assert_per_sender_order(got: &[ConsumedMessage]) -> HashSet<u32> {
 /// A free port on `ip` whose next port is free too (for a 2-shard broker).
 pub fn free_port_pair(ip: &str) -> u16 {
     ports::free_ports(ip, 2)
+}
+
+/// A port pair free on every one of `ips` (each node listens on its own IP
+/// at the same ports, so Kafka and native ports keep one distance).
+pub fn shared_port_pair(ips: &[&str]) -> u16 {
+    loop {
+        let port = free_port_pair(ips[0]);
+        let free = |ip: &str| (0..2).all(|k| std::net::TcpListener::bind((ip, port + k)).is_ok());
+        if ips.iter().all(|ip| free(ip)) {
+            return port;
+        }
+    }
+}
+
+/// A client of the nodes `bootstrap` lists that retries a request up to
+/// `retries` times (through fail-overs and moves), each try within 20 s.
+pub fn connect_retrying(bootstrap: &str, retries: u32) -> Arc<Client> {
+    let mut cfg = ClientConfig::new(bootstrap);
+    cfg.request_timeout = Duration::from_secs(20);
+    cfg.retries = retries;
+    Client::connect(cfg).unwrap_or_else(|e| panic!("connecting to {bootstrap}: {e}"))
 }
 
 /// One multi-node cluster at a time in a test binary: several three-node
