@@ -37,16 +37,9 @@ while [[ $# -gt 0 ]]; do
     *) echo "unknown argument: $1" >&2; usage >&2; exit 2 ;;
   esac
 done
-command -v etcd >/dev/null || { echo "needs etcd (Debian: etcd-server)" >&2; exit 1; }
-[[ -n $out ]] || out=$(mktemp -d)
-mkdir -p "$out"
-if [[ -z $bin ]]; then
-  (cd "$root" && cargo build --release -q -p ringmq -p ringmq-bench)
-  bin=$root/target/release
-fi
-
 # shellcheck source=lib/processes.sh
 source "$here/lib/processes.sh"
+cluster_run_setup
 trap stop_all EXIT
 
 # start_node DIR LISTEN [serve flags...]: a broker on CPU 0, waited for.

@@ -20,7 +20,7 @@ USAGE
 
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/.." && pwd)
-counts=1,2,3 duration=10 queues=6 producers=4 out=""
+counts=1,2,3 duration=10 queues=6 producers=4 out="" bin=""
 while [[ $# -gt 0 ]]; do
   case "$1" in
     --groups) counts=$2; shift 2 ;;
@@ -32,14 +32,9 @@ while [[ $# -gt 0 ]]; do
     *) echo "unknown argument: $1" >&2; usage >&2; exit 2 ;;
   esac
 done
-command -v etcd >/dev/null || { echo "needs etcd (Debian: etcd-server)" >&2; exit 1; }
-[[ -n $out ]] || out=$(mktemp -d)
-mkdir -p "$out"
-(cd "$root" && cargo build --release -q -p ringmq -p ringmq-bench)
-bin=$root/target/release
-
 # shellcheck source=lib/processes.sh
 source "$here/lib/processes.sh"
+cluster_run_setup
 trap stop_all EXIT
 
 IFS=, read -r -a count_list <<<"$counts"

@@ -24,7 +24,7 @@ USAGE
 
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/.." && pwd)
-rounds=2 rate=5000 duration=10 fill=4 pace="" out=""
+rounds=2 rate=5000 duration=10 fill=4 pace="" out="" bin=""
 while [[ $# -gt 0 ]]; do
   case "$1" in
     --rounds) rounds=$2; shift 2 ;;
@@ -37,14 +37,9 @@ while [[ $# -gt 0 ]]; do
     *) echo "unknown argument: $1" >&2; usage >&2; exit 2 ;;
   esac
 done
-command -v etcd >/dev/null || { echo "needs etcd (Debian: etcd-server)" >&2; exit 1; }
-[[ -n $out ]] || out=$(mktemp -d)
-mkdir -p "$out"
-(cd "$root" && cargo build --release -q -p ringmq -p ringmq-bench)
-bin=$root/target/release
-
 # shellcheck source=lib/processes.sh
 source "$here/lib/processes.sh"
+cluster_run_setup
 trap stop_all EXIT
 
 start_etcd "$out/etcd" "$out/etcd.log"

@@ -2,6 +2,19 @@
 # script started (all stopped by stop_all, which it traps on EXIT), free
 # loopback ports, an etcd of its own, and a broker waited for.
 
+# cluster_run_setup: what a cluster script needs before it starts anything:
+# etcd on PATH, $out made (a temp dir when empty), and release binaries in
+# $bin (built from $root unless $bin names a build already).
+cluster_run_setup() {
+  command -v etcd >/dev/null || { echo "needs etcd (Debian: etcd-server)" >&2; exit 1; }
+  [[ -n $out ]] || out=$(mktemp -d)
+  mkdir -p "$out"
+  if [[ -z ${bin:-} ]]; then
+    (cd "$root" && cargo build --release -q -p ringmq -p ringmq-bench)
+    bin=$root/target/release
+  fi
+}
+
 pids=()
 stop_all() {
   for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
