@@ -342,6 +342,16 @@ mod tests {
     use crate::server::NewTopic;
     use ringmq_shards::FlushPolicy;
 
+    /// A store with `groups` (name, shards) and `topic` placed over them.
+    async fn store_with(groups: &[(&str, u32)], topic: &NewTopic) -> MemoryStore {
+        let store = MemoryStore::new();
+        for (group, shards) in groups {
+            store.put(&shards_key(group), shards.to_string().into_bytes(), None).await.unwrap();
+        }
+        create(&store, &read_view(&store).await.unwrap(), topic).await.unwrap();
+        store
+    }
+
     fn at(group: &str, shard: u32) -> Place {
         Place { broker_group: group.into(), shard }
     }
@@ -350,12 +360,8 @@ mod tests {
     fn a_move_is_checked_frozen_and_switched_in_the_topics_key_and_a_cancelled_one_takes_no_step() {
         let runtime = tokio::runtime::Builder::new_current_thread().enable_time().build().unwrap();
         runtime.block_on(async {
-            let store = MemoryStore::new();
-            store.put(&shards_key("a"), b"2".to_vec(), None).await.unwrap();
-            store.put(&shards_key("b"), b"1".to_vec(), None).await.unwrap();
-            let view = read_view(&store).await.unwrap();
             let topic = NewTopic { name: "t".into(), queues: 3, flush: FlushPolicy::Sync, configs: Default::default() };
-            create(&store, &view, &topic).await.unwrap();
+            let store = store_with(&[("a", 2), ("b", 1)], &topic).await;
             let placed = read_view(&store).await.unwrap().topics["t"].clone();
             let q = placed.queues.iter().position(|p| p.broker_group == "a").unwrap() as u32;
 
@@ -409,12 +415,9 @@ mod tests {
     fn a_compacted_topics_queues_stay_and_drain_says_why() {
         let runtime = tokio::runtime::Builder::new_current_thread().enable_time().build().unwrap();
         runtime.block_on(async {
-            let store = MemoryStore::new();
-            store.put(&shards_key("a"), b"1".to_vec(), None).await.unwrap();
-            let view = read_view(&store).await.unwrap();
             let configs = crate::server::topic_configs::TopicConfigs::from_entries([("cleanup.policy", "compact")]);
             let topic = NewTopic { name: "c".into(), queues: 1, flush: FlushPolicy::Sync, configs: configs.unwrap() };
-            create(&store, &view, &topic).await.unwrap();
+            let store = store_with(&[("a", 1)], &topic).await;
             store.put(&shards_key("b"), b"1".to_vec(), None).await.unwrap();
             let refused = start(&store, "c", 0, at("b", 0)).await.unwrap_err();
             assert_eq!(refused.0, Reason::InvalidRequest);
