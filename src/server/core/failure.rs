@@ -97,6 +97,13 @@ pub enum Reason {
 pub struct Failure(pub Reason, pub String);
 
 impl Failure {
+    /// An append to a queue frozen for its move to another broker group.
+    pub fn moving() -> Failure {
+        let m = "the queue is moving to another broker group and takes no appends until it has; refresh metadata \
+                 and retry";
+        Failure(Reason::NotLeader, m.into())
+    }
+
     pub fn invalid(message: impl Into<String>) -> Failure {
         Failure(Reason::InvalidRequest, message.into())
     }
@@ -159,7 +166,8 @@ impl From<StorageError> for Failure {
             StorageError::PositionOutOfRange { .. }
             | StorageError::Diverged { .. }
             | StorageError::NotNextOffset { .. } => Reason::LogDiverged,
-            StorageError::WrongRole(_) | StorageError::QueueFrozen(_) => Reason::NotLeader,
+            StorageError::QueueFrozen(_) => return Failure::moving(),
+            StorageError::WrongRole(_) => Reason::NotLeader,
             StorageError::QueueExists(_) | StorageError::Config(_) | StorageError::Busy(_) => Reason::Internal,
         };
         Failure(reason, e.to_string())

@@ -93,15 +93,11 @@ impl Core {
     }
 
     /// Whether this shard may store into the queue of `slot`: it owns it,
-    /// the queue is not frozen for a move, and this is not a deposed leader
-    /// (or one whose epoch has not started).
+    /// and it is not a deposed leader (or one whose epoch has not started).
+    /// (A queue frozen for a move is refused by the engine where the append
+    /// is placed, `Failure::moving`.)
     fn may_store(&self, slot: QueueSlot) -> Result<(), Failure> {
         assert!(self.owns(slot), "queue {} lives on shard {}, not {}", slot.storage_id, slot.shard, self.id());
-        if self.storage().frozen_end(QueueId(slot.storage_id))?.is_some() {
-            let m = "the queue is moving to another broker group and takes no appends until it has; refresh metadata \
-                     and retry";
-            return Err(Failure(Reason::NotLeader, m.into()));
-        }
         if let ShardRole::Leader(replication) = self.role() {
             if replication.deposed() {
                 let m = "this node does not lead its broker group now (its lease lapsed, a new epoch began, or its \
@@ -123,6 +119,7 @@ impl Core {
     ) -> Result<Stored, Failure> {
         self.may_store(slot)?;
         let queue = QueueId(slot.storage_id);
+        refuse_frozen(self.storage(), queue)?;
         let (opened, stored) = futures_util::future::join(
             self.txn_marks().begin(self.storage(), queue, producer_id),
             self.append_here(slot, batch),
@@ -140,8 +137,10 @@ impl Core {
             return self.mesh().end_txn(slot.shard as usize, Call::EndTxn { queue: q.clone(), marker }).await;
         }
         self.may_store(slot)?;
+        let queue = QueueId(slot.storage_id);
+        refuse_frozen(self.storage(), queue)?;
         let now = self.clock().now_ms() as i64;
-        let (_, end) = self.txn_marks().end(self.storage(), QueueId(slot.storage_id), marker, now).await?;
+        let (_, end) = self.txn_marks().end(self.storage(), queue, marker, now).await?;
         self.replicated(end).await
     }
 
@@ -352,5 +351,15 @@ impl Core {
                 Answer::Ended(self.end_txn_offsets(&group, producer_id, commit).await)
             }
         }
+    }
+}
+
+/// Refuses a queue frozen for a move before a transaction's record is
+/// written beside its batch or marker: the engine would refuse the append,
+/// and the record would stand without it.
+fn refuse_frozen(storage: &ringmq_shards::Shard, queue: QueueId) -> Result<(), Failure> {
+    match storage.frozen_end(queue)? {
+        Some(_) => Err(Failure::moving()),
+        None => Ok(()),
     }
 }
