@@ -211,7 +211,7 @@ fn a_queue_moves_to_another_group_under_native_and_kafka_load_and_its_consumers_
     let drained = ringmq(&["cluster", "drain", "--cluster", &etcd.url, "--broker-group", "east"]);
     let said = String::from_utf8_lossy(&drained.stdout);
     assert!(drained.status.success(), "{said}{}", String::from_utf8_lossy(&drained.stderr));
-    assert!(said.contains(&format!("queues_moved={} queues_left=0", east_held - 1)), "{said}");
+    assert!(said.contains(&format!("queues_moved={}", east_held - 1)), "{said}");
     let after = connect(&format!("{},{}", east.addr(), west.addr()));
     for q in 0..QUEUES {
         assert!(after.owner(TOPIC, q).unwrap().starts_with(&format!("{}:", ips[1])), "queue {q} is west's");

@@ -20,7 +20,7 @@ mod replica;
 mod shard;
 mod signal;
 
-pub use compact::{Compacted, Compaction, CompactionReport};
+pub use compact::{Compacted, Compaction, CompactionReport, PartImport};
 pub use config::{FlushPolicy, ShardConfig};
 pub use error::{Result, StorageError};
 pub use fs::{free_space, is_no_space, replace_durably};

@@ -4,7 +4,7 @@
 
 use crate::batch::{self, BatchHeader};
 use crate::compact::clean::CleanStore;
-use crate::compact::{Compacted, Compaction, CompactionReport};
+use crate::compact::{Compacted, Compaction, CompactionReport, PartImport};
 use crate::config::{FlushPolicy, ShardConfig};
 use crate::error::{Result, StorageError};
 use crate::index::queue_index::{self as index, IndexEntry, QueueIndex};
@@ -351,9 +351,12 @@ impl Shard {
     pub fn begin_at(&self, queue: QueueId, offset: u64) -> Result<()> {
         let mut st = self.inner.state.borrow_mut();
         let q = st.queues.get_mut(&queue).ok_or(StorageError::UnknownQueue(queue.0))?;
-        if !q.line_up(Offset(offset)) {
-            return Err(StorageError::NotNextOffset { queue: queue.0, offset, next: q.next().0 });
-        }
+        let filled = q.line_up(Offset(offset)).ok_or(StorageError::NotNextOffset {
+            queue: queue.0,
+            offset,
+            next: q.next().0,
+        })?;
+        st.index_entries_added(filled);
         Ok(())
     }
 
@@ -390,6 +393,13 @@ impl Shard {
     /// queue (`StorageError::Busy` otherwise).
     pub async fn compact(&self, queue: QueueId, compaction: &Compaction<'_>) -> Result<CompactionReport> {
         self.inner.compact(queue, compaction).await
+    }
+
+    /// Starts a compacted part of `queue` made of batches copied from
+    /// another log: the compacted records of a queue moving here from
+    /// another broker group (`PartImport::finish` makes it the queue's).
+    pub async fn import_part(&self, queue: QueueId) -> Result<PartImport<'_>> {
+        self.inner.import_part(queue).await
     }
 
     /// What `queue`'s compacted part holds, if it has one.
@@ -462,9 +472,10 @@ impl Shard {
                     let q = queues.get_mut(&queue).ok_or(StorageError::UnknownQueue(queue.0))?;
                     if copied {
                         let base = BatchHeader::decode(batch).map_or(0, |h| h.base_offset);
-                        if !q.line_up(Offset(base)) {
-                            return Err(StorageError::NotNextOffset { queue: queue.0, offset: base, next: q.next().0 });
-                        }
+                        let next = q.next().0;
+                        let filled = q.line_up(Offset(base));
+                        *index_mem_entries +=
+                            filled.ok_or(StorageError::NotNextOffset { queue: queue.0, offset: base, next })?;
                     } else if let Some(earlier) = lookup.stored_before(key.as_ref()) {
                         break Err(earlier);
                     }

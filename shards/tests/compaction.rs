@@ -230,6 +230,7 @@ fn life(dir: PathBuf, ops: Vec<Op>, mut model: Model, from: usize) -> (Model, us
                         until: until_pick % (end + 1),
                         tombstones_before_ms: horizon,
                         aborted: &no_aborts,
+                        wanted: &|| true,
                     };
                     let report = shard.compact(QueueId(*queue), &c).await.unwrap();
                     assert!(report.end <= c.until.max(shard.log_start(QueueId(*queue)).unwrap()));
@@ -243,7 +244,12 @@ fn life(dir: PathBuf, ops: Vec<Op>, mut model: Model, from: usize) -> (Model, us
                     model.horizon[*queue as usize] = model.horizon[*queue as usize].max(horizon);
                     let (s, q) = (shard.clone(), QueueId(*queue));
                     let pass = async move {
-                        let c = Compaction { until: end, tombstones_before_ms: horizon, aborted: &no_aborts };
+                        let c = Compaction {
+                            until: end,
+                            tombstones_before_ms: horizon,
+                            aborted: &no_aborts,
+                            wanted: &|| true,
+                        };
                         s.compact(q, &c).await.map(|_| ())
                     };
                     let limit = std::time::Duration::from_micros(*after_us);
@@ -317,7 +323,7 @@ fn kafka_batches_keep_their_producer_and_lose_aborted_records_and_old_markers() 
         kafka::encode_control(&mut marker, 0, EPOCH_MS, m);
         shard.append(q, &batch::wrap_kafka(&KafkaBatch::parse(&marker).unwrap(), [0; 16])).await.unwrap();
         let aborted = |producer: i64, offset: u64| producer == 7 && (3..5).contains(&offset);
-        let c = Compaction { until: 6, tombstones_before_ms: EPOCH_MS + 1, aborted: &aborted };
+        let c = Compaction { until: 6, tombstones_before_ms: EPOCH_MS + 1, aborted: &aborted, wanted: &|| true };
         let report = shard.compact(q, &c).await.unwrap();
         assert_eq!((report.end, report.records_read, report.records_kept), (6, 6, 2));
         let r = shard.read(q, 0, 1 << 20, ReadWait::No).await.unwrap();
@@ -361,7 +367,10 @@ fn a_sealed_shards_compacted_part_is_sealed_and_reads_back_after_a_restart() {
             shard.append(QueueId(0), &keyed_batch(&[w])).await.unwrap();
         }
         let report = shard
-            .compact(QueueId(0), &Compaction { until: 40, tombstones_before_ms: 0, aborted: &no_aborts })
+            .compact(
+                QueueId(0),
+                &Compaction { until: 40, tombstones_before_ms: 0, aborted: &no_aborts, wanted: &|| true },
+            )
             .await
             .unwrap();
         assert_eq!(report.records_kept, 4);
@@ -400,8 +409,10 @@ fn the_logs_segments_come_back_once_a_compacted_queue_lets_go_of_them() {
         }
         let before = shard.segment_bases().len();
         let end = shard.offsets(q).unwrap().1;
-        let report =
-            shard.compact(q, &Compaction { until: end, tombstones_before_ms: 0, aborted: &no_aborts }).await.unwrap();
+        let report = shard
+            .compact(q, &Compaction { until: end, tombstones_before_ms: 0, aborted: &no_aborts, wanted: &|| true })
+            .await
+            .unwrap();
         assert_eq!((report.end, report.records_kept), (end, 16));
         shard.checkpoint().await.unwrap();
         retain(&shard).await;
@@ -418,6 +429,78 @@ fn the_logs_segments_come_back_once_a_compacted_queue_lets_go_of_them() {
                 "key {key}'s latest record is found by key after retention: {found:?}"
             );
         }
+        shard.close().await.unwrap();
+    });
+}
+
+/// A compacted queue copied elsewhere (a move between broker groups): its
+/// part, gaps and all, imported whole, then its log from the part's end.
+/// The copy reads as the source, finds its keys, and keeps it all through a
+/// restart; batches out of order, or a part below the log, are refused.
+#[test]
+fn an_imported_part_and_the_log_after_it_read_as_the_source() {
+    let dir = tempfile::tempdir().unwrap();
+    let dir = dir.path().to_path_buf();
+    let (source, copy) = (QueueId(0), QueueId(1));
+    let d = dir.clone();
+    let expected = run(move || async move {
+        let shard = open_with(cfg(&d), &[0, 1]).await;
+        for i in 0..300u64 {
+            let w = Written { key: (i % 7) as u8, value: Some(record_value(0, i, 300)), ts: EPOCH_MS + i as i64 };
+            shard.append(source, &keyed_batch(&[w])).await.unwrap();
+        }
+        let c = Compaction { until: 200, tombstones_before_ms: 0, aborted: &no_aborts, wanted: &|| true };
+        let part_end = shard.compact(source, &c).await.unwrap().end;
+        assert_eq!(part_end, 200);
+        // A pass a copy no longer wants leaves the part as it was.
+        let c = Compaction { until: 300, tombstones_before_ms: 0, aborted: &no_aborts, wanted: &|| false };
+        assert_eq!(shard.compact(source, &c).await.unwrap().end, 200);
+        assert_eq!(shard.compacted(source).unwrap().end, 200);
+
+        let (mut part, mut log) = (Vec::new(), Vec::new());
+        let mut offset = 0;
+        while offset < 300 {
+            let r = shard.read(source, offset, 4 << 10, ReadWait::No).await.unwrap();
+            for b in batch::split(&r.bytes) {
+                let base = batch::verify_stored(b).unwrap().base_offset;
+                if base < part_end { &mut part } else { &mut log }.push(b.to_vec());
+            }
+            offset = r.next_offset;
+        }
+        assert_eq!(part.len(), 7, "one record of each key below the part's end");
+
+        let mut import = shard.import_part(copy).await.unwrap();
+        import.push(&part[3..].concat()).await.unwrap();
+        let refused = import.push(&part[0]).await.unwrap_err();
+        assert!(refused.to_string().contains("follows one that ended"), "{refused}");
+        import.abandon().await;
+
+        let mut import = shard.import_part(copy).await.unwrap();
+        import.push(&part.concat()).await.unwrap();
+        import.finish(0, part_end).await.unwrap();
+        assert_eq!(shard.offsets(copy).unwrap(), (0, part_end), "the log begins at the part's end");
+        for b in &log {
+            shard.append_copied(copy, b).await.unwrap();
+        }
+        let mut again = shard.import_part(copy).await.unwrap();
+        again.push(&part.concat()).await.unwrap();
+        let refused = again.finish(0, part_end + 50).await.unwrap_err();
+        assert!(refused.to_string().contains("below the part's end"), "{refused}");
+
+        let source_reads = read_every(&shard, source).await;
+        assert_eq!(read_every(&shard, copy).await, source_reads);
+        for key in 0..7u8 {
+            let found = shard.lookup(ringmq_shards::lookup::key_hash(&[key])).await.unwrap();
+            let latest_below = (0..200u64).rev().find(|i| i % 7 == u64::from(key)).unwrap();
+            assert!(found.contains(&(copy, latest_below)), "key {key} at {latest_below} found: {found:?}");
+        }
+        shard.close().await.unwrap();
+        source_reads
+    });
+    run(move || async move {
+        let shard = open_with(cfg(&dir), &[0, 1]).await;
+        assert_eq!(shard.compacted(QueueId(1)).map(|p| (p.start, p.end)), Some((0, 200)));
+        assert_eq!(read_every(&shard, QueueId(1)).await, expected, "the same after a restart");
         shard.close().await.unwrap();
     });
 }

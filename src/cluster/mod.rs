@@ -25,7 +25,7 @@ pub use accounts::{change_accounts, cluster_users};
 pub use control_plane::{ControlPlane, ControlPlaneError, Elected, OnLost};
 pub use election::{list_groups, EpochStart, GroupState, Leadership};
 pub use isr::Isr;
-pub use moves::{cancel_move, drain, list_moves, move_queue, Drained, QueueMove};
+pub use moves::{cancel_move, drain, list_moves, move_queue, QueueMove};
 pub use rebalance::{rebalance, GroupLoad, Plan, EVEN};
 pub use registry::{list_nodes, Node, NodeKey};
 pub use transfer::request as transfer_leader;

@@ -29,13 +29,9 @@ const POLL: Duration = Duration::from_millis(100);
 const UNMOVABLE_PREFIXES: [&str; 2] = ["%RETRY%", "%DLQ%"];
 
 /// Whether `topic`'s queues may move; why not if they may not.
-pub(super) fn movable(topic: &str, t: &PlacedTopic) -> Result<(), String> {
+pub(super) fn movable(topic: &str) -> Result<(), String> {
     if UNMOVABLE_PREFIXES.iter().any(|p| topic.starts_with(p)) {
         return Err(format!("{topic:?} has one queue in every broker group; its queues stay"));
-    }
-    if t.configs.cleanup_policy().compacts() {
-        // A compacted part has offset gaps the copy cannot place yet.
-        return Err(format!("{topic:?} is compacted (cleanup.policy=compact): its queues do not move yet"));
     }
     Ok(())
 }
@@ -55,7 +51,7 @@ pub(super) async fn start(store: &impl Store, topic: &str, queue: u32, to: Place
     check_target(&view, &to)?;
     change_topic(store, topic, |t| {
         let from = queue_place(topic, t, queue)?;
-        movable(topic, t).map_err(Failure::invalid)?;
+        movable(topic).map_err(Failure::invalid)?;
         if t.moves.get(&queue).is_some_and(|m| m.to == to) {
             return Ok(());
         }
@@ -217,24 +213,22 @@ pub fn list_moves(endpoints: &[String]) -> Result<Vec<QueueMove>, ClusterError> 
     registry::blocking(endpoints, async |store| Ok(moves_of(&read_view(store).await?)))
 }
 
-/// What `cluster drain` did: the queues moved, and those that stay with why.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Drained {
-    pub moved: Vec<QueueMove>,
-    pub left: Vec<(String, u32, String)>,
-}
-
 /// `ringmq cluster drain`: moves every queue off `group` that may move, at
 /// most `in_flight` at a time, each to the emptiest shard of the other
 /// groups. Gives up if one does not switch within `wait`.
-pub fn drain(endpoints: &[String], group: &str, in_flight: usize, wait: Duration) -> Result<Drained, ClusterError> {
+pub fn drain(
+    endpoints: &[String],
+    group: &str,
+    in_flight: usize,
+    wait: Duration,
+) -> Result<Vec<QueueMove>, ClusterError> {
     registry::blocking(endpoints, async |store| {
         let mut done = Vec::new();
         loop {
             let view = read_view(store).await?;
             let left = queues_on(&view, group);
             if left.is_empty() {
-                return Ok(Drained { moved: done, left: stuck_on(&view, group) });
+                return Ok(done);
             }
             let mut batch = Vec::new();
             for (topic, queue) in left.into_iter().take(in_flight.max(1)) {
@@ -253,7 +247,7 @@ pub fn drain(endpoints: &[String], group: &str, in_flight: usize, wait: Duration
 /// dead-letter queue, which every group holds).
 fn queues_on(view: &ClusterView, group: &str) -> Vec<(String, u32)> {
     let mut queues = Vec::new();
-    for (name, t) in view.topics.iter().filter(|(n, t)| movable(n, t).is_ok()) {
+    for (name, t) in view.topics.iter().filter(|(n, _)| movable(n).is_ok()) {
         for (q, place) in t.queues.iter().enumerate() {
             if place.broker_group == group {
                 queues.push((name.clone(), q as u32));
@@ -261,18 +255,6 @@ fn queues_on(view: &ClusterView, group: &str) -> Vec<(String, u32)> {
         }
     }
     queues
-}
-
-/// The queues placed in `group` that may not move, with why (a group's own
-/// retry and dead-letter queues are not counted: every group holds one).
-fn stuck_on(view: &ClusterView, group: &str) -> Vec<(String, u32, String)> {
-    let mut stuck = Vec::new();
-    for (name, t) in view.topics.iter().filter(|(n, _)| !UNMOVABLE_PREFIXES.iter().any(|p| n.starts_with(p))) {
-        let Err(why) = movable(name, t) else { continue };
-        let here = t.queues.iter().enumerate().filter(|(_, p)| p.broker_group == group);
-        stuck.extend(here.map(|(q, _)| (name.clone(), q as u32, why.clone())));
-    }
-    stuck
 }
 
 /// The emptiest shard outside `group`, counting the moves `planned` too.
@@ -412,21 +394,24 @@ mod tests {
     }
 
     #[test]
-    fn a_compacted_topics_queues_stay_and_drain_says_why() {
+    fn a_retry_topics_queues_stay_while_a_compacted_topics_move() {
         let runtime = tokio::runtime::Builder::new_current_thread().enable_time().build().unwrap();
         runtime.block_on(async {
-            let configs = crate::server::topic_configs::TopicConfigs::from_entries([("cleanup.policy", "compact")]);
-            let topic = NewTopic { name: "c".into(), queues: 1, flush: FlushPolicy::Sync, configs: configs.unwrap() };
-            let store = store_with(&[("a", 1)], &topic).await;
+            let retry =
+                NewTopic { name: "%RETRY%g".into(), queues: 1, flush: FlushPolicy::Sync, configs: Default::default() };
+            let store = store_with(&[("a", 1)], &retry).await;
             store.put(&shards_key("b"), b"1".to_vec(), None).await.unwrap();
-            let refused = start(&store, "c", 0, at("b", 0)).await.unwrap_err();
+            let refused = start(&store, "%RETRY%g", 0, at("b", 0)).await.unwrap_err();
             assert_eq!(refused.0, Reason::InvalidRequest);
-            assert!(refused.1.contains("compacted"), "{}", refused.1);
-            let view = read_view(&store).await.unwrap();
-            assert!(queues_on(&view, "a").is_empty(), "drain does not try it");
-            let stuck = stuck_on(&view, "a");
-            assert_eq!((stuck.len(), stuck[0].0.as_str(), stuck[0].1), (1, "c", 0));
-            assert!(stuck[0].2.contains("cleanup.policy=compact"));
+            assert!(refused.1.contains("every broker group"), "{}", refused.1);
+            assert!(queues_on(&read_view(&store).await.unwrap(), "a").is_empty(), "drain does not try it");
+
+            let configs = crate::server::topic_configs::TopicConfigs::from_entries([("cleanup.policy", "compact")]);
+            let compacted =
+                NewTopic { name: "c".into(), queues: 1, flush: FlushPolicy::Sync, configs: configs.unwrap() };
+            create(&store, &read_view(&store).await.unwrap(), &compacted).await.unwrap();
+            start(&store, "c", 0, at("b", 0)).await.unwrap();
+            assert_eq!(read_view(&store).await.unwrap().topics["c"].moves[&0].to, at("b", 0));
         });
     }
 

@@ -123,7 +123,7 @@ pub fn plan(view: &ClusterView, loads: &BTreeMap<(String, u32), QueueLoad>) -> P
 /// plus its share of the produce rate (each queue the same with neither).
 fn movable(view: &ClusterView, loads: &BTreeMap<(String, u32), QueueLoad>, groups: &[String]) -> Vec<Held> {
     let mut held = Vec::new();
-    for (name, t) in view.topics.iter().filter(|(n, t)| moves::movable(n, t).is_ok()) {
+    for (name, t) in view.topics.iter().filter(|(n, _)| moves::movable(n).is_ok()) {
         for (q, place) in t.queues.iter().enumerate() {
             if !groups.contains(&place.broker_group) || t.moves.contains_key(&(q as u32)) {
                 continue;

@@ -306,18 +306,23 @@ pub struct QueueCopied<'a> {
     pub fetched: Fetched<'a>,
     pub frozen_end: Option<u64>,
     pub last_stable: u64,
+    /// The end of the queue's compacted part (0 without one): offsets below
+    /// it are read from the part, with gaps where compaction removed records.
+    pub compacted_end: u64,
 }
 
 impl<'a> QueueCopied<'a> {
     pub fn encode(&self, w: &mut Writer) {
         self.fetched.encode(w);
         w.u8(u8::from(self.frozen_end.is_some())).u64(self.frozen_end.unwrap_or(0)).u64(self.last_stable);
+        w.u64(self.compacted_end);
     }
 
     pub fn decode(r: &mut Reader<'a>) -> Result<Self, DecodeError> {
         let fetched = Fetched::decode(r)?;
         let (frozen, end) = (r.u8()?, r.u64()?);
-        Ok(QueueCopied { fetched, frozen_end: (frozen != 0).then_some(end), last_stable: r.u64()? })
+        let last_stable = r.u64()?;
+        Ok(QueueCopied { fetched, frozen_end: (frozen != 0).then_some(end), last_stable, compacted_end: r.u64()? })
     }
 }
 

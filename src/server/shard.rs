@@ -11,6 +11,7 @@ use super::core::mesh::{Mesh, MeshMsg};
 use super::core::metadata::Metadata;
 use super::core::metadata_log;
 use super::core::offsets::Offsets;
+use super::core::part_imports;
 use super::core::queue_starts;
 use super::core::replication::{ClusterRole, Lead, Replication, ReplicationMode};
 use super::core::stall;
@@ -77,6 +78,8 @@ pub enum ShardError {
     MetadataFile(std::io::Error),
     #[error("storing the metadata its log holds: {0}")]
     Metadata(Failure),
+    #[error("building the compacted parts of queues moving here: {0}")]
+    PartImports(Failure),
     #[error("{0}")]
     Abandoned(String),
 }
@@ -161,6 +164,7 @@ async fn serve(s: Startup) -> Result<(), ShardError> {
         s.mesh.join().await.map_err(|_| ShardError::Abandoned("joining the shard mesh failed".into()))?;
     let offsets = Offsets::open(&storage).await.map_err(storage_failed("loading consumer offsets"))?;
     queue_starts::open(&storage).await.map_err(storage_failed("opening the queue starts"))?;
+    part_imports::open(&storage).await.map_err(storage_failed("opening the compacted parts moving here"))?;
     let txn_marks = TxnMarks::open(&storage).await.map_err(storage_failed("loading Kafka transaction marks"))?;
     let core = Core::new(Parts {
         id: s.index,
@@ -181,6 +185,9 @@ async fn serve(s: Startup) -> Result<(), ShardError> {
     let metadata = Metadata::load(&cfg.data_dir).map_err(ShardError::MetadataFile)?;
     core.apply_metadata(metadata).await.map_err(storage_failed("creating queues"))?;
     if !matches!(lead, Some(Lead::Follower { .. })) {
+        // Before the starts: a moved queue's log begins where its part ends
+        // (a follower builds them as it follows).
+        part_imports::build(&core).await.map_err(ShardError::PartImports)?;
         // A follower promoted at fail-over: the starts its old leader moved.
         core.restore_queue_starts().await.map_err(storage_failed("restoring queue starts"))?;
     }

@@ -6,10 +6,13 @@
 //! the log's segments back as for any other queue. Reads below the part's
 //! end are served from the part, in offset order, with gaps where records
 //! were removed. The owner (the broker) decides when a queue is compacted
-//! and up to where.
+//! and up to where. A queue moving here from another broker group brings
+//! its part whole (`import.rs`).
 
 pub(crate) mod clean;
+mod import;
 mod pass;
 
 pub use clean::Compacted;
+pub use import::PartImport;
 pub use pass::{Compaction, CompactionReport};

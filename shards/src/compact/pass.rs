@@ -55,6 +55,10 @@ pub struct Compaction<'a> {
     /// Whether the record at an offset, of a Kafka transaction of the given
     /// producer id, was aborted (such records are removed).
     pub aborted: &'a dyn Fn(i64, u64) -> bool,
+    /// Asked before the new part replaces the old one: false drops the
+    /// pass (its queue began being copied to another broker group, and
+    /// the copy must find the part it started from).
+    pub wanted: &'a dyn Fn() -> bool,
 }
 
 /// What a pass did.
@@ -174,12 +178,22 @@ impl Inner {
         let mut writer = CleanWriter::create(&dir, generation).await?;
         let written = self.rewrite(queue, old.as_deref(), dirty_from, &rules, &mut writer, &mut report).await;
         let store = match written {
-            Ok(()) => writer.finish(start, Offset(rules.end)).await?,
+            Ok(()) if (c.wanted)() => writer.finish(start, Offset(rules.end)).await?,
+            Ok(()) => {
+                writer.abandon().await;
+                report.end = dirty_from.0;
+                return Ok(report);
+            }
             Err(error) => {
                 writer.abandon().await;
                 return Err(error);
             }
         };
+        if !(c.wanted)() {
+            crate::fs::remove_files("removing an unwanted compacted part", vec![store.path().to_path_buf()]).await?;
+            report.end = dirty_from.0;
+            return Ok(report);
+        }
         report.end = rules.end;
         report.bytes_kept = store.describe().bytes;
         self.switch(queue, store).await?;
@@ -342,18 +356,19 @@ impl Inner {
             }
         };
         let base_offset = Offset(header.base_offset + u64::from(first));
-        let mut out = match self.config.keyring.as_deref() {
-            Some(keyring) => {
-                let mut sealed = vec![0; crate::crypt::sealed::sealed_len(plain.len())];
-                let nonce = CLEAN_NONCE_BASE + self.clean_nonces.get();
-                self.clean_nonces.set(self.clean_nonces.get() + 1);
-                crate::crypt::sealed::seal_into(keyring, &plain, nonce, &mut sealed);
-                sealed
-            }
-            None => plain,
-        };
+        let mut out = self.sealed(plain);
         batch::stamp(&mut out, base_offset.0, queue.0);
         Ok((out, base_offset, run.len() as u32))
+    }
+
+    /// A batch for a compacted part: sealed if the shard has keys (stamp it after).
+    pub(crate) fn sealed(&self, plain: Vec<u8>) -> Vec<u8> {
+        let Some(keyring) = self.config.keyring.as_deref() else { return plain };
+        let mut sealed = vec![0; crate::crypt::sealed::sealed_len(plain.len())];
+        let nonce = CLEAN_NONCE_BASE + self.clean_nonces.get();
+        self.clean_nonces.set(self.clean_nonces.get() + 1);
+        crate::crypt::sealed::seal_into(keyring, &plain, nonce, &mut sealed);
+        sealed
     }
 
     /// Makes `store` the queue's compacted part: readers see no offset

@@ -119,25 +119,26 @@ impl QueueIndex {
     }
 
     /// Lines the queue up for a stored batch whose first offset is `base`:
-    /// true if `base` is its next offset, or if the queue never held an
+    /// possible if `base` is its next offset, or if the queue never held an
     /// offset, which then begins at `base` (a queue moved from another
     /// broker group keeps its offsets; the start travels in its first batch,
-    /// to followers and to recovery alike).
-    pub fn line_up(&mut self, base: Offset) -> bool {
+    /// to followers and to recovery alike). Some(the index entries it added
+    /// in memory, for the shard's count), or None.
+    pub fn line_up(&mut self, base: Offset) -> Option<usize> {
         if self.next == base {
-            return true;
+            return Some(0);
         }
         if self.next != Offset(0) || !self.mem.is_empty() {
-            return false;
+            return None;
         }
-        self.begin_at(base);
-        true
+        Some(self.begin_at(base))
     }
 
     /// Makes a queue that never held an offset begin at `start`. The index
     /// is dense from a page boundary: the offsets before `start` on its page
     /// get empty entries, which no read reaches (they are below the start).
-    fn begin_at(&mut self, start: Offset) {
+    /// Returns how many.
+    fn begin_at(&mut self, start: Offset) -> usize {
         assert!(self.next == Offset(0) && self.mem.is_empty(), "queue {} begins once, before any offset", self.id);
         let base = start.round_down(ENTRIES_PER_PAGE);
         (self.mem_base, self.disk_next, self.next) = (base, base, base);
@@ -145,6 +146,7 @@ impl QueueIndex {
             self.push(IndexEntry { position: LogPos(0), size: 0, tag_hash: 0 });
         }
         (self.start, self.visible) = (start, start);
+        (start.0 - base.0) as usize
     }
 
     /// Entries in memory.

@@ -96,13 +96,15 @@ impl Inner {
             }
             return Ok(placed);
         }
-        let State { queues, log, lookup, .. } = st;
-        let q = queues.get_mut(&QueueId(header.queue)).expect("ensured before");
-        if !q.line_up(Offset(header.base_offset)) {
+        let q = st.queues.get_mut(&QueueId(header.queue)).expect("ensured before");
+        let Some(filled) = q.line_up(Offset(header.base_offset)) else {
             let detail =
                 format!("queue {} is at offset {}, the batch starts at {}", header.queue, q.next(), header.base_offset);
             return Err(self.diverged(at, detail));
-        }
+        };
+        st.index_entries_added(filled);
+        let State { queues, log, lookup, .. } = st;
+        let q = queues.get_mut(&QueueId(header.queue)).expect("ensured before");
         let placed = match log.mirror(q, lookup, batch, plain) {
             Ok(placed) => placed,
             Err(blocked) => return Ok(Err(blocked)),

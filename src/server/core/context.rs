@@ -5,6 +5,7 @@
 use super::accounts::{Accounts, AccountsLink, Local};
 use super::clock::Clock;
 use super::config::ServerConfig;
+use super::copied_out::CopiedOut;
 use super::mesh::Mesh;
 use super::metadata::Metadata;
 use super::metrics::Registry;
@@ -65,6 +66,8 @@ pub struct Core {
     trace: Trace,
     /// How deliveries reach a queue that moved to another broker group.
     pub(super) forward: RefCell<Option<Rc<dyn super::forward::Forward>>>,
+    /// Queues being copied to another broker group.
+    copied_out: CopiedOut,
 }
 
 /// What this shard does in its broker group.
@@ -123,6 +126,7 @@ impl Core {
             probes: Registry::default(),
             trace,
             forward: RefCell::default(),
+            copied_out: CopiedOut::default(),
         })
     }
 
@@ -168,6 +172,11 @@ impl Core {
     /// The client quotas as of now (as the ACLs).
     pub fn quotas(&self) -> Arc<Quotas> {
         self.quotas.get(&self.accounts.quotas)
+    }
+
+    /// Queues of this shard being copied to another broker group.
+    pub fn copied_out(&self) -> &CopiedOut {
+        &self.copied_out
     }
 
     /// This shard's storage engine.

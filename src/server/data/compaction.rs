@@ -13,7 +13,10 @@
 //!   queue is overdue (a shard's segments are shared and may take long to
 //!   fill); only what is readable (in a cluster: replicated) is compacted;
 //! - tombstones and transaction markers stay `delete.retention.ms` after
-//!   their time; records of aborted transactions go.
+//!   their time; records of aborted transactions go;
+//! - a queue moving to another broker group is not compacted (nor one a
+//!   copy read lately, or a pass that ends as a copy begins): the copy reads
+//!   on from the compacted part it found.
 //!
 //! Leaders and single nodes only, as retention: a follower keeps the log it
 //! mirrors whole, and once promoted its own compactor compacts it by the
@@ -25,6 +28,7 @@ use crate::server::core::topic_configs::TopicConfigs;
 use crate::server::core::Core;
 use crate::server::internal::stored_batch::{batch_at, first_newer_than};
 use ringmq_shards::{batch, Compaction, QueueId, Shard, StorageError};
+use std::collections::HashSet;
 use std::rc::Rc;
 
 /// Runs a pass every `compaction_check_interval` until the shard stops.
@@ -43,12 +47,13 @@ pub async fn pass(core: &Core) -> Result<(), StorageError> {
         return Ok(());
     }
     let metadata = core.metadata();
-    for (name, _, slot) in metadata.slots_on(core.id()) {
+    let moving: HashSet<(String, u32)> = core.moving_queues().into_iter().map(|m| (m.topic, m.queue)).collect();
+    for (name, number, slot) in metadata.slots_on(core.id()) {
         let configs = &metadata.topics[&name].configs;
-        if !configs.cleanup_policy().compacts() {
+        let queue = QueueId(slot.storage_id);
+        if !configs.cleanup_policy().compacts() || moving.contains(&(name.clone(), number)) || copied(core, queue) {
             continue;
         }
-        let queue = QueueId(slot.storage_id);
         let now_ms = core.clock().now_ms() as i64;
         let Some(until) = due(core, queue, configs, now_ms).await? else { continue };
         let aborted = core.txn_marks().aborted_between(queue, 0, until);
@@ -59,11 +64,18 @@ pub async fn pass(core: &Core) -> Result<(), StorageError> {
             until,
             tombstones_before_ms: now_ms.saturating_sub(configs.delete_retention().as_millis() as i64),
             aborted: &is_aborted,
+            wanted: &|| !copied(core, queue),
         };
         let report = storage.compact(queue, &c).await?;
         tracing::debug!(topic = %name, queue = queue.0, ?report, "compacted a queue");
     }
     Ok(())
+}
+
+/// Whether `queue` is being copied to another broker group: a copy reads
+/// on from the compacted part it found, so it is left as it is.
+fn copied(core: &Core, queue: QueueId) -> bool {
+    core.copied_out().recently(queue)
 }
 
 /// Where a pass over `queue` would end, if it is due.

@@ -18,8 +18,8 @@
 //! promoted at fail-over starts each queue where its old leader had.
 
 use crate::server::core::metadata::QueueSlot;
-use crate::server::core::queue_starts;
 use crate::server::core::topic_configs::TopicConfigs;
+use crate::server::core::{part_imports, queue_starts};
 use crate::server::core::{Core, Failure, Reason};
 use crate::server::internal::queues::METADATA;
 use crate::server::internal::retention_floor;
@@ -48,7 +48,12 @@ async fn pass(core: &Core) -> Result<(), StorageError> {
     let storage = core.storage();
     let now_ms = core.clock().now_ms() as i64;
     let metadata = core.metadata();
-    let mut needed = vec![core.offsets().needed(), core.txn_marks().needed(), queue_starts::needed(storage)?];
+    let mut needed = vec![
+        core.offsets().needed(),
+        core.txn_marks().needed(),
+        queue_starts::needed(storage)?,
+        part_imports::needed(storage)?,
+    ];
     if let Ok((_, end)) = storage.offsets(METADATA) {
         needed.push((METADATA, end.saturating_sub(1)));
     }

@@ -35,6 +35,10 @@ pub const TXN_MARKS: QueueId = QueueId(u32::MAX - 36);
 /// transactional id (tx/coordinator.rs).
 pub const TXN_STATE: QueueId = QueueId(u32::MAX - 37);
 
+/// Compacted parts of queues moving here from another broker group, as
+/// copied (core/part_imports.rs), so that they replicate with the log.
+pub const PART_IMPORTS: QueueId = QueueId(u32::MAX - 38);
+
 /// The storage queue of a delay level (1..=DELAY_LEVELS): `MAX - 3` down to `MAX - 20`.
 pub fn delay_level(level: u32) -> QueueId {
     assert!((1..=DELAY_LEVELS).contains(&level), "delay level {level} outside 1..={DELAY_LEVELS}");
@@ -117,7 +121,8 @@ pub async fn with_record<T>(
     Ok(out)
 }
 
-fn for_each_record(batches: &[u8], mut each: impl FnMut(u64, &Record<'_>)) {
+/// Calls `each(offset, record)` for every record of the stored batches `batches`.
+pub fn for_each_record(batches: &[u8], mut each: impl FnMut(u64, &Record<'_>)) {
     for b in batch::split(batches) {
         let Some(h) = BatchHeader::decode(b).filter(|h| !h.is_padding()) else { continue };
         let mut inflated = Vec::new();

@@ -27,4 +27,6 @@ pub enum ReplicaError {
     Mirror(StorageError),
     #[error("storing the replicated topic metadata: {0}")]
     Metadata(Failure),
+    #[error("building the compacted part of a queue moving here: {0}")]
+    PartImport(Failure),
 }

@@ -1,13 +1,15 @@
 //! A follower's shard: fetches the same shard of its group's leader from
 //! its own durable end and mirrors what comes back, until the node stops
 //! (the control plane restarts the node in a new role when the leader
-//! changes). Shard 0 also keeps the metadata file current from the log.
+//! changes). Shard 0 also keeps the metadata file current from the log,
+//! and every shard builds the compacted parts of queues moving into its
+//! group from the log (core/part_imports.rs).
 
 use super::link::Link;
 use super::ReplicaError;
 use crate::protocol::messages::{ReplicaFetch, ReplicaRange};
 use crate::protocol::{ApiKey, Reader, Writer};
-use crate::server::core::{metadata_log, Core};
+use crate::server::core::{metadata_log, part_imports, Core};
 use std::net::SocketAddr;
 use std::rc::Rc;
 use std::time::Duration;
@@ -53,6 +55,9 @@ async fn fetch_until_failure(core: &Core, leader: &Leader) -> Result<(), Replica
         Link::connect(leader.addr, core.config().tls.as_ref(), IO_TIMEOUT, core.config().frame_bytes_max).await?;
     let storage = core.storage();
     let mut metadata_end = metadata_log::end(storage);
+    // Again after a failed build: the first fetch tells the leader they are durable here.
+    part_imports::build(core).await.map_err(ReplicaError::PartImport)?;
+    let mut imports_end = part_imports::end(storage);
     loop {
         let (_, _, durable) = storage.log_positions();
         let fetch = ReplicaFetch {
@@ -85,6 +90,11 @@ async fn fetch_until_failure(core: &Core, leader: &Leader) -> Result<(), Replica
         if core.id() == 0 && metadata_log::end(storage) != metadata_end {
             metadata_log::store_newest(storage, &core.config().data_dir).await.map_err(ReplicaError::Metadata)?;
             metadata_end = metadata_log::end(storage);
+        }
+        // Before the next fetch tells the leader they are durable here.
+        if part_imports::end(storage) != imports_end {
+            part_imports::build(core).await.map_err(ReplicaError::PartImport)?;
+            imports_end = part_imports::end(storage);
         }
     }
 }

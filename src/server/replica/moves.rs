@@ -12,6 +12,7 @@ use crate::protocol::messages::{QueueCopied, QueueCopy, QueueRef};
 use crate::protocol::{ApiKey, ErrorCode, Reader, Writer};
 use crate::server::core::metadata::{Home, Metadata, QueueSlot};
 use crate::server::core::metrics::{Probe, Samples};
+use crate::server::core::part_imports::{self, PartImportLog};
 use crate::server::core::placement::{copy_step, CopyStep, MoveStep, Place};
 use crate::server::core::tasks::Death;
 use crate::server::core::{Core, Failure};
@@ -135,7 +136,7 @@ async fn copy(core: &Core, arrival: Arrival, stats: &MoveStats) {
             return;
         }
         match copy_until_failure(core, &arrival, stats).await {
-            Ok(()) => return,
+            Ok(()) => return trim_imports(core).await,
             Err(error) => {
                 // The first failure, then one in ten (a source away for long, a copy it refuses).
                 if failures.is_multiple_of(10) {
@@ -149,6 +150,14 @@ async fn copy(core: &Core, arrival: Arrival, stats: &MoveStats) {
         if !core.tasks().sleep(pause).await {
             return;
         }
+    }
+}
+
+/// Gives back what copied compacted parts hold in the log once the group
+/// built them (see core/part_imports.rs).
+async fn trim_imports(core: &Core) {
+    if let Err(failure) = part_imports::trim_done(core).await {
+        tracing::warn!(shard = core.id(), %failure, "copied compacted parts were not trimmed from the log; the next move trims them");
     }
 }
 
@@ -187,6 +196,9 @@ async fn copy_until_failure(core: &Core, arrival: &Arrival, stats: &MoveStats) -
     let queue = QueueId(arrival.slot.storage_id);
     let mut progress = Progress { froze: false, thawing: false, frozen_since: std::time::Instant::now() };
     let mut pace = Pace::new(config.move_bytes_per_sec);
+    if core.storage().next_offset(queue).map_err(Failure::from)? == 0 {
+        import_part(core, &mut link, arrival, &mut pace, stats).await?;
+    }
     loop {
         if core.tasks().unless_stopping(pace.wait()).await.is_none() || !arrival.stands(&core.metadata()) {
             return Ok(());
@@ -197,18 +209,91 @@ async fn copy_until_failure(core: &Core, arrival: &Arrival, stats: &MoveStats) -
             return Ok(());
         };
         let answer = answer?;
-        let response = answer.response()?;
-        if response.error != ErrorCode::None {
-            return Err(CopyError::Refused(response.error, response.message.to_string()));
-        }
-        let copied = QueueCopied::decode(&mut Reader::new(response.body)).map_err(ReplicaError::Answer)?;
-        pace.took(copied.fetched.batches.len());
-        stats.copied_bytes.set(stats.copied_bytes.get() + copied.fetched.batches.len() as u64);
+        let copied = copied(&answer, &mut pace, stats)?;
         let next = append(core, queue, next, &copied).await?;
         if progress.step(core, arrival, next, &copied, stats).await? {
             return Ok(());
         }
     }
+}
+
+/// The answer to a QueueCopy, counted against the pace and in the stats.
+fn copied<'a>(answer: &'a Answer, pace: &mut Pace, stats: &MoveStats) -> Result<QueueCopied<'a>, CopyError> {
+    let response = answer.response()?;
+    if response.error != ErrorCode::None {
+        return Err(CopyError::Refused(response.error, response.message.to_string()));
+    }
+    let copied = QueueCopied::decode(&mut Reader::new(response.body)).map_err(ReplicaError::Answer)?;
+    pace.took(copied.fetched.batches.len());
+    stats.copied_bytes.set(stats.copied_bytes.get() + copied.fetched.batches.len() as u64);
+    Ok(copied)
+}
+
+/// Copies the source's compacted part, if it holds any offset, as this
+/// shard's part of the queue (core/part_imports.rs): the log's copy goes
+/// on from its end. The source compacts the queue no more while it is
+/// copied, so the part's end is final once the copy reached it.
+async fn import_part(
+    core: &Core,
+    link: &mut Link,
+    arrival: &Arrival,
+    pace: &mut Pace,
+    stats: &MoveStats,
+) -> Result<(), CopyError> {
+    let queue = QueueId(arrival.slot.storage_id);
+    let mut import: Option<PartImportLog<'_>> = None;
+    let (mut next, mut start) = (0, 0);
+    loop {
+        if core.tasks().unless_stopping(pace.wait()).await.is_none() || !arrival.stands(&core.metadata()) {
+            return Ok(());
+        }
+        let Some(answer) = core.tasks().unless_stopping(ask(link, arrival, next, COPY_WAIT)).await else {
+            return Ok(());
+        };
+        let answer = answer?;
+        let copied = copied(&answer, pace, stats)?;
+        let end = copied.compacted_end;
+        start = start.max(copied.fetched.start);
+        let log = match &import {
+            Some(log) => log,
+            // Nothing readable below the part's end: the log's copy does it all.
+            None if end <= start => return Ok(()),
+            None => import.insert(PartImportLog::begin(core, queue).await.map_err(Failure::from)?),
+        };
+        let (part, read_to) = part_batches(copied.fetched.batches, next, end);
+        log.chunk(part).await.map_err(Failure::from)?;
+        next = read_to.max(copied.fetched.next_offset.min(end));
+        if next >= end {
+            let log = import.take().expect("begun above");
+            log.end(start.min(end), end).await?;
+            core.record_queue_starts().await.map_err(Failure::from)?;
+            tracing::info!(
+                topic = arrival.topic,
+                queue = arrival.queue,
+                start,
+                end,
+                "copied a moving queue's compacted part"
+            );
+            return Ok(());
+        }
+    }
+}
+
+/// The stored batches of `bytes` past `next` and below `end` (contiguous:
+/// a read returns whole batches in order), and the offset past the last.
+fn part_batches(bytes: &[u8], next: u64, end: u64) -> (&[u8], u64) {
+    let (mut from, mut to, mut read_to) = (None, 0, next);
+    let mut at = 0;
+    for b in batch::split(bytes) {
+        let Some(header) = BatchHeader::decode(b) else { break };
+        if header.next_offset() > next && header.base_offset < end && !header.is_padding() {
+            from.get_or_insert(at);
+            to = at + b.len();
+            read_to = header.next_offset();
+        }
+        at += b.len();
+    }
+    (from.map_or(&[][..], |from| &bytes[from..to]), read_to)
 }
 
 /// One QueueCopy of the source from `next`, parked up to `wait` at its end.

@@ -1,7 +1,8 @@
 //! QueueCopy: a queue's stored batches from an offset, all of them (Kafka
 //! transaction markers and aborted transactions' batches included), up to
 //! what the broker group committed, and the queue's final end once it is
-//! frozen: what a queue moving to another broker group is copied from.
+//! frozen, and where its compacted part ends: what a queue moving to
+//! another broker group is copied from.
 //! Cluster members only (ClusterAction).
 
 use super::{check_wait, Api, At, Need, Route};
@@ -21,7 +22,7 @@ impl Api for QueueCopy {
     const KEY: ApiKey = ApiKey::QueueCopy;
     const BODIES: (&'static str, &'static str) = (
         "string topic, u32 queue, u64 offset, u32 max_bytes, u32 max_wait_ms",
-        "u64 start, u64 end, u64 next_offset, bytes batches, u8 frozen, u64 frozen_end, u64 last_stable",
+        "u64 start, u64 end, u64 next_offset, bytes batches, u8 frozen, u64 frozen_end, u64 last_stable, u64 compacted_end",
     );
     type Request<'a> = msg::QueueCopy;
 
@@ -47,6 +48,8 @@ impl Api for QueueCopy {
         let queue = ringmq_shards::QueueId(slot.storage_id);
         // Asked first: a queue frozen now ends where it ends now, whatever the read below returns.
         let frozen_end = s.core.storage().frozen_end(queue)?;
+        // Before the read: no compaction pass replaces the part the copy reads from now on.
+        s.core.copied_out().note(queue);
         // A copy starts wherever the queue starts.
         let (start, _) = s.core.storage().offsets(queue)?;
         let read = msg::Fetch {
@@ -58,7 +61,10 @@ impl Api for QueueCopy {
         };
         let read = fetch::read_queue(&s.core, slot, &read, wait, Isolation::Uncommitted).await;
         let read = read.map_err(|f| f.failure)?;
-        msg::QueueCopied { fetched: read.fetched(), frozen_end, last_stable: read.last_stable() }.encode(w);
+        // Read after the batches: a part that grew during the read ends past them.
+        let compacted_end = s.core.storage().compacted(queue).map_or(0, |part| part.end);
+        let (fetched, last_stable) = (read.fetched(), read.last_stable());
+        msg::QueueCopied { fetched, frozen_end, last_stable, compacted_end }.encode(w);
         Ok(())
     }
 }
