@@ -6,7 +6,9 @@
 //! and the old group holds the queue no more; a drained group ends
 //! with no queue; the Java AdminClient moves it back (Kafka's
 //! AlterPartitionReassignments and ListPartitionReassignments). A move survives kill -9 of the source's leader while it
-//! copies and of the target's leader while the queue is frozen.
+//! copies and of the target's leader while the queue is frozen. A
+//! compacted queue moves with its compacted part, which the target's
+//! follower holds too.
 
 mod common;
 
@@ -15,7 +17,8 @@ use common::{
     Broker,
 };
 use ringmq::client::{
-    Client, Consumer, GroupConfig, Message, Producer, ProducerConfig, QueueSelector, SendResult, StartFrom, StartNew,
+    Client, ConsumedMessage, Consumer, GroupConfig, Message, Producer, ProducerConfig, QueueSelector, SendResult,
+    StartFrom, StartNew,
 };
 use std::path::Path;
 use std::process::Command;
@@ -499,4 +502,115 @@ fn partitions_holding_kafka_transactions_move_with_what_each_isolation_reads() {
     drop(client);
     east.stop();
     west.stop();
+}
+
+/// Every record of queue 0 of `topic` from its start, read until `done`
+/// says the read is what it waits for (within a minute).
+fn read_until(
+    client: &Arc<Client>,
+    topic: &str,
+    what: &str,
+    done: impl Fn(&[ConsumedMessage]) -> bool,
+) -> Vec<ConsumedMessage> {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let mut reader = Consumer::new(client.clone(), None);
+        let got = match reader.assign(topic, &[0], StartFrom::Earliest) {
+            Ok(()) => consume(&mut reader, usize::MAX, Duration::from_secs(2)),
+            Err(_) => Vec::new(),
+        };
+        if done(&got) {
+            return got;
+        }
+        assert!(Instant::now() < deadline, "{what} within a minute: {} records read", got.len());
+        std::thread::sleep(Duration::from_millis(300));
+    }
+}
+
+/// Sends keyed records `from..to` (20 keys) to queue 0 of "kv"; notes each at its offset in `sent`.
+fn send(sent: &mut Vec<(u64, Message)>, from: u32, to: u32, producer: &Producer) {
+    let pad = "x".repeat(900);
+    for i in from..to {
+        let m = Message::new(format!("v{i}-{pad}")).with_key(format!("k{}", i % 20));
+        sent.push((producer.send("kv", &m).unwrap().offset, m));
+    }
+}
+
+/// A compacted queue moves with its compacted part: the target reads it as
+/// the source did, gaps and all, finds its keys, and so does the target's
+/// follower once its leader is killed.
+#[test]
+fn a_compacted_queue_moves_with_its_compacted_part_which_the_targets_follower_holds_too() {
+    let _cluster = one_cluster();
+    let dir = tempfile::tempdir().unwrap();
+    let etcd = common::etcd::Etcd::start(&dir.path().join("etcd"));
+    let node = |group: &str, name: &str, ip: &str| {
+        let listen = format!("{ip}:{}", free_port_pair(ip));
+        let args = ["--cluster", &etcd.url, "--broker-group", group, "--node", name, "--lease-ms", "1000"];
+        let mut args: Vec<&str> = args.to_vec();
+        args.extend(["--insync-min", "1", "--segment-mib", "2", "--batch-bytes-max", "262144"]);
+        args.extend(["--compaction-check-ms", "200"]);
+        Broker::start_listening(&dir.path().join(name), &listen, &args)
+    };
+    let mut east = node("east", "e1", "127.0.0.103");
+    let client = connect(east.addr());
+    let configs = [("cleanup.policy", "compact"), ("min.cleanable.dirty.ratio", "0.01"), ("delete.retention.ms", "0")]
+        .map(|(n, v)| (n.to_string(), v.to_string()));
+    client.create_topic_with_configs("kv", 1, 0, &configs).unwrap();
+    let producer = producer_to(&client, 0);
+    let mut sent: Vec<(u64, Message)> = Vec::new();
+    send(&mut sent, 0, 3_000, &producer);
+    // Compacted on east (the sealed segments: about a third of the records are left).
+    let on_east = read_until(&client, "kv", "east compacts the queue", |got| {
+        got.len() < 1_500 && got.last().is_some_and(|m| m.offset == 2_999)
+    })
+    .len();
+    send(&mut sent, 3_000, 3_200, &producer);
+    drop(producer);
+
+    let mut west = [node("west", "w1", "127.0.0.104"), node("west", "w2", "127.0.0.105")];
+    common::etcd::wait_for_isr_of(&etcd.url, "west", 2);
+    let moved = ringmq(&["cluster", "move", "--cluster", &etcd.url, "--topic", "kv", "--queue", "0", "--to", "west"]);
+    assert!(moved.status.success(), "{}", String::from_utf8_lossy(&moved.stderr));
+    let all = [east.addr(), west[0].addr(), west[1].addr()].join(",");
+    let client = connect(&all);
+    assert!(client.owner("kv", 0).unwrap().starts_with("127.0.0.10"), "west serves it");
+    send(&mut sent, 3_200, 3_300, &producer_to(&client, 0));
+    assert_eq!(client.list_offsets("kv", 0).unwrap(), (0, 3_300), "the queue keeps its start and end");
+
+    // As sent at each offset; every key's latest there; the part's gaps kept.
+    let by_offset: std::collections::HashMap<u64, &Message> = sent.iter().map(|(o, m)| (*o, m)).collect();
+    let mut latest = std::collections::HashMap::new();
+    for (offset, m) in &sent {
+        latest.insert(m.key.clone().unwrap(), *offset);
+    }
+    let whole = |got: &[ConsumedMessage]| {
+        got.last().is_some_and(|m| m.offset == 3_299) && latest.values().all(|o| got.iter().any(|m| m.offset == *o))
+    };
+    let check = |got: &[ConsumedMessage], what: &str| {
+        assert!(got.windows(2).all(|w| w[0].offset < w[1].offset), "{what}: offsets only go up");
+        for m in got {
+            let want = by_offset[&m.offset];
+            assert_eq!((&m.key, &m.value), (&want.key, &want.value), "{what}: offset {} as sent", m.offset);
+        }
+        assert!(got.len() <= on_east + 300, "{what}: the compacted part's gaps are kept ({} records)", got.len());
+    };
+    let on_west = read_until(&client, "kv", "west serves the whole queue", whole);
+    check(&on_west, "west's leader");
+    let found = client.find_by_key("kv", b"k7").unwrap().messages;
+    assert!(found.iter().any(|m| m.offset == latest[&b"k7".to_vec()]), "a key's latest is found on west: {found:?}");
+
+    // West's follower built the part too: it serves the same once it leads.
+    let led = if leader_of(&etcd, "west") == "w1" { 0 } else { 1 };
+    west[led].kill9();
+    let after = read_until(&client, "kv", "west's new leader serves the whole queue", whole);
+    assert_eq!(
+        after.iter().map(|m| m.offset).collect::<Vec<_>>(),
+        on_west.iter().map(|m| m.offset).collect::<Vec<_>>(),
+        "the same records after the fail-over"
+    );
+    check(&after, "west's new leader");
+    drop(client);
+    east.stop();
+    west[1 - led].stop();
 }

@@ -410,8 +410,10 @@ mod tests {
             let compacted =
                 NewTopic { name: "c".into(), queues: 1, flush: FlushPolicy::Sync, configs: configs.unwrap() };
             create(&store, &read_view(&store).await.unwrap(), &compacted).await.unwrap();
-            start(&store, "c", 0, at("b", 0)).await.unwrap();
-            assert_eq!(read_view(&store).await.unwrap().topics["c"].moves[&0].to, at("b", 0));
+            let other =
+                if read_view(&store).await.unwrap().topics["c"].queues[0].broker_group == "a" { "b" } else { "a" };
+            start(&store, "c", 0, at(other, 0)).await.unwrap();
+            assert_eq!(read_view(&store).await.unwrap().topics["c"].moves[&0].to, at(other, 0));
         });
     }
 

@@ -8,8 +8,9 @@
 //! records of the internal queue `PART_IMPORTS` (a begin record, chunks of
 //! the batches as read, an end record with the part's start and end), and
 //! every member builds the part from its own log (`build`): the leader
-//! before it copies on, a follower after mirroring them and before its next
-//! fetch, and every shard as it opens. So a follower whose durable end is
+//! once its group committed them (its reads see no further), before it
+//! copies on; a follower after mirroring them and before its next fetch;
+//! a leader or single node as it opens. So a follower whose durable end is
 //! past an end record holds its part, and once the group committed the
 //! records (`trim_done`, after a move) they are trimmed, for retention.
 //! A begin record starts a queue's import again (a new leader's copy).
@@ -90,11 +91,14 @@ impl<'a> PartImportLog<'a> {
     }
 
     /// Ends the import: readers see offsets from `start`, the part ends at
-    /// `end`. Then builds the part here (see `build`).
+    /// `end`. Then builds the part here (see `build`) once the group
+    /// committed the records: reads see no further (and then the group's
+    /// followers built it already).
     pub async fn end(self, start: u64, end: u64) -> Result<(), Failure> {
         let mut value = start.to_le_bytes().to_vec();
         value.extend_from_slice(&end.to_le_bytes());
         self.append(Kind::End, &value).await?;
+        self.core.replicated_all().await?;
         build(self.core).await
     }
 
