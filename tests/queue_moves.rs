@@ -42,6 +42,16 @@ fn kafka_node(etcd: &common::etcd::Etcd, dir: &Path, group: &str, ports: (&str, 
     Broker::start_listening(&dir.join(group), &listen, &args)
 }
 
+/// Node `name` of broker group `group` on `ip` (its own ports), with `extra` flags.
+fn group_node(etcd: &common::etcd::Etcd, dir: &Path, (group, name, ip): (&str, &str, &str), extra: &[&str]) -> Broker {
+    let listen = format!("{ip}:{}", free_port_pair(ip));
+    let args = ["--cluster", &etcd.url, "--broker-group", group, "--node", name, "--lease-ms", "1000"];
+    let mut args: Vec<&str> = args.to_vec();
+    args.extend(["--insync-min", "1"]);
+    args.extend(extra);
+    Broker::start_listening(&dir.join(name), &listen, &args)
+}
+
 fn connect(bootstrap: &str) -> Arc<Client> {
     connect_retrying(bootstrap, 1000)
 }
@@ -305,11 +315,7 @@ fn a_move_survives_kill_9_of_the_source_leader_mid_copy_and_of_the_target_leader
     let etcd = common::etcd::Etcd::start(&dir.path().join("etcd"));
     // Copies at 1 MiB/s, so that the copy of the queue's 6 MiB lasts seconds.
     let node = |group: &str, name: &str, ip: &str| {
-        let listen = format!("{ip}:{}", free_port_pair(ip));
-        let args = ["--cluster", &etcd.url, "--broker-group", group, "--node", name, "--lease-ms", "1000"];
-        let mut args: Vec<&str> = args.to_vec();
-        args.extend(["--insync-min", "1", "--move-bytes-per-sec", "1048576"]);
-        Broker::start_listening(&dir.path().join(name), &listen, &args)
+        group_node(&etcd, dir.path(), (group, name, ip), &["--move-bytes-per-sec", "1048576"])
     };
     let mut east = [node("east", "e1", "127.0.0.93"), node("east", "e2", "127.0.0.94")];
     let mut west = [node("west", "w1", "127.0.0.95"), node("west", "w2", "127.0.0.96")];
@@ -385,13 +391,7 @@ fn a_rebalance_evens_out_groups_that_joined_after_a_topic_was_made() {
     let _cluster = one_cluster();
     let dir = tempfile::tempdir().unwrap();
     let etcd = common::etcd::Etcd::start(&dir.path().join("etcd"));
-    let node = |group: &str, ip: &str| {
-        let listen = format!("{ip}:{}", free_port_pair(ip));
-        let args = ["--cluster", &etcd.url, "--broker-group", group, "--node", group, "--lease-ms", "1000"];
-        let mut args: Vec<&str> = args.to_vec();
-        args.extend(["--insync-min", "1", "--load-report-ms", "300"]);
-        Broker::start_listening(&dir.path().join(group), &listen, &args)
-    };
+    let node = |group: &str, ip: &str| group_node(&etcd, dir.path(), (group, group, ip), &["--load-report-ms", "300"]);
     let mut a = node("a", "127.0.0.97");
     let client = connect(a.addr());
     client.create_topic("skew", 7, 0).unwrap();
@@ -544,14 +544,8 @@ fn a_compacted_queue_moves_with_its_compacted_part_which_the_targets_follower_ho
     let _cluster = one_cluster();
     let dir = tempfile::tempdir().unwrap();
     let etcd = common::etcd::Etcd::start(&dir.path().join("etcd"));
-    let node = |group: &str, name: &str, ip: &str| {
-        let listen = format!("{ip}:{}", free_port_pair(ip));
-        let args = ["--cluster", &etcd.url, "--broker-group", group, "--node", name, "--lease-ms", "1000"];
-        let mut args: Vec<&str> = args.to_vec();
-        args.extend(["--insync-min", "1", "--segment-mib", "2", "--batch-bytes-max", "262144"]);
-        args.extend(["--compaction-check-ms", "200"]);
-        Broker::start_listening(&dir.path().join(name), &listen, &args)
-    };
+    let compacting = ["--segment-mib", "2", "--batch-bytes-max", "262144", "--compaction-check-ms", "200"];
+    let node = |group: &str, name: &str, ip: &str| group_node(&etcd, dir.path(), (group, name, ip), &compacting);
     let mut east = node("east", "e1", "127.0.0.103");
     let client = connect(east.addr());
     let configs = [("cleanup.policy", "compact"), ("min.cleanable.dirty.ratio", "0.01"), ("delete.retention.ms", "0")]
