@@ -11,6 +11,7 @@ pub mod dlq;
 mod doc_tables;
 pub mod doctor;
 pub mod duration;
+pub mod objects;
 pub mod security;
 pub mod server;
 

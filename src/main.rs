@@ -78,6 +78,11 @@ enum Command {
         #[command(subcommand)]
         action: cli::quotas::QuotaAction,
     },
+    /// Tiered storage's bucket: check that the broker can use it.
+    Tiered {
+        #[command(subcommand)]
+        action: cli::tiered::TieredAction,
+    },
     /// The cluster as its etcd sees it.
     Cluster {
         #[command(subcommand)]
@@ -426,6 +431,7 @@ fn main() -> ExitCode {
         Command::Group { action } => cli::groups::run(action),
         Command::Trace(args) => cli::trace::run(args),
         Command::Top(args) => cli::top::run(args),
+        Command::Tiered { action } => cli::tiered::run(action),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

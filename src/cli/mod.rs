@@ -5,6 +5,7 @@ pub mod groups;
 pub mod quotas;
 pub mod renamed;
 pub mod settings;
+pub mod tiered;
 pub mod top;
 pub mod topics;
 pub mod trace;

@@ -9,6 +9,7 @@ pub mod kafka;
 pub mod kafka_failover;
 pub mod netns;
 pub mod ports;
+pub mod seaweed;
 pub mod tools;
 
 use ringmq::client::{Client, ClientConfig, ConsumedMessage, Consumer, SendResult};
