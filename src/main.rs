@@ -409,9 +409,10 @@ fn main() -> ExitCode {
         Err(e) => e.exit(),
     };
     // Whether a serve setting was given as a flag (it then wins over --config).
-    let on_command_line = |id: &str| {
-        matches.subcommand_matches("serve").and_then(|m| m.value_source(id)) == Some(ValueSource::CommandLine)
-    };
+    let serve_matches = matches
+        .subcommand_matches("serve")
+        .or_else(|| matches.subcommand_matches("tiered").and_then(|t| t.subcommand_matches("check")));
+    let on_command_line = |id: &str| serve_matches.and_then(|m| m.value_source(id)) == Some(ValueSource::CommandLine);
     tracing_subscriber::fmt()
         .with_writer(std::io::stderr)
         .with_env_filter(tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into()))
@@ -431,7 +432,7 @@ fn main() -> ExitCode {
         Command::Group { action } => cli::groups::run(action),
         Command::Trace(args) => cli::trace::run(args),
         Command::Top(args) => cli::top::run(args),
-        Command::Tiered { action } => cli::tiered::run(action),
+        Command::Tiered { action } => cli::tiered::run(action, on_command_line),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

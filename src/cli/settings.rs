@@ -8,6 +8,7 @@
 
 use clap::{Args, FromArgMatches, ValueEnum};
 use ringmq::cluster::{BadClusterUrl, ClusterConfig};
+use ringmq::objects::{Credentials, ObjectStoreConfig, UrlStyle};
 use ringmq::security::sasl::SaslMechanism;
 use ringmq::security::tls::{ClientAuth, ServerFiles, ServerTls, TlsError};
 use ringmq::server::{self, config, ServerConfig};
@@ -60,6 +61,10 @@ pub enum SettingsError {
     ClusterNeeds(&'static str),
     #[error("--cluster {0}")]
     ClusterUrl(#[from] BadClusterUrl),
+    #[error("tiered storage's bucket needs --{0} too")]
+    S3Needs(&'static str),
+    #[error("tiered storage's bucket: {0}")]
+    S3(String),
 }
 
 /// The defaults, from `ServerConfig::new`: the one place they are set.
@@ -188,6 +193,33 @@ pub struct Settings {
     /// Serve the Kafka protocol too: shard 0 on this address, shard N on its port + N
     #[arg(long)]
     kafka_listen: Option<SocketAddr>,
+    /// Tiered storage's S3 endpoint (http://host:port or https://host); with --s3-bucket, topics may set remote.storage.enable
+    #[arg(long)]
+    s3_endpoint: Option<String>,
+    /// Tiered storage's bucket
+    #[arg(long)]
+    s3_bucket: Option<String>,
+    /// The bucket's region
+    #[arg(long, default_value = "us-east-1")]
+    s3_region: String,
+    /// How requests name the bucket: path (S3-compatible servers) or virtual-host (AWS S3)
+    #[arg(long, default_value = "path")]
+    s3_url_style: String,
+    /// Put before every key, so that several clusters share a bucket
+    #[arg(long, default_value = "")]
+    s3_prefix: String,
+    /// An AWS shared credentials file (else AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY)
+    #[arg(long)]
+    s3_credentials_file: Option<PathBuf>,
+    /// The credentials file's profile
+    #[arg(long, default_value = "default")]
+    s3_profile: String,
+    /// Tries of an S3 call whose failure may pass (connection, timeout, 5xx), the first included
+    #[arg(long, default_value_t = 5)]
+    s3_attempts: u32,
+    /// Longest one S3 request may take, ms
+    #[arg(long, default_value_t = 30_000)]
+    s3_request_timeout_ms: u64,
     /// Serve the admin HTTP listener on this address (shard 0): /metrics and /public_metrics (Prometheus), /healthz, /readyz, the web console at /
     #[arg(long)]
     admin_listen: Option<SocketAddr>,
@@ -352,6 +384,30 @@ fn object(settings: Settings) -> Result<serde_json::Map<String, serde_json::Valu
 }
 
 impl Settings {
+    /// Tiered storage's bucket, if --s3-endpoint names one (its credentials loaded).
+    pub fn object_store(&self) -> Result<Option<ObjectStoreConfig>, SettingsError> {
+        let Some(endpoint) = self.s3_endpoint.clone() else {
+            return match self.s3_bucket {
+                Some(_) => Err(SettingsError::S3Needs("s3-endpoint")),
+                None => Ok(None),
+            };
+        };
+        let bucket = self.s3_bucket.clone().ok_or(SettingsError::S3Needs("s3-bucket"))?;
+        let url_style: UrlStyle = self.s3_url_style.parse().map_err(SettingsError::S3)?;
+        let credentials = Credentials::load(self.s3_credentials_file.as_deref(), &self.s3_profile)
+            .map_err(|e| SettingsError::S3(e.to_string()))?;
+        Ok(Some(ObjectStoreConfig {
+            endpoint,
+            bucket,
+            region: self.s3_region.clone(),
+            url_style,
+            prefix: self.s3_prefix.clone(),
+            credentials,
+            attempts: at_least_one(self.s3_attempts, "s3-attempts")?,
+            request_timeout: Duration::from_millis(at_least_one(self.s3_request_timeout_ms, "s3-request-timeout-ms")?),
+        }))
+    }
+
     /// The broker's configuration, each setting checked.
     pub fn server_config(&self) -> Result<ServerConfig, SettingsError> {
         let mut cfg = ServerConfig::new(&self.data_dir);
@@ -406,6 +462,7 @@ impl Settings {
         cfg.task_quota = Duration::from_millis(at_least_one(self.task_quota_ms, "task-quota-ms")?);
         cfg.kafka_listen = self.kafka_listen;
         cfg.admin_listen = self.admin_listen;
+        cfg.object_store = self.object_store()?;
         cfg.trace = server::TraceConfig::new(&self.trace_topics, self.trace_sample_rate)?;
         cfg.idempotence_window = self.idempotence_window;
         cfg.retention_age = self.retention_hours.map(|h| Duration::from_secs(h.saturating_mul(3600)));

@@ -142,6 +142,8 @@ pub struct ServerConfig {
     pub auth: AuthConfig,
     /// Data keys: every batch is sealed (encrypted at rest) with the newest (None: in clear).
     pub encryption: Option<Arc<Keyring>>,
+    /// Tiered storage's bucket (None: topics may not set remote.storage.enable).
+    pub object_store: Option<crate::objects::ObjectStoreConfig>,
 }
 
 /// Authentication settings.
@@ -259,6 +261,7 @@ impl ServerConfig {
             tls_handshake_timeout: Duration::from_secs(10),
             auth: AuthConfig::default(),
             encryption: None,
+            object_store: None,
         }
     }
 }
