@@ -6,7 +6,10 @@
 //! the topic retention of `data/` (`retention.ms`, `retention.bytes`,
 //! `cleanup.policy`) and its compactor (`delete.retention.ms`,
 //! `min.cleanable.dirty.ratio`, `min.compaction.lag.ms`,
-//! `max.compaction.lag.ms`).
+//! `max.compaction.lag.ms`); tiered storage's (`remote.storage.enable`,
+//! `local.retention.ms`, `local.retention.bytes`: what stays on local disk,
+//! `retention.*` being the whole) are checked against each other here and
+//! against the broker's bucket by `Core::check_topic_configs`.
 
 use super::failure::{Failure, Reason};
 use std::collections::BTreeMap;
@@ -22,20 +25,30 @@ pub const DELETE_RETENTION_MS: &str = "delete.retention.ms";
 pub const MIN_CLEANABLE_DIRTY_RATIO: &str = "min.cleanable.dirty.ratio";
 pub const MIN_COMPACTION_LAG_MS: &str = "min.compaction.lag.ms";
 pub const MAX_COMPACTION_LAG_MS: &str = "max.compaction.lag.ms";
+pub const REMOTE_STORAGE_ENABLE: &str = "remote.storage.enable";
+pub const LOCAL_RETENTION_MS: &str = "local.retention.ms";
+pub const LOCAL_RETENTION_BYTES: &str = "local.retention.bytes";
 
 /// Every config a topic may set, in the order they are described.
-pub const NAMES: [&str; 10] = [
+pub const NAMES: [&str; 13] = [
     CLEANUP_POLICY,
     DELETE_RETENTION_MS,
+    LOCAL_RETENTION_BYTES,
+    LOCAL_RETENTION_MS,
     MAX_COMPACTION_LAG_MS,
     MAX_MESSAGE_BYTES,
     TIMESTAMP_TYPE,
     MIN_CLEANABLE_DIRTY_RATIO,
     MIN_COMPACTION_LAG_MS,
     MIN_INSYNC_REPLICAS,
+    REMOTE_STORAGE_ENABLE,
     RETENTION_BYTES,
     RETENTION_MS,
 ];
+
+/// Kafka's value of `local.retention.ms` and `local.retention.bytes` that
+/// means "as `retention.ms` / `retention.bytes`" (their default).
+pub const LOCAL_AS_TOTAL: i64 = -2;
 
 /// Kafka's defaults of the compaction configs.
 pub const DELETE_RETENTION_MS_DEFAULT: i64 = 86_400_000;
@@ -156,6 +169,9 @@ pub struct TopicConfigs {
     min_cleanable_dirty_permille: Option<u16>,
     min_compaction_lag_ms: Option<i64>,
     max_compaction_lag_ms: Option<i64>,
+    remote_storage: Option<bool>,
+    local_retention_ms: Option<i64>,
+    local_retention_bytes: Option<i64>,
 }
 
 impl TopicConfigs {
@@ -166,6 +182,7 @@ impl TopicConfigs {
         for (name, value) in entries {
             configs.set(name, value)?;
         }
+        configs.check_together()?;
         Ok(configs)
     }
 
@@ -183,7 +200,35 @@ impl TopicConfigs {
                 ConfigChange::Subtract(name, items) => next.change_list(name, items, false)?,
             }
         }
+        next.check_together()?;
+        if self.remote_storage() && !next.remote_storage() {
+            return Err(invalid(format!(
+                "{REMOTE_STORAGE_ENABLE} cannot be turned off once on: the topic's records in the bucket would be \
+                 lost to its readers (delete the topic instead)"
+            )));
+        }
         Ok(next)
+    }
+
+    /// The checks across configs: local retention within the total, and
+    /// no tiered storage for a compacted topic (as Kafka).
+    fn check_together(&self) -> Result<(), Failure> {
+        let within = |local: Option<i64>, total: Option<i64>, name: &str, total_name: &str| {
+            let (local, total) = (local.unwrap_or(LOCAL_AS_TOTAL), total.unwrap_or(-1));
+            if local == LOCAL_AS_TOTAL || total == -1 || (0..=total).contains(&local) {
+                return Ok(());
+            }
+            Err(invalid(format!("{name}={local} keeps more on local disk than {total_name}={total} keeps in all")))
+        };
+        within(self.local_retention_ms, self.retention_ms, LOCAL_RETENTION_MS, RETENTION_MS)?;
+        within(self.local_retention_bytes, self.retention_bytes, LOCAL_RETENTION_BYTES, RETENTION_BYTES)?;
+        if self.remote_storage() && self.cleanup_policy().compacts() {
+            return Err(invalid(format!(
+                "{REMOTE_STORAGE_ENABLE}=true with {CLEANUP_POLICY}={}: a compacted topic is not tiered (as in Kafka)",
+                self.cleanup_policy().name()
+            )));
+        }
+        Ok(())
     }
 
     /// Sets one config, checked.
@@ -217,6 +262,13 @@ impl TopicConfigs {
             }
             MAX_COMPACTION_LAG_MS => {
                 self.max_compaction_lag_ms = Some(at_least(value, 1).ok_or_else(|| bad("1 or more"))?)
+            }
+            REMOTE_STORAGE_ENABLE => self.remote_storage = Some(value.parse().map_err(|_| bad("true or false"))?),
+            LOCAL_RETENTION_MS => {
+                self.local_retention_ms = Some(at_least(value, LOCAL_AS_TOTAL).ok_or_else(|| bad("-2 or more"))?)
+            }
+            LOCAL_RETENTION_BYTES => {
+                self.local_retention_bytes = Some(at_least(value, LOCAL_AS_TOTAL).ok_or_else(|| bad("-2 or more"))?)
             }
             _ => return Err(unknown(name)),
         }
@@ -252,6 +304,9 @@ impl TopicConfigs {
             MIN_CLEANABLE_DIRTY_RATIO => self.min_cleanable_dirty_permille = None,
             MIN_COMPACTION_LAG_MS => self.min_compaction_lag_ms = None,
             MAX_COMPACTION_LAG_MS => self.max_compaction_lag_ms = None,
+            REMOTE_STORAGE_ENABLE => self.remote_storage = None,
+            LOCAL_RETENTION_MS => self.local_retention_ms = None,
+            LOCAL_RETENTION_BYTES => self.local_retention_bytes = None,
             _ => return Err(unknown(name)),
         }
         Ok(())
@@ -278,6 +333,9 @@ impl TopicConfigs {
         );
         put(MIN_COMPACTION_LAG_MS, self.min_compaction_lag_ms.map(|v| v.to_string()));
         put(MAX_COMPACTION_LAG_MS, self.max_compaction_lag_ms.map(|v| v.to_string()));
+        put(REMOTE_STORAGE_ENABLE, self.remote_storage.map(|v| v.to_string()));
+        put(LOCAL_RETENTION_MS, self.local_retention_ms.map(|v| v.to_string()));
+        put(LOCAL_RETENTION_BYTES, self.local_retention_bytes.map(|v| v.to_string()));
         set
     }
 
@@ -332,6 +390,29 @@ impl TopicConfigs {
     /// is compacted whatever its dirty ratio (None: no bound).
     pub fn max_compaction_lag(&self) -> Option<Duration> {
         self.max_compaction_lag_ms.filter(|ms| *ms < i64::MAX).map(|ms| Duration::from_millis(ms as u64))
+    }
+
+    /// Whether the topic's sealed records go to the broker's bucket.
+    pub fn remote_storage(&self) -> bool {
+        self.remote_storage.unwrap_or(false)
+    }
+
+    /// How long records stay on local disk (a tiered topic's; None: no
+    /// limit of the topic's own). As `retention.ms` unless set.
+    pub fn local_retention_age(&self) -> Option<Duration> {
+        match self.local_retention_ms.unwrap_or(LOCAL_AS_TOTAL) {
+            LOCAL_AS_TOTAL => self.retention_age(),
+            ms => u64::try_from(ms).ok().map(Duration::from_millis),
+        }
+    }
+
+    /// The most bytes a queue keeps on local disk (a tiered topic's; None:
+    /// no limit of the topic's own). As `retention.bytes` unless set.
+    pub fn local_retention_bytes(&self) -> Option<u64> {
+        match self.local_retention_bytes.unwrap_or(LOCAL_AS_TOTAL) {
+            LOCAL_AS_TOTAL => self.retention_bytes(),
+            bytes => u64::try_from(bytes).ok(),
+        }
     }
 }
 
@@ -409,6 +490,42 @@ mod tests {
         assert_eq!(compaction.entries()[MIN_CLEANABLE_DIRTY_RATIO], "0.01");
         let defaults = TopicConfigs::default();
         assert_eq!((defaults.min_cleanable_dirty_ratio(), defaults.max_compaction_lag()), (0.5, None));
+        assert!(!defaults.remote_storage());
+    }
+
+    #[test]
+    fn tiered_storage_configs_keep_local_within_the_total_and_stay_on() {
+        let tiered = TopicConfigs::from_entries([
+            (REMOTE_STORAGE_ENABLE, "true"),
+            (RETENTION_MS, "86400000"),
+            (LOCAL_RETENTION_MS, "3600000"),
+            (RETENTION_BYTES, "1000000"),
+        ])
+        .unwrap();
+        assert!(tiered.remote_storage());
+        assert_eq!(tiered.local_retention_age(), Some(Duration::from_secs(3600)));
+        assert_eq!(tiered.local_retention_bytes(), Some(1_000_000), "-2 (unset): as retention.bytes");
+        let unlimited = TopicConfigs::from_entries([(LOCAL_RETENTION_BYTES, "-1")]).unwrap();
+        assert_eq!(unlimited.local_retention_bytes(), None);
+        for (entries, why) in [
+            (vec![(RETENTION_MS, "1000"), (LOCAL_RETENTION_MS, "2000")], "more on local disk"),
+            (vec![(RETENTION_BYTES, "10"), (LOCAL_RETENTION_BYTES, "-1")], "more on local disk"),
+            (vec![(LOCAL_RETENTION_MS, "-3")], "-2 or more"),
+            (vec![(REMOTE_STORAGE_ENABLE, "yes")], "true or false"),
+            (vec![(REMOTE_STORAGE_ENABLE, "true"), (CLEANUP_POLICY, "compact")], "not tiered"),
+        ] {
+            let Err(Failure(reason, message)) = TopicConfigs::from_entries(entries.clone()) else {
+                panic!("{entries:?} taken")
+            };
+            assert_eq!(reason, Reason::InvalidConfig);
+            assert!(message.contains(why), "{message}");
+        }
+        let off = tiered.changed(&[ConfigChange::Set(REMOTE_STORAGE_ENABLE.into(), "false".into())]);
+        assert!(off.unwrap_err().1.contains("cannot be turned off"));
+        let unset = tiered.changed(&[ConfigChange::Unset(REMOTE_STORAGE_ENABLE.into())]);
+        assert!(unset.is_err(), "unset is off too");
+        let shorter = tiered.changed(&[ConfigChange::Set(RETENTION_MS.into(), "60000".into())]);
+        assert!(shorter.unwrap_err().1.contains("local.retention.ms=3600000"), "the total may not go below the local");
     }
 
     #[test]

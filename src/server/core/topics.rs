@@ -57,6 +57,8 @@ impl Core {
     /// wherever it is asked; in a cluster, in etcd).
     pub async fn configure_topic(self: &Rc<Self>, name: &str, changes: Vec<ConfigChange>) -> Result<(), Failure> {
         if let Some(placement) = self.placement() {
+            // What this broker can do, checked here: etcd checks the configs alone.
+            self.check_topic_change(name, &changes)?;
             return placement.configure(name, changes).await;
         }
         if self.id() != METADATA_SHARD {
@@ -103,8 +105,19 @@ impl Core {
     }
 
     /// Refuses configs past what this broker can do: a `max.message.bytes`
-    /// larger than its own batch limit.
+    /// larger than its own batch limit, tiered storage (not uploaded yet).
     pub fn check_topic_configs(&self, configs: &TopicConfigs) -> Result<(), Failure> {
+        if configs.remote_storage() {
+            let why = match self.config().object_store {
+                None => {
+                    "remote.storage.enable=true needs the broker's bucket: start it with --s3-endpoint and \
+                     --s3-bucket (check them with `ringmq tiered check`)"
+                }
+                // Refused rather than taken and not done: no topic believes it is tiered before it is.
+                Some(_) => "remote.storage.enable=true is refused: this broker does not upload to its bucket yet",
+            };
+            return Err(Failure(Reason::InvalidConfig, why.into()));
+        }
         let most = self.config().kafka_batch_bytes_max();
         match configs.max_message_bytes() {
             Some(asked) if asked as usize > most => Err(Failure(

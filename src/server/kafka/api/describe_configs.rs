@@ -6,9 +6,10 @@ use super::{Api, At};
 use crate::security::acl::Operation;
 use crate::server::auth::authorizer::{self, Principal};
 use crate::server::core::topic_configs::{
-    self, TopicConfigs, CLEANUP_POLICY, DELETE_RETENTION_MS, DELETE_RETENTION_MS_DEFAULT, MAX_COMPACTION_LAG_MS,
-    MAX_MESSAGE_BYTES, MIN_CLEANABLE_DIRTY_RATIO, MIN_CLEANABLE_DIRTY_RATIO_DEFAULT, MIN_COMPACTION_LAG_MS,
-    MIN_INSYNC_REPLICAS, RETENTION_BYTES, RETENTION_MS, TIMESTAMP_TYPE,
+    self, TopicConfigs, CLEANUP_POLICY, DELETE_RETENTION_MS, DELETE_RETENTION_MS_DEFAULT, LOCAL_AS_TOTAL,
+    LOCAL_RETENTION_BYTES, LOCAL_RETENTION_MS, MAX_COMPACTION_LAG_MS, MAX_MESSAGE_BYTES, MIN_CLEANABLE_DIRTY_RATIO,
+    MIN_CLEANABLE_DIRTY_RATIO_DEFAULT, MIN_COMPACTION_LAG_MS, MIN_INSYNC_REPLICAS, REMOTE_STORAGE_ENABLE,
+    RETENTION_BYTES, RETENTION_MS, TIMESTAMP_TYPE,
 };
 use crate::server::core::Core;
 use crate::server::kafka::configs::{BROKER, TOPIC};
@@ -22,6 +23,7 @@ const TOPIC_CONFIG: i8 = 1;
 const STATIC_BROKER_CONFIG: i8 = 4;
 const DEFAULT_CONFIG: i8 = 5;
 /// Config types (v3+).
+const BOOLEAN: i8 = 1;
 const STRING: i8 = 2;
 const INT: i8 = 3;
 const LONG: i8 = 5;
@@ -124,12 +126,15 @@ fn configs(core: &Core, topic: Option<&TopicConfigs>) -> Vec<Described> {
     let defaults = [
         (CLEANUP_POLICY, "delete".to_string(), DEFAULT_CONFIG, LIST),
         (DELETE_RETENTION_MS, DELETE_RETENTION_MS_DEFAULT.to_string(), DEFAULT_CONFIG, LONG),
+        (LOCAL_RETENTION_BYTES, LOCAL_AS_TOTAL.to_string(), DEFAULT_CONFIG, LONG),
+        (LOCAL_RETENTION_MS, LOCAL_AS_TOTAL.to_string(), DEFAULT_CONFIG, LONG),
         (MAX_COMPACTION_LAG_MS, i64::MAX.to_string(), DEFAULT_CONFIG, LONG),
         (MAX_MESSAGE_BYTES, c.kafka_batch_bytes_max().to_string(), STATIC_BROKER_CONFIG, INT),
         (TIMESTAMP_TYPE, "CreateTime".into(), DEFAULT_CONFIG, STRING),
         (MIN_CLEANABLE_DIRTY_RATIO, MIN_CLEANABLE_DIRTY_RATIO_DEFAULT.to_string(), DEFAULT_CONFIG, DOUBLE),
         (MIN_COMPACTION_LAG_MS, "0".into(), DEFAULT_CONFIG, LONG),
         (MIN_INSYNC_REPLICAS, insync.to_string(), from_flag(c.cluster.is_some()), INT),
+        (REMOTE_STORAGE_ENABLE, "false".into(), DEFAULT_CONFIG, BOOLEAN),
         // A shard's size bound is over all its queues, not one partition's.
         (RETENTION_BYTES, "-1".into(), DEFAULT_CONFIG, LONG),
         (RETENTION_MS, retention_ms.to_string(), from_flag(c.retention_age.is_some()), LONG),
