@@ -19,6 +19,7 @@ mod read;
 mod replica;
 mod shard;
 mod signal;
+pub mod tiered;
 
 pub use compact::{Compacted, Compaction, CompactionReport, PartImport};
 pub use config::{FlushPolicy, ShardConfig};
