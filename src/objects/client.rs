@@ -8,7 +8,7 @@ use hyper::body::Bytes;
 use hyper::{Method, StatusCode};
 use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::client::legacy::Client;
-use rusty_s3::actions::ListObjectsV2;
+use rusty_s3::actions::{CreateMultipartUpload, ListObjectsV2};
 use rusty_s3::S3Action;
 use std::ops::Range;
 use std::sync::Arc;
@@ -43,6 +43,8 @@ struct Answer {
     status: StatusCode,
     /// Its Content-Length (a HEAD's object size).
     length: Option<u64>,
+    /// Its ETag (an uploaded part's).
+    etag: Option<String>,
     body: Bytes,
 }
 
@@ -96,6 +98,19 @@ impl ObjectStore {
         )
         .await
         .map(|_| ())
+    }
+
+    /// Starts storing `key` in parts (each at least 5 MiB but the last):
+    /// nothing is readable under `key` until `Upload::complete`.
+    pub async fn upload(&self, key: &str) -> Result<Upload, ObjectError> {
+        let full = self.full_key(key);
+        let what = format!("POST {full} (a multipart upload)");
+        let sign = || self.bucket.create_multipart_upload(Some(&self.credentials), &full).sign(SIGNED_FOR);
+        let answer = self.call(&what, Method::POST, sign, None, Bytes::new()).await?;
+        let text = String::from_utf8_lossy(&answer.body);
+        let created = CreateMultipartUpload::parse_response(&text)
+            .map_err(|e| ObjectError::Config(format!("{what}: the answer does not parse: {e}")))?;
+        Ok(Upload { store: self.clone(), key: full, id: created.upload_id().to_string(), etags: Vec::new() })
     }
 
     /// The bytes of `key`, or of `range` of them.
@@ -210,9 +225,11 @@ impl ObjectStore {
     ) -> Result<Answer, Box<dyn std::error::Error + Send + Sync>> {
         let response = self.http.request(request).await?;
         let status = response.status();
-        let length = response.headers().get(hyper::header::CONTENT_LENGTH).and_then(|v| v.to_str().ok()?.parse().ok());
+        let headers = response.headers();
+        let length = headers.get(hyper::header::CONTENT_LENGTH).and_then(|v| v.to_str().ok()?.parse().ok());
+        let etag = headers.get(hyper::header::ETAG).and_then(|v| v.to_str().ok()).map(str::to_string);
         let body = response.into_body().collect().await?.to_bytes();
-        Ok(Answer { status, length, body })
+        Ok(Answer { status, length, etag, body })
     }
 
     fn request(
@@ -248,6 +265,52 @@ impl ObjectStore {
 
     fn no_bucket(&self) -> ObjectError {
         ObjectError::NoBucket { bucket: self.config.bucket.clone(), endpoint: self.config.endpoint.clone() }
+    }
+}
+
+/// A multipart upload of one object: its parts in order, then complete (or abort).
+pub struct Upload {
+    store: ObjectStore,
+    key: String,
+    id: String,
+    etags: Vec<String>,
+}
+
+impl Upload {
+    /// Stores the next part.
+    pub async fn part(&mut self, bytes: Bytes) -> Result<(), ObjectError> {
+        let number = u16::try_from(self.etags.len() + 1)
+            .map_err(|_| ObjectError::Config(format!("{}: more than {} parts", self.key, u16::MAX)))?;
+        let what = format!("PUT {} part {number}", self.key);
+        let (store, key, id) = (&self.store, &self.key, &self.id);
+        let sign = || store.bucket.upload_part(Some(&store.credentials), key, number, id).sign(SIGNED_FOR);
+        let answer = store.call(&what, Method::PUT, sign, None, bytes).await?;
+        let etag = answer.etag.ok_or_else(|| ObjectError::Config(format!("{what}: the answer has no ETag")))?;
+        self.etags.push(etag);
+        Ok(())
+    }
+
+    /// Makes the parts the object `key`, readable whole from now on.
+    pub async fn complete(self) -> Result<(), ObjectError> {
+        let what = format!("POST {} (completing {} parts)", self.key, self.etags.len());
+        let (store, key, id) = (&self.store, &self.key, &self.id);
+        let etags = || self.etags.iter().map(String::as_str);
+        let action = store.bucket.complete_multipart_upload(Some(&store.credentials), key, id, etags());
+        let sign =
+            || store.bucket.complete_multipart_upload(Some(&store.credentials), key, id, etags()).sign(SIGNED_FOR);
+        let body = Bytes::from(action.body());
+        store.call(&what, Method::POST, sign, None, body).await.map(|_| ())
+    }
+
+    /// Drops the parts stored so far.
+    pub async fn abort(self) -> Result<(), ObjectError> {
+        let what = format!("DELETE {} (aborting its upload)", self.key);
+        let (store, key, id) = (&self.store, &self.key, &self.id);
+        let sign = || store.bucket.abort_multipart_upload(Some(&store.credentials), key, id).sign(SIGNED_FOR);
+        match store.call(&what, Method::DELETE, sign, None, Bytes::new()).await {
+            Ok(_) | Err(ObjectError::NotFound { .. }) => Ok(()),
+            Err(error) => Err(error),
+        }
     }
 }
 
