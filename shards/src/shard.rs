@@ -18,6 +18,7 @@ use crate::read::cache::ChunkCache;
 use crate::read::reader::{ReadBatches, ReadWait, Readahead};
 use crate::replica::LogRange;
 use crate::signal::Signal;
+use crate::tiered::SegmentExport;
 use std::cell::{Cell, RefCell};
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::rc::Rc;
@@ -400,6 +401,12 @@ impl Shard {
     /// another broker group (`PartImport::finish` makes it the queue's).
     pub async fn import_part(&self, queue: QueueId) -> Result<PartImport<'_>> {
         self.inner.import_part(queue).await
+    }
+
+    /// Starts reading the sealed segment based at `base` into a tiered
+    /// object of the batches of the queues `tiered` says (`SegmentExport::step`).
+    pub fn export_segment<'a>(&'a self, base: u64, tiered: &'a dyn Fn(QueueId) -> bool) -> Result<SegmentExport<'a>> {
+        self.inner.export_segment(base, tiered)
     }
 
     /// What `queue`'s compacted part holds, if it has one.

@@ -1,0 +1,108 @@
+//! A sealed segment read into a tiered object (`object.rs`), a part at a
+//! time: the batches of the queues the owner tiers, as stored, with their
+//! records' lookup entries (read in clear: a sealed batch is opened for
+//! them, and uploaded sealed).
+
+use super::object::{ObjectBuilder, ObjectIndex};
+use crate::batch;
+use crate::error::{Result, StorageError};
+use crate::position::{LogPos, QueueId};
+use crate::read::reader::ReadWait;
+use crate::replica::shipped_batches;
+use crate::shard::Inner;
+
+/// Log bytes read per step.
+const READ_BYTES: usize = 1 << 20;
+
+/// What the next step of an export gives.
+pub enum ExportStep {
+    /// A part of the object (more follow).
+    Part(Vec<u8>),
+    /// The last part (with the footer) and the object's index; an index
+    /// without slices says the segment held none of the queues.
+    Done(Vec<u8>, ObjectIndex),
+}
+
+/// The export of one sealed segment, read in steps.
+pub struct SegmentExport<'a> {
+    inner: &'a Inner,
+    tiered: &'a dyn Fn(QueueId) -> bool,
+    next: u64,
+    end: u64,
+    builder: Option<ObjectBuilder>,
+}
+
+impl Inner {
+    pub(crate) fn export_segment<'a>(
+        &'a self,
+        base: u64,
+        tiered: &'a dyn Fn(QueueId) -> bool,
+    ) -> Result<SegmentExport<'a>> {
+        let st = self.state.borrow();
+        let sealed = st.log.segment_bases();
+        let refused = |why: &str| StorageError::Busy(format!("segment {base} cannot be exported: {why}"));
+        if !sealed.contains(&LogPos(base)) || sealed.last() == Some(&LogPos(base)) {
+            return Err(refused("it is not a sealed segment of this shard (the last one is still written)"));
+        }
+        let end = base + self.config.segment_bytes;
+        Ok(SegmentExport { inner: self, tiered, next: base, end, builder: Some(ObjectBuilder::new()) })
+    }
+}
+
+impl SegmentExport<'_> {
+    /// Reads on until the next part is cut or the segment ends.
+    pub async fn step(&mut self) -> Result<ExportStep> {
+        let keyring = self.inner.config.keyring.clone();
+        let builder = self.builder.as_mut().expect("no step after Done");
+        while self.next < self.end {
+            let range = self.inner.read_range(LogPos(self.next), READ_BYTES, ReadWait::No).await?;
+            if range.next <= self.next {
+                break;
+            }
+            let mut at = range.from;
+            let mut cut = None;
+            for shipped in shipped_batches(&range.bytes) {
+                let (header, stored) = shipped.map_err(|detail| StorageError::Corruption {
+                    what: "segment export",
+                    position: at,
+                    detail: detail.to_string(),
+                })?;
+                let position = at;
+                at += u64::from(header.length);
+                if header.is_padding() || !(self.tiered)(QueueId(header.queue)) {
+                    continue;
+                }
+                let clear = crate::crypt::in_clear(keyring.as_deref(), stored, position)?;
+                let lookups = lookups_of(&clear, header.base_offset)?;
+                if let Some(part) = builder.push(stored, lookups)? {
+                    cut = Some(part);
+                }
+                if cut.is_some() {
+                    break;
+                }
+            }
+            self.next = at;
+            if let Some(part) = cut {
+                return Ok(ExportStep::Part(part));
+            }
+        }
+        let (last, index) = self.builder.take().expect("no step after Done").finish();
+        Ok(ExportStep::Done(last, index))
+    }
+}
+
+/// The lookup entries (hash, offset) of a batch in clear: each record's
+/// key, and its message id unless it has none.
+fn lookups_of(clear: &[u8], base: u64) -> Result<Vec<(u64, u64)>> {
+    let mut scratch = Vec::new();
+    let mut out = Vec::new();
+    for (i, record) in batch::records(clear, &mut scratch)?.enumerate() {
+        let record = record?;
+        let offset = base + i as u64;
+        out.push((crate::lookup::key_hash(record.key.unwrap_or_default()), offset));
+        if record.message_id != [0; 16] {
+            out.push((crate::lookup::id_hash(&record.message_id), offset));
+        }
+    }
+    Ok(out)
+}
