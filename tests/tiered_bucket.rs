@@ -73,12 +73,6 @@ fn a_bucket_is_checked_and_each_misconfiguration_is_named() {
 fn tiered_topic_configs_are_checked_against_each_other_and_the_broker() {
     let dir = tempfile::tempdir().unwrap();
     let weed = Seaweed::start(&dir.path().join("weed"));
-    let file = dir.path().join("credentials");
-    std::fs::write(
-        &file,
-        format!("[default]\naws_access_key_id = {ACCESS_KEY}\naws_secret_access_key = {SECRET_KEY}\n"),
-    )
-    .unwrap();
     let configs = |entries: &[(&str, &str)]| -> Vec<(String, String)> {
         entries.iter().map(|(n, v)| (n.to_string(), v.to_string())).collect()
     };
@@ -95,8 +89,8 @@ fn tiered_topic_configs_are_checked_against_each_other_and_the_broker() {
         .create_topic_with_configs("t", 1, 0, &configs(&[("retention.ms", "60000"), ("local.retention.ms", "1000")]))
         .unwrap();
 
-    let file_flag = file.to_str().unwrap();
-    let with_bucket = ["--s3-endpoint", &weed.endpoint, "--s3-bucket", BUCKET, "--s3-credentials-file", file_flag];
+    let with_bucket = weed.broker_flags(dir.path());
+    let with_bucket: Vec<&str> = with_bucket.iter().map(String::as_str).collect();
     let tiered = common::Broker::start(&dir.path().join("tiered"), &with_bucket);
     let said = tiered
         .client()
@@ -159,4 +153,32 @@ fn an_object_uploaded_in_parts_reads_back_across_their_edges() {
         let missing = store.get("no-such", None).await.unwrap_err();
         assert!(matches!(missing, ObjectError::NotFound { .. }), "{missing}");
     });
+}
+
+/// The broker watches its bucket: `ringmq_tiered_bucket_usable` is 1 while
+/// SeaweedFS serves it, 0 (and a failed check counted) once it is stopped.
+#[test]
+fn the_broker_reports_whether_its_bucket_is_usable() {
+    let dir = tempfile::tempdir().unwrap();
+    let weed = Seaweed::start(&dir.path().join("weed"));
+    let admin = format!("127.0.0.1:{}", common::ports::free_ports("127.0.0.1", 1));
+    let bucket = weed.broker_flags(dir.path());
+    let mut flags: Vec<&str> = bucket.iter().map(String::as_str).collect();
+    flags.extend(["--s3-check-ms", "200", "--s3-attempts", "1", "--admin-listen", &admin]);
+    let _broker = common::Broker::start(&dir.path().join("broker"), &flags);
+    let metric = |name: &str| -> Option<f64> {
+        let (_, text) = common::get(&admin, "/metrics");
+        text.lines().find(|l| l.starts_with(&format!("{name}{{"))).and_then(|l| l.rsplit(' ').next()?.parse().ok())
+    };
+    let wait_for = |what: &str, done: &dyn Fn() -> bool| {
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+        while !done() {
+            assert!(std::time::Instant::now() < deadline, "{what} within 30 s");
+            std::thread::sleep(std::time::Duration::from_millis(100));
+        }
+    };
+    wait_for("the bucket usable", &|| metric("ringmq_tiered_bucket_usable") == Some(1.0));
+    drop(weed);
+    wait_for("the bucket unusable", &|| metric("ringmq_tiered_bucket_usable") == Some(0.0));
+    assert!(metric("ringmq_tiered_bucket_checks_failed_total").is_some_and(|n| n >= 1.0));
 }

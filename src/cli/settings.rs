@@ -220,6 +220,9 @@ pub struct Settings {
     /// Longest one S3 request may take, ms
     #[arg(long, default_value_t = 30_000)]
     s3_request_timeout_ms: u64,
+    /// How often the broker checks its bucket (the metric ringmq_tiered_bucket_usable), ms
+    #[arg(long, default_value_t = ms(d().bucket_check_interval))]
+    s3_check_ms: u64,
     /// Serve the admin HTTP listener on this address (shard 0): /metrics and /public_metrics (Prometheus), /healthz, /readyz, the web console at /
     #[arg(long)]
     admin_listen: Option<SocketAddr>,
@@ -463,6 +466,7 @@ impl Settings {
         cfg.kafka_listen = self.kafka_listen;
         cfg.admin_listen = self.admin_listen;
         cfg.object_store = self.object_store()?;
+        cfg.bucket_check_interval = Duration::from_millis(at_least_one(self.s3_check_ms, "s3-check-ms")?);
         cfg.trace = server::TraceConfig::new(&self.trace_topics, self.trace_sample_rate)?;
         cfg.idempotence_window = self.idempotence_window;
         cfg.retention_age = self.retention_hours.map(|h| Duration::from_secs(h.saturating_mul(3600)));

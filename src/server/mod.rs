@@ -47,6 +47,7 @@ use self::core::clock::Clock;
 use self::core::stall::Pulse;
 use self::core::tasks::Stop;
 use self::net::admission::PerAddress;
+use self::node::object_thread::ObjectThread;
 use self::node::watchdog::Watchdog;
 use self::node::{data_keys, layout};
 use self::shard::ShardError;
@@ -73,6 +74,8 @@ pub enum ServerError {
     Users(crate::security::AccountsError),
     #[error("shard {0} failed to start: {1}")]
     Shard(usize, ShardError),
+    #[error("tiered storage's bucket: {0}")]
+    ObjectStore(String),
 }
 
 /// A running broker.
@@ -85,6 +88,8 @@ pub struct Server {
     shards: Vec<glommio::ExecutorJoinHandle<()>>,
     /// Watches the shards' threads for holds; stops when the server is dropped.
     _watchdog: Option<Watchdog>,
+    /// The S3 thread of tiered storage's bucket, if there is one; stops when the server is dropped.
+    _objects: Option<ObjectThread>,
     /// Released once every shard has stopped.
     _lock: DataDirLock,
 }
@@ -146,6 +151,12 @@ pub fn start(config: ServerConfig) -> Result<Server, ServerError> {
         true => None,
         false => Some(Watchdog::start(pulses.clone(), config.stall_threshold)?),
     };
+    let (objects_thread, objects) = match config.object_store.clone() {
+        Some(bucket) => {
+            ObjectThread::start(bucket).map(|(t, link)| (Some(t), Some(link))).map_err(ServerError::ObjectStore)?
+        }
+        None => (None, None),
+    };
     let mut shards = Vec::new();
     for (index, &cpu) in config.cores.iter().enumerate() {
         let (addr_tx, addr_rx) = mpsc::channel();
@@ -162,6 +173,7 @@ pub fn start(config: ServerConfig) -> Result<Server, ServerError> {
             per_address: per_address.clone(),
             log_ends: log_ends.clone(),
             pulse: pulses[index].clone(),
+            objects: objects.clone(),
         };
         let builder = LocalExecutorBuilder::new(Placement::Fixed(cpu))
             .name(&format!("ringmq-shard-{index}"))
@@ -174,7 +186,15 @@ pub fn start(config: ServerConfig) -> Result<Server, ServerError> {
         shards.push(handle);
     }
     let addrs = vec![SocketAddr::from(([0, 0, 0, 0], 0)); n];
-    let mut server = Server { addrs, log_ends: Vec::new(), stop, shards, _watchdog: watchdog, _lock: lock };
+    let mut server = Server {
+        addrs,
+        log_ends: Vec::new(),
+        stop,
+        shards,
+        _watchdog: watchdog,
+        _objects: objects_thread,
+        _lock: lock,
+    };
     match wait_until_serving(&report_rx, &addr_txs, &mut server.addrs) {
         Ok(()) => {
             server.log_ends = log_ends.lock().expect("no shard panics holding it").clone();

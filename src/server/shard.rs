@@ -10,6 +10,7 @@ use super::core::context::{Core, Parts, ShardRole};
 use super::core::mesh::{Mesh, MeshMsg};
 use super::core::metadata::Metadata;
 use super::core::metadata_log;
+use super::core::objects::ObjectLink;
 use super::core::offsets::Offsets;
 use super::core::part_imports;
 use super::core::queue_starts;
@@ -65,6 +66,8 @@ pub struct Startup {
     pub log_ends: Arc<std::sync::Mutex<Vec<u64>>>,
     /// The shard's heartbeat, which the watchdog watches.
     pub pulse: Arc<stall::Pulse>,
+    /// Tiered storage's bucket, if the broker has one.
+    pub objects: Option<ObjectLink>,
 }
 
 /// Why a shard could not start (or stop cleanly).
@@ -178,6 +181,7 @@ async fn serve(s: Startup) -> Result<(), ShardError> {
         txn_marks,
         role,
         pulse: s.pulse.clone(),
+        objects: s.objects.clone(),
     });
     levels::open(&core).await.map_err(storage_failed("opening delay levels"))?;
     let timer = Timer::open(&core).await.map_err(storage_failed("loading delayed messages"))?;
@@ -276,6 +280,9 @@ fn start_tasks(s: &Rc<Services>, net: &Rc<Net>, listener: TcpListener, kafka: Op
     tasks.spawn("compactor", Death::Logged, super::data::compaction::run(core.clone()));
     if core.id() == 0 && core.placement().is_some() {
         tasks.spawn("topic placement", Death::Logged, core.clone().follow_placement());
+    }
+    if core.id() == 0 && core.objects().is_some() {
+        tasks.spawn("bucket check", Death::Logged, super::data::bucket::run(core.clone()));
     }
     if core.placement().is_some() && matches!(core.role(), ShardRole::Leader(_)) {
         core.set_forward(Rc::new(super::replica::forward::Produces));

@@ -67,6 +67,17 @@ impl Seaweed {
         }
     }
 
+    /// The flags that give a broker this server's bucket, its credentials
+    /// in a credentials file written in `dir`.
+    pub fn broker_flags(&self, dir: &Path) -> Vec<String> {
+        let file = dir.join("credentials");
+        let profile = format!("[default]\naws_access_key_id = {ACCESS_KEY}\naws_secret_access_key = {SECRET_KEY}\n");
+        std::fs::write(&file, profile).unwrap();
+        let flags =
+            ["--s3-endpoint", &self.endpoint, "--s3-bucket", BUCKET, "--s3-credentials-file", file.to_str().unwrap()];
+        flags.map(str::to_string).to_vec()
+    }
+
     /// A `ringmq` command with the server's credentials in its environment.
     pub fn ringmq(&self) -> Command {
         let mut c = Command::new(env!("CARGO_BIN_EXE_ringmq"));

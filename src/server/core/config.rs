@@ -144,6 +144,8 @@ pub struct ServerConfig {
     pub encryption: Option<Arc<Keyring>>,
     /// Tiered storage's bucket (None: topics may not set remote.storage.enable).
     pub object_store: Option<crate::objects::ObjectStoreConfig>,
+    /// How often shard 0 checks the bucket (`ringmq_tiered_bucket_usable`).
+    pub bucket_check_interval: Duration,
 }
 
 /// Authentication settings.
@@ -262,6 +264,7 @@ impl ServerConfig {
             auth: AuthConfig::default(),
             encryption: None,
             object_store: None,
+            bucket_check_interval: Duration::from_secs(60),
         }
     }
 }

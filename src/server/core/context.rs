@@ -9,6 +9,7 @@ use super::copied_out::CopiedOut;
 use super::mesh::Mesh;
 use super::metadata::Metadata;
 use super::metrics::Registry;
+use super::objects::ObjectLink;
 use super::offsets::Offsets;
 use super::queue_starts::QueueStarts;
 use super::replication::Replication;
@@ -68,6 +69,8 @@ pub struct Core {
     pub(super) forward: RefCell<Option<Rc<dyn super::forward::Forward>>>,
     /// Queues being copied to another broker group.
     copied_out: CopiedOut,
+    /// Tiered storage's bucket, if the broker has one.
+    objects: Option<ObjectLink>,
 }
 
 /// What this shard does in its broker group.
@@ -94,6 +97,7 @@ pub struct Parts {
     pub txn_marks: TxnMarks,
     pub role: ShardRole,
     pub pulse: Arc<Pulse>,
+    pub objects: Option<ObjectLink>,
 }
 
 impl Core {
@@ -127,6 +131,7 @@ impl Core {
             trace,
             forward: RefCell::default(),
             copied_out: CopiedOut::default(),
+            objects: p.objects,
         })
     }
 
@@ -172,6 +177,11 @@ impl Core {
     /// The client quotas as of now (as the ACLs).
     pub fn quotas(&self) -> Arc<Quotas> {
         self.quotas.get(&self.accounts.quotas)
+    }
+
+    /// Tiered storage's bucket, if the broker has one.
+    pub fn objects(&self) -> Option<&ObjectLink> {
+        self.objects.as_ref()
     }
 
     /// Queues of this shard being copied to another broker group.

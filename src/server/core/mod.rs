@@ -17,6 +17,7 @@ pub mod mesh;
 pub mod metadata;
 pub mod metadata_log;
 pub mod metrics;
+pub mod objects;
 pub mod offsets;
 pub mod part_imports;
 pub mod placement;

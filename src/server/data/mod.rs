@@ -3,6 +3,7 @@
 //! by message id or key, a topic's own retention and DeleteRecords, and
 //! in a cluster the queues' loads reported for rebalancing.
 
+pub mod bucket;
 pub mod compaction;
 pub mod fetch;
 pub mod load;

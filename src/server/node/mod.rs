@@ -9,6 +9,7 @@ pub mod data_keys;
 pub mod dir_lock;
 mod error;
 pub mod layout;
+pub mod object_thread;
 mod stack_capture;
 mod stack_names;
 mod thread_sample;
