@@ -76,8 +76,6 @@ impl SegmentExport<'_> {
                 let lookups = lookups_of(&clear, header.base_offset)?;
                 if let Some(part) = builder.push(stored, lookups)? {
                     cut = Some(part);
-                }
-                if cut.is_some() {
                     break;
                 }
             }

@@ -120,42 +120,29 @@ struct Import {
 /// The imports `PART_IMPORTS` holds below `until`, by queue.
 async fn imports(storage: &Shard, until: u64) -> Result<HashMap<QueueId, Import>, StorageError> {
     let mut found: HashMap<QueueId, Import> = HashMap::new();
-    each_read(storage, 0, until, |offset, kind, queue, value| match kind {
-        Kind::Begin => {
-            found.insert(queue, Import { begin: offset, end: None });
-        }
-        Kind::End => {
-            let (start, end) = (batch::u64_at(value, 0), batch::u64_at(value, 8));
-            if let Some(import) = found.get_mut(&queue) {
-                import.end = Some((offset, start, end));
+    queues::scan(storage, PART_IMPORTS, 0, |offset, r| {
+        let Some((kind, queue)) = r.key.and_then(decode_key).filter(|_| offset < until) else { return };
+        match kind {
+            Kind::Begin => {
+                found.insert(queue, Import { begin: offset, end: None });
             }
+            Kind::End => {
+                let value = r.value.unwrap_or_default();
+                let (start, end) = (batch::u64_at(value, 0), batch::u64_at(value, 8));
+                if let Some(import) = found.get_mut(&queue) {
+                    import.end = Some((offset, start, end));
+                }
+            }
+            Kind::Chunk => {}
         }
-        Kind::Chunk => {}
     })
     .await?;
     Ok(found)
 }
 
 /// Calls `each(offset, kind, queue, value)` for the records of
-/// `PART_IMPORTS` in [from, until).
-async fn each_read(
-    storage: &Shard,
-    from: u64,
-    until: u64,
-    mut each: impl FnMut(u64, Kind, QueueId, &[u8]),
-) -> Result<(), StorageError> {
-    let mut next = from.max(storage.offsets(PART_IMPORTS)?.0);
-    while next < until {
-        let read = read_once(storage, next, until, &mut each).await?;
-        if read <= next {
-            break;
-        }
-        next = read;
-    }
-    Ok(())
-}
-
-/// `each_read` of one read's worth from `next`; the offset to read next.
+/// `PART_IMPORTS` in [next, until) that one read from `next` returns; the
+/// offset to read next.
 async fn read_once(
     storage: &Shard,
     next: u64,
