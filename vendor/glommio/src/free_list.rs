@@ -70,6 +70,14 @@ impl<T> FreeList<T> {
             }
         }
     }
+    /// ringmq: the items held, in slot order.
+    pub(crate) fn items(&self) -> impl Iterator<Item = &T> {
+        self.slots.iter().filter_map(|slot| match slot {
+            Slot::Full { item } => Some(item),
+            Slot::Free { .. } => None,
+        })
+    }
+
     pub(crate) fn dealloc(&mut self, idx: Idx<T>) -> T {
         let slot = Slot::Free {
             next_free: mem::replace(&mut self.first_free, Some(idx)),

@@ -2025,7 +2025,20 @@ fn queue_request_into_ring(
 }
 
 impl Drop for Reactor {
-    fn drop(&mut self) {}
+    // ringmq: a source stays in the map from its submission until its
+    // completion is consumed, also once its future was dropped. When the
+    // executor ends first, the kernel may still write into such a source's
+    // buffer (a Direct I/O read, a registered buffer of the rings' arena, an
+    // accepted address) after the map would have freed it, and whatever the
+    // allocator placed there next is corrupted. Those sources are leaked
+    // instead: their memory stays theirs. Their wakers are dropped, so no
+    // task is kept alive by them.
+    fn drop(&mut self) {
+        for source in self.source_map.borrow().items() {
+            std::mem::take(&mut source.borrow_mut().wakers.waiters);
+            std::mem::forget(source.clone());
+        }
+    }
 }
 
 #[cfg(test)]
