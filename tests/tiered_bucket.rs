@@ -66,9 +66,9 @@ fn a_bucket_is_checked_and_each_misconfiguration_is_named() {
 }
 
 /// The topic configs of tiered storage are checked where they are set: a
-/// local retention past the total, or tiering without the broker's bucket,
-/// is refused with why; so is tiering with a bucket, until the broker
-/// uploads. A bucket half given stops `serve` with what is missing.
+/// local retention past the total, tiering without the broker's bucket,
+/// or a compacted topic tiered, is refused with why; with a bucket a topic
+/// is tiered. A bucket half given stops `serve` with what is missing.
 #[test]
 fn tiered_topic_configs_are_checked_against_each_other_and_the_broker() {
     let dir = tempfile::tempdir().unwrap();
@@ -92,12 +92,11 @@ fn tiered_topic_configs_are_checked_against_each_other_and_the_broker() {
     let with_bucket = weed.broker_flags(dir.path());
     let with_bucket: Vec<&str> = with_bucket.iter().map(String::as_str).collect();
     let tiered = common::Broker::start(&dir.path().join("tiered"), &with_bucket);
-    let said = tiered
-        .client()
-        .create_topic_with_configs("t", 1, 0, &configs(&[("remote.storage.enable", "true")]))
-        .unwrap_err()
-        .to_string();
-    assert!(said.contains("does not upload to its bucket yet"), "{said}");
+    let client = tiered.client();
+    client.create_topic_with_configs("t", 1, 0, &configs(&[("remote.storage.enable", "true")])).unwrap();
+    let compacted = configs(&[("remote.storage.enable", "true"), ("cleanup.policy", "compact")]);
+    let said = client.create_topic_with_configs("c", 1, 0, &compacted).unwrap_err().to_string();
+    assert!(said.contains("compact"), "{said}");
 
     let half = std::process::Command::new(env!("CARGO_BIN_EXE_ringmq"))
         .args(["serve", "--data-dir", dir.path().join("half").to_str().unwrap(), "--s3-bucket", BUCKET])
@@ -112,20 +111,10 @@ fn tiered_topic_configs_are_checked_against_each_other_and_the_broker() {
 /// aborted one leaves nothing; a missing object is named.
 #[test]
 fn an_object_uploaded_in_parts_reads_back_across_their_edges() {
-    use ringmq::objects::{Credentials, ObjectError, ObjectStore, ObjectStoreConfig, UrlStyle};
+    use ringmq::objects::ObjectError;
     let dir = tempfile::tempdir().unwrap();
     let weed = Seaweed::start(dir.path());
-    let store = ObjectStore::new(ObjectStoreConfig {
-        endpoint: weed.endpoint.clone(),
-        bucket: BUCKET.into(),
-        region: "us-east-1".into(),
-        url_style: UrlStyle::Path,
-        prefix: "parts".into(),
-        credentials: Credentials { key: ACCESS_KEY.into(), secret: SECRET_KEY.into(), token: None },
-        attempts: 3,
-        request_timeout: std::time::Duration::from_secs(30),
-    })
-    .unwrap();
+    let store = weed.store("parts");
     let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
     runtime.block_on(async {
         let sizes = [6 << 20, 6 << 20, 1 << 20];

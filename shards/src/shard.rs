@@ -404,9 +404,14 @@ impl Shard {
     }
 
     /// Starts reading the sealed segment based at `base` into a tiered
-    /// object of the batches of the queues `tiered` says (`SegmentExport::step`).
-    pub fn export_segment<'a>(&'a self, base: u64, tiered: &'a dyn Fn(QueueId) -> bool) -> Result<SegmentExport<'a>> {
-        self.inner.export_segment(base, tiered)
+    /// object of the batches `wanted` says (by queue and offsets;
+    /// `SegmentExport::step`).
+    pub fn export_segment<'a>(
+        &'a self,
+        base: u64,
+        wanted: &'a dyn Fn(QueueId, std::ops::Range<u64>) -> bool,
+    ) -> Result<SegmentExport<'a>> {
+        self.inner.export_segment(base, wanted)
     }
 
     /// What `queue`'s compacted part holds, if it has one.

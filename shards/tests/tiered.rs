@@ -34,7 +34,7 @@ fn keyed(i: u64) -> Vec<u8> {
 
 /// The whole object of sealed segment `base`, and its index read back from its bytes.
 async fn export(shard: &Shard, base: u64) -> (Vec<u8>, ObjectIndex, usize) {
-    let tiered = |q: QueueId| q.0 != LOCAL;
+    let tiered = |q: QueueId, _: std::ops::Range<u64>| q.0 != LOCAL;
     let mut export = shard.export_segment(base, &tiered).unwrap();
     let mut parts = Vec::new();
     loop {
@@ -89,7 +89,7 @@ fn write_and_export(cfg: ShardConfig) -> Vec<(Vec<u8>, ObjectIndex, usize)> {
         let bases = shard.segment_bases();
         assert!(bases.len() >= 2, "{bases:?}");
         let active = *bases.last().unwrap();
-        let refused = shard.export_segment(active, &|_| true).err().unwrap();
+        let refused = shard.export_segment(active, &|_, _| true).err().unwrap();
         assert!(refused.to_string().contains("not a sealed segment"), "{refused}");
         let mut objects = Vec::new();
         for base in &bases[..bases.len() - 1] {

@@ -223,6 +223,12 @@ pub struct Settings {
     /// How often the broker checks its bucket (the metric ringmq_tiered_bucket_usable), ms
     #[arg(long, default_value_t = ms(d().bucket_check_interval))]
     s3_check_ms: u64,
+    /// Bytes per second the broker uploads to tiered storage's bucket, shared evenly by its shards
+    #[arg(long, default_value_t = d().tiered_upload_bytes_per_sec)]
+    tiered_upload_bytes_per_sec: u64,
+    /// Segments the broker uploads to the bucket at once
+    #[arg(long, default_value_t = d().tiered_uploads_in_flight)]
+    tiered_uploads_in_flight: usize,
     /// Serve the admin HTTP listener on this address (shard 0): /metrics and /public_metrics (Prometheus), /healthz, /readyz, the web console at /
     #[arg(long)]
     admin_listen: Option<SocketAddr>,
@@ -467,6 +473,9 @@ impl Settings {
         cfg.admin_listen = self.admin_listen;
         cfg.object_store = self.object_store()?;
         cfg.bucket_check_interval = Duration::from_millis(at_least_one(self.s3_check_ms, "s3-check-ms")?);
+        cfg.tiered_upload_bytes_per_sec =
+            at_least_one(self.tiered_upload_bytes_per_sec, "tiered-upload-bytes-per-sec")?;
+        cfg.tiered_uploads_in_flight = at_least_one(self.tiered_uploads_in_flight, "tiered-uploads-in-flight")?;
         cfg.trace = server::TraceConfig::new(&self.trace_topics, self.trace_sample_rate)?;
         cfg.idempotence_window = self.idempotence_window;
         cfg.retention_age = self.retention_hours.map(|h| Duration::from_secs(h.saturating_mul(3600)));

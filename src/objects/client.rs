@@ -13,6 +13,7 @@ use rusty_s3::S3Action;
 use std::ops::Range;
 use std::sync::Arc;
 use std::time::Duration;
+use tokio::sync::mpsc::Receiver;
 
 /// How long a signed request stays valid: past any retry of it.
 const SIGNED_FOR: Duration = Duration::from_secs(15 * 60);
@@ -111,6 +112,35 @@ impl ObjectStore {
         let created = CreateMultipartUpload::parse_response(&text)
             .map_err(|e| ObjectError::Config(format!("{what}: the answer does not parse: {e}")))?;
         Ok(Upload { store: self.clone(), key: full, id: created.upload_id().to_string(), etags: Vec::new() })
+    }
+
+    /// Stores `key` from the parts that arrive on `parts`, in order, a
+    /// `Part::Last` at the end; if the sender goes before that, the upload
+    /// is aborted and nothing is stored. The object's length.
+    pub async fn put_parts(&self, key: &str, mut parts: Receiver<Part>) -> Result<u64, ObjectError> {
+        let mut upload = self.upload(key).await?;
+        let mut bytes = 0;
+        let last = loop {
+            let Some(part) = parts.recv().await else { break false };
+            let (body, last) = match part {
+                Part::More(body) => (body, false),
+                Part::Last(body) => (body, true),
+            };
+            bytes += body.len() as u64;
+            if let Err(error) = upload.part(body).await {
+                let _ = upload.abort().await;
+                return Err(error);
+            }
+            if last {
+                break true;
+            }
+        };
+        if !last {
+            upload.abort().await?;
+            return Err(ObjectError::GivenUp { key: key.to_string() });
+        }
+        upload.complete().await?;
+        Ok(bytes)
     }
 
     /// The bytes of `key`, or of `range` of them.
@@ -266,6 +296,12 @@ impl ObjectStore {
     fn no_bucket(&self) -> ObjectError {
         ObjectError::NoBucket { bucket: self.config.bucket.clone(), endpoint: self.config.endpoint.clone() }
     }
+}
+
+/// A part of an object `ObjectStore::put_parts` stores.
+pub enum Part {
+    More(Bytes),
+    Last(Bytes),
 }
 
 /// A multipart upload of one object: its parts in order, then complete (or abort).

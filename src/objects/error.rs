@@ -17,6 +17,8 @@ pub enum ObjectError {
     Denied { what: String, status: u16, code: String, message: String },
     #[error("the object store answered {what} with {status} {code}: {message}")]
     Refused { what: String, status: u16, code: String, message: String },
+    #[error("{key}: its upload was given up before its last part (nothing was stored)")]
+    GivenUp { key: String },
     #[error("the object store is unavailable for {what} after {attempts} attempts: {last}")]
     Unavailable { what: String, attempts: u32, last: String },
 }

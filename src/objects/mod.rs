@@ -11,6 +11,6 @@ mod client;
 mod config;
 mod error;
 
-pub use client::{Listed, ObjectStore, Upload};
+pub use client::{Listed, ObjectStore, Part, Upload};
 pub use config::{Credentials, ObjectStoreConfig, UrlStyle};
 pub use error::ObjectError;

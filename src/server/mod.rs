@@ -152,9 +152,9 @@ pub fn start(config: ServerConfig) -> Result<Server, ServerError> {
         false => Some(Watchdog::start(pulses.clone(), config.stall_threshold)?),
     };
     let (objects_thread, objects) = match config.object_store.clone() {
-        Some(bucket) => {
-            ObjectThread::start(bucket).map(|(t, link)| (Some(t), Some(link))).map_err(ServerError::ObjectStore)?
-        }
+        Some(bucket) => ObjectThread::start(bucket, config.tiered_uploads_in_flight)
+            .map(|(t, link)| (Some(t), Some(link)))
+            .map_err(ServerError::ObjectStore)?,
         None => (None, None),
     };
     let mut shards = Vec::new();

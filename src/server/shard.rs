@@ -281,8 +281,11 @@ fn start_tasks(s: &Rc<Services>, net: &Rc<Net>, listener: TcpListener, kafka: Op
     if core.id() == 0 && core.placement().is_some() {
         tasks.spawn("topic placement", Death::Logged, core.clone().follow_placement());
     }
-    if core.id() == 0 && core.objects().is_some() {
-        tasks.spawn("bucket check", Death::Logged, super::data::bucket::run(core.clone()));
+    if core.objects().is_some() {
+        if core.id() == 0 {
+            tasks.spawn("bucket check", Death::Logged, super::data::bucket::run(core.clone()));
+        }
+        tasks.spawn("tiered uploads", Death::Logged, super::data::upload::run(core.clone()));
     }
     if core.placement().is_some() && matches!(core.role(), ShardRole::Leader(_)) {
         core.set_forward(Rc::new(super::replica::forward::Produces));

@@ -78,6 +78,22 @@ impl Seaweed {
         flags.map(str::to_string).to_vec()
     }
 
+    /// The broker's S3 client for this server's bucket, keys under `prefix`.
+    pub fn store(&self, prefix: &str) -> ringmq::objects::ObjectStore {
+        use ringmq::objects::{Credentials, ObjectStore, ObjectStoreConfig, UrlStyle};
+        ObjectStore::new(ObjectStoreConfig {
+            endpoint: self.endpoint.clone(),
+            bucket: BUCKET.into(),
+            region: "us-east-1".into(),
+            url_style: UrlStyle::Path,
+            prefix: prefix.into(),
+            credentials: Credentials { key: ACCESS_KEY.into(), secret: SECRET_KEY.into(), token: None },
+            attempts: 3,
+            request_timeout: Duration::from_secs(30),
+        })
+        .unwrap()
+    }
+
     /// A `ringmq` command with the server's credentials in its environment.
     pub fn ringmq(&self) -> Command {
         let mut c = Command::new(env!("CARGO_BIN_EXE_ringmq"));

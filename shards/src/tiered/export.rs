@@ -1,7 +1,8 @@
 //! A sealed segment read into a tiered object (`object.rs`), a part at a
-//! time: the batches of the queues the owner tiers, as stored, with their
-//! records' lookup entries (read in clear: a sealed batch is opened for
-//! them, and uploaded sealed).
+//! time: the batches the owner wants (of the queues it tiers, from the
+//! offset each is uploaded to), as stored, with their records' lookup
+//! entries (read in clear: a sealed batch is opened for them, and uploaded
+//! sealed).
 
 use super::object::{ObjectBuilder, ObjectIndex};
 use crate::batch;
@@ -10,6 +11,7 @@ use crate::position::{LogPos, QueueId};
 use crate::read::reader::ReadWait;
 use crate::replica::shipped_batches;
 use crate::shard::Inner;
+use std::ops::Range;
 
 /// Log bytes read per step.
 const READ_BYTES: usize = 1 << 20;
@@ -26,7 +28,7 @@ pub enum ExportStep {
 /// The export of one sealed segment, read in steps.
 pub struct SegmentExport<'a> {
     inner: &'a Inner,
-    tiered: &'a dyn Fn(QueueId) -> bool,
+    wanted: &'a dyn Fn(QueueId, Range<u64>) -> bool,
     next: u64,
     end: u64,
     builder: Option<ObjectBuilder>,
@@ -36,7 +38,7 @@ impl Inner {
     pub(crate) fn export_segment<'a>(
         &'a self,
         base: u64,
-        tiered: &'a dyn Fn(QueueId) -> bool,
+        wanted: &'a dyn Fn(QueueId, Range<u64>) -> bool,
     ) -> Result<SegmentExport<'a>> {
         let st = self.state.borrow();
         let sealed = st.log.segment_bases();
@@ -45,7 +47,7 @@ impl Inner {
             return Err(refused("it is not a sealed segment of this shard (the last one is still written)"));
         }
         let end = base + self.config.segment_bytes;
-        Ok(SegmentExport { inner: self, tiered, next: base, end, builder: Some(ObjectBuilder::new()) })
+        Ok(SegmentExport { inner: self, wanted, next: base, end, builder: Some(ObjectBuilder::new()) })
     }
 }
 
@@ -69,7 +71,9 @@ impl SegmentExport<'_> {
                 })?;
                 let position = at;
                 at += u64::from(header.length);
-                if header.is_padding() || !(self.tiered)(QueueId(header.queue)) {
+                if header.is_padding()
+                    || !(self.wanted)(QueueId(header.queue), header.base_offset..header.next_offset())
+                {
                     continue;
                 }
                 let clear = crate::crypt::in_clear(keyring.as_deref(), stored, position)?;

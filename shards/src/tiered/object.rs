@@ -51,6 +51,14 @@ pub struct ObjectIndex {
     pub key_ids: Vec<u32>,
 }
 
+/// Where an object's footer lies, and the CRC it ends with.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FooterPlace {
+    pub pos: u64,
+    pub len: u32,
+    pub crc: u32,
+}
+
 /// Makes an object from a segment's batches, in log order.
 #[derive(Default)]
 pub struct ObjectBuilder {
@@ -152,6 +160,16 @@ impl ObjectIndex {
             return Err(refused("the object's trailer is not one: the object is damaged or not ringmq's".into()));
         }
         Ok((batch::u64_at(tail, 0), batch::u32_at(tail, 8)))
+    }
+
+    /// Where an object's footer lies and its CRC, from the object's last
+    /// part (which ends with the whole footer and the trailer).
+    pub fn footer_of(last: &[u8]) -> Result<FooterPlace> {
+        let short = || refused("the last part is shorter than its footer".into());
+        let tail = last.len().checked_sub(TRAILER_BYTES).ok_or_else(short)?;
+        let (pos, len) = ObjectIndex::trailer(&last[tail..])?;
+        let crc_at = tail.checked_sub(4).filter(|_| len >= 4 && len as usize <= tail).ok_or_else(short)?;
+        Ok(FooterPlace { pos, len, crc: batch::u32_at(last, crc_at) })
     }
 
     /// The footer `bytes` (CRC-checked).

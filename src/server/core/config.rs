@@ -146,6 +146,11 @@ pub struct ServerConfig {
     pub object_store: Option<crate::objects::ObjectStoreConfig>,
     /// How often shard 0 checks the bucket (`ringmq_tiered_bucket_usable`).
     pub bucket_check_interval: Duration,
+    /// Bytes per second the node's shards upload to the bucket, shared
+    /// evenly between them.
+    pub tiered_upload_bytes_per_sec: u64,
+    /// Objects the node uploads at once.
+    pub tiered_uploads_in_flight: usize,
 }
 
 /// Authentication settings.
@@ -265,6 +270,8 @@ impl ServerConfig {
             encryption: None,
             object_store: None,
             bucket_check_interval: Duration::from_secs(60),
+            tiered_upload_bytes_per_sec: 64 << 20,
+            tiered_uploads_in_flight: 4,
         }
     }
 }

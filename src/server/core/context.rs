@@ -6,6 +6,7 @@ use super::accounts::{Accounts, AccountsLink, Local};
 use super::clock::Clock;
 use super::config::ServerConfig;
 use super::copied_out::CopiedOut;
+use super::manifest::ShardManifest;
 use super::mesh::Mesh;
 use super::metadata::Metadata;
 use super::metrics::Registry;
@@ -71,6 +72,8 @@ pub struct Core {
     copied_out: CopiedOut,
     /// Tiered storage's bucket, if the broker has one.
     objects: Option<ObjectLink>,
+    /// What of this shard is in the bucket.
+    manifest: ShardManifest,
 }
 
 /// What this shard does in its broker group.
@@ -132,6 +135,7 @@ impl Core {
             forward: RefCell::default(),
             copied_out: CopiedOut::default(),
             objects: p.objects,
+            manifest: ShardManifest::default(),
         })
     }
 
@@ -182,6 +186,11 @@ impl Core {
     /// Tiered storage's bucket, if the broker has one.
     pub fn objects(&self) -> Option<&ObjectLink> {
         self.objects.as_ref()
+    }
+
+    /// This shard's manifest of tiered storage, as far as it is known.
+    pub fn manifest(&self) -> &ShardManifest {
+        &self.manifest
     }
 
     /// Queues of this shard being copied to another broker group.

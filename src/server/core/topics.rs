@@ -105,17 +105,11 @@ impl Core {
     }
 
     /// Refuses configs past what this broker can do: a `max.message.bytes`
-    /// larger than its own batch limit, tiered storage (not uploaded yet).
+    /// larger than its own batch limit, tiered storage without a bucket.
     pub fn check_topic_configs(&self, configs: &TopicConfigs) -> Result<(), Failure> {
-        if configs.remote_storage() {
-            let why = match self.config().object_store {
-                None => {
-                    "remote.storage.enable=true needs the broker's bucket: start it with --s3-endpoint and \
-                     --s3-bucket (check them with `ringmq tiered check`)"
-                }
-                // Refused rather than taken and not done: no topic believes it is tiered before it is.
-                Some(_) => "remote.storage.enable=true is refused: this broker does not upload to its bucket yet",
-            };
+        if configs.remote_storage() && self.config().object_store.is_none() {
+            let why = "remote.storage.enable=true needs the broker's bucket: start it with --s3-endpoint and \
+                       --s3-bucket (check them with `ringmq tiered check`)";
             return Err(Failure(Reason::InvalidConfig, why.into()));
         }
         let most = self.config().kafka_batch_bytes_max();

@@ -1,7 +1,8 @@
 //! The data path of topics: produce (all of a request or none of it),
 //! fetch (one queue, or many with one long poll), tag filtering, lookup
-//! by message id or key, a topic's own retention and DeleteRecords, and
-//! in a cluster the queues' loads reported for rebalancing.
+//! by message id or key, a topic's own retention and DeleteRecords,
+//! tiered storage's bucket check and uploads, and in a cluster the queues'
+//! loads reported for rebalancing.
 
 pub mod bucket;
 pub mod compaction;
@@ -11,3 +12,4 @@ pub mod lookup;
 pub mod produce;
 pub mod retention;
 pub mod tag_filter;
+pub mod upload;

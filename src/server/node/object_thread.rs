@@ -12,8 +12,9 @@ pub struct ObjectThread {
 }
 
 impl ObjectThread {
-    /// Starts the thread for the bucket `config` names, and the shards' link to it.
-    pub fn start(config: ObjectStoreConfig) -> Result<(ObjectThread, ObjectLink), String> {
+    /// Starts the thread for the bucket `config` names, and the shards' link
+    /// to it, through which up to `uploads_in_flight` uploads run at once.
+    pub fn start(config: ObjectStoreConfig, uploads_in_flight: usize) -> Result<(ObjectThread, ObjectLink), String> {
         let store = ObjectStore::new(config).map_err(|e| e.to_string())?;
         let runtime = tokio::runtime::Builder::new_current_thread()
             .enable_all()
@@ -28,7 +29,7 @@ impl ObjectThread {
                 let _ = runtime.block_on(stopped);
             })
             .map_err(|e| format!("starting the S3 thread: {e}"))?;
-        Ok((ObjectThread { stop: Some(stop), thread: Some(thread) }, ObjectLink::new(store, handle)))
+        Ok((ObjectThread { stop: Some(stop), thread: Some(thread) }, ObjectLink::new(store, handle, uploads_in_flight)))
     }
 }
 

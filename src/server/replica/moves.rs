@@ -12,6 +12,7 @@ use crate::protocol::messages::{QueueCopied, QueueCopy, QueueRef};
 use crate::protocol::{ApiKey, ErrorCode, Reader, Writer};
 use crate::server::core::metadata::{Home, Metadata, QueueSlot};
 use crate::server::core::metrics::{Probe, Samples};
+use crate::server::core::pace::Pace;
 use crate::server::core::part_imports::{self, PartImportLog};
 use crate::server::core::placement::{copy_step, CopyStep, MoveStep, Place};
 use crate::server::core::tasks::Death;
@@ -360,35 +361,6 @@ impl Progress {
                 tracing::info!(topic, queue, end = next, frozen_ms, "a moved queue switched to this broker group");
                 Ok(true)
             }
-        }
-    }
-}
-
-/// A copy's bound on bytes per second: each read waits until the bytes
-/// before it fit the rate.
-struct Pace {
-    bytes_per_sec: u64,
-    since: std::time::Instant,
-    bytes: u64,
-}
-
-impl Pace {
-    fn new(bytes_per_sec: u64) -> Pace {
-        Pace { bytes_per_sec, since: std::time::Instant::now(), bytes: 0 }
-    }
-
-    fn took(&mut self, bytes: usize) {
-        self.bytes += bytes as u64;
-    }
-
-    async fn wait(&self) {
-        if self.bytes_per_sec == 0 {
-            return;
-        }
-        let due = Duration::from_secs_f64(self.bytes as f64 / self.bytes_per_sec as f64);
-        let early = due.saturating_sub(self.since.elapsed());
-        if !early.is_zero() {
-            glommio::timer::sleep(early).await;
         }
     }
 }

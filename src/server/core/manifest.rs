@@ -1,0 +1,236 @@
+//! Tiered storage's manifest of one shard: which objects of the bucket hold
+//! which of its queues' offsets. Each upload adds an object and stores the
+//! next generation of the manifest as a new key, `manifest/` then the
+//! leader epoch and the generation, zero-padded, so that the newest is the
+//! last key listed: a deposed leader that uploads late writes under its
+//! older epoch and is never read. A queue's objects cover its offsets in
+//! order without overlap (each upload takes a queue's batches from where
+//! the manifest says it is uploaded to), so nothing is listed twice.
+//!
+//! The JSON is checked on read: a version, and a CRC32 of the objects as
+//! stored, so a torn or edited manifest is refused, not believed.
+
+use serde::{Deserialize, Serialize};
+use std::cell::RefCell;
+use std::collections::BTreeMap;
+use std::rc::Rc;
+
+/// The manifest format's version.
+const VERSION: u32 = 1;
+
+/// One uploaded object: a sealed segment's batches of the tiered queues.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ObjectEntry {
+    /// Its key, under the shard's place in the bucket.
+    pub key: String,
+    /// The log position of the segment it came from.
+    pub segment: u64,
+    /// Its length, footer and trailer included.
+    pub bytes: u64,
+    /// Where its footer lies, its length, and its CRC32 (the footer's own,
+    /// at its end), to check the footer read back against.
+    pub footer_pos: u64,
+    pub footer_len: u32,
+    pub footer_crc: u32,
+    /// Each queue's offsets in it: (first, next), by storage id.
+    pub queues: BTreeMap<u32, (u64, u64)>,
+    /// The data keys that sealed any of its batches.
+    pub key_ids: Vec<u32>,
+}
+
+/// What is stored: the objects and their CRC.
+#[derive(Serialize, Deserialize)]
+struct Stored {
+    version: u32,
+    epoch: u64,
+    generation: u64,
+    objects: Vec<ObjectEntry>,
+    crc: u32,
+}
+
+/// A generation of a shard's manifest.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Manifest {
+    epoch: u64,
+    generation: u64,
+    /// In upload order.
+    objects: Vec<ObjectEntry>,
+}
+
+/// Why a stored manifest was not taken.
+#[derive(Debug, thiserror::Error)]
+pub enum ManifestError {
+    #[error("manifest {key}: not a manifest: {detail}")]
+    Malformed { key: String, detail: String },
+    #[error("manifest {key}: version {found}, this broker reads version {VERSION}")]
+    Version { key: String, found: u32 },
+    #[error("manifest {key}: its objects do not match their CRC (stored {stored:08x}, computed {computed:08x})")]
+    Crc { key: String, stored: u32, computed: u32 },
+    #[error("manifest {key}: generation {generation} under key generation {named}")]
+    Misnamed { key: String, generation: u64, named: u64 },
+}
+
+impl Manifest {
+    /// The generation (0: nothing uploaded).
+    pub fn generation(&self) -> u64 {
+        self.generation
+    }
+
+    /// The leader epoch that stored it.
+    pub fn epoch(&self) -> u64 {
+        self.epoch
+    }
+
+    pub fn objects(&self) -> &[ObjectEntry] {
+        &self.objects
+    }
+
+    /// The offset `queue` is uploaded to (0: none of it is).
+    pub fn uploaded_next(&self, queue: u32) -> u64 {
+        self.objects.iter().filter_map(|o| o.queues.get(&queue)).map(|r| r.1).max().unwrap_or(0)
+    }
+
+    /// The next generation, stored by `epoch`, with `object` added. Each of
+    /// its queues must begin at or past where the manifest has it.
+    pub fn with_object(&self, epoch: u64, object: ObjectEntry) -> Manifest {
+        assert!(epoch >= self.epoch, "a manifest of epoch {} taken on by epoch {epoch}", self.epoch);
+        for (queue, (first, _)) in &object.queues {
+            let next = self.uploaded_next(*queue);
+            assert!(*first >= next, "queue {queue}: an object from {first} below the uploaded {next}");
+        }
+        let mut objects = self.objects.clone();
+        objects.push(object);
+        Manifest { epoch, generation: self.generation + 1, objects }
+    }
+
+    /// Its key under the shard's place: `manifest/EPOCH-GENERATION.json`.
+    pub fn key(&self) -> String {
+        format!("{MANIFESTS}{:020}-{:020}.json", self.epoch, self.generation)
+    }
+
+    pub fn encode(&self) -> Vec<u8> {
+        let stored = Stored {
+            version: VERSION,
+            epoch: self.epoch,
+            generation: self.generation,
+            objects: self.objects.clone(),
+            crc: objects_crc(&self.objects),
+        };
+        serde_json::to_vec_pretty(&stored).expect("a manifest serializes")
+    }
+
+    /// The manifest stored as `key`, checked.
+    pub fn decode(key: &str, bytes: &[u8]) -> Result<Manifest, ManifestError> {
+        let malformed = |detail: String| ManifestError::Malformed { key: key.to_string(), detail };
+        let stored: Stored = serde_json::from_slice(bytes).map_err(|e| malformed(e.to_string()))?;
+        if stored.version != VERSION {
+            return Err(ManifestError::Version { key: key.to_string(), found: stored.version });
+        }
+        let computed = objects_crc(&stored.objects);
+        if computed != stored.crc {
+            return Err(ManifestError::Crc { key: key.to_string(), stored: stored.crc, computed });
+        }
+        let named = key_generation(key).ok_or_else(|| malformed("the key names no generation".into()))?;
+        if named != stored.generation {
+            return Err(ManifestError::Misnamed { key: key.to_string(), generation: stored.generation, named });
+        }
+        Ok(Manifest { epoch: stored.epoch, generation: stored.generation, objects: stored.objects })
+    }
+}
+
+/// Where a shard's manifests are, under its place in the bucket.
+pub const MANIFESTS: &str = "manifest/";
+
+/// The generation a manifest key names.
+fn key_generation(key: &str) -> Option<u64> {
+    let name = key.rsplit('/').next()?.strip_suffix(".json")?;
+    name.split_once('-')?.1.parse().ok()
+}
+
+/// The newest of a listing's manifest keys (each relative to the shard's place).
+pub fn newest_key<'a>(keys: impl IntoIterator<Item = &'a str>) -> Option<&'a str> {
+    keys.into_iter().filter(|k| k.starts_with(MANIFESTS) && key_generation(k).is_some()).max()
+}
+
+fn objects_crc(objects: &[ObjectEntry]) -> u32 {
+    crc32fast::hash(&serde_json::to_vec(objects).expect("objects serialize"))
+}
+
+/// A shard's place in the bucket: `OWNER/shard-K/`, the owner being its
+/// broker group (a single node's is `single`; give single nodes that share
+/// a bucket their own `--s3-prefix`).
+pub fn shard_place(group: Option<&str>, shard: usize) -> String {
+    format!("{}/shard-{shard}/", group.unwrap_or("single"))
+}
+
+/// The shard's manifest as this node knows it: loaded from the bucket
+/// (`None` until then), replaced by each upload; shared by the shard's tasks.
+#[derive(Default)]
+pub struct ShardManifest {
+    current: RefCell<Option<Rc<Manifest>>>,
+}
+
+impl ShardManifest {
+    pub fn current(&self) -> Option<Rc<Manifest>> {
+        self.current.borrow().clone()
+    }
+
+    /// Takes `next` as the shard's manifest if it is newer (a later epoch,
+    /// or a later generation of the same); whether it did.
+    pub fn offer(&self, next: Manifest) -> bool {
+        let mut current = self.current.borrow_mut();
+        let newer = current.as_deref().is_none_or(|old| (next.epoch, next.generation) > (old.epoch, old.generation));
+        if newer {
+            *current = Some(Rc::new(next));
+        }
+        newer
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn object(segment: u64, queues: &[(u32, u64, u64)]) -> ObjectEntry {
+        ObjectEntry {
+            key: format!("objects/{segment:020}"),
+            segment,
+            bytes: 100,
+            footer_pos: 60,
+            footer_len: 24,
+            footer_crc: 7,
+            queues: queues.iter().map(|(q, a, b)| (*q, (*a, *b))).collect(),
+            key_ids: vec![],
+        }
+    }
+
+    #[test]
+    fn generations_read_back_and_a_changed_manifest_is_refused() {
+        let m = Manifest::default().with_object(3, object(0, &[(1, 0, 10), (2, 0, 4)]));
+        let m = m.with_object(3, object(1 << 20, &[(1, 10, 30)]));
+        assert_eq!(
+            (m.epoch(), m.generation(), m.uploaded_next(1), m.uploaded_next(2), m.uploaded_next(9)),
+            (3, 2, 30, 4, 0)
+        );
+        let key = m.key();
+        assert_eq!(key, "manifest/00000000000000000003-00000000000000000002.json");
+        assert_eq!(Manifest::decode(&key, &m.encode()).unwrap(), m);
+
+        let edited = String::from_utf8(m.encode()).unwrap().replace("30", "31");
+        assert!(matches!(Manifest::decode(&key, edited.as_bytes()), Err(ManifestError::Crc { .. })));
+        let wrong_key = "manifest/00000000000000000003-00000000000000000001.json";
+        assert!(matches!(Manifest::decode(wrong_key, &m.encode()), Err(ManifestError::Misnamed { .. })));
+        assert!(matches!(Manifest::decode(&key, b"{\"version\":1"), Err(ManifestError::Malformed { .. })));
+
+        let old_epoch = "manifest/00000000000000000002-00000000000000000009.json";
+        let keys = [old_epoch, key.as_str(), "objects/x", "manifest/junk"];
+        assert_eq!(newest_key(keys), Some(key.as_str()), "a later epoch wins over a later generation");
+    }
+
+    #[test]
+    #[should_panic(expected = "below the uploaded")]
+    fn an_object_that_overlaps_what_is_uploaded_is_a_bug() {
+        let m = Manifest::default().with_object(0, object(0, &[(1, 0, 10)]));
+        m.with_object(0, object(1 << 20, &[(1, 9, 12)]));
+    }
+}

@@ -1,0 +1,291 @@
+//! Tiered storage's uploader, one per shard of a broker with a bucket.
+//! Every `UPLOAD_CHECK` the shard's leader (or single node) looks for the
+//! oldest sealed segment that holds batches of a tiered topic's queue past
+//! what the manifest has uploaded, wholly committed (in a cluster: below
+//! the committed end, so a new leader holds it too). It exports that
+//! segment (`Shard::export_segment`: only those batches, as stored, sealed
+//! ones sealed) and uploads it as one object, a part at a time while the
+//! next is read, paced to the shard's share of
+//! `tiered_upload_bytes_per_sec`, within the node's
+//! `tiered_uploads_in_flight`. Once the object is complete, the manifest's
+//! next generation, naming it, is stored; the one before the last is
+//! deleted. The append path never waits for any of it.
+//!
+//! The shard's place in the bucket is `OWNER/shard-K/` (`core/manifest.rs`),
+//! objects under `objects/` named by segment, epoch and generation, so an
+//! upload repeated after a crash replaces its own half-done object and a
+//! deposed leader's late upload is named apart. Followers read the manifest
+//! every `MANIFEST_REFRESH` (they hold the same segments at the same
+//! positions), and a leader reads it when it starts, so the next leader
+//! goes on from the last generation stored. A failed round is retried at
+//! the next check; a failure is logged when uploads begin to fail, and when
+//! they work again.
+
+use crate::objects::{ObjectError, Part};
+use crate::server::core::manifest::{newest_key, shard_place, Manifest, ManifestError, ObjectEntry, MANIFESTS};
+use crate::server::core::metrics::{Probe, Samples};
+use crate::server::core::objects::ObjectLink;
+use crate::server::core::pace::Pace;
+use crate::server::core::{context::ShardRole, Core};
+use ringmq_shards::tiered::{ExportStep, ObjectIndex};
+use ringmq_shards::{QueueId, StorageError};
+use std::cell::Cell;
+use std::collections::HashMap;
+use std::ops::Range;
+use std::rc::Rc;
+use std::time::{Duration, Instant};
+
+/// How often a shard looks for a segment to upload.
+const UPLOAD_CHECK: Duration = Duration::from_secs(1);
+/// How often a follower reads its group's manifest.
+const MANIFEST_REFRESH: Duration = Duration::from_secs(10);
+
+/// Why an upload round stopped.
+#[derive(Debug, thiserror::Error)]
+pub enum UploadError {
+    #[error(transparent)]
+    Bucket(#[from] ObjectError),
+    #[error(transparent)]
+    Storage(#[from] StorageError),
+    #[error(transparent)]
+    Manifest(#[from] ManifestError),
+}
+
+/// What the uploads did.
+#[derive(Default)]
+struct UploadStats {
+    objects: Cell<u64>,
+    bytes: Cell<u64>,
+    failed_rounds: Cell<u64>,
+    generation: Cell<u64>,
+}
+
+impl Probe for UploadStats {
+    fn collect(&self, out: &mut Samples) {
+        let help = "Objects this shard uploaded to tiered storage's bucket (each a sealed segment's tiered batches).";
+        out.counter("ringmq_tiered_uploaded_objects", help, &[], self.objects.get());
+        let help = "Bytes of the objects this shard uploaded to the bucket.";
+        out.counter("ringmq_tiered_uploaded_bytes", help, &[], self.bytes.get());
+        let help = "Upload rounds that failed (the bucket or the segment's read); each is retried.";
+        out.counter("ringmq_tiered_upload_failures", help, &[], self.failed_rounds.get());
+        let help = "Generation of the shard's tiered storage manifest this node knows (0: nothing uploaded).";
+        out.gauge("ringmq_tiered_manifest_generation", help, &[], self.generation.get() as f64);
+    }
+}
+
+/// Uploads until the shard stops (a broker with a bucket).
+pub async fn run(core: Rc<Core>) {
+    let Some(link) = core.objects().cloned() else { return };
+    let stats = Rc::new(UploadStats::default());
+    core.probes().register(&(stats.clone() as Rc<dyn Probe>));
+    let mut failing = false;
+    let mut refreshed: Option<Instant> = None;
+    while core.tasks().sleep(UPLOAD_CHECK).await {
+        let result = match core.role() {
+            ShardRole::Follower { .. } if refreshed.is_some_and(|at| at.elapsed() < MANIFEST_REFRESH) => Ok(()),
+            ShardRole::Follower { .. } => load_manifest(&core, &link).await.map(|_| refreshed = Some(Instant::now())),
+            ShardRole::Single | ShardRole::Leader(_) => upload_due(&core, &link, &stats).await,
+        };
+        if let Some(manifest) = core.manifest().current() {
+            stats.generation.set(manifest.generation());
+        }
+        match result {
+            Err(error) => {
+                stats.failed_rounds.set(stats.failed_rounds.get() + 1);
+                if !failing {
+                    tracing::warn!(shard = core.id(), %error, "tiered storage uploads are failing; retrying");
+                }
+                failing = true;
+            }
+            Ok(()) if failing => {
+                tracing::info!(shard = core.id(), "tiered storage uploads work again");
+                failing = false;
+            }
+            Ok(()) => {}
+        }
+    }
+}
+
+/// Uploads every segment that is due, one after the other.
+async fn upload_due(core: &Core, link: &ObjectLink, stats: &UploadStats) -> Result<(), UploadError> {
+    let mut manifest = match core.manifest().current() {
+        Some(manifest) => manifest,
+        None => load_manifest(core, link).await?,
+    };
+    if manifest.epoch() > epoch(core) {
+        // A later leader stores the manifest: this one was deposed.
+        return Ok(());
+    }
+    let mut pace = Pace::new(core.config().tiered_upload_bytes_per_sec / core.shards().max(1) as u64);
+    while !core.tasks().stopping() {
+        let tiered = tiered_from(core, &manifest)?;
+        let Some(base) = due_segment(core, &tiered).await? else { break };
+        let Some(object) = upload_segment(core, link, &manifest, base, &tiered, &mut pace).await? else { break };
+        let next = manifest.with_object(epoch(core), object);
+        store_manifest(core, link, &manifest, &next).await?;
+        stats.objects.set(stats.objects.get() + 1);
+        stats.bytes.set(stats.bytes.get() + next.objects().last().map_or(0, |o| o.bytes));
+        manifest = core.manifest().current().expect("just stored");
+    }
+    Ok(())
+}
+
+/// The epoch manifests are stored under: the leader's (0 for a single node).
+fn epoch(core: &Core) -> u64 {
+    core.config().cluster.as_ref().map_or(0, |c| c.epoch)
+}
+
+/// The shard's place in the bucket.
+fn place(core: &Core) -> String {
+    shard_place(core.config().cluster.as_ref().map(|c| c.broker_group.as_str()), core.id())
+}
+
+/// Reads the newest manifest stored for this shard (none: generation 0)
+/// and takes it if it is newer than the one known.
+async fn load_manifest(core: &Core, link: &ObjectLink) -> Result<Rc<Manifest>, UploadError> {
+    let place = place(core);
+    let prefix = format!("{place}{MANIFESTS}");
+    let listed = link.call(move |store| async move { store.list(&prefix).await }).await?;
+    let keys: Vec<&str> = listed.iter().filter_map(|l| l.key.strip_prefix(place.as_str())).collect();
+    let stored = match newest_key(keys) {
+        None => Manifest::default(),
+        Some(key) => {
+            let full = format!("{place}{key}");
+            let bytes = link.call(move |store| async move { store.get(&full, None).await }).await?;
+            Manifest::decode(key, &bytes)?
+        }
+    };
+    core.manifest().offer(stored);
+    Ok(core.manifest().current().expect("a manifest was offered"))
+}
+
+/// Stores `next` (the generation after `previous`) and makes it the
+/// shard's; the generations stored before `previous` are deleted.
+async fn store_manifest(
+    core: &Core,
+    link: &ObjectLink,
+    previous: &Manifest,
+    next: &Manifest,
+) -> Result<(), UploadError> {
+    let place = place(core);
+    let key = format!("{place}{}", next.key());
+    let body = next.encode();
+    link.call(move |store| async move { store.put(&key, body.into()).await }).await?;
+    assert!(core.manifest().offer(next.clone()), "the uploader's manifest is the newest");
+    let prefix = format!("{place}{MANIFESTS}");
+    let kept_from = format!("{place}{}", previous.key());
+    let pruned = link
+        .call(move |store| async move {
+            for old in store.list(&prefix).await?.into_iter().filter(|l| l.key < kept_from) {
+                store.delete(&old.key).await?;
+            }
+            Ok(())
+        })
+        .await;
+    if let Err(error) = pruned {
+        tracing::debug!(%error, "old manifests stay in the bucket until the next upload");
+    }
+    Ok(())
+}
+
+/// The tiered queues of this shard, each with the first offset an upload
+/// takes: where the manifest has it uploaded to, or its start if later.
+fn tiered_from(core: &Core, manifest: &Manifest) -> Result<HashMap<QueueId, u64>, StorageError> {
+    let metadata = core.metadata();
+    let mut tiered = HashMap::new();
+    for (name, _, slot) in metadata.slots_on(core.id()) {
+        if metadata.topics[&name].configs.remote_storage() {
+            let queue = QueueId(slot.storage_id);
+            tiered.insert(queue, manifest.uploaded_next(queue.0).max(core.storage().log_start(queue)?));
+        }
+    }
+    Ok(tiered)
+}
+
+/// The sealed, committed segment holding the oldest batch still to upload.
+async fn due_segment(core: &Core, tiered: &HashMap<QueueId, u64>) -> Result<Option<u64>, StorageError> {
+    let storage = core.storage();
+    let mut oldest: Option<u64> = None;
+    for (&queue, &from) in tiered {
+        if from < storage.offsets(queue)?.1 {
+            let position = storage.entry(queue, from).await?.position.0;
+            oldest = Some(oldest.map_or(position, |o| o.min(position)));
+        }
+    }
+    let Some(position) = oldest else { return Ok(None) };
+    let bases = storage.segment_bases();
+    let Some(at) = bases.partition_point(|b| *b <= position).checked_sub(1) else { return Ok(None) };
+    // The segment after it has begun (so it is sealed) and everything up to it is committed.
+    Ok(bases.get(at + 1).filter(|&&end| end <= committed_end(core)).map(|_| bases[at]))
+}
+
+/// Where the log is committed: in a cluster, replicated as the mode says;
+/// on a single node, durable.
+fn committed_end(core: &Core) -> u64 {
+    match core.role() {
+        ShardRole::Leader(replication) => replication.committed(),
+        _ => core.storage().log_positions().2,
+    }
+}
+
+/// Uploads segment `base`'s batches of the `tiered` queues past their
+/// offsets as one object; what the manifest is to say of it (None: the
+/// segment held none of them after all).
+async fn upload_segment(
+    core: &Core,
+    link: &ObjectLink,
+    manifest: &Manifest,
+    base: u64,
+    tiered: &HashMap<QueueId, u64>,
+    pace: &mut Pace,
+) -> Result<Option<ObjectEntry>, UploadError> {
+    let storage = core.storage();
+    let wanted = |queue: QueueId, offsets: Range<u64>| tiered.get(&queue).is_some_and(|&from| offsets.end > from);
+    let key = format!("objects/{base:020}-{:020}-{:020}.obj", epoch(core), manifest.generation() + 1);
+    let (parts, received) = tokio::sync::mpsc::channel(1);
+    let export = async move {
+        let mut export = storage.export_segment(base, &wanted)?;
+        loop {
+            match export.step().await? {
+                ExportStep::Part(bytes) => {
+                    pace.took(bytes.len());
+                    pace.wait().await;
+                    if parts.send(Part::More(bytes.into())).await.is_err() {
+                        return Ok(None);
+                    }
+                }
+                // Dropping `parts` before the last part aborts the upload.
+                ExportStep::Done(_, index) if index.slices.is_empty() => return Ok(None),
+                ExportStep::Done(last, index) => {
+                    let footer = ObjectIndex::footer_of(&last)?;
+                    pace.took(last.len());
+                    let sent = parts.send(Part::Last(last.into())).await.is_ok();
+                    return Ok(sent.then_some((index, footer)));
+                }
+            }
+        }
+    };
+    let full_key = format!("{}{key}", place(core));
+    let (exported, uploaded) = futures_lite::future::zip(export, link.upload(full_key, received)).await;
+    let exported: Result<_, StorageError> = exported;
+    let Some((index, footer)) = exported? else {
+        // The segment held none of them (the upload was given up), or the upload failed.
+        return match uploaded {
+            Err(ObjectError::GivenUp { .. }) => Ok(None),
+            Err(error) => Err(error.into()),
+            Ok(_) => unreachable!("an upload completes only with its last part"),
+        };
+    };
+    let bytes = uploaded?;
+    tracing::debug!(shard = core.id(), segment = base, bytes, %key, "uploaded a segment to tiered storage");
+    Ok(Some(ObjectEntry {
+        key,
+        segment: base,
+        bytes,
+        footer_pos: footer.pos,
+        footer_len: footer.len,
+        footer_crc: footer.crc,
+        queues: index.queues(),
+        key_ids: index.key_ids,
+    }))
+}

@@ -1,0 +1,145 @@
+//! Tiered storage's uploads against a real S3-compatible server
+//! (SeaweedFS): the sealed segments of a tiered topic's queues reach the
+//! bucket as objects a shard's manifest names, read back as a user of the
+//! bucket would (the manifest's JSON, the footer by a ranged GET, each
+//! queue's slice checked and its records decoded); an untiered topic's
+//! records never leave local disk; a broker killed with -9 and restarted
+//! goes on from its manifest, with no offset uploaded twice.
+
+mod common;
+
+use common::seaweed::Seaweed;
+use ringmq::client::{Message, Producer, ProducerConfig};
+use ringmq::objects::ObjectStore;
+use ringmq_shards::batch;
+use ringmq_shards::tiered::{verify_slice, ObjectIndex};
+use std::collections::{BTreeMap, HashMap};
+use std::time::{Duration, Instant};
+
+/// A 1 KiB value that names its topic and number.
+fn value(topic: &str, i: usize) -> Vec<u8> {
+    let mut v = format!("{topic}-{i:06}-").into_bytes();
+    v.resize(1024, b'.');
+    v
+}
+
+/// Sends `count` values numbered from `from` to `topic`; each one's (queue, offset).
+fn produce(client: &std::sync::Arc<ringmq::client::Client>, topic: &str, from: usize, count: usize) -> Vec<(u32, u64)> {
+    let producer = Producer::new(client.clone(), ProducerConfig::default());
+    let sent: Vec<_> =
+        (from..from + count).map(|i| producer.send_async(topic, Message::new(value(topic, i)))).collect();
+    sent.into_iter().map(|f| f.wait().unwrap()).map(|r| (r.queue, r.offset)).collect()
+}
+
+/// What the bucket holds of one shard: its manifest's generation and the
+/// records of each queue (by storage id) in the order of its objects, each
+/// with its offset.
+struct Uploaded {
+    generation: u64,
+    manifests_listed: usize,
+    records: BTreeMap<u32, Vec<(u64, Vec<u8>)>>,
+}
+
+/// Reads shard `shard`'s manifest and every object it names, checking
+/// each footer against the manifest and each slice against the footer.
+async fn uploaded(store: &ObjectStore, shard: usize) -> Option<Uploaded> {
+    let place = format!("single/shard-{shard}/");
+    let manifests = store.list(&format!("{place}manifest/")).await.unwrap();
+    let newest = manifests.iter().map(|l| l.key.clone()).max()?;
+    let manifest: serde_json::Value = serde_json::from_slice(&store.get(&newest, None).await.unwrap()).unwrap();
+    let mut records: BTreeMap<u32, Vec<(u64, Vec<u8>)>> = BTreeMap::new();
+    let objects = manifest["objects"].as_array().unwrap();
+    for object in objects {
+        let key = format!("{place}{}", object["key"].as_str().unwrap());
+        let (pos, len) = (object["footer_pos"].as_u64().unwrap(), object["footer_len"].as_u64().unwrap());
+        let footer = store.get(&key, Some(pos..pos + len)).await.unwrap();
+        assert_eq!(u64::from(crc32fast::hash(&footer[..footer.len() - 4])), object["footer_crc"].as_u64().unwrap());
+        let index = ObjectIndex::decode(&footer).unwrap();
+        let named: BTreeMap<String, (u64, u64)> = serde_json::from_value(object["queues"].clone()).unwrap();
+        let named: BTreeMap<u32, (u64, u64)> = named.into_iter().map(|(q, r)| (q.parse().unwrap(), r)).collect();
+        assert_eq!(index.queues(), named, "{key}: the manifest names the footer's queues and offsets");
+        for slice in &index.slices {
+            let bytes = store.get(&key, Some(slice.pos..slice.pos + u64::from(slice.len))).await.unwrap();
+            verify_slice(&bytes, slice).unwrap();
+            let mut scratch = Vec::new();
+            for stored in batch::split(&bytes) {
+                let base = batch::BatchHeader::decode(stored).unwrap().base_offset;
+                for (i, record) in batch::records(stored, &mut scratch).unwrap().enumerate() {
+                    let record = record.unwrap();
+                    records.entry(slice.queue).or_default().push((base + i as u64, record.value.unwrap().to_vec()));
+                }
+            }
+        }
+    }
+    let generation = manifest["generation"].as_u64().unwrap();
+    assert_eq!(generation, objects.len() as u64, "one generation per object");
+    Some(Uploaded { generation, manifests_listed: manifests.len(), records })
+}
+
+/// Waits (at most 120 s) until both shards' manifests hold at least `records` records in all.
+fn wait_uploaded(runtime: &tokio::runtime::Runtime, store: &ObjectStore, records: usize) -> Vec<Uploaded> {
+    let deadline = Instant::now() + Duration::from_secs(120);
+    loop {
+        let shards: Vec<Option<Uploaded>> = (0..2).map(|s| runtime.block_on(uploaded(store, s))).collect();
+        let held: usize = shards.iter().flatten().flat_map(|u| u.records.values()).map(Vec::len).sum();
+        if held >= records {
+            return shards.into_iter().flatten().collect();
+        }
+        assert!(Instant::now() < deadline, "{records} records uploaded within 120 s (held {held})");
+        std::thread::sleep(Duration::from_millis(500));
+    }
+}
+
+/// Every uploaded record is the one sent to its queue at its offset, each
+/// queue's from offset 0 on without a gap or a repeat, none of `local`.
+fn check(shards: &[Uploaded], sent: &HashMap<Vec<u8>, (u32, u64)>) {
+    for shard in shards {
+        assert!(shard.manifests_listed <= 2, "older manifests are deleted ({} listed)", shard.manifests_listed);
+        for (storage_id, records) in &shard.records {
+            assert!(records.iter().all(|(_, v)| !v.starts_with(b"local-")), "an untiered topic's record was uploaded");
+            let queue = sent[&records[0].1].0;
+            for (at, (offset, value)) in records.iter().enumerate() {
+                assert_eq!(*offset, at as u64, "storage id {storage_id}: offsets from 0, each once");
+                assert_eq!(sent.get(value), Some(&(queue, *offset)), "the record sent there");
+            }
+        }
+    }
+}
+
+#[test]
+fn sealed_segments_of_tiered_topics_reach_the_bucket_named_by_a_manifest() {
+    let dir = tempfile::tempdir().unwrap();
+    let weed = Seaweed::start(&dir.path().join("weed"));
+    let mut flags = weed.broker_flags(dir.path());
+    flags.extend(["--segment-mib", "1", "--batch-bytes-max", "262144"].map(String::from));
+    let flags: Vec<&str> = flags.iter().map(String::as_str).collect();
+    let mut broker = common::Broker::start(&dir.path().join("broker"), &flags);
+    let client = broker.client();
+    let tiered = [("remote.storage.enable".to_string(), "true".to_string())];
+    client.create_topic_with_configs("tiered", 2, 0, &tiered).unwrap();
+    client.create_topic("local", 2, 0).unwrap();
+
+    let mut sent = HashMap::new();
+    for (i, at) in produce(&client, "tiered", 0, 3000).into_iter().enumerate() {
+        sent.insert(value("tiered", i), at);
+    }
+    produce(&client, "local", 0, 3000);
+    let store = weed.store("");
+    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    let first = wait_uploaded(&runtime, &store, 1000);
+    check(&first, &sent);
+    let held: usize = first.iter().flat_map(|u| u.records.values()).map(Vec::len).sum();
+
+    // Killed while it may be uploading: the next life goes on from the manifest.
+    produce(&client, "local", 3000, 1000);
+    broker.kill9();
+    broker.restart();
+    let client = broker.client();
+    for (i, at) in produce(&client, "tiered", 3000, 3000).into_iter().enumerate() {
+        sent.insert(value("tiered", 3000 + i), at);
+    }
+    produce(&client, "local", 4000, 3000);
+    let after = wait_uploaded(&runtime, &store, held + 2000);
+    check(&after, &sent);
+    assert!(after.iter().map(|u| u.generation).sum::<u64>() > first.iter().map(|u| u.generation).sum::<u64>());
+}
