@@ -7,6 +7,7 @@
 mod common;
 
 use common::seaweed::{Seaweed, ACCESS_KEY, BUCKET, SECRET_KEY};
+use std::time::Duration;
 
 /// `ringmq tiered check` of `bucket` at `endpoint`: whether it passed, and what it said.
 fn check(weed: &Seaweed, endpoint: &str, bucket: &str, extra: &[&str]) -> (bool, String) {
@@ -155,17 +156,8 @@ fn the_broker_reports_whether_its_bucket_is_usable() {
     let mut flags: Vec<&str> = bucket.iter().map(String::as_str).collect();
     flags.extend(["--s3-check-ms", "200", "--s3-attempts", "1", "--admin-listen", &admin]);
     let _broker = common::Broker::start(&dir.path().join("broker"), &flags);
-    let metric = |name: &str| -> Option<f64> {
-        let (_, text) = common::get(&admin, "/metrics");
-        text.lines().find(|l| l.starts_with(&format!("{name}{{"))).and_then(|l| l.rsplit(' ').next()?.parse().ok())
-    };
-    let wait_for = |what: &str, done: &dyn Fn() -> bool| {
-        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
-        while !done() {
-            assert!(std::time::Instant::now() < deadline, "{what} within 30 s");
-            std::thread::sleep(std::time::Duration::from_millis(100));
-        }
-    };
+    let metric = |name: &str| common::metric(&admin, &format!("{name}{{"));
+    let wait_for = |what: &str, done: &dyn Fn() -> bool| common::wait_until(what, Duration::from_secs(30), done);
     wait_for("the bucket usable", &|| metric("ringmq_tiered_bucket_usable") == Some(1.0));
     drop(weed);
     wait_for("the bucket unusable", &|| metric("ringmq_tiered_bucket_usable") == Some(0.0));

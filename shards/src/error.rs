@@ -25,6 +25,9 @@ pub enum StorageError {
          sealed with (--encryption-keys)"
     )]
     Sealed { position: u64, detail: String },
+    /// A read from tiered storage's bucket failed (retriable), or found damage.
+    #[error("tiered storage: {0}")]
+    Remote(String),
     #[error("corrupt {what} at log position {position}: {detail}")]
     Corruption { what: &'static str, position: u64, detail: String },
     #[error(

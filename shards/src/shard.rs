@@ -414,6 +414,17 @@ impl Shard {
         self.inner.export_segment(base, wanted)
     }
 
+    /// Stored batches (as a tiered object holds them) in clear: each sealed
+    /// one opened with this shard's data keys, as a read returns it.
+    pub fn open_batches(&self, stored: &[u8]) -> Result<Vec<u8>> {
+        let keyring = self.inner.config.keyring.as_deref();
+        let mut clear = Vec::with_capacity(stored.len());
+        for one in batch::split(stored) {
+            clear.extend_from_slice(&crate::crypt::in_clear(keyring, one, 0)?);
+        }
+        Ok(clear)
+    }
+
     /// What `queue`'s compacted part holds, if it has one.
     pub fn compacted(&self, queue: QueueId) -> Option<Compacted> {
         self.inner.state.borrow().compacted.get(&queue).map(|part| part.describe())

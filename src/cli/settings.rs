@@ -229,6 +229,9 @@ pub struct Settings {
     /// Segments the broker uploads to the bucket at once
     #[arg(long, default_value_t = d().tiered_uploads_in_flight)]
     tiered_uploads_in_flight: usize,
+    /// MiB of data read back from the bucket kept for readers, apart from the shards' caches, shared by the shards
+    #[arg(long, default_value_t = d().tiered_read_cache_bytes >> 20)]
+    tiered_read_cache_mib: u64,
     /// Serve the admin HTTP listener on this address (shard 0): /metrics and /public_metrics (Prometheus), /healthz, /readyz, the web console at /
     #[arg(long)]
     admin_listen: Option<SocketAddr>,
@@ -476,6 +479,7 @@ impl Settings {
         cfg.tiered_upload_bytes_per_sec =
             at_least_one(self.tiered_upload_bytes_per_sec, "tiered-upload-bytes-per-sec")?;
         cfg.tiered_uploads_in_flight = at_least_one(self.tiered_uploads_in_flight, "tiered-uploads-in-flight")?;
+        cfg.tiered_read_cache_bytes = at_least_one(self.tiered_read_cache_mib, "tiered-read-cache-mib")? << 20;
         cfg.trace = server::TraceConfig::new(&self.trace_topics, self.trace_sample_rate)?;
         cfg.idempotence_window = self.idempotence_window;
         cfg.retention_age = self.retention_hours.map(|h| Duration::from_secs(h.saturating_mul(3600)));

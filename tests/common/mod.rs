@@ -383,3 +383,19 @@ pub fn http(addr: &str, request: &str) -> (u16, String) {
 pub fn get(addr: &str, path: &str) -> (u16, String) {
     http(addr, &format!("GET {path} HTTP/1.1\r\nHost: ringmq\r\n\r\n"))
 }
+
+/// The value of the first sample on a broker's admin listener whose line
+/// starts with `sample` (a name and as many of its labels as given).
+pub fn metric(admin: &str, sample: &str) -> Option<f64> {
+    let (_, text) = get(admin, "/metrics");
+    text.lines().find(|l| l.starts_with(sample)).and_then(|l| l.rsplit(' ').next()?.parse().ok())
+}
+
+/// Polls `done` until it holds, failing the test after `limit`.
+pub fn wait_until(what: &str, limit: Duration, done: impl Fn() -> bool) {
+    let deadline = std::time::Instant::now() + limit;
+    while !done() {
+        assert!(std::time::Instant::now() < deadline, "{what} within {limit:?}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}

@@ -151,6 +151,9 @@ pub struct ServerConfig {
     pub tiered_upload_bytes_per_sec: u64,
     /// Objects the node uploads at once.
     pub tiered_uploads_in_flight: usize,
+    /// Bytes of slices read from the bucket the node keeps for readers
+    /// (apart from the shards' own caches), shared evenly by its shards.
+    pub tiered_read_cache_bytes: u64,
 }
 
 /// Authentication settings.
@@ -272,6 +275,7 @@ impl ServerConfig {
             bucket_check_interval: Duration::from_secs(60),
             tiered_upload_bytes_per_sec: 64 << 20,
             tiered_uploads_in_flight: 4,
+            tiered_read_cache_bytes: 64 << 20,
         }
     }
 }

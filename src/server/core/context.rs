@@ -13,6 +13,7 @@ use super::metrics::Registry;
 use super::objects::ObjectLink;
 use super::offsets::Offsets;
 use super::queue_starts::QueueStarts;
+use super::remote_reads::RemoteReads;
 use super::replication::Replication;
 use super::stall::Pulse;
 use super::tasks::Tasks;
@@ -74,6 +75,8 @@ pub struct Core {
     objects: Option<ObjectLink>,
     /// What of this shard is in the bucket.
     manifest: ShardManifest,
+    /// Reads of tiered queues from the bucket.
+    remote_reads: Rc<RemoteReads>,
 }
 
 /// What this shard does in its broker group.
@@ -109,7 +112,9 @@ impl Core {
         assert_eq!(p.addrs.len(), p.mesh.peers(), "one address per shard");
         assert!(p.id < p.mesh.peers(), "shard {} of {}", p.id, p.mesh.peers());
         let trace = Trace::new(p.config.trace.clone());
-        Rc::new(Core {
+        let shards = p.mesh.peers().max(1) as u64;
+        let remote_reads = Rc::new(RemoteReads::new((p.config.tiered_read_cache_bytes / shards) as usize));
+        let core = Rc::new(Core {
             id: p.id,
             config: p.config,
             storage: p.storage,
@@ -136,7 +141,10 @@ impl Core {
             copied_out: CopiedOut::default(),
             objects: p.objects,
             manifest: ShardManifest::default(),
-        })
+            remote_reads,
+        });
+        core.probes.register(&(core.remote_reads.clone() as Rc<dyn super::metrics::Probe>));
+        core
     }
 
     /// This shard's index.
@@ -191,6 +199,11 @@ impl Core {
     /// This shard's manifest of tiered storage, as far as it is known.
     pub fn manifest(&self) -> &ShardManifest {
         &self.manifest
+    }
+
+    /// Reads of tiered queues from the bucket.
+    pub fn remote_reads(&self) -> &Rc<RemoteReads> {
+        &self.remote_reads
     }
 
     /// Queues of this shard being copied to another broker group.

@@ -162,7 +162,8 @@ impl From<StorageError> for Failure {
             StorageError::Failed(_)
             | StorageError::Io { .. }
             | StorageError::Corruption { .. }
-            | StorageError::Sealed { .. } => Reason::StorageFailed,
+            | StorageError::Sealed { .. }
+            | StorageError::Remote(_) => Reason::StorageFailed,
             StorageError::PositionOutOfRange { .. }
             | StorageError::Diverged { .. }
             | StorageError::NotNextOffset { .. } => Reason::LogDiverged,

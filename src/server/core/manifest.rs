@@ -90,6 +90,27 @@ impl Manifest {
         self.objects.iter().filter_map(|o| o.queues.get(&queue)).map(|r| r.1).max().unwrap_or(0)
     }
 
+    /// The object holding `queue`'s `offset`, if any does.
+    pub fn object_holding(&self, queue: u32, offset: u64) -> Option<&ObjectEntry> {
+        self.objects
+            .iter()
+            .find(|o| o.queues.get(&queue).is_some_and(|&(first, next)| first <= offset && offset < next))
+    }
+
+    /// The first offset of `queue` readers reach from `local_start` down:
+    /// the first of the objects that go on from one another to it.
+    pub fn reachable_start(&self, queue: u32, local_start: u64) -> u64 {
+        let mut ranges: Vec<(u64, u64)> = self.objects.iter().filter_map(|o| o.queues.get(&queue).copied()).collect();
+        ranges.sort_unstable_by(|a, b| b.cmp(a));
+        let mut start = local_start;
+        for (first, next) in ranges {
+            if next >= start && first < start {
+                start = first;
+            }
+        }
+        start
+    }
+
     /// The next generation, stored by `epoch`, with `object` added. Each of
     /// its queues must begin at or past where the manifest has it.
     pub fn with_object(&self, epoch: u64, object: ObjectEntry) -> Manifest {
@@ -163,6 +184,11 @@ pub fn shard_place(group: Option<&str>, shard: usize) -> String {
     format!("{}/shard-{shard}/", group.unwrap_or("single"))
 }
 
+/// The place in the bucket of `core`'s shard.
+pub fn place_of(core: &super::Core) -> String {
+    shard_place(core.config().cluster.as_ref().map(|c| c.broker_group.as_str()), core.id())
+}
+
 /// The shard's manifest as this node knows it: loaded from the bucket
 /// (`None` until then), replaced by each upload; shared by the shard's tasks.
 #[derive(Default)]
@@ -215,6 +241,9 @@ mod tests {
         let key = m.key();
         assert_eq!(key, "manifest/00000000000000000003-00000000000000000002.json");
         assert_eq!(Manifest::decode(&key, &m.encode()).unwrap(), m);
+        assert_eq!(m.object_holding(1, 10).map(|o| o.segment), Some(1 << 20));
+        assert_eq!(m.object_holding(1, 30), None);
+        assert_eq!((m.reachable_start(1, 25), m.reachable_start(1, 31), m.reachable_start(2, 4)), (0, 31, 0));
 
         let edited = String::from_utf8(m.encode()).unwrap().replace("30", "31");
         assert!(matches!(Manifest::decode(&key, edited.as_bytes()), Err(ManifestError::Crc { .. })));

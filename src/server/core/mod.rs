@@ -25,6 +25,7 @@ pub mod part_imports;
 pub mod placement;
 pub mod probe;
 pub mod queue_starts;
+pub mod remote_reads;
 pub mod replication;
 pub mod service;
 pub mod stall;

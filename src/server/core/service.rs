@@ -249,8 +249,9 @@ impl Core {
     }
 
     /// Reads one of this shard's queues from `offset`, up to `max_bytes`
-    /// (at least one batch), waiting up to `wait` at its end. The storage
-    /// error stays whole: a damaged batch's offsets go back to the client.
+    /// (at least one batch), waiting up to `wait` at its end; a tiered
+    /// queue below its local start from the bucket. The storage error
+    /// stays whole: a damaged batch's offsets go back to the client.
     pub async fn read_here(
         &self,
         slot: QueueSlot,
@@ -259,8 +260,29 @@ impl Core {
         wait: Duration,
     ) -> Result<ReadBatches, StorageError> {
         assert!(self.owns(slot), "queue {} lives on shard {}, not {}", slot.storage_id, slot.shard, self.id());
+        let queue = QueueId(slot.storage_id);
         let wait = if wait.is_zero() { ReadWait::No } else { ReadWait::Upto(wait) };
-        self.storage().read(QueueId(slot.storage_id), offset, max_bytes, wait).await
+        match self.storage().read(queue, offset, max_bytes, wait).await {
+            Err(StorageError::OffsetOutOfRange { queue: q, offset, start, end }) if offset < start => {
+                match self.remote_reads().read(self, queue, offset, max_bytes).await? {
+                    Some(read) => Ok(read),
+                    None => {
+                        let start = self.queue_offsets(queue)?.0;
+                        Err(StorageError::OffsetOutOfRange { queue: q, offset, start, end })
+                    }
+                }
+            }
+            read => read,
+        }
+    }
+
+    /// A queue's first and end offsets as its readers see them: a tiered
+    /// queue's first is in the bucket when its objects reach down from its
+    /// local start.
+    pub fn queue_offsets(&self, queue: QueueId) -> Result<(u64, u64), StorageError> {
+        let (start, end) = self.storage().offsets(queue)?;
+        let reachable = self.manifest().current().map_or(start, |m| m.reachable_start(queue.0, start));
+        Ok((reachable.min(start), end))
     }
 
     /// The records of a client's batch, after checking its length, CRC and

@@ -118,7 +118,7 @@ async fn read_stored(
     let queue = QueueId(slot.storage_id);
     if !core.readable(wait).await {
         // Nothing yet, as at the end of the queue: the reader asks again.
-        let (start, _) = core.storage().offsets(queue).map_err(read_failed)?;
+        let (start, _) = core.queue_offsets(queue).map_err(read_failed)?;
         return Ok(QueueRead { start, end: f.offset, last_stable: f.offset, next_offset: f.offset, bytes: Vec::new() });
     }
     let wait = wait.saturating_sub(asked.elapsed());
@@ -132,7 +132,7 @@ async fn read_stored(
             .map_err(read_failed)?;
         (read.bytes, read.next_offset, read.end_offset)
     };
-    let (start, _) = core.storage().offsets(queue).map_err(read_failed)?;
+    let (start, _) = core.queue_offsets(queue).map_err(read_failed)?;
     let marks = core.txn_marks();
     let last_stable = marks.last_stable(queue, end);
     let read = QueueRead { start, end, last_stable, next_offset, bytes };

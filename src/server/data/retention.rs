@@ -18,6 +18,7 @@
 //! promoted at fail-over starts each queue where its old leader had.
 
 use crate::server::core::metadata::QueueSlot;
+use crate::server::core::metrics::{Probe, Samples};
 use crate::server::core::topic_configs::TopicConfigs;
 use crate::server::core::{part_imports, queue_starts};
 use crate::server::core::{Core, Failure, Reason};
@@ -25,23 +26,42 @@ use crate::server::internal::queues::METADATA;
 use crate::server::internal::retention_floor;
 use crate::server::internal::stored_batch::{batch_at, first_newer_than};
 use ringmq_shards::{batch, QueueId, Shard, StorageError};
+use std::cell::Cell;
 use std::rc::Rc;
 
 /// Batches read to estimate a queue's bytes per record.
 const SIZE_SAMPLES: u64 = 8;
 
+/// Tiered queues whose local retention waits for their uploads.
+#[derive(Default)]
+struct Held {
+    queues: Cell<u64>,
+}
+
+impl Probe for Held {
+    fn collect(&self, out: &mut Samples) {
+        let help = "Tiered queues whose local retention waits for uploads: what the bucket does not hold yet stays on \
+                    local disk.";
+        out.gauge("ringmq_tiered_local_retention_held_queues", help, &[], self.queues.get() as f64);
+    }
+}
+
 /// Runs a pass every `retention_check_interval` until the shard stops.
 pub async fn run(core: Rc<Core>) {
+    let held = Rc::new(Held::default());
+    core.probes().register(&(held.clone() as Rc<dyn Probe>));
     while core.tasks().sleep(core.config().retention_check_interval).await {
-        if let Err(error) = pass(&core).await {
-            tracing::warn!(shard = core.id(), %error, "a topic retention pass failed; will retry");
+        match pass(&core).await {
+            Ok(queues) => held.queues.set(queues),
+            Err(error) => tracing::warn!(shard = core.id(), %error, "a topic retention pass failed; will retry"),
         }
     }
 }
 
 /// Moves the starts of this shard's queues as their topics' retention
-/// says, then releases what no queue reads any more.
-async fn pass(core: &Core) -> Result<(), StorageError> {
+/// says, then releases what no queue reads any more; the tiered queues
+/// whose local retention waits for uploads.
+async fn pass(core: &Core) -> Result<u64, StorageError> {
     if let Err(failure) = core.carry_metadata_forward().await {
         tracing::warn!(%failure, "the metadata record was not carried forward; it holds old segments back");
     }
@@ -57,11 +77,16 @@ async fn pass(core: &Core) -> Result<(), StorageError> {
     if let Ok((_, end)) = storage.offsets(METADATA) {
         needed.push((METADATA, end.saturating_sub(1)));
     }
+    let mut held = 0;
     for (name, _, slot) in metadata.slots_on(core.id()) {
         let queue = QueueId(slot.storage_id);
         let configs = &metadata.topics[&name].configs;
         if configs.cleanup_policy().deletes() {
-            if let Some(from) = kept_from(storage, queue, configs, now_ms).await? {
+            let kept = match configs.remote_storage() {
+                true => locally_kept_from(core, queue, configs, now_ms, &mut held).await?,
+                false => kept_from(storage, queue, configs.retention_age(), configs.retention_bytes(), now_ms).await?,
+            };
+            if let Some(from) = kept {
                 let start = storage.trim(queue, from)?;
                 tracing::debug!(topic = %name, queue = queue.0, start, "topic retention moved a queue's start");
             }
@@ -72,14 +97,48 @@ async fn pass(core: &Core) -> Result<(), StorageError> {
     let floor = retention_floor::floor(storage, &needed).await?;
     tracing::debug!(shard = core.id(), floor = floor.0, ?needed, "released below the oldest record a queue needs");
     storage.release_below(floor);
-    Ok(())
+    Ok(held)
 }
 
-/// The first offset a queue keeps under its topic's retention, if past its start.
+/// The first offset a tiered queue keeps on local disk: past what its
+/// `local.retention.*` (or its total retention) lets go, but never past
+/// what the bucket holds (the manifest's uploaded end). A queue whose
+/// sealed segments wait for uploads is counted in `held`.
+async fn locally_kept_from(
+    core: &Core,
+    queue: QueueId,
+    configs: &TopicConfigs,
+    now_ms: i64,
+    held: &mut u64,
+) -> Result<Option<u64>, StorageError> {
+    let storage = core.storage();
+    let total = kept_from(storage, queue, configs.retention_age(), configs.retention_bytes(), now_ms).await?;
+    let local =
+        kept_from(storage, queue, configs.local_retention_age(), configs.local_retention_bytes(), now_ms).await?;
+    let Some(wanted) = total.max(local) else { return Ok(None) };
+    let uploaded = core.manifest().current().map_or(0, |m| m.uploaded_next(queue.0));
+    if uploaded < wanted && sealed_at(storage, queue, uploaded).await? {
+        *held += 1;
+    }
+    Ok(Some(wanted.min(uploaded)).filter(|&from| from > storage.log_start(queue).unwrap_or(from)))
+}
+
+/// Whether `queue`'s `offset` lies in a sealed segment (one an upload
+/// could have taken; the active segment's are not due).
+async fn sealed_at(storage: &Shard, queue: QueueId, offset: u64) -> Result<bool, StorageError> {
+    let Some(&active) = storage.segment_bases().last() else { return Ok(false) };
+    if offset < storage.log_start(queue)? || offset >= storage.offsets(queue)?.1 {
+        return Ok(false);
+    }
+    Ok(storage.entry(queue, offset).await?.position.0 < active)
+}
+
+/// The first offset a queue keeps under a retention of `age` and `bytes`, if past its start.
 async fn kept_from(
     storage: &Shard,
     queue: QueueId,
-    configs: &TopicConfigs,
+    age: Option<std::time::Duration>,
+    bytes: Option<u64>,
     now_ms: i64,
 ) -> Result<Option<u64>, StorageError> {
     let (start, end) = storage.offsets(queue)?;
@@ -87,10 +146,10 @@ async fn kept_from(
         return Ok(None);
     }
     let mut from = start;
-    if let Some(age) = configs.retention_age() {
+    if let Some(age) = age {
         from = first_newer_than(storage, queue, start, end, now_ms.saturating_sub(age.as_millis() as i64)).await?;
     }
-    if let Some(bytes) = configs.retention_bytes() {
+    if let Some(bytes) = bytes {
         let per_record = bytes_per_record(storage, queue, start, end).await?;
         from = from.max(end.saturating_sub(bytes / per_record));
     }

@@ -22,7 +22,7 @@
 //! they work again.
 
 use crate::objects::{ObjectError, Part};
-use crate::server::core::manifest::{newest_key, shard_place, Manifest, ManifestError, ObjectEntry, MANIFESTS};
+use crate::server::core::manifest::{newest_key, place_of, Manifest, ManifestError, ObjectEntry, MANIFESTS};
 use crate::server::core::metrics::{Probe, Samples};
 use crate::server::core::objects::ObjectLink;
 use crate::server::core::pace::Pace;
@@ -135,15 +135,10 @@ fn epoch(core: &Core) -> u64 {
     core.config().cluster.as_ref().map_or(0, |c| c.epoch)
 }
 
-/// The shard's place in the bucket.
-fn place(core: &Core) -> String {
-    shard_place(core.config().cluster.as_ref().map(|c| c.broker_group.as_str()), core.id())
-}
-
 /// Reads the newest manifest stored for this shard (none: generation 0)
 /// and takes it if it is newer than the one known.
 async fn load_manifest(core: &Core, link: &ObjectLink) -> Result<Rc<Manifest>, UploadError> {
-    let place = place(core);
+    let place = place_of(core);
     let prefix = format!("{place}{MANIFESTS}");
     let listed = link.call(move |store| async move { store.list(&prefix).await }).await?;
     let keys: Vec<&str> = listed.iter().filter_map(|l| l.key.strip_prefix(place.as_str())).collect();
@@ -167,7 +162,7 @@ async fn store_manifest(
     previous: &Manifest,
     next: &Manifest,
 ) -> Result<(), UploadError> {
-    let place = place(core);
+    let place = place_of(core);
     let key = format!("{place}{}", next.key());
     let body = next.encode();
     link.call(move |store| async move { store.put(&key, body.into()).await }).await?;
@@ -265,7 +260,7 @@ async fn upload_segment(
             }
         }
     };
-    let full_key = format!("{}{key}", place(core));
+    let full_key = format!("{}{key}", place_of(core));
     let (exported, uploaded) = futures_lite::future::zip(export, link.upload(full_key, received)).await;
     let exported: Result<_, StorageError> = exported;
     let Some((index, footer)) = exported? else {

@@ -66,7 +66,7 @@ impl Api for ListOffsets {
 /// record stamped at or after it (-1 if none is).
 async fn offset_for(core: &Core, slot: QueueSlot, timestamp: i64, isolation: i8) -> Result<(i64, i64), Failure> {
     let queue = QueueId(slot.storage_id);
-    let (start, end) = core.storage().offsets(queue)?;
+    let (start, end) = core.queue_offsets(queue)?;
     match timestamp {
         EARLIEST => Ok((start as i64, -1)),
         LATEST if isolation == READ_COMMITTED => Ok((core.txn_marks().last_stable(queue, end) as i64, -1)),

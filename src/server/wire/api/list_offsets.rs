@@ -31,7 +31,7 @@ impl Api for ListOffsets {
     }
 
     async fn serve(s: &Services, _: Self::Request<'_>, at: &At<'_>, w: &mut Writer) -> Result<(), Failure> {
-        let (start, end) = s.core.storage().offsets(QueueId(at.slot()?.storage_id))?;
+        let (start, end) = s.core.queue_offsets(QueueId(at.slot()?.storage_id))?;
         w.u64(start).u64(end);
         Ok(())
     }

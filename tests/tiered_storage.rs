@@ -1,10 +1,12 @@
-//! Tiered storage's uploads against a real S3-compatible server
-//! (SeaweedFS): the sealed segments of a tiered topic's queues reach the
+//! Tiered storage against a real S3-compatible server (SeaweedFS).
+//! Uploads: the sealed segments of a tiered topic's queues reach the
 //! bucket as objects a shard's manifest names, read back as a user of the
 //! bucket would (the manifest's JSON, the footer by a ranged GET, each
 //! queue's slice checked and its records decoded); an untiered topic's
 //! records never leave local disk; a broker killed with -9 and restarted
-//! goes on from its manifest, with no offset uploaded twice.
+//! goes on from its manifest, with no offset uploaded twice. Reads: once
+//! local disk keeps only a tiered queue's tail, the native SDK and kcat
+//! read it whole from offset 0.
 
 mod common;
 
@@ -142,4 +144,62 @@ fn sealed_segments_of_tiered_topics_reach_the_bucket_named_by_a_manifest() {
     let after = wait_uploaded(&runtime, &store, held + 2000);
     check(&after, &sent);
     assert!(after.iter().map(|u| u.generation).sum::<u64>() > first.iter().map(|u| u.generation).sum::<u64>());
+}
+
+/// The metrics sample `sample` of shard `shard` (0 when absent).
+fn shard_metric(admin: &str, name: &str, shard: u32, more: &str) -> f64 {
+    common::metric(admin, &format!("{name}{{shard=\"{shard}\"{more}}}")).unwrap_or(0.0)
+}
+
+#[test]
+fn a_tiered_topic_reads_whole_from_offset_0_while_local_disk_keeps_its_tail() {
+    let dir = tempfile::tempdir().unwrap();
+    let weed = Seaweed::start(&dir.path().join("weed"));
+    let kafka = format!("127.0.0.1:{}", common::free_port_pair("127.0.0.1"));
+    let admin = format!("127.0.0.1:{}", common::ports::free_ports("127.0.0.1", 1));
+    let mut flags = weed.broker_flags(dir.path());
+    flags
+        .extend(["--segment-mib", "1", "--batch-bytes-max", "262144", "--retention-check-ms", "300"].map(String::from));
+    flags.extend(["--kafka-listen".into(), kafka.clone(), "--admin-listen".into(), admin.clone()]);
+    let flags: Vec<&str> = flags.iter().map(String::as_str).collect();
+    let broker = common::Broker::start(&dir.path().join("broker"), &flags);
+    let client = broker.client();
+    let configs = [("remote.storage.enable", "true"), ("local.retention.ms", "1000")];
+    let configs: Vec<(String, String)> = configs.iter().map(|(n, v)| (n.to_string(), v.to_string())).collect();
+    client.create_topic_with_configs("tiered", 1, 0, &configs).unwrap();
+    let shard = client.queue_shard("tiered", 0).unwrap();
+
+    let sent = produce(&client, "tiered", 0, 5000);
+    assert!(sent.iter().enumerate().all(|(i, &(q, o))| q == 0 && o == i as u64));
+    // About 5 MiB went into 1 MiB segments: once uploaded, local disk keeps the tail.
+    common::wait_until("local disk down to the tail", Duration::from_secs(90), || {
+        shard_metric(&admin, "ringmq_storage_segment_bytes", shard, ",state=\"sealed\"") <= (2 << 20) as f64
+    });
+    assert_eq!(shard_metric(&admin, "ringmq_tiered_local_retention_held_queues", shard, ""), 0.0);
+    assert_eq!(client.list_offsets("tiered", 0).unwrap(), (0, 5000), "readers still start at 0");
+
+    // The native SDK reads every record from offset 0, the old ones from the bucket.
+    let mut consumer = ringmq::client::Consumer::new(client.clone(), None);
+    consumer.assign_all("tiered", ringmq::client::StartFrom::Earliest).unwrap();
+    let native = common::consume(&mut consumer, 5000, Duration::from_secs(60));
+    let native: Vec<(u64, Vec<u8>)> = native.iter().map(|m| (m.offset, m.value_or_empty().to_vec())).collect();
+    let expected: Vec<(u64, Vec<u8>)> = (0..5000).map(|i| (i as u64, value("tiered", i))).collect();
+    assert_eq!(native.len(), expected.len());
+    assert!(native == expected, "the native SDK reads the records sent, in order");
+    assert!(shard_metric(&admin, "ringmq_tiered_remote_reads_total", shard, "") > 0.0, "some came from the bucket");
+
+    // A Kafka client too.
+    let out = common::tools::command("kcat")
+        .args(["-b", &kafka, "-C", "-t", "tiered", "-o", "beginning", "-e", "-f", "%o %s\\n"])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "kcat: {}", String::from_utf8_lossy(&out.stderr));
+    let text = String::from_utf8_lossy(&out.stdout);
+    let kcat: Vec<(u64, Vec<u8>)> = text
+        .lines()
+        .map(|l| l.split_once(' ').unwrap())
+        .map(|(o, v)| (o.parse().unwrap(), v.as_bytes().to_vec()))
+        .collect();
+    assert_eq!(kcat.len(), expected.len());
+    assert!(kcat == expected, "kcat reads the same records at the same offsets");
 }
