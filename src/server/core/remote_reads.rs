@@ -39,11 +39,13 @@ struct Bucket {
     storage: Shard,
 }
 
+/// A slice in clear is kept by its object's key and its place in it.
+type SliceKey = (String, u64);
+
 /// A shard's reads from the bucket.
 pub struct RemoteReads {
     footers: RefCell<Lru<String, Rc<ObjectIndex>>>,
-    /// Slices in clear, by (object key, place in it).
-    slices: RefCell<Lru<(String, u64), Rc<Vec<u8>>>>,
+    slices: RefCell<Lru<SliceKey, Rc<Vec<u8>>>>,
     /// A slice is being fetched ahead.
     ahead: Cell<bool>,
     stats: RemoteStats,
