@@ -156,32 +156,13 @@ fn a_tiered_topic_reads_whole_from_offset_0_while_local_disk_keeps_its_tail() {
     let dir = tempfile::tempdir().unwrap();
     let weed = Seaweed::start(&dir.path().join("weed"));
     let kafka = format!("127.0.0.1:{}", common::free_port_pair("127.0.0.1"));
-    let admin = format!("127.0.0.1:{}", common::ports::free_ports("127.0.0.1", 1));
-    let mut flags = weed.broker_flags(dir.path());
-    flags
-        .extend(["--segment-mib", "1", "--batch-bytes-max", "262144", "--retention-check-ms", "300"].map(String::from));
-    flags.extend(["--kafka-listen".into(), kafka.clone(), "--admin-listen".into(), admin.clone()]);
-    let flags: Vec<&str> = flags.iter().map(String::as_str).collect();
-    let broker = common::Broker::start(&dir.path().join("broker"), &flags);
+    let (broker, admin, shard) = tiered_tail(dir.path(), &weed, 5000, &["--kafka-listen", &kafka]);
     let client = broker.client();
-    let configs = [("remote.storage.enable", "true"), ("local.retention.ms", "1000")];
-    let configs: Vec<(String, String)> = configs.iter().map(|(n, v)| (n.to_string(), v.to_string())).collect();
-    client.create_topic_with_configs("tiered", 1, 0, &configs).unwrap();
-    let shard = client.queue_shard("tiered", 0).unwrap();
-
-    let sent = produce(&client, "tiered", 0, 5000);
-    assert!(sent.iter().enumerate().all(|(i, &(q, o))| q == 0 && o == i as u64));
-    // About 5 MiB went into 1 MiB segments: once uploaded, local disk keeps the tail.
-    common::wait_until("local disk down to the tail", Duration::from_secs(90), || {
-        shard_metric(&admin, "ringmq_storage_segment_bytes", shard, ",state=\"sealed\"") <= (2 << 20) as f64
-    });
     assert_eq!(shard_metric(&admin, "ringmq_tiered_local_retention_held_queues", shard, ""), 0.0);
     assert_eq!(client.list_offsets("tiered", 0).unwrap(), (0, 5000), "readers still start at 0");
 
     // The native SDK reads every record from offset 0, the old ones from the bucket.
-    let mut consumer = ringmq::client::Consumer::new(client.clone(), None);
-    consumer.assign_all("tiered", ringmq::client::StartFrom::Earliest).unwrap();
-    let native = common::consume(&mut consumer, 5000, Duration::from_secs(60));
+    let native = common::consume(&mut from_the_start(&client), 5000, Duration::from_secs(60));
     let native: Vec<(u64, Vec<u8>)> = native.iter().map(|m| (m.offset, m.value_or_empty().to_vec())).collect();
     let expected: Vec<(u64, Vec<u8>)> = (0..5000).map(|i| (i as u64, value("tiered", i))).collect();
     assert_eq!(native.len(), expected.len());
@@ -202,4 +183,80 @@ fn a_tiered_topic_reads_whole_from_offset_0_while_local_disk_keeps_its_tail() {
         .collect();
     assert_eq!(kcat.len(), expected.len());
     assert!(kcat == expected, "kcat reads the same records at the same offsets");
+}
+
+/// A broker (with `extra` flags) whose tiered topic `tiered` (one queue)
+/// keeps 1 s locally, fed `count` records and waited for until local disk
+/// holds only the tail; with its admin address and the shard of the queue.
+fn tiered_tail(dir: &std::path::Path, weed: &Seaweed, count: usize, extra: &[&str]) -> (common::Broker, String, u32) {
+    let admin = format!("127.0.0.1:{}", common::ports::free_ports("127.0.0.1", 1));
+    let mut flags = weed.broker_flags(dir);
+    flags.extend(extra.iter().map(|f| f.to_string()));
+    flags
+        .extend(["--segment-mib", "1", "--batch-bytes-max", "262144", "--retention-check-ms", "300"].map(String::from));
+    flags.extend(["--s3-attempts".into(), "2".into(), "--admin-listen".into(), admin.clone()]);
+    let flags: Vec<&str> = flags.iter().map(String::as_str).collect();
+    let broker = common::Broker::start(&dir.join("broker"), &flags);
+    let client = broker.client();
+    let configs = [("remote.storage.enable", "true"), ("local.retention.ms", "1000")];
+    let configs: Vec<(String, String)> = configs.iter().map(|(n, v)| (n.to_string(), v.to_string())).collect();
+    client.create_topic_with_configs("tiered", 1, 0, &configs).unwrap();
+    let shard = client.queue_shard("tiered", 0).unwrap();
+    produce(&client, "tiered", 0, count);
+    common::wait_until("local disk down to the tail", Duration::from_secs(90), || {
+        shard_metric(&admin, "ringmq_storage_segment_bytes", shard, ",state=\"sealed\"") <= (2 << 20) as f64
+    });
+    (broker, admin, shard)
+}
+
+/// A consumer of `tiered` from its first offset.
+fn from_the_start(client: &std::sync::Arc<ringmq::client::Client>) -> ringmq::client::Consumer {
+    let mut consumer = ringmq::client::Consumer::new(client.clone(), None);
+    consumer.assign_all("tiered", ringmq::client::StartFrom::Earliest).unwrap();
+    consumer
+}
+
+#[test]
+fn a_damaged_object_is_never_served_and_a_bucket_gone_fails_only_reads_from_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let weed = Seaweed::start(&dir.path().join("weed"));
+    let (broker, admin, shard) = tiered_tail(dir.path(), &weed, 4000, &[]);
+    let client = broker.client();
+
+    // One byte of the oldest object's first slice flipped in the bucket.
+    let store = weed.store("");
+    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    let objects = runtime.block_on(store.list(&format!("single/shard-{shard}/objects/"))).unwrap();
+    let oldest = objects.iter().map(|o| o.key.clone()).min().expect("an object uploaded");
+    let mut bytes = runtime.block_on(store.get(&oldest, None)).unwrap().to_vec();
+    bytes[100] ^= 0x40;
+    runtime.block_on(store.put(&oldest, bytes.into())).unwrap();
+
+    let failed = from_the_start(&client).poll(Duration::from_secs(5)).unwrap_err().to_string();
+    assert!(failed.contains("fails its check") && failed.contains("damaged"), "{failed}");
+    assert!(shard_metric(&admin, "ringmq_tiered_remote_corrupt_total", shard, "") >= 1.0);
+    // A consumer that skips damage reads on past the damaged slice; nothing it gets is wrong.
+    let mut skipping = from_the_start(&client);
+    skipping.set_skip_corrupt(true);
+    let mut got = Vec::new();
+    common::wait_until("the skipping consumer at the end", Duration::from_secs(60), || {
+        got.extend(skipping.poll(Duration::from_millis(200)).unwrap());
+        got.len() as u64 + skipping.skipped_corrupt() >= 4000
+    });
+    let skipped = skipping.skipped_corrupt();
+    assert!(skipped > 0 && got.len() as u64 + skipped == 4000, "{} read, {skipped} skipped", got.len());
+    assert!(got.iter().all(|m| m.value_or_empty() == value("tiered", m.offset as usize)), "only what was sent");
+
+    // The bucket gone: reads below the local start fail (retriably), produce and the tail go on.
+    drop(weed);
+    let failures = shard_metric(&admin, "ringmq_tiered_remote_read_failures_total", shard, "");
+    let mut cold = from_the_start(&client);
+    let _ = cold.poll(Duration::from_secs(3));
+    assert!(shard_metric(&admin, "ringmq_tiered_remote_read_failures_total", shard, "") > failures);
+    let (queue, offset) = produce(&client, "tiered", 4000, 1)[0];
+    assert_eq!((queue, offset), (0, 4000), "produce goes on without the bucket");
+    let mut tail = ringmq::client::Consumer::new(client.clone(), None);
+    tail.assign("tiered", &[0], ringmq::client::StartFrom::Offset(4000)).unwrap();
+    let last = common::consume(&mut tail, 1, Duration::from_secs(30));
+    assert_eq!(last[0].value_or_empty(), value("tiered", 4000));
 }

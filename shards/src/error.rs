@@ -25,8 +25,8 @@ pub enum StorageError {
          sealed with (--encryption-keys)"
     )]
     Sealed { position: u64, detail: String },
-    /// A read from tiered storage's bucket failed (retriable), or found damage.
-    #[error("tiered storage: {0}")]
+    /// A read from tiered storage's bucket failed; it may be retried.
+    #[error("tiered storage's bucket did not answer a read: {0}; the read may be retried")]
     Remote(String),
     #[error("corrupt {what} at log position {position}: {detail}")]
     Corruption { what: &'static str, position: u64, detail: String },

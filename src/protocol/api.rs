@@ -142,6 +142,8 @@ wire_enum! {
         InvalidConfig = 34,
         /// Fewer replicas in sync than the topic's `min.insync.replicas`: nothing was stored; retry later.
         TooFewInSync = 35,
+        /// Tiered storage's bucket did not answer a read below the queue's local start: retry.
+        RemoteUnavailable = 36,
     }
 }
 
@@ -161,6 +163,7 @@ impl ErrorCode {
                 | ErrorCode::NotLeader
                 | ErrorCode::ClusterUnavailable
                 | ErrorCode::TooFewInSync
+                | ErrorCode::RemoteUnavailable
         )
     }
 

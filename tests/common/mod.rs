@@ -392,7 +392,7 @@ pub fn metric(admin: &str, sample: &str) -> Option<f64> {
 }
 
 /// Polls `done` until it holds, failing the test after `limit`.
-pub fn wait_until(what: &str, limit: Duration, done: impl Fn() -> bool) {
+pub fn wait_until(what: &str, limit: Duration, mut done: impl FnMut() -> bool) {
     let deadline = std::time::Instant::now() + limit;
     while !done() {
         assert!(std::time::Instant::now() < deadline, "{what} within {limit:?}");

@@ -67,6 +67,8 @@ pub enum Reason {
     InvalidConfig,
     /// Fewer replicas in sync than the topic's `min.insync.replicas`: nothing was stored.
     TooFewInSync,
+    /// Tiered storage's bucket did not answer a read below the local start.
+    RemoteUnavailable,
     /// A consumer-protocol member's heartbeat names an epoch that is not its own: rejoin.
     FencedMemberEpoch,
     /// A consumer-protocol member's commit names an epoch that is not its own.
@@ -162,8 +164,8 @@ impl From<StorageError> for Failure {
             StorageError::Failed(_)
             | StorageError::Io { .. }
             | StorageError::Corruption { .. }
-            | StorageError::Sealed { .. }
-            | StorageError::Remote(_) => Reason::StorageFailed,
+            | StorageError::Sealed { .. } => Reason::StorageFailed,
+            StorageError::Remote(_) => Reason::RemoteUnavailable,
             StorageError::PositionOutOfRange { .. }
             | StorageError::Diverged { .. }
             | StorageError::NotNextOffset { .. } => Reason::LogDiverged,

@@ -126,7 +126,7 @@ impl RemoteReads {
         offset: u64,
         max_bytes: usize,
     ) -> Result<(Vec<u8>, u64, Option<Slice>), StorageError> {
-        let index = self.footer(bucket, object).await?;
+        let index = self.footer(bucket, object, queue).await?;
         let (mut out, mut next, mut last) = (Vec::new(), offset, None);
         'slices: for slice in index.slices_from(queue.0, offset) {
             let clear = self.slice(bucket, object, slice).await?;
@@ -150,7 +150,12 @@ impl RemoteReads {
     }
 
     /// The footer of `object`, from the cache or the bucket.
-    async fn footer(&self, bucket: &Bucket, object: &ObjectEntry) -> Result<Rc<ObjectIndex>, StorageError> {
+    async fn footer(
+        &self,
+        bucket: &Bucket,
+        object: &ObjectEntry,
+        queue: QueueId,
+    ) -> Result<Rc<ObjectIndex>, StorageError> {
         if let Some(index) = self.footers.borrow_mut().get(&object.key) {
             return Ok(index);
         }
@@ -159,9 +164,14 @@ impl RemoteReads {
         let named = bytes.len() >= 4 && batch::u32_at(&bytes, bytes.len() - 4) == object.footer_crc;
         let index = ObjectIndex::decode(&bytes)
             .and_then(|index| {
-                named.then_some(index).ok_or_else(|| StorageError::Remote("a footer the manifest does not name".into()))
+                let other = || StorageError::Corruption {
+                    what: "tiered object footer",
+                    position: object.footer_pos,
+                    detail: "not the footer the manifest names (its CRC differs)".into(),
+                };
+                named.then_some(index).ok_or_else(other)
             })
-            .map_err(|e| self.damaged(object, e))?;
+            .map_err(|e| self.damaged(object, queue, object.queues.get(&queue.0).copied().unwrap_or_default(), e))?;
         let index = Rc::new(index);
         self.footers.borrow_mut().insert(object.key.clone(), index.clone(), 1);
         Ok(index)
@@ -175,7 +185,8 @@ impl RemoteReads {
             return Ok(clear);
         }
         let bytes = self.get(bucket, object, slice.pos..slice.pos + u64::from(slice.len)).await?;
-        verify_slice(&bytes, slice).map_err(|e| self.damaged(object, e))?;
+        let range = (slice.first, slice.next);
+        verify_slice(&bytes, slice).map_err(|e| self.damaged(object, QueueId(slice.queue), range, e))?;
         let clear = Rc::new(bucket.storage.open_batches(&bytes)?);
         self.slices.borrow_mut().insert(key, clear.clone(), clear.len());
         Ok(clear)
@@ -188,16 +199,23 @@ impl RemoteReads {
             .link
             .call(move |store| async move { store.get(&key, Some(range)).await })
             .await
-            .map_err(|e| StorageError::Remote(format!("{e}; the read may be retried")))?;
+            .map_err(|e| StorageError::Remote(e.to_string()))?;
         self.stats.fetched_bytes.set(self.stats.fetched_bytes.get() + bytes.len() as u64);
         Ok(bytes.to_vec())
     }
 
-    /// Counts and logs damage found in `object`; the error to answer.
-    fn damaged(&self, object: &ObjectEntry, error: StorageError) -> StorageError {
+    /// Counts and logs damage found in `object`; the error to answer: the
+    /// offsets of `queue` in `range` are damaged (a client reads on past them).
+    fn damaged(&self, object: &ObjectEntry, queue: QueueId, range: (u64, u64), error: StorageError) -> StorageError {
         self.stats.corrupt.set(self.stats.corrupt.get() + 1);
-        tracing::error!(key = %object.key, %error, "a tiered object is damaged: its records are not served");
-        StorageError::Remote(format!("object {} is damaged ({error}): not served", object.key))
+        tracing::error!(key = %object.key, queue = queue.0, ?range, %error, "a tiered object is damaged: not served");
+        StorageError::CorruptBatch {
+            queue: queue.0,
+            position: object.segment,
+            first_offset: range.0,
+            next_offset: range.1,
+            detail: "a tiered object in the bucket fails its check",
+        }
     }
 
     /// Fetches the slice of `queue` after `last` into the cache, in the
@@ -244,7 +262,7 @@ impl RemoteReads {
 
     /// Fetches `queue`'s first slice in `object` into the cache.
     async fn first_slice(&self, bucket: &Bucket, object: &ObjectEntry, queue: QueueId) -> Result<(), StorageError> {
-        let index = self.footer(bucket, object).await?;
+        let index = self.footer(bucket, object, queue).await?;
         let first = index.slices_from(queue.0, 0).next().copied();
         match first {
             Some(slice) => self.slice(bucket, object, &slice).await.map(drop),

@@ -22,7 +22,7 @@ fn error_of(reason: Reason) -> K {
         R::Malformed | R::CrcMismatch | R::InvalidBatch | R::CorruptData => K::CorruptMessage,
         R::BatchTooLarge => K::MessageTooLarge,
         R::OffsetOutOfRange => K::OffsetOutOfRange,
-        R::StorageFailed | R::StorageFull => K::KafkaStorageError,
+        R::StorageFailed | R::StorageFull | R::RemoteUnavailable => K::KafkaStorageError,
         // The client refreshes metadata and tries again (elsewhere, or later).
         R::NotLeader | R::ShuttingDown => K::NotLeaderOrFollower,
         R::NotEnoughReplicas => K::NotEnoughReplicasAfterAppend,

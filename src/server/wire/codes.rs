@@ -59,6 +59,7 @@ pub fn code(reason: Reason) -> ErrorCode {
         R::FencedInstance => ErrorCode::FencedInstance,
         R::InvalidConfig => ErrorCode::InvalidConfig,
         R::TooFewInSync => ErrorCode::TooFewInSync,
+        R::RemoteUnavailable => ErrorCode::RemoteUnavailable,
         // Kafka's consumer protocol only: the native protocol has generations.
         R::FencedMemberEpoch | R::StaleMemberEpoch => ErrorCode::IllegalGeneration,
         R::UnreleasedInstance => ErrorCode::FencedInstance,
@@ -132,6 +133,7 @@ mod tests {
             R::FencedInstance,
             R::InvalidConfig,
             R::TooFewInSync,
+            R::RemoteUnavailable,
         ];
         let codes: std::collections::HashSet<ErrorCode> = all.iter().map(|r| code(*r)).collect();
         assert_eq!(codes.len(), all.len());
