@@ -13,6 +13,10 @@
 //! oldest, a record far in the future holds everything after it). Size is
 //! estimated from up to `SIZE_SAMPLES` batches spread over the queue (bytes
 //! per record), as Kafka's segment-sized steps are approximate too.
+//! A tiered topic's queue (`remote.storage.enable`) keeps on local disk
+//! what `local.retention.*` keeps, and never lets go of what the bucket
+//! does not hold yet (the manifest's uploaded end) nor of the active
+//! segment's records; older records are read from the bucket.
 //! Leaders and single nodes only: followers keep what they mirror. Moved
 //! starts are recorded in the log (core/queue_starts.rs), so a follower
 //! promoted at fail-over starts each queue where its old leader had.
