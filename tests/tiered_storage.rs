@@ -6,12 +6,13 @@
 //! records never leave local disk; a broker killed with -9 and restarted
 //! goes on from its manifest, with no offset uploaded twice. Reads: once
 //! local disk keeps only a tiered queue's tail, the native SDK and kcat
-//! read it whole from offset 0.
+//! read it whole from offset 0, and an old message is found by its id; a
+//! damaged object is never served; a bucket gone fails only its reads.
 
 mod common;
 
 use common::seaweed::Seaweed;
-use ringmq::client::{Message, Producer, ProducerConfig};
+use ringmq::client::{Message, Producer, ProducerConfig, SendResult};
 use ringmq::objects::ObjectStore;
 use ringmq_shards::batch;
 use ringmq_shards::tiered::{verify_slice, ObjectIndex};
@@ -25,12 +26,12 @@ fn value(topic: &str, i: usize) -> Vec<u8> {
     v
 }
 
-/// Sends `count` values numbered from `from` to `topic`; each one's (queue, offset).
-fn produce(client: &std::sync::Arc<ringmq::client::Client>, topic: &str, from: usize, count: usize) -> Vec<(u32, u64)> {
+/// Sends `count` values numbered from `from` to `topic`; where each went.
+fn produce(client: &std::sync::Arc<ringmq::client::Client>, topic: &str, from: usize, count: usize) -> Vec<SendResult> {
     let producer = Producer::new(client.clone(), ProducerConfig::default());
     let sent: Vec<_> =
         (from..from + count).map(|i| producer.send_async(topic, Message::new(value(topic, i)))).collect();
-    sent.into_iter().map(|f| f.wait().unwrap()).map(|r| (r.queue, r.offset)).collect()
+    sent.into_iter().map(|f| f.wait().unwrap()).collect()
 }
 
 /// What the bucket holds of one shard: its manifest's generation and the
@@ -122,8 +123,8 @@ fn sealed_segments_of_tiered_topics_reach_the_bucket_named_by_a_manifest() {
     client.create_topic("local", 2, 0).unwrap();
 
     let mut sent = HashMap::new();
-    for (i, at) in produce(&client, "tiered", 0, 3000).into_iter().enumerate() {
-        sent.insert(value("tiered", i), at);
+    for (i, r) in produce(&client, "tiered", 0, 3000).into_iter().enumerate() {
+        sent.insert(value("tiered", i), (r.queue, r.offset));
     }
     produce(&client, "local", 0, 3000);
     let store = weed.store("");
@@ -137,8 +138,8 @@ fn sealed_segments_of_tiered_topics_reach_the_bucket_named_by_a_manifest() {
     broker.kill9();
     broker.restart();
     let client = broker.client();
-    for (i, at) in produce(&client, "tiered", 3000, 3000).into_iter().enumerate() {
-        sent.insert(value("tiered", 3000 + i), at);
+    for (i, r) in produce(&client, "tiered", 3000, 3000).into_iter().enumerate() {
+        sent.insert(value("tiered", 3000 + i), (r.queue, r.offset));
     }
     produce(&client, "local", 4000, 3000);
     let after = wait_uploaded(&runtime, &store, held + 2000);
@@ -156,8 +157,9 @@ fn a_tiered_topic_reads_whole_from_offset_0_while_local_disk_keeps_its_tail() {
     let dir = tempfile::tempdir().unwrap();
     let weed = Seaweed::start(&dir.path().join("weed"));
     let kafka = format!("127.0.0.1:{}", common::free_port_pair("127.0.0.1"));
-    let (broker, admin, shard) = tiered_tail(dir.path(), &weed, 5000, &["--kafka-listen", &kafka]);
+    let Tail { broker, admin, shard, sent } = tiered_tail(dir.path(), &weed, 5000, &["--kafka-listen", &kafka]);
     let client = broker.client();
+    assert!(sent.iter().enumerate().all(|(i, r)| (r.queue, r.offset) == (0, i as u64)));
     assert_eq!(shard_metric(&admin, "ringmq_tiered_local_retention_held_queues", shard, ""), 0.0);
     assert_eq!(client.list_offsets("tiered", 0).unwrap(), (0, 5000), "readers still start at 0");
 
@@ -168,6 +170,13 @@ fn a_tiered_topic_reads_whole_from_offset_0_while_local_disk_keeps_its_tail() {
     assert_eq!(native.len(), expected.len());
     assert!(native == expected, "the native SDK reads the records sent, in order");
     assert!(shard_metric(&admin, "ringmq_tiered_remote_reads_total", shard, "") > 0.0, "some came from the bucket");
+
+    // An old message is found by its id, from the object's lookup entries.
+    let found = client.find_by_id(sent[10].message_id).unwrap();
+    assert_eq!(found.messages.len(), 1);
+    let m = &found.messages[0];
+    assert_eq!((m.topic.as_str(), m.queue, m.offset), ("tiered", 0, 10));
+    assert_eq!(m.value_or_empty(), value("tiered", 10));
 
     // A Kafka client too.
     let out = common::tools::command("kcat")
@@ -187,8 +196,8 @@ fn a_tiered_topic_reads_whole_from_offset_0_while_local_disk_keeps_its_tail() {
 
 /// A broker (with `extra` flags) whose tiered topic `tiered` (one queue)
 /// keeps 1 s locally, fed `count` records and waited for until local disk
-/// holds only the tail; with its admin address and the shard of the queue.
-fn tiered_tail(dir: &std::path::Path, weed: &Seaweed, count: usize, extra: &[&str]) -> (common::Broker, String, u32) {
+/// holds only the tail.
+fn tiered_tail(dir: &std::path::Path, weed: &Seaweed, count: usize, extra: &[&str]) -> Tail {
     let admin = format!("127.0.0.1:{}", common::ports::free_ports("127.0.0.1", 1));
     let mut flags = weed.broker_flags(dir);
     flags.extend(extra.iter().map(|f| f.to_string()));
@@ -202,11 +211,19 @@ fn tiered_tail(dir: &std::path::Path, weed: &Seaweed, count: usize, extra: &[&st
     let configs: Vec<(String, String)> = configs.iter().map(|(n, v)| (n.to_string(), v.to_string())).collect();
     client.create_topic_with_configs("tiered", 1, 0, &configs).unwrap();
     let shard = client.queue_shard("tiered", 0).unwrap();
-    produce(&client, "tiered", 0, count);
+    let sent = produce(&client, "tiered", 0, count);
     common::wait_until("local disk down to the tail", Duration::from_secs(90), || {
         shard_metric(&admin, "ringmq_storage_segment_bytes", shard, ",state=\"sealed\"") <= (2 << 20) as f64
     });
-    (broker, admin, shard)
+    Tail { broker, admin, shard, sent }
+}
+
+/// A broker whose tiered topic's old records are only in the bucket.
+struct Tail {
+    broker: common::Broker,
+    admin: String,
+    shard: u32,
+    sent: Vec<SendResult>,
 }
 
 /// A consumer of `tiered` from its first offset.
@@ -220,7 +237,7 @@ fn from_the_start(client: &std::sync::Arc<ringmq::client::Client>) -> ringmq::cl
 fn a_damaged_object_is_never_served_and_a_bucket_gone_fails_only_reads_from_it() {
     let dir = tempfile::tempdir().unwrap();
     let weed = Seaweed::start(&dir.path().join("weed"));
-    let (broker, admin, shard) = tiered_tail(dir.path(), &weed, 4000, &[]);
+    let Tail { broker, admin, shard, .. } = tiered_tail(dir.path(), &weed, 4000, &[]);
     let client = broker.client();
 
     // One byte of the oldest object's first slice flipped in the bucket.
@@ -253,8 +270,8 @@ fn a_damaged_object_is_never_served_and_a_bucket_gone_fails_only_reads_from_it()
     let mut cold = from_the_start(&client);
     let _ = cold.poll(Duration::from_secs(3));
     assert!(shard_metric(&admin, "ringmq_tiered_remote_read_failures_total", shard, "") > failures);
-    let (queue, offset) = produce(&client, "tiered", 4000, 1)[0];
-    assert_eq!((queue, offset), (0, 4000), "produce goes on without the bucket");
+    let sent = &produce(&client, "tiered", 4000, 1)[0];
+    assert_eq!((sent.queue, sent.offset), (0, 4000), "produce goes on without the bucket");
     let mut tail = ringmq::client::Consumer::new(client.clone(), None);
     tail.assign("tiered", &[0], ringmq::client::StartFrom::Offset(4000)).unwrap();
     let last = common::consume(&mut tail, 1, Duration::from_secs(30));

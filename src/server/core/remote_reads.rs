@@ -116,6 +116,26 @@ impl RemoteReads {
         Ok(Some(ReadBatches { bytes, next_offset, end_offset }))
     }
 
+    /// The (queue, offset) of records in the bucket whose key or message id
+    /// has lookup `hash`, from the footers of the objects that hold offsets
+    /// below their queue's local start (the local index has the rest).
+    pub async fn lookup(&self, core: &Core, hash: u64) -> Result<Vec<(QueueId, u64)>, StorageError> {
+        let (Some(link), Some(manifest)) = (core.objects(), core.manifest().current()) else { return Ok(Vec::new()) };
+        let bucket = Bucket { link: link.clone(), place: place_of(core), storage: core.storage().clone() };
+        let below_local = |queue: u32, first: u64| core.storage().log_start(QueueId(queue)).is_ok_and(|s| first < s);
+        let mut found = Vec::new();
+        for object in manifest.objects() {
+            let Some((&queue, _)) = object.queues.iter().find(|(&q, &(first, _))| below_local(q, first)) else {
+                continue;
+            };
+            let index = self.footer(&bucket, object, QueueId(queue)).await?;
+            for &queue in object.queues.keys() {
+                found.extend(index.lookup(hash, queue).into_iter().map(|offset| (QueueId(queue), offset)));
+            }
+        }
+        Ok(found)
+    }
+
     /// The batches of `queue` from `offset` in `object`, the next offset,
     /// and the last slice read.
     async fn read_object(
