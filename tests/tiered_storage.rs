@@ -157,7 +157,7 @@ fn a_tiered_topic_reads_whole_from_offset_0_while_local_disk_keeps_its_tail() {
     let dir = tempfile::tempdir().unwrap();
     let weed = Seaweed::start(&dir.path().join("weed"));
     let kafka = format!("127.0.0.1:{}", common::free_port_pair("127.0.0.1"));
-    let Tail { broker, admin, shard, sent } = tiered_tail(dir.path(), &weed, 5000, &["--kafka-listen", &kafka]);
+    let Tail { broker, admin, shard, sent } = tiered_tail(dir.path(), &weed, 5000, &["--kafka-listen", &kafka], &[]);
     let client = broker.client();
     assert!(sent.iter().enumerate().all(|(i, r)| (r.queue, r.offset) == (0, i as u64)));
     assert_eq!(shard_metric(&admin, "ringmq_tiered_local_retention_held_queues", shard, ""), 0.0);
@@ -194,10 +194,10 @@ fn a_tiered_topic_reads_whole_from_offset_0_while_local_disk_keeps_its_tail() {
     assert!(kcat == expected, "kcat reads the same records at the same offsets");
 }
 
-/// A broker (with `extra` flags) whose tiered topic `tiered` (one queue)
-/// keeps 1 s locally, fed `count` records and waited for until local disk
-/// holds only the tail.
-fn tiered_tail(dir: &std::path::Path, weed: &Seaweed, count: usize, extra: &[&str]) -> Tail {
+/// A broker (with `extra` flags) whose tiered topic `tiered` (one queue,
+/// more `configs`) keeps 1 s locally, fed `count` records and waited for
+/// until local disk holds only the tail.
+fn tiered_tail(dir: &std::path::Path, weed: &Seaweed, count: usize, extra: &[&str], configs: &[(&str, &str)]) -> Tail {
     let admin = format!("127.0.0.1:{}", common::ports::free_ports("127.0.0.1", 1));
     let mut flags = weed.broker_flags(dir);
     flags.extend(extra.iter().map(|f| f.to_string()));
@@ -207,9 +207,10 @@ fn tiered_tail(dir: &std::path::Path, weed: &Seaweed, count: usize, extra: &[&st
     let flags: Vec<&str> = flags.iter().map(String::as_str).collect();
     let broker = common::Broker::start(&dir.join("broker"), &flags);
     let client = broker.client();
-    let configs = [("remote.storage.enable", "true"), ("local.retention.ms", "1000")];
-    let configs: Vec<(String, String)> = configs.iter().map(|(n, v)| (n.to_string(), v.to_string())).collect();
-    client.create_topic_with_configs("tiered", 1, 0, &configs).unwrap();
+    let mut all = vec![("remote.storage.enable", "true"), ("local.retention.ms", "1000")];
+    all.extend_from_slice(configs);
+    let all: Vec<(String, String)> = all.iter().map(|(n, v)| (n.to_string(), v.to_string())).collect();
+    client.create_topic_with_configs("tiered", 1, 0, &all).unwrap();
     let shard = client.queue_shard("tiered", 0).unwrap();
     let sent = produce(&client, "tiered", 0, count);
     common::wait_until("local disk down to the tail", Duration::from_secs(90), || {
@@ -237,7 +238,7 @@ fn from_the_start(client: &std::sync::Arc<ringmq::client::Client>) -> ringmq::cl
 fn a_damaged_object_is_never_served_and_a_bucket_gone_fails_only_reads_from_it() {
     let dir = tempfile::tempdir().unwrap();
     let weed = Seaweed::start(&dir.path().join("weed"));
-    let Tail { broker, admin, shard, .. } = tiered_tail(dir.path(), &weed, 4000, &[]);
+    let Tail { broker, admin, shard, .. } = tiered_tail(dir.path(), &weed, 4000, &[], &[]);
     let client = broker.client();
 
     // One byte of the oldest object's first slice flipped in the bucket.
@@ -276,4 +277,25 @@ fn a_damaged_object_is_never_served_and_a_bucket_gone_fails_only_reads_from_it()
     tail.assign("tiered", &[0], ringmq::client::StartFrom::Offset(4000)).unwrap();
     let last = common::consume(&mut tail, 1, Duration::from_secs(30));
     assert_eq!(last[0].value_or_empty(), value("tiered", 4000));
+}
+
+#[test]
+fn total_retention_moves_a_tiered_queues_start_and_deletes_its_objects() {
+    let dir = tempfile::tempdir().unwrap();
+    let weed = Seaweed::start(&dir.path().join("weed"));
+    let Tail { broker, shard, .. } = tiered_tail(dir.path(), &weed, 6000, &[], &[("retention.bytes", "2097152")]);
+    let client = broker.client();
+    let store = weed.store("");
+    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    let objects = || runtime.block_on(store.list(&format!("single/shard-{shard}/objects/"))).unwrap();
+    // About 6 MiB sent, 2 MiB kept: the oldest objects go, the readers' start moves past them.
+    common::wait_until("the bucket down to what retention keeps", Duration::from_secs(60), || {
+        objects().iter().map(|o| o.size).sum::<u64>() <= 3 << 20 && client.list_offsets("tiered", 0).unwrap().0 > 0
+    });
+    let (start, end) = client.list_offsets("tiered", 0).unwrap();
+    assert!(start >= 2000 && end == 6000, "kept [{start}, {end})");
+    let got = common::consume(&mut from_the_start(&client), (end - start) as usize, Duration::from_secs(60));
+    assert_eq!(got.len() as u64, end - start);
+    assert!(got.iter().enumerate().all(|(i, m)| m.offset == start + i as u64), "from the new start on, in order");
+    assert!(got.iter().all(|m| m.value_or_empty() == value("tiered", m.offset as usize)));
 }

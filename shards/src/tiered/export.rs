@@ -78,7 +78,7 @@ impl SegmentExport<'_> {
                 }
                 let clear = crate::crypt::in_clear(keyring.as_deref(), stored, position)?;
                 let lookups = lookups_of(&clear, header.base_offset)?;
-                if let Some(part) = builder.push(stored, lookups)? {
+                if let Some(part) = builder.push(stored, batch::newest_timestamp(&clear)?, lookups)? {
                     cut = Some(part);
                     break;
                 }

@@ -8,8 +8,8 @@
 //! segment: within a part, each queue's batches of that stretch lie
 //! together (a `Slice`), so a reader of one queue reads only its own bytes
 //! and the builder holds one part at a time. The last part ends with the
-//! footer (the `ObjectIndex`: every slice with its queue, offsets, place
-//! and CRC32; the records' lookup entries sorted by hash; the data keys
+//! footer (the `ObjectIndex`: every slice with its queue, offsets, place,
+//! CRC32 and newest timestamp; the records' lookup entries sorted by hash; the data keys
 //! that sealed batches) and a 16-byte trailer: u64 footer position, u32
 //! footer length, u32 magic. Little-endian throughout.
 
@@ -23,7 +23,7 @@ pub const PART_BYTES: usize = 8 << 20;
 pub const TRAILER_BYTES: usize = 16;
 const FOOTER_MAGIC: u64 = 0x3130_4a42_4f51_4d52; // "RMQOBJ01"
 const TRAILER_MAGIC: u32 = 0x4a42_4f52; // "ROBJ"
-const SLICE_BYTES: usize = 36;
+const SLICE_BYTES: usize = 44;
 const LOOKUP_BYTES: usize = 20;
 
 /// One queue's batches within one part of an object.
@@ -38,6 +38,8 @@ pub struct Slice {
     pub len: u32,
     /// CRC32 of its bytes.
     pub crc: u32,
+    /// The newest record's timestamp in it (ms), for time retention.
+    pub newest_ms: i64,
 }
 
 /// An object's footer: where each queue's batches are, and what else it holds.
@@ -59,11 +61,19 @@ pub struct FooterPlace {
     pub crc: u32,
 }
 
+/// One queue's batches in the part being made.
+struct PartSlice {
+    first: u64,
+    next: u64,
+    newest_ms: i64,
+    bytes: Vec<u8>,
+}
+
 /// Makes an object from a segment's batches, in log order.
 #[derive(Default)]
 pub struct ObjectBuilder {
-    /// The current part's batches, by queue: (first offset, next offset, bytes).
-    part: BTreeMap<u32, (u64, u64, Vec<u8>)>,
+    /// The current part's batches, by queue.
+    part: BTreeMap<u32, PartSlice>,
     part_bytes: usize,
     /// Bytes of the parts already cut.
     written: u64,
@@ -76,20 +86,28 @@ impl ObjectBuilder {
         ObjectBuilder::default()
     }
 
-    /// Adds a stored batch (wire form, sealed or not) and its records'
-    /// lookup entries (hash, offset); the next part once one is full.
-    pub fn push(&mut self, stored: &[u8], lookups: impl IntoIterator<Item = (u64, u64)>) -> Result<Option<Vec<u8>>> {
+    /// Adds a stored batch (wire form, sealed or not), its newest record's
+    /// timestamp and its records' lookup entries (hash, offset); the next
+    /// part once one is full.
+    pub fn push(
+        &mut self,
+        stored: &[u8],
+        newest_ms: i64,
+        lookups: impl IntoIterator<Item = (u64, u64)>,
+    ) -> Result<Option<Vec<u8>>> {
         let header = verify_stored(stored).map_err(|detail| refused(format!("a batch to upload: {detail}")))?;
         let (first, next) = (header.base_offset, header.next_offset());
-        let slice = self.part.entry(header.queue).or_insert((first, first, Vec::new()));
-        if first < slice.1 {
+        let slice =
+            self.part.entry(header.queue).or_insert(PartSlice { first, next: first, newest_ms, bytes: Vec::new() });
+        if first < slice.next {
             return Err(refused(format!(
                 "queue {}: a batch at {first} after one that ended at {}",
-                header.queue, slice.1
+                header.queue, slice.next
             )));
         }
-        slice.1 = next;
-        slice.2.extend_from_slice(stored);
+        slice.next = next;
+        slice.newest_ms = slice.newest_ms.max(newest_ms);
+        slice.bytes.extend_from_slice(stored);
         self.part_bytes += stored.len();
         if header.attributes & ATTR_SEALED != 0 && stored.len() >= HEADER_BYTES + 4 {
             self.key_ids.insert(batch::u32_at(stored, HEADER_BYTES));
@@ -101,10 +119,12 @@ impl ObjectBuilder {
     /// The current part's bytes, its slices noted.
     fn cut(&mut self) -> Vec<u8> {
         let mut out = Vec::with_capacity(self.part_bytes);
-        for (queue, (first, next, bytes)) in std::mem::take(&mut self.part) {
-            let (pos, len, crc) = (self.written + out.len() as u64, bytes.len() as u32, crc32fast::hash(&bytes));
-            self.index.slices.push(Slice { queue, first, next, pos, len, crc });
-            out.extend_from_slice(&bytes);
+        for (queue, part) in std::mem::take(&mut self.part) {
+            let (pos, len, crc) =
+                (self.written + out.len() as u64, part.bytes.len() as u32, crc32fast::hash(&part.bytes));
+            let (first, next, newest_ms) = (part.first, part.next, part.newest_ms);
+            self.index.slices.push(Slice { queue, first, next, pos, len, crc, newest_ms });
+            out.extend_from_slice(&part.bytes);
         }
         self.written += out.len() as u64;
         self.part_bytes = 0;
@@ -138,6 +158,7 @@ impl ObjectIndex {
             }
             b.extend_from_slice(&s.len.to_le_bytes());
             b.extend_from_slice(&s.crc.to_le_bytes());
+            b.extend_from_slice(&s.newest_ms.to_le_bytes());
         }
         b.extend_from_slice(&(self.lookups.len() as u32).to_le_bytes());
         for (hash, queue, offset) in &self.lookups {
@@ -192,6 +213,7 @@ impl ObjectIndex {
                     pos: r.u64()?,
                     len: r.u32()?,
                     crc: r.u32()?,
+                    newest_ms: r.u64()? as i64,
                 })
             })
             .collect::<Result<Vec<_>>>()?;
@@ -300,7 +322,7 @@ mod tests {
             let b = stored(queue, next[queue as usize], 4, 1_000);
             next[queue as usize] += 4;
             sent.entry(queue).or_default().extend_from_slice(&b);
-            if let Some(part) = builder.push(&b, [(i, next[queue as usize] - 4)]).unwrap() {
+            if let Some(part) = builder.push(&b, 0, [(i, next[queue as usize] - 4)]).unwrap() {
                 assert!(part.len() >= PART_BYTES, "a part is cut once full");
                 parts.push(part);
             }
@@ -341,8 +363,8 @@ mod tests {
     #[test]
     fn a_batch_out_of_order_is_refused() {
         let mut builder = ObjectBuilder::new();
-        builder.push(&stored(0, 10, 2, 10), []).unwrap();
-        let refused = builder.push(&stored(0, 5, 2, 10), []).unwrap_err();
+        builder.push(&stored(0, 10, 2, 10), 0, []).unwrap();
+        let refused = builder.push(&stored(0, 5, 2, 10), 0, []).unwrap_err();
         assert!(refused.to_string().contains("a batch at 5 after one that ended at 12"), "{refused}");
     }
 }

@@ -36,15 +36,23 @@ pub struct ObjectEntry {
     pub queues: BTreeMap<u32, (u64, u64)>,
     /// The data keys that sealed any of its batches.
     pub key_ids: Vec<u32>,
+    /// Each queue's newest record timestamp in it (ms), for time retention.
+    #[serde(default)]
+    pub newest_ms: BTreeMap<u32, i64>,
+    /// Each queue's bytes in it, for size retention.
+    #[serde(default)]
+    pub queue_bytes: BTreeMap<u32, u64>,
 }
 
-/// What is stored: the objects and their CRC.
+/// What is stored: the objects, the queues' starts and their CRC.
 #[derive(Serialize, Deserialize)]
 struct Stored {
     version: u32,
     epoch: u64,
     generation: u64,
     objects: Vec<ObjectEntry>,
+    #[serde(default)]
+    starts: BTreeMap<u32, u64>,
     crc: u32,
 }
 
@@ -55,6 +63,9 @@ pub struct Manifest {
     generation: u64,
     /// In upload order.
     objects: Vec<ObjectEntry>,
+    /// Where readers of a queue start in the bucket, once total retention
+    /// moved it (absent: its first object's first offset).
+    starts: BTreeMap<u32, u64>,
 }
 
 /// Why a stored manifest was not taken.
@@ -64,7 +75,9 @@ pub enum ManifestError {
     Malformed { key: String, detail: String },
     #[error("manifest {key}: version {found}, this broker reads version {VERSION}")]
     Version { key: String, found: u32 },
-    #[error("manifest {key}: its objects do not match their CRC (stored {stored:08x}, computed {computed:08x})")]
+    #[error(
+        "manifest {key}: its objects and starts do not match their CRC (stored {stored:08x}, computed {computed:08x})"
+    )]
     Crc { key: String, stored: u32, computed: u32 },
     #[error("manifest {key}: generation {generation} under key generation {named}")]
     Misnamed { key: String, generation: u64, named: u64 },
@@ -85,20 +98,47 @@ impl Manifest {
         &self.objects
     }
 
-    /// The offset `queue` is uploaded to (0: none of it is).
+    /// The offset `queue` is uploaded to (0: none of it is); past its
+    /// start, whose records retention removed.
     pub fn uploaded_next(&self, queue: u32) -> u64 {
-        self.objects.iter().filter_map(|o| o.queues.get(&queue)).map(|r| r.1).max().unwrap_or(0)
+        let next = self.objects.iter().filter_map(|o| o.queues.get(&queue)).map(|r| r.1).max().unwrap_or(0);
+        next.max(self.start(queue))
+    }
+
+    /// Where total retention moved `queue`'s start in the bucket (0: it did not).
+    pub fn start(&self, queue: u32) -> u64 {
+        self.starts.get(&queue).copied().unwrap_or(0)
+    }
+
+    /// The next generation, stored by `epoch`, with the queues' starts moved
+    /// to `starts` (each forward) and the objects no queue reads any more
+    /// left out; those objects, to delete once it is stored.
+    pub fn with_starts(&self, epoch: u64, starts: &BTreeMap<u32, u64>) -> (Manifest, Vec<ObjectEntry>) {
+        assert!(epoch >= self.epoch, "a manifest of epoch {} taken on by epoch {epoch}", self.epoch);
+        let mut next = Manifest { epoch, generation: self.generation + 1, ..self.clone() };
+        for (&queue, &start) in starts {
+            assert!(start >= self.start(queue), "queue {queue}: its start moves back to {start}");
+            next.starts.insert(queue, start);
+        }
+        let read = |o: &ObjectEntry| o.queues.iter().any(|(q, r)| r.1 > next.starts.get(q).copied().unwrap_or(0));
+        let (kept, gone) = next.objects.iter().cloned().partition(read);
+        next.objects = kept;
+        (next, gone)
     }
 
     /// The object holding `queue`'s `offset`, if any does.
     pub fn object_holding(&self, queue: u32, offset: u64) -> Option<&ObjectEntry> {
+        if offset < self.start(queue) {
+            return None;
+        }
         self.objects
             .iter()
             .find(|o| o.queues.get(&queue).is_some_and(|&(first, next)| first <= offset && offset < next))
     }
 
     /// The first offset of `queue` readers reach from `local_start` down:
-    /// the first of the objects that go on from one another to it.
+    /// the first of the objects that go on from one another to it, or the
+    /// start retention moved it to.
     pub fn reachable_start(&self, queue: u32, local_start: u64) -> u64 {
         let mut ranges: Vec<(u64, u64)> = self.objects.iter().filter_map(|o| o.queues.get(&queue).copied()).collect();
         ranges.sort_unstable_by(|a, b| b.cmp(a));
@@ -108,7 +148,7 @@ impl Manifest {
                 start = first;
             }
         }
-        start
+        start.max(self.start(queue).min(local_start))
     }
 
     /// The next generation, stored by `epoch`, with `object` added. Each of
@@ -121,7 +161,7 @@ impl Manifest {
         }
         let mut objects = self.objects.clone();
         objects.push(object);
-        Manifest { epoch, generation: self.generation + 1, objects }
+        Manifest { epoch, generation: self.generation + 1, objects, starts: self.starts.clone() }
     }
 
     /// Its key under the shard's place: `manifest/EPOCH-GENERATION.json`.
@@ -135,7 +175,8 @@ impl Manifest {
             epoch: self.epoch,
             generation: self.generation,
             objects: self.objects.clone(),
-            crc: objects_crc(&self.objects),
+            starts: self.starts.clone(),
+            crc: contents_crc(&self.objects, &self.starts),
         };
         serde_json::to_vec_pretty(&stored).expect("a manifest serializes")
     }
@@ -147,7 +188,7 @@ impl Manifest {
         if stored.version != VERSION {
             return Err(ManifestError::Version { key: key.to_string(), found: stored.version });
         }
-        let computed = objects_crc(&stored.objects);
+        let computed = contents_crc(&stored.objects, &stored.starts);
         if computed != stored.crc {
             return Err(ManifestError::Crc { key: key.to_string(), stored: stored.crc, computed });
         }
@@ -155,7 +196,12 @@ impl Manifest {
         if named != stored.generation {
             return Err(ManifestError::Misnamed { key: key.to_string(), generation: stored.generation, named });
         }
-        Ok(Manifest { epoch: stored.epoch, generation: stored.generation, objects: stored.objects })
+        Ok(Manifest {
+            epoch: stored.epoch,
+            generation: stored.generation,
+            objects: stored.objects,
+            starts: stored.starts,
+        })
     }
 }
 
@@ -173,8 +219,8 @@ pub fn newest_key<'a>(keys: impl IntoIterator<Item = &'a str>) -> Option<&'a str
     keys.into_iter().filter(|k| k.starts_with(MANIFESTS) && key_generation(k).is_some()).max()
 }
 
-fn objects_crc(objects: &[ObjectEntry]) -> u32 {
-    crc32fast::hash(&serde_json::to_vec(objects).expect("objects serialize"))
+fn contents_crc(objects: &[ObjectEntry], starts: &BTreeMap<u32, u64>) -> u32 {
+    crc32fast::hash(&serde_json::to_vec(&(objects, starts)).expect("a manifest's contents serialize"))
 }
 
 /// A shard's place in the bucket: `OWNER/shard-K/`, the owner being its
@@ -227,6 +273,8 @@ mod tests {
             footer_crc: 7,
             queues: queues.iter().map(|(q, a, b)| (*q, (*a, *b))).collect(),
             key_ids: vec![],
+            newest_ms: BTreeMap::new(),
+            queue_bytes: BTreeMap::new(),
         }
     }
 
@@ -254,6 +302,20 @@ mod tests {
         let old_epoch = "manifest/00000000000000000002-00000000000000000009.json";
         let keys = [old_epoch, key.as_str(), "objects/x", "manifest/junk"];
         assert_eq!(newest_key(keys), Some(key.as_str()), "a later epoch wins over a later generation");
+    }
+
+    #[test]
+    fn moved_starts_leave_out_the_objects_no_queue_reads() {
+        let m = Manifest::default().with_object(0, object(0, &[(1, 0, 10), (2, 0, 4)]));
+        let m = m.with_object(0, object(1 << 20, &[(1, 10, 30)]));
+        let (next, gone) = m.with_starts(0, &[(1, 12)].into_iter().collect());
+        assert!(gone.is_empty(), "queue 2 still reads the first object");
+        assert_eq!((next.start(1), next.object_holding(1, 11), next.reachable_start(1, 25)), (12, None, 12));
+        let (last, gone) = next.with_starts(0, &[(2, 4)].into_iter().collect());
+        assert_eq!(gone.iter().map(|o| o.segment).collect::<Vec<_>>(), vec![0]);
+        assert_eq!((last.objects().len(), last.generation(), last.uploaded_next(2)), (1, 4, 4));
+        let key = last.key();
+        assert_eq!(Manifest::decode(&key, &last.encode()).unwrap(), last);
     }
 
     #[test]

@@ -21,6 +21,7 @@
 //! the next check; a failure is logged when uploads begin to fail, and when
 //! they work again.
 
+use super::retention::estimated_bytes;
 use crate::objects::{ObjectError, Part};
 use crate::server::core::manifest::{newest_key, place_of, Manifest, ManifestError, ObjectEntry, MANIFESTS};
 use crate::server::core::metrics::{Probe, Samples};
@@ -30,7 +31,7 @@ use crate::server::core::{context::ShardRole, Core};
 use ringmq_shards::tiered::{ExportStep, ObjectIndex};
 use ringmq_shards::{QueueId, StorageError};
 use std::cell::Cell;
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::ops::Range;
 use std::rc::Rc;
 use std::time::{Duration, Instant};
@@ -126,6 +127,67 @@ async fn upload_due(core: &Core, link: &ObjectLink, stats: &UploadStats) -> Resu
         stats.objects.set(stats.objects.get() + 1);
         stats.bytes.set(stats.bytes.get() + next.objects().last().map_or(0, |o| o.bytes));
         manifest = core.manifest().current().expect("just stored");
+    }
+    expire(core, link).await
+}
+
+/// Moves the tiered queues' starts in the manifest past the objects their
+/// total retention no longer keeps, as Kafka deletes remote segments: an
+/// object goes once the queue's newest record in it is older than
+/// `retention.ms`, or, oldest first, while the queue holds more than
+/// `retention.bytes` (its objects below the local start, and local disk);
+/// then deletes the objects no queue reads any more.
+async fn expire(core: &Core, link: &ObjectLink) -> Result<(), UploadError> {
+    let Some(manifest) = core.manifest().current() else { return Ok(()) };
+    let metadata = core.metadata();
+    let now_ms = core.clock().now_ms() as i64;
+    let mut starts = BTreeMap::new();
+    for (name, _, slot) in metadata.slots_on(core.id()) {
+        let configs = &metadata.topics[&name].configs;
+        if !configs.remote_storage() || !configs.cleanup_policy().deletes() {
+            continue;
+        }
+        let (queue, was) = (slot.storage_id, manifest.start(slot.storage_id));
+        // In upload order, which is the queue's offset order.
+        let objects: Vec<&ObjectEntry> =
+            manifest.objects().iter().filter(|o| o.queues.get(&queue).is_some_and(|r| r.1 > was)).collect();
+        let mut start = was;
+        if let Some(age) = configs.retention_age() {
+            let cutoff = now_ms.saturating_sub(age.as_millis() as i64);
+            let expired = objects.iter().take_while(|o| o.newest_ms.get(&queue).is_some_and(|&t| t < cutoff));
+            start = expired.map(|o| o.queues[&queue].1).fold(start, u64::max);
+        }
+        if let Some(limit) = configs.retention_bytes() {
+            let local_start = core.storage().log_start(QueueId(queue))?;
+            let remote = objects.iter().filter(|o| o.queues[&queue].0 < local_start);
+            let remote: Vec<(u64, u64)> =
+                remote.map(|o| (o.queues[&queue].1, o.queue_bytes.get(&queue).copied().unwrap_or(0))).collect();
+            let mut held =
+                estimated_bytes(core.storage(), QueueId(queue)).await? + remote.iter().map(|r| r.1).sum::<u64>();
+            for (next, bytes) in remote {
+                if held <= limit {
+                    break;
+                }
+                held -= bytes;
+                start = start.max(next);
+            }
+        }
+        if start > was {
+            starts.insert(queue, start);
+        }
+    }
+    if starts.is_empty() {
+        return Ok(());
+    }
+    let (next, gone) = manifest.with_starts(epoch(core), &starts);
+    store_manifest(core, link, &manifest, &next).await?;
+    tracing::debug!(shard = core.id(), ?starts, objects = gone.len(), "retention moved tiered queues' starts");
+    let place = place_of(core);
+    for object in gone {
+        let key = format!("{place}{}", object.key);
+        if let Err(error) = link.call(move |store| async move { store.delete(&key).await }).await {
+            tracing::warn!(%error, "an object retention let go of stays in the bucket");
+        }
     }
     Ok(())
 }
@@ -273,6 +335,12 @@ async fn upload_segment(
     };
     let bytes = uploaded?;
     tracing::debug!(shard = core.id(), segment = base, bytes, %key, "uploaded a segment to tiered storage");
+    let (mut newest_ms, mut queue_bytes) = (BTreeMap::new(), BTreeMap::new());
+    for slice in &index.slices {
+        let newest = newest_ms.entry(slice.queue).or_insert(slice.newest_ms);
+        *newest = (*newest).max(slice.newest_ms);
+        *queue_bytes.entry(slice.queue).or_insert(0) += u64::from(slice.len);
+    }
     Ok(Some(ObjectEntry {
         key,
         segment: base,
@@ -282,5 +350,7 @@ async fn upload_segment(
         footer_crc: footer.crc,
         queues: index.queues(),
         key_ids: index.key_ids,
+        newest_ms,
+        queue_bytes,
     }))
 }
