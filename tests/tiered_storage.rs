@@ -299,3 +299,49 @@ fn total_retention_moves_a_tiered_queues_start_and_deletes_its_objects() {
     assert!(got.iter().enumerate().all(|(i, m)| m.offset == start + i as u64), "from the new start on, in order");
     assert!(got.iter().all(|m| m.value_or_empty() == value("tiered", m.offset as usize)));
 }
+
+#[test]
+fn in_a_broker_group_the_leader_uploads_and_its_follower_knows_the_manifest() {
+    let _cluster = common::one_cluster();
+    let dir = tempfile::tempdir().unwrap();
+    let weed = Seaweed::start(&dir.path().join("weed"));
+    let etcd = common::etcd::Etcd::start(&dir.path().join("etcd"));
+    let bucket = weed.broker_flags(dir.path());
+    let first_admin = common::ports::free_ports("127.0.0.1", 2);
+    let admins = [0, 1].map(|i| format!("127.0.0.1:{}", first_admin + i));
+    let node = |name: &str, ip: &str, admin: &str| {
+        let listen = format!("{ip}:{}", common::free_port_pair(ip));
+        let mut args = vec!["--cluster", &etcd.url, "--broker-group", "g1", "--node", name, "--lease-ms", "1000"];
+        args.extend([
+            "--insync-min",
+            "1",
+            "--segment-mib",
+            "1",
+            "--batch-bytes-max",
+            "262144",
+            "--admin-listen",
+            admin,
+        ]);
+        args.extend(bucket.iter().map(String::as_str));
+        common::Broker::start_listening(&dir.path().join(name), &listen, &args)
+    };
+    let a = node("a", "127.0.0.141", &admins[0]);
+    let _b = node("b", "127.0.0.142", &admins[1]);
+    let client = common::connect_retrying(a.addr(), 1000);
+    let configs = [("remote.storage.enable".to_string(), "true".to_string())];
+    client.create_topic_with_configs("tiered", 1, 0, &configs).unwrap();
+    let shard = client.queue_shard("tiered", 0).unwrap();
+    produce(&client, "tiered", 0, 3000);
+
+    let generation = |admin: &str| shard_metric(admin, "ringmq_tiered_manifest_generation", shard, "");
+    common::wait_until("the follower knows the leader's manifest", Duration::from_secs(60), || {
+        generation(&admins[0]) >= 1.0 && generation(&admins[1]) == generation(&admins[0])
+    });
+    let uploaded = |admin: &str| shard_metric(admin, "ringmq_tiered_uploaded_objects_total", shard, "");
+    assert!(uploaded(&admins[0]) >= 1.0 && uploaded(&admins[1]) == 0.0, "the leader uploads, the follower does not");
+    let store = weed.store("");
+    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    let manifests = runtime.block_on(store.list(&format!("g1/shard-{shard}/manifest/"))).unwrap();
+    assert!(!manifests.is_empty(), "under the broker group's place");
+    assert!(runtime.block_on(store.list("single/")).unwrap().is_empty());
+}

@@ -281,12 +281,7 @@ fn start_tasks(s: &Rc<Services>, net: &Rc<Net>, listener: TcpListener, kafka: Op
     if core.id() == 0 && core.placement().is_some() {
         tasks.spawn("topic placement", Death::Logged, core.clone().follow_placement());
     }
-    if core.objects().is_some() {
-        if core.id() == 0 {
-            tasks.spawn("bucket check", Death::Logged, super::data::bucket::run(core.clone()));
-        }
-        tasks.spawn("tiered uploads", Death::Logged, super::data::upload::run(core.clone()));
-    }
+    start_tiered(core);
     if core.placement().is_some() && matches!(core.role(), ShardRole::Leader(_)) {
         core.set_forward(Rc::new(super::replica::forward::Produces));
         tasks.spawn("queue moves", Death::Logged, super::replica::moves::run(core.clone()));
@@ -313,6 +308,19 @@ fn start_follower_tasks(s: &Rc<Services>, net: &Rc<Net>, listener: TcpListener, 
     tasks.spawn("replication fetch", Death::Fatal, follower::follow(core.clone(), leader));
     start_admin(core, net);
     start_stall_probe(core);
+    start_tiered(core);
+}
+
+/// With a tiered storage bucket: shard 0 checks it; each shard uploads (a
+/// leader or single node) or follows its manifest (a follower).
+fn start_tiered(core: &Rc<Core>) {
+    if core.objects().is_none() {
+        return;
+    }
+    if core.id() == 0 {
+        core.tasks().spawn("bucket check", Death::Logged, super::data::bucket::run(core.clone()));
+    }
+    core.tasks().spawn("tiered uploads", Death::Logged, super::data::upload::run(core.clone()));
 }
 
 /// Shard 0 serves the admin listener, if one is configured.
