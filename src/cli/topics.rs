@@ -19,7 +19,7 @@ pub enum TopicAction {
         queues: u32,
         #[arg(long, value_enum, default_value_t = Flush::Sync)]
         flush: Flush,
-        /// A config of its own, NAME=VALUE (repeatable): retention.ms, retention.bytes, cleanup.policy, delete.retention.ms, min.cleanable.dirty.ratio, min.compaction.lag.ms, max.compaction.lag.ms, max.message.bytes, message.timestamp.type, min.insync.replicas
+        /// A config of its own, NAME=VALUE (repeatable): retention.ms, retention.bytes, cleanup.policy, delete.retention.ms, min.cleanable.dirty.ratio, min.compaction.lag.ms, max.compaction.lag.ms, max.message.bytes, message.timestamp.type, min.insync.replicas, remote.storage.enable, local.retention.ms, local.retention.bytes
         #[arg(long = "config", value_parser = name_value)]
         configs: Vec<(String, String)>,
         /// delete, compact or compact,delete (the config cleanup.policy)
