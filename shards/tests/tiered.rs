@@ -41,10 +41,10 @@ async fn export(shard: &Shard, base: u64) -> (Vec<u8>, ObjectIndex, usize) {
         match export.step().await.unwrap() {
             ExportStep::Part(part) => {
                 assert!(part.len() >= PART_BYTES);
-                parts.push(part);
+                parts.push(part.concat());
             }
             ExportStep::Done(last, index) => {
-                parts.push(last);
+                parts.push(last.concat());
                 let count = parts.len();
                 let object = parts.concat();
                 let tail = &object[object.len() - TRAILER_BYTES..];

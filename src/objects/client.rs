@@ -123,8 +123,8 @@ impl ObjectStore {
         let last = loop {
             let Some(part) = parts.recv().await else { break false };
             let (body, last) = match part {
-                Part::More(body) => (body, false),
-                Part::Last(body) => (body, true),
+                Part::More(chunks) => (joined(chunks), false),
+                Part::Last(chunks) => (joined(chunks), true),
             };
             bytes += body.len() as u64;
             if let Err(error) = upload.part(body).await {
@@ -298,10 +298,23 @@ impl ObjectStore {
     }
 }
 
-/// A part of an object `ObjectStore::put_parts` stores.
+/// A part of an object `ObjectStore::put_parts` stores, in chunks (joined
+/// on the S3 thread, so the sender never copies a whole part at once).
 pub enum Part {
-    More(Bytes),
-    Last(Bytes),
+    More(Vec<Bytes>),
+    Last(Vec<Bytes>),
+}
+
+/// Chunks joined into one body (the one chunk as it is).
+fn joined(mut chunks: Vec<Bytes>) -> Bytes {
+    if chunks.len() == 1 {
+        return chunks.pop().expect("one chunk");
+    }
+    let mut body = Vec::with_capacity(chunks.iter().map(Bytes::len).sum());
+    for chunk in chunks {
+        body.extend_from_slice(&chunk);
+    }
+    body.into()
 }
 
 /// A multipart upload of one object: its parts in order, then complete (or abort).

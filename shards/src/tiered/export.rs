@@ -4,7 +4,7 @@
 //! entries (read in clear: a sealed batch is opened for them, and uploaded
 //! sealed).
 
-use super::object::{ObjectBuilder, ObjectIndex};
+use super::object::{ObjectBuilder, ObjectIndex, ObjectPart};
 use crate::batch;
 use crate::error::{Result, StorageError};
 use crate::position::{LogPos, QueueId};
@@ -14,15 +14,18 @@ use crate::shard::Inner;
 use std::ops::Range;
 
 /// Log bytes read per step.
-const READ_BYTES: usize = 1 << 20;
+const READ_BYTES: usize = 256 << 10;
+/// Bytes of batches made ready between yields to the shard's other tasks.
+const YIELD_BYTES: usize = 64 << 10;
 
 /// What the next step of an export gives.
 pub enum ExportStep {
     /// A part of the object (more follow).
-    Part(Vec<u8>),
-    /// The last part (with the footer) and the object's index; an index
-    /// without slices says the segment held none of the queues.
-    Done(Vec<u8>, ObjectIndex),
+    Part(ObjectPart),
+    /// The last part (its last chunk the footer and trailer) and the
+    /// object's index; an index without slices says the segment held none
+    /// of the queues.
+    Done(ObjectPart, ObjectIndex),
 }
 
 /// The export of one sealed segment, read in steps.
@@ -63,7 +66,13 @@ impl SegmentExport<'_> {
             }
             let mut at = range.from;
             let mut cut = None;
+            let mut since_yield = 0;
             for shipped in shipped_batches(&range.bytes) {
+                // Appends and reads queued behind this step run in between.
+                if since_yield >= YIELD_BYTES {
+                    futures_lite::future::yield_now().await;
+                    since_yield = 0;
+                }
                 let (header, stored) = shipped.map_err(|detail| StorageError::Corruption {
                     what: "segment export",
                     position: at,
@@ -76,6 +85,7 @@ impl SegmentExport<'_> {
                 {
                     continue;
                 }
+                since_yield += stored.len();
                 let clear = crate::crypt::in_clear(keyring.as_deref(), stored, position)?;
                 let lookups = lookups_of(&clear, header.base_offset)?;
                 if let Some(part) = builder.push(stored, batch::newest_timestamp(&clear)?, lookups)? {

@@ -7,4 +7,4 @@ mod export;
 mod object;
 
 pub use export::{ExportStep, SegmentExport};
-pub use object::{verify_slice, FooterPlace, ObjectBuilder, ObjectIndex, Slice, PART_BYTES, TRAILER_BYTES};
+pub use object::{verify_slice, FooterPlace, ObjectBuilder, ObjectIndex, ObjectPart, Slice, PART_BYTES, TRAILER_BYTES};

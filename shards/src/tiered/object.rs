@@ -61,13 +61,50 @@ pub struct FooterPlace {
     pub crc: u32,
 }
 
-/// One queue's batches in the part being made.
+/// A part of an object, in chunks to send in order: cut without copying
+/// the batches again (the S3 thread joins them).
+#[derive(Debug, Default)]
+pub struct ObjectPart {
+    chunks: Vec<Vec<u8>>,
+}
+
+impl ObjectPart {
+    /// Its length in bytes.
+    pub fn len(&self) -> usize {
+        self.chunks.iter().map(Vec::len).sum()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Its bytes, joined.
+    pub fn concat(&self) -> Vec<u8> {
+        self.chunks.concat()
+    }
+
+    /// Its last chunk: in an object's last part, the footer and the trailer.
+    pub fn tail(&self) -> &[u8] {
+        self.chunks.last().map_or(&[], Vec::as_slice)
+    }
+
+    pub fn into_chunks(self) -> Vec<Vec<u8>> {
+        self.chunks
+    }
+}
+
+/// One queue's batches in the part being made, in chunks of about
+/// `CHUNK_BYTES` (a growing buffer would copy itself over and over).
 struct PartSlice {
     first: u64,
     next: u64,
     newest_ms: i64,
-    bytes: Vec<u8>,
+    chunks: Vec<Vec<u8>>,
+    len: usize,
 }
+
+/// Bytes of one chunk of a queue's batches in a part.
+const CHUNK_BYTES: usize = 256 << 10;
 
 /// Makes an object from a segment's batches, in log order.
 #[derive(Default)]
@@ -94,11 +131,16 @@ impl ObjectBuilder {
         stored: &[u8],
         newest_ms: i64,
         lookups: impl IntoIterator<Item = (u64, u64)>,
-    ) -> Result<Option<Vec<u8>>> {
+    ) -> Result<Option<ObjectPart>> {
         let header = verify_stored(stored).map_err(|detail| refused(format!("a batch to upload: {detail}")))?;
         let (first, next) = (header.base_offset, header.next_offset());
-        let slice =
-            self.part.entry(header.queue).or_insert(PartSlice { first, next: first, newest_ms, bytes: Vec::new() });
+        let slice = self.part.entry(header.queue).or_insert(PartSlice {
+            first,
+            next: first,
+            newest_ms,
+            chunks: Vec::new(),
+            len: 0,
+        });
         if first < slice.next {
             return Err(refused(format!(
                 "queue {}: a batch at {first} after one that ended at {}",
@@ -107,7 +149,15 @@ impl ObjectBuilder {
         }
         slice.next = next;
         slice.newest_ms = slice.newest_ms.max(newest_ms);
-        slice.bytes.extend_from_slice(stored);
+        match slice.chunks.last_mut() {
+            Some(chunk) if chunk.len() + stored.len() <= chunk.capacity() => chunk.extend_from_slice(stored),
+            _ => {
+                let mut chunk = Vec::with_capacity(CHUNK_BYTES.max(stored.len()));
+                chunk.extend_from_slice(stored);
+                slice.chunks.push(chunk);
+            }
+        }
+        slice.len += stored.len();
         self.part_bytes += stored.len();
         if header.attributes & ATTR_SEALED != 0 && stored.len() >= HEADER_BYTES + 4 {
             self.key_ids.insert(batch::u32_at(stored, HEADER_BYTES));
@@ -116,32 +166,42 @@ impl ObjectBuilder {
         Ok((self.part_bytes >= PART_BYTES).then(|| self.cut()))
     }
 
-    /// The current part's bytes, its slices noted.
-    fn cut(&mut self) -> Vec<u8> {
-        let mut out = Vec::with_capacity(self.part_bytes);
+    /// The current part, its slices noted.
+    fn cut(&mut self) -> ObjectPart {
+        let mut out = ObjectPart::default();
         for (queue, part) in std::mem::take(&mut self.part) {
-            let (pos, len, crc) =
-                (self.written + out.len() as u64, part.bytes.len() as u32, crc32fast::hash(&part.bytes));
-            let (first, next, newest_ms) = (part.first, part.next, part.newest_ms);
-            self.index.slices.push(Slice { queue, first, next, pos, len, crc, newest_ms });
-            out.extend_from_slice(&part.bytes);
+            let mut crc = crc32fast::Hasher::new();
+            for chunk in &part.chunks {
+                crc.update(chunk);
+            }
+            let (first, next, newest_ms, len) = (part.first, part.next, part.newest_ms, part.len as u32);
+            self.index.slices.push(Slice {
+                queue,
+                first,
+                next,
+                pos: self.written,
+                len,
+                crc: crc.finalize(),
+                newest_ms,
+            });
+            self.written += u64::from(len);
+            out.chunks.extend(part.chunks);
         }
-        self.written += out.len() as u64;
         self.part_bytes = 0;
         out
     }
 
     /// The last part (the rest of the data, the footer, the trailer) and the index.
-    pub fn finish(mut self) -> (Vec<u8>, ObjectIndex) {
+    pub fn finish(mut self) -> (ObjectPart, ObjectIndex) {
         let mut last = self.cut();
         self.index.lookups.sort_unstable();
         self.index.key_ids = self.key_ids.into_iter().collect();
-        let footer = self.index.encode();
-        let footer_pos = self.written;
-        last.extend_from_slice(&footer);
-        last.extend_from_slice(&footer_pos.to_le_bytes());
-        last.extend_from_slice(&(footer.len() as u32).to_le_bytes());
-        last.extend_from_slice(&TRAILER_MAGIC.to_le_bytes());
+        let mut footer = self.index.encode();
+        let (footer_pos, footer_len) = (self.written, footer.len() as u32);
+        footer.extend_from_slice(&footer_pos.to_le_bytes());
+        footer.extend_from_slice(&footer_len.to_le_bytes());
+        footer.extend_from_slice(&TRAILER_MAGIC.to_le_bytes());
+        last.chunks.push(footer);
         (last, self.index)
     }
 }
@@ -324,11 +384,12 @@ mod tests {
             sent.entry(queue).or_default().extend_from_slice(&b);
             if let Some(part) = builder.push(&b, 0, [(i, next[queue as usize] - 4)]).unwrap() {
                 assert!(part.len() >= PART_BYTES, "a part is cut once full");
-                parts.push(part);
+                parts.push(part.concat());
             }
         }
         let (last, index) = builder.finish();
-        parts.push(last);
+        assert_eq!(ObjectIndex::footer_of(last.tail()).unwrap().len as usize, last.tail().len() - TRAILER_BYTES);
+        parts.push(last.concat());
         assert!(parts.len() >= 3, "{} parts", parts.len());
         let object = parts.concat();
 

@@ -28,7 +28,7 @@ use crate::server::core::metrics::{Probe, Samples};
 use crate::server::core::objects::ObjectLink;
 use crate::server::core::pace::Pace;
 use crate::server::core::{context::ShardRole, Core};
-use ringmq_shards::tiered::{ExportStep, ObjectIndex};
+use ringmq_shards::tiered::{ExportStep, ObjectIndex, ObjectPart};
 use ringmq_shards::{QueueId, StorageError};
 use std::cell::Cell;
 use std::collections::{BTreeMap, HashMap};
@@ -304,19 +304,19 @@ async fn upload_segment(
         let mut export = storage.export_segment(base, &wanted)?;
         loop {
             match export.step().await? {
-                ExportStep::Part(bytes) => {
-                    pace.took(bytes.len());
+                ExportStep::Part(part) => {
+                    pace.took(part.len());
                     pace.wait().await;
-                    if parts.send(Part::More(bytes.into())).await.is_err() {
+                    if parts.send(Part::More(chunks(part))).await.is_err() {
                         return Ok(None);
                     }
                 }
                 // Dropping `parts` before the last part aborts the upload.
                 ExportStep::Done(_, index) if index.slices.is_empty() => return Ok(None),
                 ExportStep::Done(last, index) => {
-                    let footer = ObjectIndex::footer_of(&last)?;
+                    let footer = ObjectIndex::footer_of(last.tail())?;
                     pace.took(last.len());
-                    let sent = parts.send(Part::Last(last.into())).await.is_ok();
+                    let sent = parts.send(Part::Last(chunks(last))).await.is_ok();
                     return Ok(sent.then_some((index, footer)));
                 }
             }
@@ -353,4 +353,9 @@ async fn upload_segment(
         newest_ms,
         queue_bytes,
     }))
+}
+
+/// A part's chunks as the S3 thread takes them (it joins them, off the shard's core).
+fn chunks(part: ObjectPart) -> Vec<bytes::Bytes> {
+    part.into_chunks().into_iter().map(bytes::Bytes::from).collect()
 }
