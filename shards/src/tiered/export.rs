@@ -13,8 +13,8 @@ use crate::replica::shipped_batches;
 use crate::shard::Inner;
 use std::ops::Range;
 
-/// Log bytes read per step.
-const READ_BYTES: usize = 256 << 10;
+/// Log bytes read per step (a buffer under the allocator's mmap threshold).
+const READ_BYTES: usize = 64 << 10;
 /// Bytes of batches made ready between yields to the shard's other tasks.
 const YIELD_BYTES: usize = 64 << 10;
 
@@ -68,9 +68,11 @@ impl SegmentExport<'_> {
             let mut cut = None;
             let mut since_yield = 0;
             for shipped in shipped_batches(&range.bytes) {
-                // Appends and reads queued behind this step run in between.
+                // The shard's other work runs in between: leaving the task
+                // queue (a plain yield stays in it) lets the executor poll
+                // the rings, so requests that arrived meanwhile are served.
                 if since_yield >= YIELD_BYTES {
-                    futures_lite::future::yield_now().await;
+                    glommio::executor().yield_task_queue_now().await;
                     since_yield = 0;
                 }
                 let (header, stored) = shipped.map_err(|detail| StorageError::Corruption {

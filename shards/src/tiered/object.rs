@@ -103,8 +103,10 @@ struct PartSlice {
     len: usize,
 }
 
-/// Bytes of one chunk of a queue's batches in a part.
-const CHUNK_BYTES: usize = 256 << 10;
+/// Bytes of one chunk of a queue's batches in a part: under the
+/// allocator's mmap threshold (128 KiB), so chunks reuse freed memory
+/// instead of faulting in fresh pages on the shard's thread.
+const CHUNK_BYTES: usize = 64 << 10;
 
 /// Makes an object from a segment's batches, in log order.
 #[derive(Default)]
