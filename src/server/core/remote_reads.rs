@@ -39,6 +39,14 @@ struct Bucket {
     storage: Shard,
 }
 
+impl Bucket {
+    /// The bucket of `core`'s shard and its manifest, if it has both.
+    fn of(core: &Core) -> Option<(Bucket, Rc<Manifest>)> {
+        let (link, manifest) = (core.objects()?, core.manifest().current()?);
+        Some((Bucket { link: link.clone(), place: place_of(core), storage: core.storage().clone() }, manifest))
+    }
+}
+
 /// A slice in clear is kept by its object's key and its place in it.
 type SliceKey = (String, u64);
 
@@ -99,19 +107,20 @@ impl RemoteReads {
         offset: u64,
         max_bytes: usize,
     ) -> Result<Option<ReadBatches>, StorageError> {
-        let (Some(link), Some(manifest)) = (core.objects(), core.manifest().current()) else { return Ok(None) };
+        let Some((bucket, manifest)) = Bucket::of(core) else { return Ok(None) };
         let Some(object) = manifest.object_holding(queue.0, offset) else { return Ok(None) };
-        let bucket = Bucket { link: link.clone(), place: place_of(core), storage: core.storage().clone() };
         let read = self.read_object(&bucket, object, queue, offset, max_bytes).await;
         if read.is_err() {
             self.stats.failures.set(self.stats.failures.get() + 1);
         }
-        let (bytes, next_offset, last) = read?;
+        let (bytes, next_offset, index, last) = read?;
         if bytes.is_empty() {
             return Ok(None);
         }
         self.stats.reads.set(self.stats.reads.get() + 1);
-        self.read_ahead(bucket, &manifest, object, queue, last);
+        if let Some(last) = last {
+            self.read_ahead(bucket, &manifest, object, &index, queue, last);
+        }
         let end_offset = core.storage().offsets(queue)?.1;
         Ok(Some(ReadBatches { bytes, next_offset, end_offset }))
     }
@@ -120,8 +129,7 @@ impl RemoteReads {
     /// has lookup `hash`, from the footers of the objects that hold offsets
     /// below their queue's local start (the local index has the rest).
     pub async fn lookup(&self, core: &Core, hash: u64) -> Result<Vec<(QueueId, u64)>, StorageError> {
-        let (Some(link), Some(manifest)) = (core.objects(), core.manifest().current()) else { return Ok(Vec::new()) };
-        let bucket = Bucket { link: link.clone(), place: place_of(core), storage: core.storage().clone() };
+        let Some((bucket, manifest)) = Bucket::of(core) else { return Ok(Vec::new()) };
         let below_local = |queue: u32, first: u64| core.storage().log_start(QueueId(queue)).is_ok_and(|s| first < s);
         let mut found = Vec::new();
         for object in manifest.objects() {
@@ -137,7 +145,7 @@ impl RemoteReads {
     }
 
     /// The batches of `queue` from `offset` in `object`, the next offset,
-    /// and the last slice read.
+    /// the object's footer and the last slice read.
     async fn read_object(
         &self,
         bucket: &Bucket,
@@ -145,7 +153,7 @@ impl RemoteReads {
         queue: QueueId,
         offset: u64,
         max_bytes: usize,
-    ) -> Result<(Vec<u8>, u64, Option<Slice>), StorageError> {
+    ) -> Result<(Vec<u8>, u64, Rc<ObjectIndex>, Option<Slice>), StorageError> {
         let index = self.footer(bucket, object, queue).await?;
         let (mut out, mut next, mut last) = (Vec::new(), offset, None);
         'slices: for slice in index.slices_from(queue.0, offset) {
@@ -166,7 +174,7 @@ impl RemoteReads {
                 break;
             }
         }
-        Ok((out, next, last))
+        Ok((out, next, index, last))
     }
 
     /// The footer of `object`, from the cache or the bucket.
@@ -246,14 +254,13 @@ impl RemoteReads {
         bucket: Bucket,
         manifest: &Manifest,
         object: &ObjectEntry,
+        index: &ObjectIndex,
         queue: QueueId,
-        last: Option<Slice>,
+        last: Slice,
     ) {
-        let Some(last) = last else { return };
         if self.ahead.get() {
             return;
         }
-        let index = self.footers.borrow_mut().get(&object.key).expect("read just now");
         // The queue's next slice here, else its first in the next object that holds it.
         let (object, slice) = match index.slices_from(queue.0, last.next).find(|s| s.pos > last.pos) {
             Some(slice) => (object.clone(), Some(*slice)),
