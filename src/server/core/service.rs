@@ -281,8 +281,8 @@ impl Core {
     /// local start.
     pub fn queue_offsets(&self, queue: QueueId) -> Result<(u64, u64), StorageError> {
         let (start, end) = self.storage().offsets(queue)?;
-        let reachable = self.manifest().current().map_or(start, |m| m.reachable_start(queue.0, start));
-        Ok((reachable.min(start), end))
+        // Never past the local start: `reachable_start` goes down from it.
+        Ok((self.manifest().current().map_or(start, |m| m.reachable_start(queue.0, start)), end))
     }
 
     /// The records of a client's batch, after checking its length, CRC and
