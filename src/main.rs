@@ -402,7 +402,7 @@ enum Format {
 }
 
 fn main() -> ExitCode {
-    server::bound_large_allocations();
+    server::prepare_process();
     let matches = Cli::command().get_matches_from(cli::renamed::flags(std::env::args_os()));
     let cli = match Cli::from_arg_matches(&matches) {
         Ok(cli) => cli,

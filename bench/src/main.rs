@@ -31,7 +31,7 @@ enum Command {
 
 fn main() -> ExitCode {
     // The embedded broker's allocator setting, as `ringmq serve` makes it.
-    ringmq::server::bound_large_allocations();
+    ringmq::server::prepare_process();
     tracing_subscriber::fmt()
         .with_writer(std::io::stderr)
         .with_env_filter(tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "warn".into()))

@@ -41,6 +41,7 @@ pub use self::core::topics::{check_more_queues, flush_code, NewTopic};
 pub use self::core::trace::TraceConfig;
 pub use self::core::{Failure, Reason};
 pub use self::node::dir_lock::DataDirLock;
+pub use self::node::stack_symbols;
 pub use self::node::NodeError;
 
 use self::core::clock::Clock;
@@ -101,15 +102,22 @@ const START_TIMEOUT: Duration = Duration::from_secs(300);
 /// freed (request frames run up to `frame_bytes_max`).
 const MMAP_THRESHOLD_BYTES: i32 = 256 << 10;
 
-/// Fixes glibc's mmap threshold; called first thing in a process that runs
-/// a broker, before any thread starts. Left dynamic, the threshold rises to
+/// Called first thing in a binary that runs a broker, before any thread
+/// starts: a process started as the watchdog's stack namer names frames and
+/// exits (`node/stack_symbols.rs`); any other fixes glibc's mmap threshold.
+pub fn prepare_process() {
+    node::stack_symbols::serve_if_asked();
+    bound_large_allocations();
+}
+
+/// Fixes glibc's mmap threshold. Left dynamic, the threshold rises to
 /// the size of the first large block freed, and later request frames come
 /// from the threads' arenas, whose freed pages stay resident: with the same
 /// request budgets the peak RSS under many large produces wandered from 76
 /// to 151 MiB; fixed, it stays at 74-78 (`tests/hardening.rs`, 300
 /// connections of 1 MiB produces). Set later (in `start`) it did not help.
 /// The cost is a map and an unmap per large frame.
-pub fn bound_large_allocations() {
+fn bound_large_allocations() {
     #[cfg(target_env = "gnu")]
     // SAFETY: mallopt only sets an allocator parameter; called before any
     // other thread of the process exists.

@@ -12,6 +12,7 @@ pub mod layout;
 pub mod object_thread;
 mod stack_capture;
 mod stack_names;
+pub mod stack_symbols;
 mod thread_sample;
 pub mod watchdog;
 

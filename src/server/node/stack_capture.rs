@@ -1,16 +1,15 @@
 //! Captures another thread's stack: the watchdog signals a held shard
 //! thread, whose handler walks its own stack into a static slot, and the
-//! watchdog reads the slot and names the frames. One capture at a time.
+//! watchdog reads the slot. One capture at a time.
 //!
 //! The handler only walks frames and stores numbers (the walk is the one a
 //! sampling profiler does from a signal); naming them allocates and reads
-//! debug information, so it happens on the namer's thread (`stack_names.rs`).
+//! debug information, so the namer (`stack_names.rs`) has a child process
+//! do it (`stack_symbols.rs`).
 
 use super::NodeError;
-use std::ffi::c_void;
 use std::sync::atomic::{AtomicI32, AtomicU8, AtomicUsize, Ordering};
-use std::sync::{Mutex, OnceLock};
-use std::time::{Duration, Instant};
+use std::sync::OnceLock;
 
 /// The signal sent to the thread to capture (glommio's own stall detector
 /// uses SIGUSR1).
@@ -40,15 +39,6 @@ static SLOT: Slot = Slot {
 
 /// The handler's installation, once per process (its failure, kept as text: an io::Error is not Clone).
 static INSTALLED: OnceLock<Result<(), String>> = OnceLock::new();
-
-/// Naming frames parses the binary's debug information and keeps it (about
-/// 100 MiB of RSS for ringmq's): it is let go this long after the last
-/// stack named, so a burst of holds parses it once and an idle broker does
-/// not keep it.
-const NAMES_KEPT: Duration = Duration::from_secs(10);
-
-/// When frames were last named, while the parsed debug information is kept.
-static LAST_NAMED: Mutex<Option<Instant>> = Mutex::new(None);
 
 /// Installs the handler (once per process).
 pub fn install() -> Result<(), NodeError> {
@@ -112,13 +102,6 @@ pub fn take(tid: i32) -> Option<Vec<usize>> {
     Some(ips)
 }
 
-/// The function names of a taken stack, from the frame the signal stopped
-/// outward. Naming parses the binary's debug information: costly in CPU
-/// and memory, so only holds whose stack tells something are named.
-pub fn name(ips: &[usize]) -> Vec<String> {
-    interrupted(&name_frames(ips))
-}
-
 /// Gives up a capture whose handler has not run (the thread left the
 /// hold first); a walk already under way ends in DONE and the next
 /// `take` of another thread ignores it.
@@ -129,66 +112,8 @@ pub fn cancel(tid: i32) {
     }
 }
 
-/// Lets go of the parsed debug information once no stack was named for
-/// `NAMES_KEPT` (called by the namer every second).
-pub fn release_names() {
-    let mut last = LAST_NAMED.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
-    if last.is_some_and(|at| at.elapsed() >= NAMES_KEPT) {
-        backtrace::clear_symbol_cache();
-        // glibc keeps what the parse freed in this thread's arena otherwise.
-        #[cfg(target_env = "gnu")]
-        // SAFETY: malloc_trim only returns free memory of the allocator's own to the system.
-        unsafe {
-            libc::malloc_trim(0);
-        }
-        *last = None;
-    }
-}
-
-/// Function names of the frames, inlined calls included, without hashes
-/// or generic arguments.
-fn name_frames(ips: &[usize]) -> Vec<String> {
-    let mut names = Vec::new();
-    for &ip in ips {
-        let before = names.len();
-        backtrace::resolve(ip as *mut c_void, |symbol| {
-            if let Some(name) = symbol.name() {
-                names.push(without_generics(&format!("{name:#}")));
-            }
-        });
-        if names.len() == before {
-            names.push(format!("{ip:#x}"));
-        }
-    }
-    *LAST_NAMED.lock().unwrap_or_else(|poisoned| poisoned.into_inner()) = Some(Instant::now());
-    names
-}
-
-/// `name` without what its angle brackets hold (`drop_in_place<glommio::
-/// sys::Source>` -> `drop_in_place`): a future's type spells out every
-/// layer it is made of, a frame of a few kilobytes. A trait method's
-/// `<Type as Trait>::f` keeps its brackets' start: `<..>::f`.
-fn without_generics(name: &str) -> String {
-    let mut out = String::with_capacity(name.len());
-    let mut depth = 0usize;
-    for c in name.chars() {
-        match c {
-            '<' => {
-                if depth == 0 && (out.is_empty() || out.ends_with("::")) {
-                    out.push_str("<..>");
-                }
-                depth += 1;
-            }
-            '>' if depth > 0 => depth -= 1,
-            _ if depth == 0 => out.push(c),
-            _ => {}
-        }
-    }
-    out
-}
-
 /// The frames the signal interrupted, without the handler's own.
-fn interrupted(names: &[String]) -> Vec<String> {
+pub fn interrupted(names: &[String]) -> Vec<String> {
     // Our handler, signal-hook's (named `handler` when inlined), the
     // kernel's return trampoline, then the frame the signal stopped.
     let Some(ours) = names.iter().position(|n| n.contains("on_signal")) else { return names.to_vec() };
@@ -200,17 +125,8 @@ fn interrupted(names: &[String]) -> Vec<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::server::node::stack_symbols::named_here;
 
-    #[test]
-    fn frame_names_lose_their_generic_arguments() {
-        assert_eq!(without_generics("core::ptr::drop_in_place<glommio::sys::Source<u8>>"), "core::ptr::drop_in_place");
-        assert_eq!(without_generics("<alloc::boxed::Box<F> as core::ops::FnOnce<()>>::call_once"), "<..>::call_once");
-        assert_eq!(
-            without_generics("glommio::executor::{impl#10}::spawn::{closure#0}"),
-            "glommio::executor::{impl#10}::spawn::{closure#0}"
-        );
-        assert_eq!(without_generics("run<T>::{closure#0}<X>"), "run::{closure#0}");
-    }
     use std::sync::atomic::AtomicBool;
     use std::sync::Arc;
 
@@ -240,7 +156,7 @@ mod tests {
             std::thread::yield_now();
         }
         let stack = loop {
-            if let Some(stack) = take(tid).map(|ips| name(&ips)) {
+            if let Some(stack) = take(tid).map(|ips| interrupted(&named_here(&ips))) {
                 break stack;
             }
             std::thread::yield_now();

@@ -2,14 +2,17 @@
 //! the watchdog captured and logs the holds they belong to. Naming parses
 //! the binary's debug information (about half a second of CPU once it was
 //! let go), and a broker whose shards are held for want of CPU must not
-//! pay that before them: the namer runs only on CPU nobody else wants.
+//! pay that before them: the namer, and the child process it has parse
+//! (`stack_symbols.rs`), run only on CPU nobody else wants.
 
 use super::stack_capture;
+use super::stack_symbols::Symbolizer;
 use super::NodeError;
 use crate::server::core::stall::Hold;
+use std::path::Path;
 use std::sync::mpsc::{sync_channel, Receiver, RecvTimeoutError, SyncSender, TrySendError};
 use std::thread::JoinHandle;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// Holds waiting to be logged; past this the watchdog logs them unnamed.
 const QUEUED_MAX: usize = 16;
@@ -17,8 +20,13 @@ const QUEUED_MAX: usize = 16;
 /// Frames of a stack put in a log line.
 const LOGGED_FRAMES: usize = 24;
 
-/// How often the namer looks whether the parsed debug information may go.
+/// How often the namer looks whether its child may go.
 const RELEASE_CHECK: Duration = Duration::from_secs(1);
+
+/// The naming child keeps the parsed debug information: it is let go this
+/// long after the last stack named, so a burst of holds parses it once and
+/// an idle broker does not keep it.
+const NAMES_KEPT: Duration = Duration::from_secs(10);
 
 /// One hold to log.
 struct Entry {
@@ -70,17 +78,41 @@ fn run(entries: Receiver<Entry>) {
     if idle != 0 {
         tracing::debug!(error = %std::io::Error::last_os_error(), "the stack namer runs in the normal class");
     }
+    let mut namer: Option<(Symbolizer, Instant)> = None;
     loop {
         match entries.recv_timeout(RELEASE_CHECK) {
             Ok(entry) => {
-                let names = stack_capture::name(&entry.hold.stack);
-                log(&entry, names.iter().take(LOGGED_FRAMES).cloned().collect::<Vec<_>>().join(" <- "));
+                let stack = match named(&mut namer, &entry.hold.stack) {
+                    Ok(names) => stack_capture::interrupted(&names)
+                        .into_iter()
+                        .take(LOGGED_FRAMES)
+                        .collect::<Vec<_>>()
+                        .join(" <- "),
+                    Err(e) => format!("(not named: {e})"),
+                };
+                log(&entry, stack);
             }
             Err(RecvTimeoutError::Timeout) => {}
             Err(RecvTimeoutError::Disconnected) => return,
         }
-        stack_capture::release_names();
+        if namer.as_ref().is_some_and(|(_, last)| last.elapsed() >= NAMES_KEPT) {
+            namer = None;
+        }
     }
+}
+
+/// The names of `ips` from the naming child, started (again) if need be; a
+/// child that failed is let go, so the next hold starts a new one.
+fn named(namer: &mut Option<(Symbolizer, Instant)>, ips: &[usize]) -> std::io::Result<Vec<String>> {
+    let symbolizer = match namer.take() {
+        Some((symbolizer, _)) => symbolizer,
+        // This process's own executable, even if replaced on disk since.
+        None => Symbolizer::start(Path::new("/proc/self/exe"))?,
+    };
+    let (mut symbolizer, now) = (symbolizer, Instant::now());
+    let names = symbolizer.name(ips)?;
+    *namer = Some((symbolizer, now));
+    Ok(names)
 }
 
 fn log(entry: &Entry, stack: String) {

@@ -252,7 +252,7 @@ mod tests {
         let hold = pulse.last().expect("the loop was seen");
         assert!(hold.held >= Duration::from_millis(200), "{hold:?}");
         assert_eq!(hold.cause, Cause::Running, "{hold:?}");
-        let names = stack_capture::name(&hold.stack);
+        let names = crate::server::node::stack_symbols::named_here(&hold.stack);
         assert!(names.iter().any(|f| f.contains("spin_on_the_shard_thread")), "{names:#?}");
     }
 
