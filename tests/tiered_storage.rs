@@ -8,6 +8,9 @@
 //! local disk keeps only a tiered queue's tail, the native SDK and kcat
 //! read it whole from offset 0, and an old message is found by its id; a
 //! damaged object is never served; a bucket gone fails only its reads.
+//! Faults: the bucket stopped for a minute under produce (local disk keeps
+//! what is not uploaded, uploads resume), kill -9 while local retention
+//! deletes. Restore: an empty data directory serves what the bucket holds.
 
 mod common;
 
@@ -26,11 +29,12 @@ fn value(topic: &str, i: usize) -> Vec<u8> {
     v
 }
 
-/// Sends `count` values numbered from `from` to `topic`; where each went.
+/// Sends `count` values numbered from `from` to `topic`, value i tagged
+/// `t` and i % 3; where each went.
 fn produce(client: &std::sync::Arc<ringmq::client::Client>, topic: &str, from: usize, count: usize) -> Vec<SendResult> {
     let producer = Producer::new(client.clone(), ProducerConfig::default());
-    let sent: Vec<_> =
-        (from..from + count).map(|i| producer.send_async(topic, Message::new(value(topic, i)))).collect();
+    let message = |i: usize| Message::new(value(topic, i)).with_tag(format!("t{}", i % 3));
+    let sent: Vec<_> = (from..from + count).map(|i| producer.send_async(topic, message(i))).collect();
     sent.into_iter().map(|f| f.wait().unwrap()).collect()
 }
 
@@ -171,6 +175,13 @@ fn a_tiered_topic_reads_whole_from_offset_0_while_local_disk_keeps_its_tail() {
     assert!(native == expected, "the native SDK reads the records sent, in order");
     assert!(shard_metric(&admin, "ringmq_tiered_remote_reads_total", shard, "") > 0.0, "some came from the bucket");
 
+    // A tag-filtered consumer gets its tag's records only, the old ones filtered from the bucket.
+    let mut tagged = from_the_start(&client);
+    tagged.filter_tags("tiered", "t1");
+    let got = common::consume(&mut tagged, 1667, Duration::from_secs(60));
+    assert!(got.iter().map(|m| m.offset).eq((1..5000).step_by(3)), "every third record, from offset 1");
+    assert!(got.iter().all(|m| m.value_or_empty() == value("tiered", m.offset as usize)));
+
     // An old message is found by its id, from the object's lookup entries.
     let found = client.find_by_id(sent[10].message_id).unwrap();
     assert_eq!(found.messages.len(), 1);
@@ -194,16 +205,23 @@ fn a_tiered_topic_reads_whole_from_offset_0_while_local_disk_keeps_its_tail() {
     assert!(kcat == expected, "kcat reads the same records at the same offsets");
 }
 
-/// A broker (with `extra` flags) whose tiered topic `tiered` (one queue,
-/// more `configs`) keeps 1 s locally, fed `count` records and waited for
-/// until local disk holds only the tail.
-fn tiered_tail(dir: &std::path::Path, weed: &Seaweed, count: usize, extra: &[&str], configs: &[(&str, &str)]) -> Tail {
+/// A tiered test broker's flags (the bucket, 1 MiB segments, retention
+/// checked often, `extra`) and its admin listener's address.
+fn tiered_flags(dir: &std::path::Path, weed: &Seaweed, extra: &[&str]) -> (Vec<String>, String) {
     let admin = format!("127.0.0.1:{}", common::ports::free_ports("127.0.0.1", 1));
     let mut flags = weed.broker_flags(dir);
     flags.extend(extra.iter().map(|f| f.to_string()));
     flags
         .extend(["--segment-mib", "1", "--batch-bytes-max", "262144", "--retention-check-ms", "300"].map(String::from));
     flags.extend(["--s3-attempts".into(), "2".into(), "--admin-listen".into(), admin.clone()]);
+    (flags, admin)
+}
+
+/// A broker (with `extra` flags) whose tiered topic `tiered` (one queue,
+/// more `configs`) keeps 1 s locally, fed `count` records and waited for
+/// until local disk holds only the tail.
+fn tiered_tail(dir: &std::path::Path, weed: &Seaweed, count: usize, extra: &[&str], configs: &[(&str, &str)]) -> Tail {
+    let (flags, admin) = tiered_flags(dir, weed, extra);
     let flags: Vec<&str> = flags.iter().map(String::as_str).collect();
     let broker = common::Broker::start(&dir.join("broker"), &flags);
     let client = broker.client();
@@ -344,4 +362,155 @@ fn in_a_broker_group_the_leader_uploads_and_its_follower_knows_the_manifest() {
     let manifests = runtime.block_on(store.list(&format!("g1/shard-{shard}/manifest/"))).unwrap();
     assert!(!manifests.is_empty(), "under the broker group's place");
     assert!(runtime.block_on(store.list("single/")).unwrap().is_empty());
+}
+
+/// Every record of `tiered`'s queue 0, from offset 0 to `end`, is the one sent there.
+fn read_whole(client: &std::sync::Arc<ringmq::client::Client>, end: u64) {
+    let got = common::consume(&mut from_the_start(client), end as usize, Duration::from_secs(120));
+    assert_eq!(got.len() as u64, end, "every record from offset 0");
+    for (i, m) in got.iter().enumerate() {
+        assert_eq!(m.offset, i as u64, "in order, each once");
+        assert_eq!(m.value_or_empty(), value("tiered", i), "offset {i}: the record sent there");
+    }
+}
+
+#[test]
+fn with_the_bucket_stopped_for_a_minute_produce_goes_on_and_uploads_resume() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut weed = Seaweed::start(&dir.path().join("weed"));
+    let Tail { broker, admin, shard, .. } = tiered_tail(dir.path(), &weed, 2000, &[], &[]);
+    let client = broker.client();
+    let metric = |name: &str| shard_metric(&admin, name, shard, "");
+    let sealed = || shard_metric(&admin, "ringmq_storage_segment_bytes", shard, ",state=\"sealed\"");
+
+    // A minute without the bucket, producing all along: every produce is
+    // acknowledged, what is not uploaded stays on local disk, the tail reads.
+    weed.stop();
+    let failures = metric("ringmq_tiered_upload_failures_total");
+    let (stopped, mut sent) = (Instant::now(), 2000);
+    while stopped.elapsed() < Duration::from_secs(60) && sent < 6000 {
+        let acked = produce(&client, "tiered", sent, 250);
+        assert!(acked.iter().enumerate().all(|(i, r)| r.offset == (sent + i) as u64), "acknowledged in order");
+        sent += 250;
+        std::thread::sleep(Duration::from_secs(4));
+    }
+    assert!(metric("ringmq_tiered_upload_failures_total") > failures, "uploads failed meanwhile");
+    assert_eq!(metric("ringmq_tiered_local_retention_held_queues"), 1.0, "local retention waits for the bucket");
+    assert!(sealed() > (3 << 20) as f64, "the records not uploaded stay on local disk ({} bytes sealed)", sealed());
+    let mut tail = ringmq::client::Consumer::new(client.clone(), None);
+    tail.assign("tiered", &[0], ringmq::client::StartFrom::Offset(sent as u64 - 1)).unwrap();
+    assert_eq!(common::consume(&mut tail, 1, Duration::from_secs(30))[0].value_or_empty(), value("tiered", sent - 1));
+
+    // Back: uploads resume, local disk goes back to the tail, nothing is lost.
+    weed.resume();
+    common::wait_until("uploads caught up and local disk back to the tail", Duration::from_secs(120), || {
+        metric("ringmq_tiered_local_retention_held_queues") == 0.0 && sealed() <= (2 << 20) as f64
+    });
+    read_whole(&client, sent as u64);
+}
+
+#[test]
+fn killed_while_local_retention_deletes_nothing_is_lost_or_uploaded_twice() {
+    let dir = tempfile::tempdir().unwrap();
+    let weed = Seaweed::start(&dir.path().join("weed"));
+    let Tail { mut broker, admin, shard, .. } = tiered_tail(dir.path(), &weed, 2000, &[], &[]);
+    let sealed = || shard_metric(&admin, "ringmq_storage_segment_bytes", shard, ",state=\"sealed\"");
+    let mut sent = 2000;
+    for _ in 0..3 {
+        produce(&broker.client(), "tiered", sent, 1500);
+        sent += 1500;
+        // Killed as soon as local retention is seen deleting what was just uploaded.
+        let grown = sealed();
+        common::wait_until("local retention deleting", Duration::from_secs(60), || sealed() < grown);
+        broker.kill9();
+        broker.restart();
+    }
+    let client = broker.client();
+    read_whole(&client, sent as u64);
+    let store = weed.store("");
+    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    let values: HashMap<Vec<u8>, (u32, u64)> = (0..sent).map(|i| (value("tiered", i), (0, i as u64))).collect();
+    check(&wait_uploaded(&runtime, &store, sent - 1500), &values);
+}
+
+#[test]
+fn an_empty_data_directory_restored_from_the_bucket_serves_what_it_holds() {
+    let dir = tempfile::tempdir().unwrap();
+    let weed = Seaweed::start(&dir.path().join("weed"));
+    let Tail { mut broker, shard, .. } = tiered_tail(dir.path(), &weed, 3000, &[], &[]);
+    broker.client().create_topic("untiered", 1, 0).unwrap();
+    produce(&broker.client(), "untiered", 0, 10);
+    let store = weed.store("");
+    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    // The disk lost: what the bucket holds is what comes back.
+    let uploaded = runtime.block_on(uploaded(&store, shard as usize)).expect("a manifest");
+    let end = uploaded.records.values().map(Vec::len).sum::<usize>() as u64;
+    assert!(end >= 2000, "most of the topic is in the bucket ({end} records)");
+    common::wait_until("the bucket's copy of the metadata names every topic", Duration::from_secs(30), || {
+        let copy = runtime.block_on(store.get("single/metadata", None)).map(|b| b.to_vec()).unwrap_or_default();
+        copy.windows(8).any(|w| w == b"untiered")
+    });
+    broker.kill9();
+    std::fs::remove_dir_all(dir.path().join("broker")).unwrap();
+
+    let (flags, _) = tiered_flags(dir.path(), &weed, &["--tiered-restore"]);
+    let flags: Vec<&str> = flags.iter().map(String::as_str).collect();
+    let mut restored = common::Broker::start(&dir.path().join("restored"), &flags);
+    let client = restored.client();
+    assert_eq!(client.list_offsets("tiered", 0).unwrap(), (0, end), "the bucket's offsets, before anything is local");
+    read_whole(&client, end);
+    let next = produce(&client, "tiered", end as usize, 10);
+    assert!(next.iter().enumerate().all(|(i, r)| r.offset == end + i as u64), "appends go on from the bucket's end");
+    assert_eq!(client.list_offsets("untiered", 0).unwrap(), (0, 0), "an untiered topic comes back empty");
+
+    // Restarted without the flag, it keeps its topics and starts.
+    let flags: Vec<&str> = flags.into_iter().filter(|f| *f != "--tiered-restore").collect();
+    restored.kill9();
+    let restarted = common::Broker::start(&dir.path().join("restored"), &flags);
+    let client = restarted.client();
+    assert_eq!(client.list_offsets("tiered", 0).unwrap(), (0, end + 10));
+    read_whole(&client, end + 10);
+}
+
+#[test]
+fn delete_records_below_the_local_start_moves_the_queues_start_in_the_bucket() {
+    let dir = tempfile::tempdir().unwrap();
+    let weed = Seaweed::start(&dir.path().join("weed"));
+    let Tail { mut broker, shard, .. } = tiered_tail(dir.path(), &weed, 4000, &[], &[]);
+    let client = broker.client();
+    let refused = client.delete_records("tiered", 0, Some(4001)).unwrap_err().to_string();
+    assert!(refused.contains("out of range") || refused.contains("OffsetOutOfRange"), "{refused}");
+    assert_eq!(client.list_offsets("tiered", 0).unwrap(), (0, 4000), "a refused request changes nothing");
+
+    assert_eq!(client.delete_records("tiered", 0, Some(1500)).unwrap(), 1500, "the readers' new start");
+    assert_eq!(client.list_offsets("tiered", 0).unwrap(), (1500, 4000));
+    let got = common::consume(&mut from_the_start(&client), 2500, Duration::from_secs(60));
+    assert!(got.iter().enumerate().all(|(i, m)| m.offset == 1500 + i as u64), "from 1500 on, in order");
+    assert!(got.iter().all(|m| m.value_or_empty() == value("tiered", m.offset as usize)));
+
+    // The bucket's manifest says so, and keeps no object wholly below it.
+    let store = weed.store("");
+    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    let place = format!("single/shard-{shard}/");
+    let manifests = runtime.block_on(store.list(&format!("{place}manifest/"))).unwrap();
+    let newest = manifests.iter().map(|l| l.key.clone()).max().unwrap();
+    let manifest: serde_json::Value =
+        serde_json::from_slice(&runtime.block_on(store.get(&newest, None)).unwrap()).unwrap();
+    let starts: Vec<u64> = manifest["starts"].as_object().unwrap().values().map(|v| v.as_u64().unwrap()).collect();
+    assert_eq!(starts, vec![1500]);
+    for object in manifest["objects"].as_array().unwrap() {
+        let ranges = object["queues"].as_object().unwrap().values();
+        assert!(
+            ranges.into_iter().all(|r| r[1].as_u64().unwrap() > 1500),
+            "an object below the start is gone: {object}"
+        );
+    }
+
+    // It holds over a restart.
+    broker.kill9();
+    broker.restart();
+    let client = broker.client();
+    common::wait_until("the start read back from the bucket", Duration::from_secs(30), || {
+        client.list_offsets("tiered", 0).ok() == Some((1500, 4000))
+    });
 }

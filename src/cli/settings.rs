@@ -65,6 +65,11 @@ pub enum SettingsError {
     S3Needs(&'static str),
     #[error("tiered storage's bucket: {0}")]
     S3(String),
+    #[error(
+        "--tiered-restore restores a single node from its bucket: give --s3-endpoint and --s3-bucket, without \
+         --cluster (a cluster node gets its group's data from its leader)"
+    )]
+    Restore,
 }
 
 /// The defaults, from `ServerConfig::new`: the one place they are set.
@@ -232,6 +237,9 @@ pub struct Settings {
     /// MiB of data read back from the bucket kept for readers, apart from the shards' caches, shared by the shards
     #[arg(long, default_value_t = d().tiered_read_cache_bytes >> 20)]
     tiered_read_cache_mib: u64,
+    /// A single node whose data directory holds no topics takes them from the bucket, and its tiered queues go on from what the bucket holds (a lost disk replaced)
+    #[arg(long)]
+    tiered_restore: bool,
     /// Serve the admin HTTP listener on this address (shard 0): /metrics and /public_metrics (Prometheus), /healthz, /readyz, the web console at /
     #[arg(long)]
     admin_listen: Option<SocketAddr>,
@@ -480,6 +488,10 @@ impl Settings {
             at_least_one(self.tiered_upload_bytes_per_sec, "tiered-upload-bytes-per-sec")?;
         cfg.tiered_uploads_in_flight = at_least_one(self.tiered_uploads_in_flight, "tiered-uploads-in-flight")?;
         cfg.tiered_read_cache_bytes = at_least_one(self.tiered_read_cache_mib, "tiered-read-cache-mib")? << 20;
+        if self.tiered_restore && (cfg.object_store.is_none() || self.cluster.is_some()) {
+            return Err(SettingsError::Restore);
+        }
+        cfg.tiered_restore = self.tiered_restore;
         cfg.trace = server::TraceConfig::new(&self.trace_topics, self.trace_sample_rate)?;
         cfg.idempotence_window = self.idempotence_window;
         cfg.retention_age = self.retention_hours.map(|h| Duration::from_secs(h.saturating_mul(3600)));

@@ -165,6 +165,9 @@ pub fn start(config: ServerConfig) -> Result<Server, ServerError> {
             .map_err(ServerError::ObjectStore)?,
         None => (None, None),
     };
+    if let Some(link) = objects.as_ref().filter(|_| config.tiered_restore) {
+        node::restore::take_metadata(&config.data_dir, n, link)?;
+    }
     let mut shards = Vec::new();
     for (index, &cpu) in config.cores.iter().enumerate() {
         let (addr_tx, addr_rx) = mpsc::channel();

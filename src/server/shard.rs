@@ -83,6 +83,8 @@ pub enum ShardError {
     Metadata(Failure),
     #[error("building the compacted parts of queues moving here: {0}")]
     PartImports(Failure),
+    #[error("--tiered-restore: the queues' ends in the bucket: {0} (start again once the bucket answers)")]
+    Restore(super::data::upload::UploadError),
     #[error("{0}")]
     Abandoned(String),
 }
@@ -194,6 +196,9 @@ async fn serve(s: Startup) -> Result<(), ShardError> {
         part_imports::build(&core).await.map_err(ShardError::PartImports)?;
         // A follower promoted at fail-over: the starts its old leader moved.
         core.restore_queue_starts().await.map_err(storage_failed("restoring queue starts"))?;
+        if cfg.tiered_restore {
+            super::data::restore::begin_queues(&core).await.map_err(ShardError::Restore)?;
+        }
     }
     let services = Rc::new(Services { core: core.clone(), groups: Groups::new(core.clone()), timer, transactions });
     // Kafka's transaction coordinator, wherever Kafka is served (not on a follower).

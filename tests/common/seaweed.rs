@@ -3,7 +3,7 @@
 //! directory, one identity (`ACCESS_KEY`, `SECRET_KEY`) and one bucket
 //! (`BUCKET`), stopped when dropped.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -12,9 +12,31 @@ pub const SECRET_KEY: &str = "ringmq-test-secret";
 pub const BUCKET: &str = "ringmq";
 
 pub struct Seaweed {
-    child: Child,
+    child: Option<Child>,
     /// `http://127.0.0.1:PORT`, for `--s3-endpoint`.
     pub endpoint: String,
+    dir: PathBuf,
+    /// The first of its 8 ports.
+    first: u16,
+}
+
+/// `weed server` in `dir` on the 8 ports from `first`.
+fn spawn(dir: &Path, first: u16) -> Child {
+    let port = |i: u16| (first + i).to_string();
+    let log = std::fs::OpenOptions::new().create(true).append(true).open(dir.join("weed.log")).unwrap();
+    super::tools::command("weed")
+        .args(["server", "-ip=127.0.0.1", "-ip.bind=127.0.0.1"])
+        .arg(format!("-dir={}", dir.join("data").display()))
+        .arg(format!("-s3.config={}", dir.join("s3.json").display()))
+        .args(["-master.port", &port(0), "-master.port.grpc", &port(1)])
+        .args(["-volume.port", &port(2), "-volume.port.grpc", &port(3)])
+        .args(["-filer", "-filer.port", &port(4), "-filer.port.grpc", &port(5)])
+        .args(["-s3", "-s3.port", &port(6), "-s3.port.grpc", &port(7), "-s3.port.iceberg=0", "-s3.port.lance=0"])
+        .args(["-master.volumeSizeLimitMB=64"])
+        .stdout(Stdio::null())
+        .stderr(log)
+        .spawn()
+        .expect("start weed")
 }
 
 impl Seaweed {
@@ -27,24 +49,26 @@ impl Seaweed {
         std::fs::write(dir.join("s3.json"), identities).unwrap();
         // Every port its own (gRPC ones too: a filer's socket file is named after its port).
         let first = super::ports::free_ports("127.0.0.1", 8);
-        let port = |i: u16| (first + i).to_string();
-        let endpoint = format!("http://127.0.0.1:{}", port(6));
-        let child = super::tools::command("weed")
-            .args(["server", "-ip=127.0.0.1", "-ip.bind=127.0.0.1"])
-            .arg(format!("-dir={}", dir.join("data").display()))
-            .arg(format!("-s3.config={}", dir.join("s3.json").display()))
-            .args(["-master.port", &port(0), "-master.port.grpc", &port(1)])
-            .args(["-volume.port", &port(2), "-volume.port.grpc", &port(3)])
-            .args(["-filer", "-filer.port", &port(4), "-filer.port.grpc", &port(5)])
-            .args(["-s3", "-s3.port", &port(6), "-s3.port.grpc", &port(7), "-s3.port.iceberg=0", "-s3.port.lance=0"])
-            .args(["-master.volumeSizeLimitMB=64"])
-            .stdout(Stdio::null())
-            .stderr(std::fs::File::create(dir.join("weed.log")).unwrap())
-            .spawn()
-            .expect("start weed");
-        let weed = Seaweed { child, endpoint };
+        let endpoint = format!("http://127.0.0.1:{}", first + 6);
+        let child = Some(spawn(dir, first));
+        let weed = Seaweed { child, endpoint, dir: dir.to_path_buf(), first };
         weed.make_bucket();
         weed
+    }
+
+    /// Stops the server (killed): requests to it fail until `resume`.
+    pub fn stop(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+
+    /// Starts the stopped server again on its ports and data, and waits until it serves the bucket.
+    pub fn resume(&mut self) {
+        assert!(self.child.is_none(), "resume a stopped server");
+        self.child = Some(spawn(&self.dir, self.first));
+        self.make_bucket();
     }
 
     /// Creates `BUCKET` (curl signs the request), retrying while the
@@ -104,7 +128,6 @@ impl Seaweed {
 
 impl Drop for Seaweed {
     fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+        self.stop();
     }
 }

@@ -154,6 +154,9 @@ pub struct ServerConfig {
     /// Bytes of slices read from the bucket the node keeps for readers
     /// (apart from the shards' own caches), shared evenly by its shards.
     pub tiered_read_cache_bytes: u64,
+    /// A single node whose data directory holds no metadata takes the
+    /// bucket's, and its tiered queues begin where the bucket ends.
+    pub tiered_restore: bool,
 }
 
 /// Authentication settings.
@@ -276,6 +279,7 @@ impl ServerConfig {
             tiered_upload_bytes_per_sec: 64 << 20,
             tiered_uploads_in_flight: 4,
             tiered_read_cache_bytes: 64 << 20,
+            tiered_restore: false,
         }
     }
 }

@@ -10,6 +10,7 @@
 //! The JSON is checked on read: a version, and a CRC32 of the objects as
 //! stored, so a torn or edited manifest is refused, not believed.
 
+use glommio::sync::{Permit, Semaphore};
 use serde::{Deserialize, Serialize};
 use std::cell::RefCell;
 use std::collections::BTreeMap;
@@ -111,14 +112,14 @@ impl Manifest {
     }
 
     /// The next generation, stored by `epoch`, with the queues' starts moved
-    /// to `starts` (each forward) and the objects no queue reads any more
-    /// left out; those objects, to delete once it is stored.
+    /// to `starts` (never back: a start already past one stays) and the
+    /// objects no queue reads any more left out; those objects, to delete
+    /// once it is stored.
     pub fn with_starts(&self, epoch: u64, starts: &BTreeMap<u32, u64>) -> (Manifest, Vec<ObjectEntry>) {
         assert!(epoch >= self.epoch, "a manifest of epoch {} taken on by epoch {epoch}", self.epoch);
         let mut next = Manifest { epoch, generation: self.generation + 1, ..self.clone() };
         for (&queue, &start) in starts {
-            assert!(start >= self.start(queue), "queue {queue}: its start moves back to {start}");
-            next.starts.insert(queue, start);
+            next.starts.insert(queue, start.max(self.start(queue)));
         }
         let read = |o: &ObjectEntry| o.queues.iter().any(|(q, r)| r.1 > next.starts.get(q).copied().unwrap_or(0));
         let (kept, gone) = next.objects.iter().cloned().partition(read);
@@ -230,6 +231,10 @@ pub fn shard_place(group: Option<&str>, shard: usize) -> String {
     format!("{}/shard-{shard}/", group.unwrap_or("single"))
 }
 
+/// Where a single node keeps a copy of its metadata (its topics and where
+/// their queues are stored), for a node restored from the bucket.
+pub const NODE_METADATA: &str = "single/metadata";
+
 /// The place in the bucket of `core`'s shard.
 pub fn place_of(core: &super::Core) -> String {
     shard_place(core.config().cluster.as_ref().map(|c| c.broker_group.as_str()), core.id())
@@ -237,12 +242,26 @@ pub fn place_of(core: &super::Core) -> String {
 
 /// The shard's manifest as this node knows it: loaded from the bucket
 /// (`None` until then), replaced by each upload; shared by the shard's tasks.
-#[derive(Default)]
 pub struct ShardManifest {
     current: RefCell<Option<Rc<Manifest>>>,
+    /// Held while a next generation is made and stored (the uploader's
+    /// objects and starts, DeleteRecords' starts), so each is made from
+    /// the one stored before it.
+    changing: Semaphore,
+}
+
+impl Default for ShardManifest {
+    fn default() -> ShardManifest {
+        ShardManifest { current: RefCell::new(None), changing: Semaphore::new(1) }
+    }
 }
 
 impl ShardManifest {
+    /// Waits for the right to make and store the next generation.
+    pub async fn change(&self) -> Permit<'_> {
+        self.changing.acquire_permit(1).await.expect("the manifest's semaphore is never closed")
+    }
+
     pub fn current(&self) -> Option<Rc<Manifest>> {
         self.current.borrow().clone()
     }

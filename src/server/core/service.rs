@@ -278,11 +278,26 @@ impl Core {
 
     /// A queue's first and end offsets as its readers see them: a tiered
     /// queue's first is in the bucket when its objects reach down from its
-    /// local start.
+    /// local start. Until the shard has read its manifest (at start-up, the
+    /// bucket down), a tiered queue's first is not known: a retriable
+    /// `Remote` error, not the local start (a consumer reset to the
+    /// earliest offset would skip what the bucket holds).
     pub fn queue_offsets(&self, queue: QueueId) -> Result<(u64, u64), StorageError> {
         let (start, end) = self.storage().offsets(queue)?;
-        // Never past the local start: `reachable_start` goes down from it.
-        Ok((self.manifest().current().map_or(start, |m| m.reachable_start(queue.0, start)), end))
+        match self.manifest().current() {
+            // Never past the local start: `reachable_start` goes down from it.
+            Some(manifest) => Ok((manifest.reachable_start(queue.0, start), end)),
+            None if self.objects().is_some() && self.is_tiered(queue) => Err(StorageError::Remote(format!(
+                "queue {}: the first offset of a tiered queue is known once the bucket's manifest is read; retry",
+                queue.0
+            ))),
+            None => Ok((start, end)),
+        }
+    }
+
+    /// Whether `queue`'s topic keeps its records in tiered storage's bucket.
+    fn is_tiered(&self, queue: QueueId) -> bool {
+        self.queue_configs.borrow().get(&queue.0).is_some_and(|c| c.remote_storage())
     }
 
     /// The records of a client's batch, after checking its length, CRC and

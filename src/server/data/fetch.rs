@@ -118,13 +118,20 @@ async fn read_stored(
     let queue = QueueId(slot.storage_id);
     if !core.readable(wait).await {
         // Nothing yet, as at the end of the queue: the reader asks again.
-        let (start, _) = core.queue_offsets(queue).map_err(read_failed)?;
+        let start = answered_start(core, queue).map_err(read_failed)?;
         return Ok(QueueRead { start, end: f.offset, last_stable: f.offset, next_offset: f.offset, bytes: Vec::new() });
     }
     let wait = wait.saturating_sub(asked.elapsed());
     let (bytes, next_offset, end) = if filter == TagFilter::All {
         let read = core.read_here(slot, f.offset, f.max_bytes as usize, wait).await.map_err(read_failed)?;
         (read.bytes, read.next_offset, read.end_offset)
+    } else if f.offset < core.storage().offsets(queue).map_err(read_failed)?.0 {
+        // Below the local start, in a tiered queue's bucket, no index has
+        // the tags' hashes: what is read there is filtered whole.
+        let read = core.read_here(slot, f.offset, f.max_bytes as usize, Duration::ZERO).await.map_err(read_failed)?;
+        let mut bytes = Vec::new();
+        tag_filter::repack(&read.bytes, f.offset, &filter, &mut bytes);
+        (bytes, read.next_offset, read.end_offset)
     } else {
         let max = f.max_bytes as usize;
         let read = tag_filter::read_filtered(core.storage(), queue, f.offset, max, wait, &filter)
@@ -132,7 +139,7 @@ async fn read_stored(
             .map_err(read_failed)?;
         (read.bytes, read.next_offset, read.end_offset)
     };
-    let (start, _) = core.queue_offsets(queue).map_err(read_failed)?;
+    let start = answered_start(core, queue).map_err(read_failed)?;
     let marks = core.txn_marks();
     let last_stable = marks.last_stable(queue, end);
     let read = QueueRead { start, end, last_stable, next_offset, bytes };
@@ -151,6 +158,16 @@ async fn read_stored(
             })
         }
     })
+}
+
+/// The queue's first offset a fetch answers: the local start while a
+/// tiered queue's in the bucket is not known yet, so that reads of the
+/// local tail go on without the bucket.
+fn answered_start(core: &Core, queue: QueueId) -> Result<u64, StorageError> {
+    match core.queue_offsets(queue) {
+        Err(StorageError::Remote(_)) => Ok(core.storage().offsets(queue)?.0),
+        known => known.map(|(start, _)| start),
+    }
 }
 
 /// The batches of a read below its last stable offset that `keep` keeps;

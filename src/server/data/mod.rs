@@ -1,7 +1,7 @@
 //! The data path of topics: produce (all of a request or none of it),
 //! fetch (one queue, or many with one long poll), tag filtering, lookup
 //! by message id or key, a topic's own retention and DeleteRecords,
-//! tiered storage's bucket check and uploads, and in a cluster the queues'
+//! tiered storage's bucket check, uploads and restore, and in a cluster the queues'
 //! loads reported for rebalancing.
 
 pub mod bucket;
@@ -10,6 +10,7 @@ pub mod fetch;
 pub mod load;
 pub mod lookup;
 pub mod produce;
+pub mod restore;
 pub mod retention;
 pub mod tag_filter;
 pub mod upload;

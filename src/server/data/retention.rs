@@ -199,9 +199,23 @@ pub async fn delete_records(core: &Core, slot: QueueSlot, offset: Option<u64>) -
     }
     let storage = core.storage();
     let queue = QueueId(slot.storage_id);
+    let (local_start, end) = storage.offsets(queue)?;
     // Past the end is the engine's OffsetOutOfRange.
-    let offset = offset.unwrap_or(storage.offsets(queue)?.1);
-    let start = storage.trim(queue, offset)?;
+    let offset = offset.unwrap_or(end);
+    if offset > end {
+        return Err(StorageError::OffsetOutOfRange { queue: queue.0, offset, start: local_start, end }.into());
+    }
+    let readers_start = core.queue_offsets(queue)?.0;
+    if readers_start < offset.min(local_start) {
+        // A tiered queue's records below it in the bucket go first: the
+        // manifest's next generation moves the queue's start there.
+        let link = core.objects().expect("a queue reaches into the bucket only on a broker with one");
+        let starts = [(queue.0, offset)].into_iter().collect();
+        super::upload::move_starts(core, link, &starts)
+            .await
+            .map_err(|e| Failure(Reason::RemoteUnavailable, e.to_string()))?;
+    }
+    storage.trim(queue, offset)?;
     core.record_queue_starts().await?;
-    Ok(start)
+    Ok(core.queue_offsets(queue)?.0)
 }

@@ -17,10 +17,11 @@
 //! deposed leader's late upload is named apart. Followers read the manifest
 //! every `MANIFEST_REFRESH` (they hold the same segments at the same
 //! positions), and a leader reads it when it starts, so the next leader
-//! goes on from the last generation stored. A failed round is retried at
-//! the next check; a failure is logged when uploads begin to fail, and when
-//! they work again.
+//! goes on from the last generation stored. A failed round is retried after
+//! a wait that doubles with each failure (up to `UPLOAD_BACKOFF_MAX`); a
+//! failure is logged when uploads begin to fail, and when they work again.
 
+use super::restore::keep_metadata;
 use super::retention::estimated_bytes;
 use crate::objects::{ObjectError, Part};
 use crate::server::core::manifest::{newest_key, place_of, Manifest, ManifestError, ObjectEntry, MANIFESTS};
@@ -38,6 +39,10 @@ use std::time::{Duration, Instant};
 
 /// How often a shard looks for a segment to upload.
 const UPLOAD_CHECK: Duration = Duration::from_secs(1);
+/// The longest wait between failed rounds: each failure doubles the wait
+/// from `UPLOAD_CHECK` up to it, so a bucket that is down is not asked once
+/// a second by every shard, and one that is back is used within this.
+const UPLOAD_BACKOFF_MAX: Duration = Duration::from_secs(16);
 /// How often a follower reads its group's manifest.
 const MANIFEST_REFRESH: Duration = Duration::from_secs(10);
 
@@ -81,8 +86,19 @@ pub async fn run(core: Rc<Core>) {
     core.probes().register(&(stats.clone() as Rc<dyn Probe>));
     let mut failing = false;
     let mut refreshed: Option<Instant> = None;
-    while core.tasks().sleep(UPLOAD_CHECK).await {
+    // Read at once: until then a tiered queue's first offset is not known.
+    if let Err(error) = load_manifest(&core, &link).await {
+        tracing::debug!(shard = core.id(), %error, "the manifest is read at the next round");
+    }
+    let mut wait = UPLOAD_CHECK;
+    let mut metadata_kept = None;
+    while core.tasks().sleep(wait).await {
         let result = match core.role() {
+            // Shard 0 of a single node keeps its metadata in the bucket, for a restore.
+            ShardRole::Single if core.id() == 0 => match keep_metadata(&core, &link, &mut metadata_kept).await {
+                Ok(()) => upload_due(&core, &link, &stats).await,
+                Err(e) => Err(e.into()),
+            },
             ShardRole::Follower { .. } if refreshed.is_some_and(|at| at.elapsed() < MANIFEST_REFRESH) => Ok(()),
             ShardRole::Follower { .. } => load_manifest(&core, &link).await.map(|_| refreshed = Some(Instant::now())),
             ShardRole::Single | ShardRole::Leader(_) => upload_due(&core, &link, &stats).await,
@@ -93,6 +109,7 @@ pub async fn run(core: Rc<Core>) {
         match result {
             Err(error) => {
                 stats.failed_rounds.set(stats.failed_rounds.get() + 1);
+                wait = (wait * 2).min(UPLOAD_BACKOFF_MAX);
                 if !failing {
                     tracing::warn!(shard = core.id(), %error, "tiered storage uploads are failing; retrying");
                 }
@@ -100,7 +117,7 @@ pub async fn run(core: Rc<Core>) {
             }
             Ok(()) if failing => {
                 tracing::info!(shard = core.id(), "tiered storage uploads work again");
-                failing = false;
+                (failing, wait) = (false, UPLOAD_CHECK);
             }
             Ok(()) => {}
         }
@@ -122,11 +139,10 @@ async fn upload_due(core: &Core, link: &ObjectLink, stats: &UploadStats) -> Resu
         let tiered = tiered_from(core, &manifest)?;
         let Some(base) = due_segment(core, &tiered).await? else { break };
         let Some(object) = upload_segment(core, link, &manifest, base, &tiered, &mut pace).await? else { break };
-        let next = manifest.with_object(epoch(core), object);
-        store_manifest(core, link, &manifest, &next).await?;
+        let bytes = object.bytes;
+        manifest = change_manifest(core, link, |m| (m.with_object(epoch(core), object), ())).await?.0;
         stats.objects.set(stats.objects.get() + 1);
-        stats.bytes.set(stats.bytes.get() + next.objects().last().map_or(0, |o| o.bytes));
-        manifest = core.manifest().current().expect("just stored");
+        stats.bytes.set(stats.bytes.get() + bytes);
     }
     expire(core, link).await
 }
@@ -179,14 +195,25 @@ async fn expire(core: &Core, link: &ObjectLink) -> Result<(), UploadError> {
     if starts.is_empty() {
         return Ok(());
     }
-    let (next, gone) = manifest.with_starts(epoch(core), &starts);
-    store_manifest(core, link, &manifest, &next).await?;
-    tracing::debug!(shard = core.id(), ?starts, objects = gone.len(), "retention moved tiered queues' starts");
+    tracing::debug!(shard = core.id(), ?starts, "retention moves tiered queues' starts");
+    move_starts(core, link, &starts).await
+}
+
+/// Moves tiered queues' starts in the bucket forward to `starts` (total
+/// retention, or DeleteRecords below a queue's local start): the manifest's
+/// next generation says so, then the objects no queue reads any more are
+/// deleted.
+pub(super) async fn move_starts(
+    core: &Core,
+    link: &ObjectLink,
+    starts: &BTreeMap<u32, u64>,
+) -> Result<(), UploadError> {
+    let (_, gone) = change_manifest(core, link, |m| m.with_starts(epoch(core), starts)).await?;
     let place = place_of(core);
     for object in gone {
         let key = format!("{place}{}", object.key);
         if let Err(error) = link.call(move |store| async move { store.delete(&key).await }).await {
-            tracing::warn!(%error, "an object retention let go of stays in the bucket");
+            tracing::warn!(%error, "an object no queue reads any more stays in the bucket");
         }
     }
     Ok(())
@@ -199,7 +226,7 @@ fn epoch(core: &Core) -> u64 {
 
 /// Reads the newest manifest stored for this shard (none: generation 0)
 /// and takes it if it is newer than the one known.
-async fn load_manifest(core: &Core, link: &ObjectLink) -> Result<Rc<Manifest>, UploadError> {
+pub(super) async fn load_manifest(core: &Core, link: &ObjectLink) -> Result<Rc<Manifest>, UploadError> {
     let place = place_of(core);
     let prefix = format!("{place}{MANIFESTS}");
     let listed = link.call(move |store| async move { store.list(&prefix).await }).await?;
@@ -216,19 +243,26 @@ async fn load_manifest(core: &Core, link: &ObjectLink) -> Result<Rc<Manifest>, U
     Ok(core.manifest().current().expect("a manifest was offered"))
 }
 
-/// Stores `next` (the generation after `previous`) and makes it the
-/// shard's; the generations stored before `previous` are deleted.
-async fn store_manifest(
+/// Stores the manifest's next generation, `change` made to the current one
+/// (one change at a time), and makes it the shard's; the generations stored
+/// before the current one are deleted. The new manifest, and what `change`
+/// gave besides.
+async fn change_manifest<T>(
     core: &Core,
     link: &ObjectLink,
-    previous: &Manifest,
-    next: &Manifest,
-) -> Result<(), UploadError> {
+    change: impl FnOnce(&Manifest) -> (Manifest, T),
+) -> Result<(Rc<Manifest>, T), UploadError> {
+    let _one_at_a_time = core.manifest().change().await;
+    let previous = match core.manifest().current() {
+        Some(manifest) => manifest,
+        None => load_manifest(core, link).await?,
+    };
+    let (next, besides) = change(&previous);
     let place = place_of(core);
     let key = format!("{place}{}", next.key());
     let body = next.encode();
     link.call(move |store| async move { store.put(&key, body.into()).await }).await?;
-    assert!(core.manifest().offer(next.clone()), "the uploader's manifest is the newest");
+    assert!(core.manifest().offer(next), "the uploader's manifest is the newest");
     let prefix = format!("{place}{MANIFESTS}");
     let kept_from = format!("{place}{}", previous.key());
     let pruned = link
@@ -242,7 +276,7 @@ async fn store_manifest(
     if let Err(error) = pruned {
         tracing::debug!(%error, "old manifests stay in the bucket until the next upload");
     }
-    Ok(())
+    Ok((core.manifest().current().expect("just stored"), besides))
 }
 
 /// The tiered queues of this shard, each with the first offset an upload

@@ -14,6 +14,8 @@ pub enum NodeError {
     Io { action: &'static str, path: PathBuf, source: std::io::Error },
     #[error("{path}: {why}")]
     Unreadable { path: PathBuf, why: String },
+    #[error("--tiered-restore: {0}")]
+    Restore(String),
     #[error("another process (a running broker?) holds {0}; stop it, or use another data directory")]
     Locked(PathBuf),
     #[error(

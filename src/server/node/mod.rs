@@ -1,6 +1,7 @@
 //! A broker process's own plumbing, set up once by its start-up
 //! (`server/mod.rs`) around the shards: the data directory's lock, its
-//! recorded layout and data keys, and the watchdog thread that sees a
+//! recorded layout and data keys, the metadata a restore takes from the
+//! bucket, and the watchdog thread that sees a
 //! shard's thread held (with the stack a signal captures, named and logged
 //! by a thread of the idle class). Nothing of a
 //! shard imports it.
@@ -10,6 +11,7 @@ pub mod dir_lock;
 mod error;
 pub mod layout;
 pub mod object_thread;
+pub mod restore;
 mod stack_capture;
 mod stack_names;
 pub mod stack_symbols;
