@@ -57,7 +57,10 @@ cat >"$out/weed/s3.json" <<JSON
 JSON
 ports=()
 for _ in $(seq 8); do ports+=("$(free_port)"); done
-weed server -ip=127.0.0.1 -ip.bind=127.0.0.1 -dir="$out/weed/data" -s3.config="$out/weed/s3.json" \
+# SeaweedFS stands for a bucket on other machines: on CPU 1, off the shard's CPU 0 (where there is a CPU 1).
+weed_cpus=0
+[[ $(nproc) -gt 1 ]] && weed_cpus=1
+taskset -c "$weed_cpus" weed server -ip=127.0.0.1 -ip.bind=127.0.0.1 -dir="$out/weed/data" -s3.config="$out/weed/s3.json" \
   -master.port "${ports[0]}" -master.port.grpc "${ports[1]}" -volume.port "${ports[2]}" \
   -volume.port.grpc "${ports[3]}" -filer -filer.port "${ports[4]}" -filer.port.grpc "${ports[5]}" \
   -s3 -s3.port "${ports[6]}" -s3.port.grpc "${ports[7]}" -s3.port.iceberg=0 -s3.port.lance=0 \
@@ -109,7 +112,9 @@ run() {
   local name=$1
   shift
   listen="127.0.0.1:$(free_port)" admin="127.0.0.1:$(free_port)"
-  start_serve "$out/$name" "$listen" --cores 0 --segment-mib "$segment" --cache-mib 256 --admin-listen "$admin" "$@"
+  # Retention looks every second, so that local disk keeps about --local-retention-ms of the tiered topic.
+  start_serve "$out/$name" "$listen" --cores 0 --segment-mib "$segment" --cache-mib 256 --admin-listen "$admin" \
+    --retention-check-ms 1000 "$@"
   local broker=${pids[-1]} tiered=false
   [[ " $* " == *" --s3-bucket "* ]] && tiered=true
   if $tiered; then
