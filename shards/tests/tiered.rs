@@ -43,7 +43,8 @@ async fn export(shard: &Shard, base: u64) -> (Vec<u8>, ObjectIndex, usize) {
                 assert!(part.len() >= PART_BYTES);
                 parts.push(part.concat());
             }
-            ExportStep::Done(last, index) => {
+            ExportStep::Done(closing) => {
+                let (last, index) = closing.finish();
                 parts.push(last.concat());
                 let count = parts.len();
                 let object = parts.concat();

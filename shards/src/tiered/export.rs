@@ -4,7 +4,7 @@
 //! entries (read in clear: a sealed batch is opened for them, and uploaded
 //! sealed).
 
-use super::object::{ObjectBuilder, ObjectIndex, ObjectPart};
+use super::object::{Closing, ObjectBuilder, ObjectPart};
 use crate::batch;
 use crate::error::{Result, StorageError};
 use crate::position::{LogPos, QueueId};
@@ -22,10 +22,9 @@ const YIELD_BYTES: usize = 64 << 10;
 pub enum ExportStep {
     /// A part of the object (more follow).
     Part(ObjectPart),
-    /// The last part (its last chunk the footer and trailer) and the
-    /// object's index; an index without slices says the segment held none
-    /// of the queues.
-    Done(ObjectPart, ObjectIndex),
+    /// The rest of the object, its footer to make (`Closing::finish`);
+    /// empty if the segment held none of the queues.
+    Done(Closing),
 }
 
 /// The export of one sealed segment, read in steps.
@@ -100,8 +99,7 @@ impl SegmentExport<'_> {
                 return Ok(ExportStep::Part(part));
             }
         }
-        let (last, index) = self.builder.take().expect("no step after Done").finish();
-        Ok(ExportStep::Done(last, index))
+        Ok(ExportStep::Done(self.builder.take().expect("no step after Done").close()))
     }
 }
 

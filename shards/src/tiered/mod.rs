@@ -7,4 +7,6 @@ mod export;
 mod object;
 
 pub use export::{ExportStep, SegmentExport};
-pub use object::{verify_slice, FooterPlace, ObjectBuilder, ObjectIndex, ObjectPart, Slice, PART_BYTES, TRAILER_BYTES};
+pub use object::{
+    verify_slice, Closing, FooterPlace, ObjectBuilder, ObjectIndex, ObjectPart, Slice, PART_BYTES, TRAILER_BYTES,
+};

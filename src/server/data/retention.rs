@@ -200,7 +200,7 @@ pub async fn delete_records(core: &Core, slot: QueueSlot, offset: Option<u64>) -
     let storage = core.storage();
     let queue = QueueId(slot.storage_id);
     let (local_start, end) = storage.offsets(queue)?;
-    // Past the end is the engine's OffsetOutOfRange.
+    // Past the end is refused (as the engine would) before anything changes.
     let offset = offset.unwrap_or(end);
     if offset > end {
         return Err(StorageError::OffsetOutOfRange { queue: queue.0, offset, start: local_start, end }.into());

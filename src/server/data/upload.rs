@@ -346,8 +346,11 @@ async fn upload_segment(
                     }
                 }
                 // Dropping `parts` before the last part aborts the upload.
-                ExportStep::Done(_, index) if index.slices.is_empty() => return Ok(None),
-                ExportStep::Done(last, index) => {
+                ExportStep::Done(closing) if closing.is_empty() => return Ok(None),
+                ExportStep::Done(closing) => {
+                    // The footer is sorted and encoded on the S3 thread, off the shard's.
+                    let finished = link.call(move |_| async move { Ok(closing.finish()) }).await;
+                    let (last, index) = finished.map_err(|e| StorageError::Remote(e.to_string()))?;
                     let footer = ObjectIndex::footer_of(last.tail())?;
                     pace.took(last.len());
                     let sent = parts.send(Part::Last(chunks(last))).await.is_ok();
