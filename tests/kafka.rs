@@ -117,7 +117,10 @@ fn kafka_python_group_members_split_commit_and_take_over() {
 fn wait_for_files(files: &[&std::path::Path], what: &str, ready: impl Fn(&[String]) -> bool) -> Vec<String> {
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(90);
     loop {
-        let texts: Vec<String> = files.iter().map(|f| std::fs::read_to_string(f).unwrap_or_default()).collect();
+        // Whole lines only: a line kcat is still writing is read next time
+        // (counted as a line of its own, a message's first half was "read").
+        let whole = |t: String| t.rfind('\n').map_or(String::new(), |end| t[..=end].to_string());
+        let texts: Vec<String> = files.iter().map(|f| whole(std::fs::read_to_string(f).unwrap_or_default())).collect();
         if ready(&texts) {
             return texts;
         }
