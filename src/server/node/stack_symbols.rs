@@ -144,6 +144,16 @@ fn without_generics(name: &str) -> String {
     out
 }
 
+/// A frame's names, or its address if it has none: every frame stays in
+/// the stack (`stack_capture::interrupted` counts frames from the handler's).
+fn or_address(names: Vec<String>, ip: usize) -> Vec<String> {
+    if names.is_empty() {
+        vec![format!("{ip:#x}")]
+    } else {
+        names
+    }
+}
+
 /// The naming child: one request line per frame (`HEX_ADDRESS FILE`), one
 /// answer line per frame (its names, tab-separated, possibly none).
 pub struct Symbolizer {
@@ -187,11 +197,7 @@ impl Symbolizer {
                 return Err(std::io::Error::new(std::io::ErrorKind::UnexpectedEof, "the stack namer exited"));
             }
             let line = line.trim_end_matches('\n');
-            if line.is_empty() {
-                names.push(format!("{ip:#x}"));
-            } else {
-                names.extend(line.split('\t').map(String::from));
-            }
+            names.extend(or_address(line.split('\t').filter(|n| !n.is_empty()).map(String::from).collect(), ip));
         }
         Ok(names)
     }
@@ -232,7 +238,10 @@ pub fn serve_if_asked() {
 #[cfg(test)]
 pub fn named_here(ips: &[usize]) -> Vec<String> {
     let mut files = Files::default();
-    locate(ips).into_iter().flatten().flat_map(|f| files.names(&f.file, f.address)).collect()
+    let located = locate(ips);
+    let names =
+        |(ip, f): (&usize, Option<Located>)| or_address(f.map_or(Vec::new(), |f| files.names(&f.file, f.address)), *ip);
+    ips.iter().zip(located).flat_map(names).collect()
 }
 
 #[cfg(test)]
