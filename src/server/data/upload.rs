@@ -85,11 +85,15 @@ pub async fn run(core: Rc<Core>) {
     let stats = Rc::new(UploadStats::default());
     core.probes().register(&(stats.clone() as Rc<dyn Probe>));
     let mut failing = false;
-    let mut refreshed: Option<Instant> = None;
     // Read at once: until then a tiered queue's first offset is not known.
-    if let Err(error) = load_manifest(&core, &link).await {
-        tracing::debug!(shard = core.id(), %error, "the manifest is read at the next round");
-    }
+    // A follower counts it as its first refresh.
+    let mut refreshed = match load_manifest(&core, &link).await {
+        Ok(_) => Some(Instant::now()),
+        Err(error) => {
+            tracing::debug!(shard = core.id(), %error, "the manifest is read at the next round");
+            None
+        }
+    };
     let mut wait = UPLOAD_CHECK;
     let mut metadata_kept = None;
     while core.tasks().sleep(wait).await {
@@ -126,10 +130,7 @@ pub async fn run(core: Rc<Core>) {
 
 /// Uploads every segment that is due, one after the other.
 async fn upload_due(core: &Core, link: &ObjectLink, stats: &UploadStats) -> Result<(), UploadError> {
-    let mut manifest = match core.manifest().current() {
-        Some(manifest) => manifest,
-        None => load_manifest(core, link).await?,
-    };
+    let mut manifest = known_manifest(core, link).await?;
     if manifest.epoch() > epoch(core) {
         // A later leader stores the manifest: this one was deposed.
         return Ok(());
@@ -224,6 +225,15 @@ fn epoch(core: &Core) -> u64 {
     core.config().cluster.as_ref().map_or(0, |c| c.epoch)
 }
 
+/// The shard's manifest as this node knows it, read from the bucket if it
+/// knows none yet.
+async fn known_manifest(core: &Core, link: &ObjectLink) -> Result<Rc<Manifest>, UploadError> {
+    match core.manifest().current() {
+        Some(manifest) => Ok(manifest),
+        None => load_manifest(core, link).await,
+    }
+}
+
 /// Reads the newest manifest stored for this shard (none: generation 0)
 /// and takes it if it is newer than the one known.
 pub(super) async fn load_manifest(core: &Core, link: &ObjectLink) -> Result<Rc<Manifest>, UploadError> {
@@ -253,10 +263,7 @@ async fn change_manifest<T>(
     change: impl FnOnce(&Manifest) -> (Manifest, T),
 ) -> Result<(Rc<Manifest>, T), UploadError> {
     let _one_at_a_time = core.manifest().change().await;
-    let previous = match core.manifest().current() {
-        Some(manifest) => manifest,
-        None => load_manifest(core, link).await?,
-    };
+    let previous = known_manifest(core, link).await?;
     let (next, besides) = change(&previous);
     let place = place_of(core);
     let key = format!("{place}{}", next.key());
