@@ -13,6 +13,8 @@
 # the producers' p99 then against the tiered run's, and the cold reads' MB/s
 # (records read, and bytes fetched from the bucket). SeaweedFS, the broker
 # and the load generator share the machine: read ratios, not absolute figures.
+# Each run also records where the CPUs went (the machine's busy CPUs, and
+# the broker's and SeaweedFS's CPU seconds), printed in a third table.
 set -euo pipefail
 
 usage() {
@@ -66,6 +68,7 @@ taskset -c "$weed_cpus" weed server -ip=127.0.0.1 -ip.bind=127.0.0.1 -dir="$out/
   -s3 -s3.port "${ports[6]}" -s3.port.grpc "${ports[7]}" -s3.port.iceberg=0 -s3.port.lance=0 \
   -master.volumeSizeLimitMB=256 >/dev/null 2>"$out/weed/weed.log" &
 pids+=($!)
+weed_pid=$!
 endpoint="http://127.0.0.1:${ports[6]}"
 for _ in $(seq 240); do
   code=$(curl -s -o /dev/null -w '%{http_code}' -X PUT --aws-sigv4 aws:amz:us-east-1:s3 \
@@ -77,6 +80,16 @@ done
 
 metric_sum() { # admin name: the sum of a metric over the shards
   curl -s "http://$1/metrics" | awk -v n="$2" '$1 ~ "^"n"[{]" { s += $NF } END { printf "%.0f", s }'
+}
+
+# CPU seconds a process used so far (user and system).
+cpu_seconds() {
+  awk -v hz="$(getconf CLK_TCK)" '{ sub(/.*\) /, ""); printf "%.2f", ($12 + $13) / hz }' "/proc/$1/stat"
+}
+
+# The machine's busy and total CPU time so far, in ticks (all CPUs).
+machine_ticks() {
+  awk '/^cpu / { busy = $2 + $3 + $4 + $7 + $8 + $9; total = busy + $5 + $6; print busy, total }' /proc/stat
 }
 
 # load dir: the fixed load on topic "bench", its summary in dir.
@@ -121,7 +134,15 @@ run() {
     "$bin/ringmq" topic create bench --queues 4 --config remote.storage.enable=true \
       --config "local.retention.ms=$local_ms" --broker "$listen" >/dev/null
   fi
+  local machine broker_cpu weed_cpu
+  machine=$(machine_ticks) broker_cpu=$(cpu_seconds "$broker") weed_cpu=$(cpu_seconds "$weed_pid")
   load "$out/$name"
+  # Busy CPUs on average over the run; the broker's and SeaweedFS's CPU seconds in it.
+  read -r busy total <<<"$machine"
+  read -r busy2 total2 <<<"$(machine_ticks)"
+  echo "$(awk -v b=$((busy2 - busy)) -v t=$((total2 - total)) -v n="$(nproc)" 'BEGIN { printf "%.2f", b / t * n }') \
+$(awk -v a="$broker_cpu" -v b="$(cpu_seconds "$broker")" 'BEGIN { printf "%.1f", b - a }') \
+$(awk -v a="$weed_cpu" -v b="$(cpu_seconds "$weed_pid")" 'BEGIN { printf "%.1f", b - a }')" >"$out/$name/cpu.txt"
   echo "$(metric_sum "$admin" ringmq_tiered_uploaded_bytes_total) $(metric_sum "$admin" ringmq_tiered_uploaded_objects_total)" \
     >"$out/$name/uploaded.txt"
   if $tiered; then
@@ -178,5 +199,15 @@ table(("tiered", "cold"), "tiered-{}", "tiered-{}-cold", "cold.txt", f"{'read MB
       lambda a, b, f: f"{int(f[0]) * 1024 / float(f[2]) / 1e6:>9.1f} {int(f[1]) / float(f[2]) / 1e6:>11.1f} {b['lost']:>4}")
 print("cold: the same load on the tiered broker while `ringmq consume` reads the topic from offset 0 again and again;")
 print("read MB/s: records read x 1 KiB over the seconds it read; bucket MB/s: bytes fetched from the bucket over them")
+print()
+print(f"{'round':>5} {'busy CPUs plain':>15} {'tiered':>6} {'broker CPU s plain':>18} {'tiered':>6} {'SeaweedFS CPU s':>15}")
+for r in range(1, rounds + 1):
+    try:
+        p, t = (open(os.path.join(out, f"{n}-{r}", "cpu.txt")).read().split() for n in ("plain", "tiered"))
+    except OSError:
+        print(f"{r:>5} (no result)")
+        continue
+    print(f"{r:>5} {p[0]:>15} {t[0]:>6} {p[1]:>18} {t[1]:>6} {t[2]:>15}")
+print(f"CPU over each run's load ({os.cpu_count()} CPUs): the machine's busy CPUs on average, and CPU seconds used")
 print(f"runs in {out}")
 PY

@@ -17,9 +17,24 @@ pub const IO_MEMORY_PER_SHARD: u64 = 10 << 20;
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Check {
     pub name: &'static str,
-    pub ok: bool,
-    /// What was found, and for a failure what to do about it.
+    pub status: Status,
+    /// What was found, and for a warning or a failure what to do about it.
     pub detail: String,
+}
+
+/// How a check went.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Status {
+    Ok,
+    /// Works for now, and needs a look (e.g. local disk filling).
+    Warn,
+    Fail,
+}
+
+impl Check {
+    pub fn failed(&self) -> bool {
+        self.status == Status::Fail
+    }
 }
 
 /// What the broker will keep on disk, for the free-space check.
@@ -47,7 +62,7 @@ pub fn run(data_dir: &Path, cores: &[usize], connections: usize, disk: DiskNeeds
 }
 
 fn check(name: &'static str, ok: bool, detail: String) -> Check {
-    Check { name, ok, detail }
+    Check { name, status: if ok { Status::Ok } else { Status::Fail }, detail }
 }
 
 /// io_uring opcodes the storage engine and the network path use.
@@ -296,16 +311,16 @@ mod tests {
         );
         let _ = std::fs::remove_dir_all(&dir);
         for c in &checks {
-            assert!(c.ok, "{}: {}", c.name, c.detail);
+            assert_eq!(c.status, Status::Ok, "{}: {}", c.name, c.detail);
         }
         let bad = cpus(&[4096]);
-        assert!(!bad.ok && bad.detail.contains("--cores"), "{}", bad.detail);
+        assert!(bad.failed() && bad.detail.contains("--cores"), "{}", bad.detail);
         let no_room = disk_space(
             &std::env::temp_dir(),
             2,
             DiskNeeds { segment_bytes: 1 << 50, retention_bytes: None, segment_pool_max: 4 },
         );
-        assert!(!no_room.ok && no_room.detail.contains("--segment-mib"), "{}", no_room.detail);
+        assert!(no_room.failed() && no_room.detail.contains("--segment-mib"), "{}", no_room.detail);
         assert!(no_room.detail.contains("no size retention"), "{}", no_room.detail);
     }
 }

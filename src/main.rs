@@ -13,7 +13,7 @@ use ringmq::client::{
 use ringmq::cluster::node::Role;
 use ringmq::security::sasl::SaslMechanism;
 use ringmq::security::tls::{ClientFiles, ClientTls, ServerTls};
-use ringmq::server::{self, config, ServerConfig};
+use ringmq::server::{self, ServerConfig};
 use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
 use signal_hook::iterator::Signals;
 use std::io::{BufRead, Write};
@@ -42,8 +42,8 @@ enum Command {
     Produce(ProduceArgs),
     /// Print messages of a topic, one value per line (or JSON).
     Consume(ConsumeArgs),
-    /// Check that this host can run the broker; each failure names its fix.
-    Doctor(DoctorArgs),
+    /// Check that this host can run the broker (with --admin, the running broker's tiered storage too); each failure names its fix.
+    Doctor(cli::doctor::DoctorArgs),
     /// Look messages up by id or by key (every shard is asked).
     Message {
         #[command(subcommand)]
@@ -244,28 +244,6 @@ enum DlqAction {
     },
 }
 
-#[derive(Args)]
-struct DoctorArgs {
-    /// Data directory to check for O_DIRECT and fallocate.
-    #[arg(long, default_value = config::DEFAULT_DATA_DIR)]
-    data_dir: PathBuf,
-    /// CPUs the broker would run on [default: all].
-    #[arg(long, value_delimiter = ',')]
-    cores: Vec<usize>,
-    /// Connections per shard to size the open-file limit for.
-    #[arg(long, default_value_t = ServerConfig::new(config::DEFAULT_DATA_DIR).connections_max)]
-    connections_max: usize,
-    /// Segment size the broker would use, MiB (for the free-space check).
-    #[arg(long, default_value_t = ServerConfig::new(config::DEFAULT_DATA_DIR).segment_bytes >> 20)]
-    segment_mib: u64,
-    /// Size retention per shard the broker would use, GiB [default: none].
-    #[arg(long)]
-    retention_gib: Option<u64>,
-    /// Segment files per shard the broker would keep for recycling.
-    #[arg(long, default_value_t = ringmq_shards::config::SEGMENT_POOL_MAX)]
-    segment_pool_max: usize,
-}
-
 #[derive(Args, Clone)]
 struct BrokerArg {
     /// Any shard's address.
@@ -422,7 +400,7 @@ fn main() -> ExitCode {
         Command::Topic { action } => cli::topics::run(action),
         Command::Produce(a) => produce(a),
         Command::Consume(a) => consume(a),
-        Command::Doctor(a) => doctor(a),
+        Command::Doctor(a) => cli::doctor::run(a),
         Command::Message { action } => message(action),
         Command::Dlq { action } => dlq(action),
         Command::Cluster { action } => cluster(action),
@@ -448,7 +426,7 @@ fn serve(settings: Settings) -> Result<(), String> {
     let cfg = settings.server_config().map_err(|e| e.to_string())?;
     let failed: Vec<_> = ringmq::doctor::run(&cfg.data_dir, &cfg.cores, cfg.connections_max, disk_needs(&cfg))
         .into_iter()
-        .filter(|c| !c.ok)
+        .filter(|c| c.failed())
         .collect();
     if !failed.is_empty() {
         let lines: Vec<String> = failed.iter().map(|c| format!("  {}: {}", c.name, c.detail)).collect();
@@ -742,23 +720,6 @@ fn disk_needs(cfg: &ServerConfig) -> ringmq::doctor::DiskNeeds {
         segment_bytes: cfg.segment_bytes,
         retention_bytes: cfg.retention_bytes,
         segment_pool_max: cfg.segment_pool_max as u64,
-    }
-}
-
-fn doctor(a: DoctorArgs) -> Result<(), String> {
-    let cores = if a.cores.is_empty() { ServerConfig::new(&a.data_dir).cores } else { a.cores };
-    let disk = ringmq::doctor::DiskNeeds {
-        segment_bytes: a.segment_mib.saturating_mul(1 << 20),
-        retention_bytes: a.retention_gib.map(|g| g.saturating_mul(1 << 30)),
-        segment_pool_max: a.segment_pool_max as u64,
-    };
-    let checks = ringmq::doctor::run(&a.data_dir, &cores, a.connections_max, disk);
-    for c in &checks {
-        println!("{} {:<18} {}", if c.ok { "ok  " } else { "FAIL" }, c.name, c.detail);
-    }
-    match checks.iter().filter(|c| !c.ok).count() {
-        0 => Ok(()),
-        n => Err(format!("{n} check(s) failed")),
     }
 }
 

@@ -16,7 +16,7 @@ mod common;
 
 use common::seaweed::Seaweed;
 use ringmq::client::{Message, Producer, ProducerConfig, SendResult};
-use ringmq::objects::ObjectStore;
+use ringmq::objects::{ObjectError, ObjectStore};
 use ringmq_shards::batch;
 use ringmq_shards::tiered::{verify_slice, ObjectIndex};
 use std::collections::{BTreeMap, HashMap};
@@ -49,8 +49,8 @@ struct Uploaded {
 
 /// Reads shard `shard`'s manifest and every object it names, checking
 /// each footer against the manifest and each slice against the footer.
-async fn uploaded(store: &ObjectStore, shard: usize) -> Option<Uploaded> {
-    let place = format!("single/shard-{shard}/");
+async fn uploaded(store: &ObjectStore, owner: &str, shard: usize) -> Option<Uploaded> {
+    let place = format!("{owner}/shard-{shard}/");
     let manifests = store.list(&format!("{place}manifest/")).await.unwrap();
     let newest = manifests.iter().map(|l| l.key.clone()).max()?;
     let manifest: serde_json::Value = serde_json::from_slice(&store.get(&newest, None).await.unwrap()).unwrap();
@@ -83,11 +83,12 @@ async fn uploaded(store: &ObjectStore, shard: usize) -> Option<Uploaded> {
     Some(Uploaded { generation, manifests_listed: manifests.len(), records })
 }
 
-/// Waits (at most 120 s) until both shards' manifests hold at least `records` records in all.
-fn wait_uploaded(runtime: &tokio::runtime::Runtime, store: &ObjectStore, records: usize) -> Vec<Uploaded> {
+/// Waits (at most 120 s) until the manifests of `owner`'s (a broker group,
+/// or `single`) two shards hold at least `records` records in all.
+fn wait_uploaded(runtime: &tokio::runtime::Runtime, store: &ObjectStore, owner: &str, records: usize) -> Vec<Uploaded> {
     let deadline = Instant::now() + Duration::from_secs(120);
     loop {
-        let shards: Vec<Option<Uploaded>> = (0..2).map(|s| runtime.block_on(uploaded(store, s))).collect();
+        let shards: Vec<Option<Uploaded>> = (0..2).map(|s| runtime.block_on(uploaded(store, owner, s))).collect();
         let held: usize = shards.iter().flatten().flat_map(|u| u.records.values()).map(Vec::len).sum();
         if held >= records {
             return shards.into_iter().flatten().collect();
@@ -133,7 +134,7 @@ fn sealed_segments_of_tiered_topics_reach_the_bucket_named_by_a_manifest() {
     produce(&client, "local", 0, 3000);
     let store = weed.store("");
     let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
-    let first = wait_uploaded(&runtime, &store, 1000);
+    let first = wait_uploaded(&runtime, &store, "single", 1000);
     check(&first, &sent);
     let held: usize = first.iter().flat_map(|u| u.records.values()).map(Vec::len).sum();
 
@@ -146,7 +147,7 @@ fn sealed_segments_of_tiered_topics_reach_the_bucket_named_by_a_manifest() {
         sent.insert(value("tiered", 3000 + i), (r.queue, r.offset));
     }
     produce(&client, "local", 4000, 3000);
-    let after = wait_uploaded(&runtime, &store, held + 2000);
+    let after = wait_uploaded(&runtime, &store, "single", held + 2000);
     check(&after, &sent);
     assert!(after.iter().map(|u| u.generation).sum::<u64>() > first.iter().map(|u| u.generation).sum::<u64>());
 }
@@ -322,7 +323,7 @@ fn total_retention_moves_a_tiered_queues_start_and_deletes_its_objects() {
 }
 
 #[test]
-fn in_a_broker_group_the_leader_uploads_and_its_follower_knows_the_manifest() {
+fn in_a_broker_group_the_leader_uploads_its_follower_knows_the_manifest_and_goes_on_when_it_is_killed() {
     let _cluster = common::one_cluster();
     let dir = tempfile::tempdir().unwrap();
     let weed = Seaweed::start(&dir.path().join("weed"));
@@ -333,23 +334,16 @@ fn in_a_broker_group_the_leader_uploads_and_its_follower_knows_the_manifest() {
     let node = |name: &str, ip: &str, admin: &str| {
         let listen = format!("{ip}:{}", common::free_port_pair(ip));
         let mut args = vec!["--cluster", &etcd.url, "--broker-group", "g1", "--node", name, "--lease-ms", "1000"];
-        args.extend([
-            "--insync-min",
-            "1",
-            "--segment-mib",
-            "1",
-            "--batch-bytes-max",
-            "262144",
-            "--admin-listen",
-            admin,
-        ]);
+        args.extend(["--insync-min", "1", "--segment-mib", "1", "--batch-bytes-max", "262144"]);
+        args.extend(["--retention-check-ms", "300", "--admin-listen", admin]);
         args.extend(bucket.iter().map(String::as_str));
         common::Broker::start_listening(&dir.path().join(name), &listen, &args)
     };
-    let a = node("a", "127.0.0.141", &admins[0]);
-    let _b = node("b", "127.0.0.142", &admins[1]);
+    let mut a = node("a", "127.0.0.141", &admins[0]);
+    let b = node("b", "127.0.0.142", &admins[1]);
     let client = common::connect_retrying(a.addr(), 1000);
-    let configs = [("remote.storage.enable".to_string(), "true".to_string())];
+    let configs = [("remote.storage.enable", "true"), ("local.retention.ms", "1000")];
+    let configs: Vec<(String, String)> = configs.iter().map(|(n, v)| (n.to_string(), v.to_string())).collect();
     client.create_topic_with_configs("tiered", 1, 0, &configs).unwrap();
     let shard = client.queue_shard("tiered", 0).unwrap();
     produce(&client, "tiered", 0, 3000);
@@ -358,13 +352,52 @@ fn in_a_broker_group_the_leader_uploads_and_its_follower_knows_the_manifest() {
     common::wait_until("the follower knows the leader's manifest", Duration::from_secs(60), || {
         generation(&admins[0]) >= 1.0 && generation(&admins[1]) == generation(&admins[0])
     });
-    let uploaded = |admin: &str| shard_metric(admin, "ringmq_tiered_uploaded_objects_total", shard, "");
-    assert!(uploaded(&admins[0]) >= 1.0 && uploaded(&admins[1]) == 0.0, "the leader uploads, the follower does not");
+    let uploaded_here = |admin: &str| shard_metric(admin, "ringmq_tiered_uploaded_objects_total", shard, "");
+    assert!(
+        uploaded_here(&admins[0]) >= 1.0 && uploaded_here(&admins[1]) == 0.0,
+        "the leader uploads, not the follower"
+    );
     let store = weed.store("");
     let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
-    let manifests = runtime.block_on(store.list(&format!("g1/shard-{shard}/manifest/"))).unwrap();
-    assert!(!manifests.is_empty(), "under the broker group's place");
-    assert!(runtime.block_on(store.list("single/")).unwrap().is_empty());
+    assert!(runtime.block_on(store.list("single/")).unwrap().is_empty(), "under the broker group's place");
+
+    // An upload whose manifest was never stored (named as a crashed leader's
+    // of epoch 0 would be), then the leader killed while it uploads: the
+    // follower leads, goes on from the manifest, and deletes what no
+    // manifest names.
+    let place = format!("g1/shard-{shard}/");
+    let orphan = format!("{place}objects/{:020}-{:020}-{:020}.obj", 0, 0, 1);
+    runtime.block_on(store.put(&orphan, b"an upload no manifest names".to_vec().into())).unwrap();
+    produce(&client, "tiered", 3000, 2000);
+    a.kill9();
+    let leads = || common::metric_if_up(&admins[1], &format!("ringmq_shard_role{{shard=\"{shard}\",role=\"leader\"}}"));
+    common::wait_until("the follower leads", Duration::from_secs(60), || leads() == Some(1.0));
+    let client = common::connect_retrying(b.addr(), 1000);
+    produce(&client, "tiered", 5000, 3000);
+    let values: HashMap<Vec<u8>, (u32, u64)> = (0..8000).map(|i| (value("tiered", i), (0, i as u64))).collect();
+    check(&wait_uploaded(&runtime, &store, "g1", 6000), &values);
+    assert!(uploaded_here(&admins[1]) >= 1.0, "the new leader uploads");
+    common::wait_until("only the objects a manifest names left", Duration::from_secs(60), || {
+        let newest =
+            block(&runtime, store.list(&format!("{place}manifest/"))).into_iter().map(|l| l.key).max().unwrap();
+        let manifest: serde_json::Value = serde_json::from_slice(&block(&runtime, store.get(&newest, None))).unwrap();
+        let named: Vec<String> = manifest["objects"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|o| format!("{place}{}", o["key"].as_str().unwrap()))
+            .collect();
+        // An upload under way is of a later segment than the last named.
+        let listed = block(&runtime, store.list(&format!("{place}objects/")));
+        listed.iter().all(|l| named.contains(&l.key) || l.key > *named.last().unwrap())
+    });
+    assert_eq!(block(&runtime, store.head(&orphan)), None, "the orphan planted is deleted");
+    read_whole(&client, 8000);
+}
+
+/// What a call to the bucket gave.
+fn block<T>(runtime: &tokio::runtime::Runtime, call: impl std::future::Future<Output = Result<T, ObjectError>>) -> T {
+    runtime.block_on(call).unwrap()
 }
 
 /// Every record of `tiered`'s queue 0, from offset 0 to `end`, is the one sent there.
@@ -381,9 +414,10 @@ fn read_whole(client: &std::sync::Arc<ringmq::client::Client>, end: u64) {
 fn with_the_bucket_stopped_for_a_minute_produce_goes_on_and_uploads_resume() {
     let dir = tempfile::tempdir().unwrap();
     let mut weed = Seaweed::start(&dir.path().join("weed"));
-    let Tail { broker, admin, shard, .. } = tiered_tail(dir.path(), &weed, 2000, &[], &[]);
+    let Tail { broker, admin, shard, .. } = tiered_tail(dir.path(), &weed, 2000, &["--s3-check-ms", "1000"], &[]);
     let client = broker.client();
     let metric = |name: &str| shard_metric(&admin, name, shard, "");
+    let doctor = || doctor_on(&dir.path().join("broker"), &admin);
     let sealed = || shard_metric(&admin, "ringmq_storage_segment_bytes", shard, ",state=\"sealed\"");
 
     // A minute without the bucket, producing all along: every produce is
@@ -400,6 +434,11 @@ fn with_the_bucket_stopped_for_a_minute_produce_goes_on_and_uploads_resume() {
     assert!(metric("ringmq_tiered_upload_failures_total") > failures, "uploads failed meanwhile");
     assert_eq!(metric("ringmq_tiered_local_retention_held_queues"), 1.0, "local retention waits for the bucket");
     assert!(sealed() > (3 << 20) as f64, "the records not uploaded stay on local disk ({} bytes sealed)", sealed());
+    let (passed, said) = doctor();
+    assert!(!passed, "{said}");
+    for line in ["FAIL tiered bucket", "FAIL tiered uploads", "warn tiered retention"] {
+        assert!(said.lines().any(|l| l.starts_with(line)), "doctor says {line:?}:\n{said}");
+    }
     let mut tail = ringmq::client::Consumer::new(client.clone(), None);
     tail.assign("tiered", &[0], ringmq::client::StartFrom::Offset(sent as u64 - 1)).unwrap();
     assert_eq!(common::consume(&mut tail, 1, Duration::from_secs(30))[0].value_or_empty(), value("tiered", sent - 1));
@@ -410,6 +449,21 @@ fn with_the_bucket_stopped_for_a_minute_produce_goes_on_and_uploads_resume() {
         metric("ringmq_tiered_local_retention_held_queues") == 0.0 && sealed() <= (2 << 20) as f64
     });
     read_whole(&client, sent as u64);
+    common::wait_until("the bucket checked again", Duration::from_secs(30), || doctor().0);
+    let said = doctor().1;
+    for line in ["ok   tiered bucket", "ok   tiered uploads", "ok   tiered retention"] {
+        assert!(said.lines().any(|l| l.starts_with(line)), "doctor says {line:?}:\n{said}");
+    }
+}
+
+/// `ringmq doctor` of the broker keeping `data_dir` with its admin listener
+/// `admin`: whether it passed, and what it printed.
+fn doctor_on(data_dir: &std::path::Path, admin: &str) -> (bool, String) {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_ringmq"))
+        .args(["doctor", "--data-dir", data_dir.to_str().unwrap(), "--admin", admin])
+        .output()
+        .expect("run ringmq doctor");
+    (out.status.success(), format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr)))
 }
 
 #[test]
@@ -433,7 +487,7 @@ fn killed_while_local_retention_deletes_nothing_is_lost_or_uploaded_twice() {
     let store = weed.store("");
     let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
     let values: HashMap<Vec<u8>, (u32, u64)> = (0..sent).map(|i| (value("tiered", i), (0, i as u64))).collect();
-    check(&wait_uploaded(&runtime, &store, sent - 1500), &values);
+    check(&wait_uploaded(&runtime, &store, "single", sent - 1500), &values);
 }
 
 #[test]
@@ -446,7 +500,7 @@ fn an_empty_data_directory_restored_from_the_bucket_serves_what_it_holds() {
     let store = weed.store("");
     let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
     // The disk lost: what the bucket holds is what comes back.
-    let uploaded = runtime.block_on(uploaded(&store, shard as usize)).expect("a manifest");
+    let uploaded = runtime.block_on(uploaded(&store, "single", shard as usize)).expect("a manifest");
     let end = uploaded.records.values().map(Vec::len).sum::<usize>() as u64;
     assert!(end >= 2000, "most of the topic is in the bucket ({end} records)");
     common::wait_until("the bucket's copy of the metadata names every topic", Duration::from_secs(30), || {

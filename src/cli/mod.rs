@@ -1,6 +1,8 @@
 //! Subcommands of the `ringmq` binary that live in files of their own.
 
 pub mod acls;
+pub mod admin_access;
+pub mod doctor;
 pub mod groups;
 pub mod quotas;
 pub mod renamed;

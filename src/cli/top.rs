@@ -3,12 +3,10 @@
 //! messages and consumer lag, and the durable-append p50/p99 of the last
 //! second, redrawn every interval.
 
+use super::admin_access::AdminAccess;
 use clap::Args;
-use ringmq::client::admin_get;
-use ringmq::security::tls::{ClientFiles, ClientTls};
 use serde_json::Value;
 use std::collections::BTreeMap;
-use std::path::PathBuf;
 use std::time::Duration;
 
 #[derive(Args)]
@@ -22,34 +20,17 @@ pub struct TopArgs {
     /// Stop after this many redraws [default: run until interrupted]
     #[arg(long)]
     count: Option<u64>,
-    /// Connect with TLS (when the broker serves it)
-    #[arg(long)]
-    tls: bool,
-    /// The CA (PEM) that signs the broker's certificate (implies --tls)
-    #[arg(long)]
-    tls_ca: Option<PathBuf>,
-    /// Log in as this user (a broker with --auth-required); the password is the first line of --password-file, or $RINGMQ_PASSWORD
-    #[arg(long)]
-    user: Option<String>,
-    #[arg(long, requires = "user")]
-    password_file: Option<PathBuf>,
+    #[command(flatten)]
+    access: AdminAccess,
 }
 
 pub fn run(a: TopArgs) -> Result<(), String> {
-    let tls = if a.tls || a.tls_ca.is_some() {
-        let files = ClientFiles { ca: a.tls_ca.clone(), cert: None, key: None };
-        Some(ClientTls::load(&files).map_err(|e| format!("TLS: {e}"))?)
-    } else {
-        None
-    };
-    let password = a.user.as_ref().map(|_| crate::read_password(a.password_file.as_deref())).transpose()?;
-    let login = a.user.as_deref().zip(password.as_deref());
+    let listener = a.access.listener(&a.admin)?;
     let interval = Duration::from_millis(a.interval_ms.max(100));
     let mut previous: Option<Value> = None;
     let mut drawn = 0;
     loop {
-        let now = admin_get(&a.admin, "/api/overview", tls.as_ref(), login, Duration::from_secs(10))
-            .map_err(|e| format!("{e} (is the broker serving --admin-listen {}?)", a.admin))?;
+        let now = listener.get("/api/overview")?;
         // Clear the screen and go home, as top does; plain lines when drawing a fixed count.
         if a.count.is_none() {
             print!("\x1b[2J\x1b[H");

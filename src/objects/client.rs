@@ -181,7 +181,14 @@ impl ObjectStore {
 
     /// Every object whose key starts with `prefix`, in key order.
     pub async fn list(&self, prefix: &str) -> Result<Vec<Listed>, ObjectError> {
+        self.list_after(prefix, None).await
+    }
+
+    /// Every object whose key starts with `prefix` and sorts after `after`
+    /// (a key, without the store's prefix), in key order.
+    pub async fn list_after(&self, prefix: &str, after: Option<&str>) -> Result<Vec<Listed>, ObjectError> {
         let full = self.full_key(prefix);
+        let after = after.map(|key| self.full_key(key));
         let strip = self.full_key("");
         let mut found = Vec::new();
         let mut token: Option<String> = None;
@@ -190,6 +197,9 @@ impl ObjectStore {
             let sign = || {
                 let mut list = ListObjectsV2::new(&self.bucket, Some(&self.credentials));
                 list.with_prefix(full.as_str());
+                if let Some(after) = &after {
+                    list.with_start_after(after.as_str());
+                }
                 if let Some(token) = &token {
                     list.with_continuation_token(token.as_str());
                 }

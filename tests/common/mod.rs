@@ -368,26 +368,47 @@ pub fn kafka_broker(dir: &Path, extra: &[&str]) -> (Broker, String) {
 
 /// One HTTP exchange with a broker's admin listener: (status, body).
 pub fn http(addr: &str, request: &str) -> (u16, String) {
-    let mut stream = TcpStream::connect(addr).expect("connect to the admin listener");
-    stream.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
-    stream.write_all(request.as_bytes()).unwrap();
+    try_http(addr, request).expect("an exchange with the admin listener")
+}
+
+/// `http`, or the I/O error that cut it (a node restarting in a new role
+/// closes its admin listener for a moment).
+fn try_http(addr: &str, request: &str) -> std::io::Result<(u16, String)> {
+    let mut stream = TcpStream::connect(addr)?;
+    stream.set_read_timeout(Some(Duration::from_secs(30)))?;
+    stream.write_all(request.as_bytes())?;
     let mut response = Vec::new();
-    stream.read_to_end(&mut response).unwrap();
+    stream.read_to_end(&mut response)?;
     let response = String::from_utf8_lossy(&response).into_owned();
     let status = response.split(' ').nth(1).and_then(|s| s.parse().ok()).unwrap_or(0);
     let body = response.split_once("\r\n\r\n").map_or("", |(_, b)| b).to_string();
-    (status, body)
+    Ok((status, body))
 }
 
 /// GET `path` from an admin listener: (status, body).
 pub fn get(addr: &str, path: &str) -> (u16, String) {
-    http(addr, &format!("GET {path} HTTP/1.1\r\nHost: ringmq\r\n\r\n"))
+    try_get(addr, path).expect("an exchange with the admin listener")
+}
+
+/// `get`, or the I/O error that cut it.
+pub fn try_get(addr: &str, path: &str) -> std::io::Result<(u16, String)> {
+    try_http(addr, &format!("GET {path} HTTP/1.1\r\nHost: ringmq\r\n\r\n"))
 }
 
 /// The value of the first sample on a broker's admin listener whose line
 /// starts with `sample` (a name and as many of its labels as given).
 pub fn metric(admin: &str, sample: &str) -> Option<f64> {
     let (_, text) = get(admin, "/metrics");
+    sample_of(&text, sample)
+}
+
+/// `metric`, None also while the admin listener does not answer.
+pub fn metric_if_up(admin: &str, sample: &str) -> Option<f64> {
+    let (_, text) = try_get(admin, "/metrics").ok()?;
+    sample_of(&text, sample)
+}
+
+fn sample_of(text: &str, sample: &str) -> Option<f64> {
     text.lines().find(|l| l.starts_with(sample)).and_then(|l| l.rsplit(' ').next()?.parse().ok())
 }
 

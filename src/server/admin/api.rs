@@ -82,7 +82,27 @@ pub async fn overview(core: &Core) -> Response {
         "totals": totals,
         "append_latency": latency,
         "cluster": cluster(core, &families),
+        "tiered": tiered(core, &families),
     }))
+}
+
+/// With a tiered storage bucket: whether its last check passed, the shards
+/// whose rounds fail, the queues whose local retention waits for uploads,
+/// and the data directory's free bytes (what those queues fill).
+fn tiered(core: &Core, families: &[Family]) -> Json {
+    if core.objects().is_none() {
+        return Json::Null;
+    }
+    let number = |name: &'static str| samples(families, name).map(Sample::number).sum::<f64>();
+    let free = rustix::fs::statvfs(&core.config().data_dir).ok().map(|fs| fs.f_bavail.saturating_mul(fs.f_frsize));
+    json!({
+        "bucket_usable": samples(families, "ringmq_tiered_bucket_usable").next().map(|s| s.number() == 1.0),
+        "failing_shards": number("ringmq_tiered_uploads_failing"),
+        "upload_failures": number("ringmq_tiered_upload_failures"),
+        "held_queues": number("ringmq_tiered_local_retention_held_queues"),
+        "uploaded_objects": number("ringmq_tiered_uploaded_objects"),
+        "data_dir_free_bytes": free,
+    })
 }
 
 /// A node-wide histogram as {bounds, counts (per bucket), sum}.

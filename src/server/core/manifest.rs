@@ -165,6 +165,19 @@ impl Manifest {
         Manifest { epoch, generation: self.generation + 1, objects, starts: self.starts.clone() }
     }
 
+    /// The object keys of `listed` (under the shard's place) that no
+    /// manifest will ever name: objects of a generation this one has
+    /// reached that it does not name (an upload whose manifest was never
+    /// stored: a crash, a deposed leader; an object whose deletion failed).
+    /// An object of a later generation is an upload under way, and kept.
+    pub fn orphans<'a>(&self, listed: impl IntoIterator<Item = &'a str>) -> Vec<&'a str> {
+        let named: std::collections::HashSet<&str> = self.objects.iter().map(|o| o.key.as_str()).collect();
+        let orphaned = |key: &&str| {
+            object_generation(key).is_some_and(|generation| generation <= self.generation) && !named.contains(key)
+        };
+        listed.into_iter().filter(orphaned).collect()
+    }
+
     /// Its key under the shard's place: `manifest/EPOCH-GENERATION.json`.
     pub fn key(&self) -> String {
         format!("{MANIFESTS}{:020}-{:020}.json", self.epoch, self.generation)
@@ -208,6 +221,25 @@ impl Manifest {
 
 /// Where a shard's manifests are, under its place in the bucket.
 pub const MANIFESTS: &str = "manifest/";
+
+/// Where a shard's objects are, under its place in the bucket.
+pub const OBJECTS: &str = "objects/";
+
+/// The key of segment `segment`'s object uploaded by `epoch` for the
+/// manifest's generation `generation`: an upload made again after a crash
+/// replaces its own, a deposed leader's is named apart.
+pub fn object_key(segment: u64, epoch: u64, generation: u64) -> String {
+    format!("{OBJECTS}{segment:020}-{epoch:020}-{generation:020}.obj")
+}
+
+/// The generation an object key names (None: not an object key).
+fn object_generation(key: &str) -> Option<u64> {
+    let name = key.strip_prefix(OBJECTS)?.strip_suffix(".obj")?;
+    let [segment, epoch, generation] = name.splitn(3, '-').collect::<Vec<_>>()[..] else { return None };
+    segment.parse::<u64>().ok()?;
+    epoch.parse::<u64>().ok()?;
+    generation.parse().ok()
+}
 
 /// The generation a manifest key names.
 fn key_generation(key: &str) -> Option<u64> {
@@ -335,6 +367,18 @@ mod tests {
         assert_eq!((last.objects().len(), last.generation(), last.uploaded_next(2)), (1, 4, 4));
         let key = last.key();
         assert_eq!(Manifest::decode(&key, &last.encode()).unwrap(), last);
+    }
+
+    #[test]
+    fn orphans_are_the_objects_of_reached_generations_no_manifest_names() {
+        let first = ObjectEntry { key: object_key(0, 2, 1), ..object(0, &[(1, 0, 10)]) };
+        let m = Manifest::default().with_object(2, first);
+        let m = m.with_object(2, ObjectEntry { key: object_key(1 << 20, 2, 2), ..object(1 << 20, &[(1, 10, 20)]) });
+        let deposed = object_key(1 << 20, 1, 2);
+        let (in_flight, named) = (object_key(2 << 20, 2, 3), object_key(0, 2, 1));
+        let listed = [deposed.as_str(), in_flight.as_str(), named.as_str(), "objects/not-ours.obj", "manifest/x"];
+        assert_eq!(m.orphans(listed), vec![deposed.as_str()], "a named object, an upload under way and others stay");
+        assert_eq!(object_generation(&in_flight), Some(3));
     }
 
     #[test]

@@ -20,11 +20,18 @@
 //! goes on from the last generation stored. A failed round is retried after
 //! a wait that doubles with each failure (up to `UPLOAD_BACKOFF_MAX`); a
 //! failure is logged when uploads begin to fail, and when they work again.
+//! After each round that added objects, the uploader deletes the objects
+//! no manifest will name (a crash between an upload and its manifest, a
+//! deposed leader's late upload; as it begins, also a deletion that
+//! failed): the first time every object of the shard is listed, then only
+//! those from the newest segment named at the previous time on.
 
 use super::restore::keep_metadata;
 use super::retention::estimated_bytes;
 use crate::objects::{ObjectError, Part};
-use crate::server::core::manifest::{newest_key, place_of, Manifest, ManifestError, ObjectEntry, MANIFESTS};
+use crate::server::core::manifest::{
+    newest_key, object_key, place_of, Manifest, ManifestError, ObjectEntry, MANIFESTS, OBJECTS,
+};
 use crate::server::core::metrics::{Probe, Samples};
 use crate::server::core::objects::ObjectLink;
 use crate::server::core::pace::Pace;
@@ -63,7 +70,10 @@ struct UploadStats {
     objects: Cell<u64>,
     bytes: Cell<u64>,
     failed_rounds: Cell<u64>,
+    /// Whether the last round failed.
+    failing: Cell<bool>,
     generation: Cell<u64>,
+    orphans_deleted: Cell<u64>,
 }
 
 impl Probe for UploadStats {
@@ -74,6 +84,12 @@ impl Probe for UploadStats {
         out.counter("ringmq_tiered_uploaded_bytes", help, &[], self.bytes.get());
         let help = "Upload rounds that failed (the bucket or the segment's read); each is retried.";
         out.counter("ringmq_tiered_upload_failures", help, &[], self.failed_rounds.get());
+        let help = "1 while this shard's tiered storage rounds fail (a leader's uploads, a follower's manifest reads; \
+                    retried with back-off), else 0.";
+        out.gauge("ringmq_tiered_uploads_failing", help, &[], f64::from(u8::from(self.failing.get())));
+        let help = "Objects of this shard deleted from the bucket because no manifest names them (uploads whose \
+                    manifest was never stored: a crash, a deposed leader).";
+        out.counter("ringmq_tiered_orphans_deleted", help, &[], self.orphans_deleted.get());
         let help = "Generation of the shard's tiered storage manifest this node knows (0: nothing uploaded).";
         out.gauge("ringmq_tiered_manifest_generation", help, &[], self.generation.get() as f64);
     }
@@ -95,21 +111,22 @@ pub async fn run(core: Rc<Core>) {
         }
     };
     let mut wait = UPLOAD_CHECK;
-    let mut metadata_kept = None;
+    let (mut metadata_kept, mut swept_from) = (None, None);
     while core.tasks().sleep(wait).await {
         let result = match core.role() {
             // Shard 0 of a single node keeps its metadata in the bucket, for a restore.
             ShardRole::Single if core.id() == 0 => match keep_metadata(&core, &link, &mut metadata_kept).await {
-                Ok(()) => upload_due(&core, &link, &stats).await,
+                Ok(()) => upload_due(&core, &link, &stats, &mut swept_from).await,
                 Err(e) => Err(e.into()),
             },
             ShardRole::Follower { .. } if refreshed.is_some_and(|at| at.elapsed() < MANIFEST_REFRESH) => Ok(()),
             ShardRole::Follower { .. } => load_manifest(&core, &link).await.map(|_| refreshed = Some(Instant::now())),
-            ShardRole::Single | ShardRole::Leader(_) => upload_due(&core, &link, &stats).await,
+            ShardRole::Single | ShardRole::Leader(_) => upload_due(&core, &link, &stats, &mut swept_from).await,
         };
         if let Some(manifest) = core.manifest().current() {
             stats.generation.set(manifest.generation());
         }
+        stats.failing.set(result.is_err());
         match result {
             Err(error) => {
                 stats.failed_rounds.set(stats.failed_rounds.get() + 1);
@@ -128,8 +145,15 @@ pub async fn run(core: Rc<Core>) {
     }
 }
 
-/// Uploads every segment that is due, one after the other.
-async fn upload_due(core: &Core, link: &ObjectLink, stats: &UploadStats) -> Result<(), UploadError> {
+/// Uploads every segment that is due, one after the other, applies total
+/// retention, and deletes orphaned objects where new ones may be
+/// (`swept_from`: the segment the next look begins at; None: every object).
+async fn upload_due(
+    core: &Core,
+    link: &ObjectLink,
+    stats: &UploadStats,
+    swept_from: &mut Option<u64>,
+) -> Result<(), UploadError> {
     let mut manifest = known_manifest(core, link).await?;
     if manifest.epoch() > epoch(core) {
         // A later leader stores the manifest: this one was deposed.
@@ -145,7 +169,41 @@ async fn upload_due(core: &Core, link: &ObjectLink, stats: &UploadStats) -> Resu
         stats.objects.set(stats.objects.get() + 1);
         stats.bytes.set(stats.bytes.get() + bytes);
     }
-    expire(core, link).await
+    expire(core, link).await?;
+    let newest = manifest.objects().last().map_or(0, |o| o.segment);
+    if swept_from.is_none_or(|from| from < newest) {
+        let deleted = delete_orphans(core, link, *swept_from).await?;
+        stats.orphans_deleted.set(stats.orphans_deleted.get() + deleted);
+        *swept_from = Some(newest);
+    }
+    Ok(())
+}
+
+/// Deletes the shard's objects no manifest will name (`Manifest::orphans`)
+/// of segment `from` on (None: all of them); how many. Run by the uploader
+/// between its uploads, so an upload of its own is never under way.
+async fn delete_orphans(core: &Core, link: &ObjectLink, from: Option<u64>) -> Result<u64, UploadError> {
+    let manifest = known_manifest(core, link).await?;
+    let place = place_of(core);
+    let prefix = format!("{place}{OBJECTS}");
+    // A key's segment comes first: every object of segment `from` sorts after its bare number.
+    let after = from.map(|segment| format!("{prefix}{segment:020}"));
+    let listed = link.call(move |store| async move { store.list_after(&prefix, after.as_deref()).await }).await?;
+    let keys = listed.iter().filter_map(|l| l.key.strip_prefix(place.as_str()));
+    let orphans: Vec<String> = manifest.orphans(keys).into_iter().map(|key| format!("{place}{key}")).collect();
+    if orphans.is_empty() {
+        return Ok(0);
+    }
+    tracing::info!(shard = core.id(), objects = ?orphans, "deleting objects no manifest names");
+    let deleted = orphans.len() as u64;
+    link.call(move |store| async move {
+        for key in &orphans {
+            store.delete(key).await?;
+        }
+        Ok(())
+    })
+    .await?;
+    Ok(deleted)
 }
 
 /// Moves the tiered queues' starts in the manifest past the objects their
@@ -339,7 +397,7 @@ async fn upload_segment(
 ) -> Result<Option<ObjectEntry>, UploadError> {
     let storage = core.storage();
     let wanted = |queue: QueueId, offsets: Range<u64>| tiered.get(&queue).is_some_and(|&from| offsets.end > from);
-    let key = format!("objects/{base:020}-{:020}-{:020}.obj", epoch(core), manifest.generation() + 1);
+    let key = object_key(base, epoch(core), manifest.generation() + 1);
     let (parts, received) = tokio::sync::mpsc::channel(1);
     let export = async move {
         let mut export = storage.export_segment(base, &wanted)?;
