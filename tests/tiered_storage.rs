@@ -322,6 +322,79 @@ fn total_retention_moves_a_tiered_queues_start_and_deletes_its_objects() {
     assert!(got.iter().all(|m| m.value_or_empty() == value("tiered", m.offset as usize)));
 }
 
+/// Kafka's time retention on the bucket: records stamped three years ago
+/// (CreateTime, sent over Kafka), then records of now, on a topic keeping a
+/// day: the objects holding only old records are deleted and the queue's
+/// start moves past them; the object where the old end and the new begin
+/// meet is kept whole.
+#[test]
+fn time_retention_deletes_the_objects_whose_records_are_all_older() {
+    use common::kafka::{batch, call, connect, produce_body};
+    use kafka_protocol::records::{Record, TimestampType};
+    let dir = tempfile::tempdir().unwrap();
+    let weed = Seaweed::start(&dir.path().join("weed"));
+    let kafka = format!("127.0.0.1:{}", common::free_port_pair("127.0.0.1"));
+    let day = ("retention.ms", "86400000");
+    let Tail { broker, shard, .. } = tiered_tail(dir.path(), &weed, 0, &["--kafka-listen", &kafka], &[day]);
+    let old = |i: usize| Record {
+        transactional: false,
+        control: false,
+        delete_horizon: false,
+        partition_leader_epoch: 0,
+        producer_id: -1,
+        producer_epoch: -1,
+        timestamp_type: TimestampType::Creation,
+        offset: (i % 100) as i64,
+        // One batch while offset minus sequence stays the same (`common::kafka::records`).
+        sequence: (i % 100) as i32 - 1,
+        timestamp: 1_700_000_000_000 + i as i64,
+        key: None,
+        value: Some(value("tiered", i).into()),
+        headers: Default::default(),
+    };
+    let mut stream = connect(&kafka);
+    for first in (0..3000).step_by(100) {
+        let records: Vec<Record> = (first..first + 100).map(old).collect();
+        let body = produce_body("tiered", 0, batch(&records));
+        let answer: kafka_protocol::messages::ProduceResponse =
+            call(&mut stream, kafka_protocol::messages::ApiKey::Produce, 9, &body);
+        let answer = &answer.responses[0].partition_responses[0];
+        assert_eq!(answer.error_code, 0, "{:?}", answer.error_message);
+    }
+    let client = broker.client();
+    produce(&client, "tiered", 3000, 1500);
+    let store = weed.store("");
+    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    let objects = || block(&runtime, store.list(&format!("single/shard-{shard}/objects/")));
+    common::wait_until("the old records' objects deleted", Duration::from_secs(60), || {
+        client.list_offsets("tiered", 0).unwrap().0 > 0
+    });
+    let (start, end) = client.list_offsets("tiered", 0).unwrap();
+    assert!((1500..3000).contains(&start) && end == 4500, "kept [{start}, {end})");
+    let got = common::consume(&mut from_the_start(&client), (end - start) as usize, Duration::from_secs(60));
+    assert!(got.iter().enumerate().all(|(i, m)| m.offset == start + i as u64), "from the new start on, in order");
+    assert!(got.iter().all(|m| m.value_or_empty() == value("tiered", m.offset as usize)));
+    assert_eq!(got.len() as u64, end - start);
+    let stamped_then =
+        got.iter().filter(|m| m.offset < 3000).all(|m| m.timestamp_ms == 1_700_000_000_000 + m.offset as i64);
+    assert!(stamped_then, "the old records kept keep their timestamps");
+    common::wait_until("every object left holds the start or later", Duration::from_secs(30), || {
+        let manifest = uploaded_manifest(&runtime, &store, shard);
+        objects().iter().all(|o| manifest.iter().any(|(key, next)| o.key.ends_with(key.as_str()) && *next > start))
+    });
+}
+
+/// The objects shard `shard`'s newest manifest names, each with where its
+/// records end (the next offset of the queues it holds).
+fn uploaded_manifest(runtime: &tokio::runtime::Runtime, store: &ObjectStore, shard: u32) -> Vec<(String, u64)> {
+    let manifests = block(runtime, store.list(&format!("single/shard-{shard}/manifest/")));
+    let newest = manifests.into_iter().map(|l| l.key).max().expect("a manifest");
+    let manifest: serde_json::Value = serde_json::from_slice(&block(runtime, store.get(&newest, None))).unwrap();
+    let objects = manifest["objects"].as_array().unwrap().iter();
+    let next = |o: &serde_json::Value| o["queues"].as_object().unwrap().values().map(|r| r[1].as_u64().unwrap()).max();
+    objects.map(|o| (o["key"].as_str().unwrap().to_string(), next(o).unwrap())).collect()
+}
+
 #[test]
 fn in_a_broker_group_the_leader_uploads_its_follower_knows_the_manifest_and_goes_on_when_it_is_killed() {
     let _cluster = common::one_cluster();
