@@ -326,9 +326,9 @@ fn total_retention_moves_a_tiered_queues_start_and_deletes_its_objects() {
 /// (CreateTime, sent over Kafka), then records of now, on a topic keeping a
 /// day: the objects holding only old records are deleted and the queue's
 /// start moves past them; the object where the old end and the new begin
-/// meet is kept whole.
+/// meet is kept whole. Then the topic is deleted, and its objects with it.
 #[test]
-fn time_retention_deletes_the_objects_whose_records_are_all_older() {
+fn time_retention_deletes_the_objects_whose_records_are_all_older_and_a_deleted_topic_all() {
     use common::kafka::{batch, call, connect, produce_body};
     use kafka_protocol::records::{Record, TimestampType};
     let dir = tempfile::tempdir().unwrap();
@@ -382,6 +382,11 @@ fn time_retention_deletes_the_objects_whose_records_are_all_older() {
         let manifest = uploaded_manifest(&runtime, &store, shard);
         objects().iter().all(|o| manifest.iter().any(|(key, next)| o.key.ends_with(key.as_str()) && *next > start))
     });
+
+    // A deleted topic's objects leave the bucket, as Kafka deletes its remote segments.
+    client.delete_topic("tiered").unwrap();
+    common::wait_until("the deleted topic's objects deleted", Duration::from_secs(60), || objects().is_empty());
+    assert!(uploaded_manifest(&runtime, &store, shard).is_empty(), "the manifest names none");
 }
 
 /// The objects shard `shard`'s newest manifest names, each with where its
@@ -466,6 +471,72 @@ fn in_a_broker_group_the_leader_uploads_its_follower_knows_the_manifest_and_goes
     });
     assert_eq!(block(&runtime, store.head(&orphan)), None, "the orphan planted is deleted");
     read_whole(&client, 8000);
+}
+
+/// A tiered queue moves to another broker group whole: the target copies
+/// it from the source's first offset in the bucket (the source reads its
+/// bucket for the copy), serves and uploads it under its own place, and
+/// the source's objects of it are deleted after the switch.
+#[test]
+fn a_tiered_queue_moves_to_another_broker_group_whole_and_leaves_the_sources_bucket() {
+    let _cluster = common::one_cluster();
+    let dir = tempfile::tempdir().unwrap();
+    let weed = Seaweed::start(&dir.path().join("weed"));
+    let etcd = common::etcd::Etcd::start(&dir.path().join("etcd"));
+    let bucket = weed.broker_flags(dir.path());
+    let first_admin = common::ports::free_ports("127.0.0.1", 2);
+    let node = |group: &str, ip: &str, admin: &str| {
+        let listen = format!("{ip}:{}", common::free_port_pair(ip));
+        let mut args = vec!["--cluster", &etcd.url, "--broker-group", group, "--node", group, "--lease-ms", "1000"];
+        args.extend(["--insync-min", "1", "--segment-mib", "1", "--batch-bytes-max", "262144"]);
+        args.extend(["--retention-check-ms", "300", "--admin-listen", admin]);
+        args.extend(bucket.iter().map(String::as_str));
+        common::Broker::start_listening(&dir.path().join(group), &listen, &args)
+    };
+    let admins = [0, 1].map(|i| format!("127.0.0.1:{}", first_admin + i));
+    let east = node("east", "127.0.0.151", &admins[0]);
+    let west = node("west", "127.0.0.152", &admins[1]);
+    let both = format!("{},{}", east.addr(), west.addr());
+    let client = common::connect_retrying(&both, 1000);
+    let configs = [("remote.storage.enable", "true"), ("local.retention.ms", "1000")];
+    let configs: Vec<(String, String)> = configs.iter().map(|(n, v)| (n.to_string(), v.to_string())).collect();
+    client.create_topic_with_configs("tiered", 1, 0, &configs).unwrap();
+    let (from, to, from_admin) = match client.owner("tiered", 0).unwrap().starts_with("127.0.0.151:") {
+        true => ("east", "west", &admins[0]),
+        false => ("west", "east", &admins[1]),
+    };
+    produce(&client, "tiered", 0, 3000);
+    let sealed = || {
+        let (_, text) = common::get(from_admin, "/metrics");
+        let lines = text.lines().filter(|l| l.starts_with("ringmq_storage_segment_bytes{") && l.contains("sealed"));
+        lines.filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok()).sum::<f64>()
+    };
+    common::wait_until("the source's local disk down to the tail", Duration::from_secs(90), || {
+        sealed() <= (2 << 20) as f64
+    });
+    let store = weed.store("");
+    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    let objects_of = |owner: &str| {
+        let listed = block(&runtime, store.list(&format!("{owner}/")));
+        listed.into_iter().filter(|l| l.key.contains("/objects/")).count()
+    };
+    assert!(objects_of(from) > 0, "the source uploaded the queue's older records");
+
+    let moved = std::process::Command::new(env!("CARGO_BIN_EXE_ringmq"))
+        .args(["cluster", "move", "--cluster", &etcd.url, "--topic", "tiered", "--queue", "0", "--to", to])
+        .output()
+        .unwrap();
+    assert!(moved.status.success(), "{}", String::from_utf8_lossy(&moved.stderr));
+    let client = common::connect_retrying(&both, 1000);
+    let target_ip = if to == "east" { "127.0.0.151:" } else { "127.0.0.152:" };
+    assert!(client.owner("tiered", 0).unwrap().starts_with(target_ip), "the target serves the queue");
+    assert_eq!(client.list_offsets("tiered", 0).unwrap(), (0, 3000), "whole, from offset 0");
+    produce(&client, "tiered", 3000, 500);
+    read_whole(&client, 3500);
+    let values: HashMap<Vec<u8>, (u32, u64)> = (0..3500).map(|i| (value("tiered", i), (0, i as u64))).collect();
+    check(&wait_uploaded(&runtime, &store, to, 2500), &values);
+    common::wait_until("the source's objects of the queue deleted", Duration::from_secs(60), || objects_of(from) == 0);
+    drop((east, west));
 }
 
 /// What a call to the bucket gave.

@@ -13,7 +13,7 @@
 use glommio::sync::{Permit, Semaphore};
 use serde::{Deserialize, Serialize};
 use std::cell::RefCell;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::rc::Rc;
 
 /// The manifest format's version.
@@ -125,6 +125,34 @@ impl Manifest {
         let (kept, gone) = next.objects.iter().cloned().partition(read);
         next.objects = kept;
         (next, gone)
+    }
+
+    /// The next generation, stored by `epoch`, without `queues` (their
+    /// topics deleted, or moved to another broker group): their starts and
+    /// their ranges in the objects dropped, and the objects no other queue
+    /// reads left out; those objects, to delete once it is stored.
+    pub fn without_queues(&self, epoch: u64, queues: &BTreeSet<u32>) -> (Manifest, Vec<ObjectEntry>) {
+        assert!(epoch >= self.epoch, "a manifest of epoch {} taken on by epoch {epoch}", self.epoch);
+        let mut next = Manifest { epoch, generation: self.generation + 1, ..self.clone() };
+        next.starts.retain(|queue, _| !queues.contains(queue));
+        let mut gone = Vec::new();
+        next.objects.retain_mut(|o| {
+            o.queues.retain(|queue, _| !queues.contains(queue));
+            o.newest_ms.retain(|queue, _| !queues.contains(queue));
+            o.queue_bytes.retain(|queue, _| !queues.contains(queue));
+            let read = o.queues.iter().any(|(queue, range)| range.1 > self.start(*queue));
+            if !read {
+                gone.push(o.clone());
+            }
+            read
+        });
+        (next, gone)
+    }
+
+    /// Every queue the manifest names (in its objects or its starts).
+    pub fn queues(&self) -> BTreeSet<u32> {
+        let named = self.objects.iter().flat_map(|o| o.queues.keys());
+        named.chain(self.starts.keys()).copied().collect()
     }
 
     /// The object holding `queue`'s `offset`, if any does.
@@ -379,6 +407,21 @@ mod tests {
         let listed = [deposed.as_str(), in_flight.as_str(), named.as_str(), "objects/not-ours.obj", "manifest/x"];
         assert_eq!(m.orphans(listed), vec![deposed.as_str()], "a named object, an upload under way and others stay");
         assert_eq!(object_generation(&in_flight), Some(3));
+    }
+
+    #[test]
+    fn queues_gone_leave_the_manifest_with_the_objects_only_they_read() {
+        let m = Manifest::default().with_object(0, object(0, &[(1, 0, 10), (2, 0, 4)]));
+        let m = m.with_object(0, object(1 << 20, &[(1, 10, 30)]));
+        let (m, _) = m.with_starts(0, &[(1, 12), (3, 5)].into_iter().collect());
+        assert_eq!(m.queues(), [1, 2, 3].into_iter().collect());
+        let (next, gone) = m.without_queues(0, &[1, 3].into_iter().collect());
+        assert_eq!(gone.iter().map(|o| o.segment).collect::<Vec<_>>(), vec![1 << 20], "queue 2 still reads the first");
+        assert_eq!(next.queues(), [2].into_iter().collect());
+        assert_eq!((next.uploaded_next(1), next.start(1), next.uploaded_next(2)), (0, 0, 4));
+        assert_eq!(next.generation(), m.generation() + 1);
+        let (last, gone) = next.without_queues(0, &[2].into_iter().collect());
+        assert_eq!((gone.len(), last.objects().len(), last.queues().len()), (1, 0, 0));
     }
 
     #[test]

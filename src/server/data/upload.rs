@@ -39,7 +39,7 @@ use crate::server::core::{context::ShardRole, Core};
 use ringmq_shards::tiered::{ExportStep, ObjectIndex, ObjectPart};
 use ringmq_shards::{QueueId, StorageError};
 use std::cell::Cell;
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::ops::Range;
 use std::rc::Rc;
 use std::time::{Duration, Instant};
@@ -211,7 +211,10 @@ async fn delete_orphans(core: &Core, link: &ObjectLink, from: Option<u64>) -> Re
 /// object goes once the queue's newest record in it is older than
 /// `retention.ms`, or, oldest first, while the queue holds more than
 /// `retention.bytes` (its objects below the local start, and local disk);
-/// then deletes the objects no queue reads any more.
+/// then deletes the objects no queue reads any more. A queue the shard no
+/// longer stores (its topic deleted, or moved to another broker group,
+/// which copied it whole) leaves the manifest, and the objects only it
+/// read are deleted, as Kafka deletes a deleted topic's remote segments.
 async fn expire(core: &Core, link: &ObjectLink) -> Result<(), UploadError> {
     let Some(manifest) = core.manifest().current() else { return Ok(()) };
     let metadata = core.metadata();
@@ -251,6 +254,15 @@ async fn expire(core: &Core, link: &ObjectLink) -> Result<(), UploadError> {
             starts.insert(queue, start);
         }
     }
+    // Topic queues have ids below `next_storage_id`: one of them the shard no longer stores was deleted or moved away.
+    let stored: BTreeSet<u32> = metadata.slots_on(core.id()).into_iter().map(|(_, _, slot)| slot.storage_id).collect();
+    let gone: BTreeSet<u32> =
+        manifest.queues().into_iter().filter(|q| *q < metadata.next_storage_id && !stored.contains(q)).collect();
+    if !gone.is_empty() {
+        tracing::debug!(shard = core.id(), ?gone, "queues deleted or moved away leave the bucket");
+        let (_, objects) = change_manifest(core, link, |m| m.without_queues(epoch(core), &gone)).await?;
+        delete_objects(core, link, objects).await;
+    }
     if starts.is_empty() {
         return Ok(());
     }
@@ -268,14 +280,20 @@ pub(super) async fn move_starts(
     starts: &BTreeMap<u32, u64>,
 ) -> Result<(), UploadError> {
     let (_, gone) = change_manifest(core, link, |m| m.with_starts(epoch(core), starts)).await?;
+    delete_objects(core, link, gone).await;
+    Ok(())
+}
+
+/// Deletes `objects`, which the manifest stored last no longer names (one
+/// that fails stays, an orphan the uploader deletes after its next start).
+async fn delete_objects(core: &Core, link: &ObjectLink, objects: Vec<ObjectEntry>) {
     let place = place_of(core);
-    for object in gone {
+    for object in objects {
         let key = format!("{place}{}", object.key);
         if let Err(error) = link.call(move |store| async move { store.delete(&key).await }).await {
             tracing::warn!(%error, "an object no queue reads any more stays in the bucket");
         }
     }
-    Ok(())
 }
 
 /// The epoch manifests are stored under: the leader's (0 for a single node).

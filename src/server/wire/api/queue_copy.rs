@@ -2,7 +2,9 @@
 //! transaction markers and aborted transactions' batches included), up to
 //! what the broker group committed, and the queue's final end once it is
 //! frozen, and where its compacted part ends: what a queue moving to
-//! another broker group is copied from.
+//! another broker group is copied from. A tiered queue is copied from its
+//! first offset in the bucket: the target holds it whole, and uploads it
+//! to its own place in the bucket.
 //! Cluster members only (ClusterAction).
 
 use super::{check_wait, Api, At, Need, Route};
@@ -50,8 +52,10 @@ impl Api for QueueCopy {
         let frozen_end = s.core.storage().frozen_end(queue)?;
         // Before the read: no compaction pass replaces the part the copy reads from now on.
         s.core.copied_out().note(queue);
-        // A copy starts wherever the queue starts.
-        let (start, _) = s.core.storage().offsets(queue)?;
+        // A copy starts wherever the queue starts: a tiered queue's in the
+        // bucket (retriable until the manifest is read), which the read
+        // below reaches as any fetch does.
+        let (start, _) = s.core.queue_offsets(queue)?;
         let read = msg::Fetch {
             queue: f.queue,
             offset: f.offset.max(start),
