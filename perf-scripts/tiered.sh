@@ -14,7 +14,8 @@
 # (records read, and bytes fetched from the bucket). SeaweedFS, the broker
 # and the load generator share the machine: read ratios, not absolute figures.
 # Each run also records where the CPUs went (the machine's busy CPUs, and
-# the broker's and SeaweedFS's CPU seconds), printed in a third table.
+# the broker's and SeaweedFS's CPU seconds), printed in a third table, and
+# keeps the broker's metrics at its end (metrics.txt).
 set -euo pipefail
 
 usage() {
@@ -145,6 +146,7 @@ $(awk -v a="$broker_cpu" -v b="$(cpu_seconds "$broker")" 'BEGIN { printf "%.1f",
 $(awk -v a="$weed_cpu" -v b="$(cpu_seconds "$weed_pid")" 'BEGIN { printf "%.1f", b - a }')" >"$out/$name/cpu.txt"
   echo "$(metric_sum "$admin" ringmq_tiered_uploaded_bytes_total) $(metric_sum "$admin" ringmq_tiered_uploaded_objects_total)" \
     >"$out/$name/uploaded.txt"
+  curl -s "http://$admin/metrics" >"$out/$name/metrics.txt" || true
   if $tiered; then
     echo "  again, with a cold consumer" >&2
     cold "$out/$name-cold"

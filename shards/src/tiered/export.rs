@@ -58,6 +58,10 @@ impl SegmentExport<'_> {
     pub async fn step(&mut self) -> Result<ExportStep> {
         let keyring = self.inner.config.keyring.clone();
         let builder = self.builder.as_mut().expect("no step after Done");
+        // Counted across reads: a read from the cache completes without
+        // yielding, and a read's batches alone stay under YIELD_BYTES, so a
+        // count per read held the shard for a whole part (milliseconds).
+        let mut since_yield = 0;
         while self.next < self.end {
             let range = self.inner.read_range(LogPos(self.next), READ_BYTES, ReadWait::No).await?;
             if range.next <= self.next {
@@ -65,7 +69,6 @@ impl SegmentExport<'_> {
             }
             let mut at = range.from;
             let mut cut = None;
-            let mut since_yield = 0;
             for shipped in shipped_batches(&range.bytes) {
                 // The shard's other work runs in between: leaving the task
                 // queue (a plain yield stays in it) lets the executor poll
@@ -81,12 +84,12 @@ impl SegmentExport<'_> {
                 })?;
                 let position = at;
                 at += u64::from(header.length);
+                since_yield += stored.len();
                 if header.is_padding()
                     || !(self.wanted)(QueueId(header.queue), header.base_offset..header.next_offset())
                 {
                     continue;
                 }
-                since_yield += stored.len();
                 let clear = crate::crypt::in_clear(keyring.as_deref(), stored, position)?;
                 let lookups = lookups_of(&clear, header.base_offset)?;
                 if let Some(part) = builder.push(stored, batch::newest_timestamp(&clear)?, lookups)? {
