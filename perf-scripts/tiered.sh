@@ -60,7 +60,8 @@ cat >"$out/weed/s3.json" <<JSON
 JSON
 ports=()
 for _ in $(seq 8); do ports+=("$(free_port)"); done
-# SeaweedFS stands for a bucket on other machines: on CPU 1, off the shard's CPU 0 (where there is a CPU 1).
+# SeaweedFS stands for a bucket on other machines: on CPU 1, off the shard's CPU 0 (where there is a CPU 1),
+# with the load generator and the cold consumer.
 weed_cpus=0
 [[ $(nproc) -gt 1 ]] && weed_cpus=1
 taskset -c "$weed_cpus" weed server -ip=127.0.0.1 -ip.bind=127.0.0.1 -dir="$out/weed/data" -s3.config="$out/weed/s3.json" \
@@ -93,9 +94,12 @@ machine_ticks() {
   awk '/^cpu / { busy = $2 + $3 + $4 + $7 + $8 + $9; total = busy + $5 + $6; print busy, total }' /proc/stat
 }
 
-# load dir: the fixed load on topic "bench", its summary in dir.
+# load dir: the fixed load on topic "bench", its summary in dir. The load
+# generator runs on the other CPU (with SeaweedFS): its default, every CPU
+# but the last, is the shard's CPU 0 here, and sharing it left the shard's
+# CPU busy nearly all the time, so any work the uploads added queued.
 load() {
-  "$bin/ringmq-bench" run --broker "$listen" --topic bench --queues 4 --rate "$rate" --warmup 2s \
+  "$bin/ringmq-bench" run --broker "$listen" --client-cores "$weed_cpus" --topic bench --queues 4 --rate "$rate" --warmup 2s \
     --duration "${duration}s" --out "$1" >"$1.log" 2>&1
 }
 
@@ -109,7 +113,7 @@ cold() {
   local loader=$!
   start=$(date +%s.%N)
   while kill -0 "$loader" 2>/dev/null; do
-    n=$("$bin/ringmq" consume bench --broker "$listen" --from earliest --idle-exit-ms 500 2>/dev/null | wc -l || true)
+    n=$(taskset -c "$weed_cpus" "$bin/ringmq" consume bench --broker "$listen" --from earliest --idle-exit-ms 500 2>/dev/null | wc -l || true)
     records=$((records + n))
   done
   wait "$loader"
