@@ -11,16 +11,26 @@
 //! while its requests are in flight; holding it to one request in flight per
 //! connection, as the native batcher holds one per queue, measured 0.7x the
 //! msgs/s and 4x the p99) and `--linger` is the native batcher's.
+//!
+//! The topic is created and described through Kafka's admin API, so the
+//! driver needs no native listener: it drives any Kafka-compatible broker.
+//! `--kafka-config KEY=VALUE` settings go over the driver's defaults.
 
-use crate::run::{now_ns, on_ack, on_schedule, spawn_pinned, SendMode, Shared, Tally};
+use crate::run::{now_ns, on_ack, on_schedule, spawn_pinned, RunArgs, SendMode, Shared, Tally};
+use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
+use rdkafka::client::DefaultClientContext;
 use rdkafka::config::ClientConfig;
 use rdkafka::consumer::{BaseConsumer, Consumer};
 use rdkafka::message::Message;
 use rdkafka::producer::{BaseRecord, DeliveryResult, Producer as _, ProducerContext, ThreadedProducer};
+use rdkafka::types::RDKafkaErrorCode;
 use rdkafka::{ClientContext, Offset, TopicPartitionList};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
+
+/// How long the admin API's calls (and the wait for a new topic's leaders) may take.
+const ADMIN_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// What a delivery report answers for: the message's producer, sequence and intended time.
 struct Sent {
@@ -62,17 +72,17 @@ pub(crate) fn producer(s: &Arc<Shared>, bootstrap: &str) -> Result<Arc<Producer>
     let a = &s.args;
     let in_flight: Arc<[AtomicU64]> = (0..a.producers).map(|_| AtomicU64::new(0)).collect();
     let acks = if a.mode == SendMode::Oneway { "0" } else { "all" };
-    let inner = ClientConfig::new()
-        .set("bootstrap.servers", bootstrap)
-        .set("acks", acks)
-        .set("linger.ms", "0")
-        .set("batch.size", a.batch_bytes.to_string())
-        // As the native client: no Nagle delay behind a request in flight.
-        .set("socket.nagle.disable", "true")
-        .set("enable.idempotence", "false")
-        .set("compression.type", &a.kafka_compression)
-        .create_with_context(Acks { shared: s.clone(), in_flight: in_flight.clone() })
-        .map_err(|e| format!("kafka producer: {e}"))?;
+    let inner = settings(a, bootstrap, |c| {
+        c.set("acks", acks)
+            .set("linger.ms", "0")
+            .set("batch.size", a.batch_bytes.to_string())
+            // As the native client: no Nagle delay behind a request in flight.
+            .set("socket.nagle.disable", "true")
+            .set("enable.idempotence", "false")
+            .set("compression.type", &a.kafka_compression);
+    })
+    .create_with_context(Acks { shared: s.clone(), in_flight: in_flight.clone() })
+    .map_err(|e| format!("kafka producer: {e}"))?;
     Ok(Arc::new(Producer { inner, in_flight }))
 }
 
@@ -114,7 +124,7 @@ pub(crate) fn consumers(
     crate::run::subscribers(s)
         .map(|(subscription, i)| {
             let mine: Vec<u32> = (0..queues).filter(|q| *q as usize % s.args.consumers == i).collect();
-            let consumer = consumer(bootstrap, &s.args.topic, &mine, subscription)?;
+            let consumer = consumer(&s.args, bootstrap, &mine, subscription)?;
             let s = s.clone();
             let name = format!("consumer-{subscription}-{i}");
             Ok(spawn_pinned(name, core(i), move || consume(&s, consumer, subscription)))
@@ -123,15 +133,16 @@ pub(crate) fn consumers(
 }
 
 /// A consumer of `partitions` for `subscription`, from their end, until the run stops it.
-fn consumer(bootstrap: &str, topic: &str, partitions: &[u32], subscription: usize) -> Result<BaseConsumer, String> {
-    let consumer: BaseConsumer = ClientConfig::new()
-        .set("bootstrap.servers", bootstrap)
-        .set("group.id", format!("ringmq-bench-{subscription}"))
-        .set("enable.auto.commit", "false")
-        .set("fetch.wait.max.ms", "100")
-        .set("socket.nagle.disable", "true")
-        .create()
-        .map_err(|e| format!("kafka consumer: {e}"))?;
+fn consumer(a: &RunArgs, bootstrap: &str, partitions: &[u32], subscription: usize) -> Result<BaseConsumer, String> {
+    let topic = &a.topic;
+    let consumer: BaseConsumer = settings(a, bootstrap, |c| {
+        c.set("group.id", format!("ringmq-bench-{subscription}"))
+            .set("enable.auto.commit", "false")
+            .set("fetch.wait.max.ms", "100")
+            .set("socket.nagle.disable", "true");
+    })
+    .create()
+    .map_err(|e| format!("kafka consumer: {e}"))?;
     // From each partition's end as of now (looked up here, so no message
     // sent from the start is missed while librdkafka would look it up).
     let mut assignment = TopicPartitionList::new();
@@ -159,4 +170,53 @@ fn consume(s: &Shared, consumer: BaseConsumer, subscription: usize) {
         tally.merge_every(s, Duration::from_millis(200));
     }
     tally.merge_every(s, Duration::ZERO);
+}
+
+/// A librdkafka client's settings: `bootstrap`, the driver's `defaults`,
+/// then the run's --kafka-config over them.
+fn settings(a: &RunArgs, bootstrap: &str, defaults: impl FnOnce(&mut ClientConfig)) -> ClientConfig {
+    let mut config = ClientConfig::new();
+    config.set("bootstrap.servers", bootstrap);
+    defaults(&mut config);
+    for (key, value) in &a.kafka_config {
+        config.set(key, value);
+    }
+    config
+}
+
+/// The run's topic on the Kafka listener `bootstrap`, through Kafka's admin
+/// API (so any Kafka-compatible broker will do): created with --queues
+/// partitions and --replication-factor unless it exists, then described;
+/// its partition count (a topic that existed keeps its own).
+pub(crate) fn prepare_topic(a: &RunArgs, bootstrap: &str) -> Result<u32, String> {
+    let admin: AdminClient<DefaultClientContext> =
+        settings(a, bootstrap, |_| {}).create().map_err(|e| format!("kafka admin client: {e}"))?;
+    let topic = NewTopic::new(&a.topic, a.queues as i32, TopicReplication::Fixed(a.replication_factor));
+    let options = AdminOptions::new().operation_timeout(Some(ADMIN_TIMEOUT));
+    let created = futures_lite::future::block_on(admin.create_topics([&topic], &options))
+        .map_err(|e| format!("kafka CreateTopics {}: {e}", a.topic))?;
+    for result in created {
+        match result {
+            Ok(_) | Err((_, RDKafkaErrorCode::TopicAlreadyExists)) => {}
+            Err((name, code)) => return Err(format!("kafka CreateTopics {name}: {code}")),
+        }
+    }
+    // Described until the broker's metadata has every partition's leader (a new topic's take a moment).
+    let describer: BaseConsumer = settings(a, bootstrap, |_| {}).create().map_err(|e| format!("kafka client: {e}"))?;
+    let deadline = std::time::Instant::now() + ADMIN_TIMEOUT;
+    loop {
+        let metadata = describer
+            .fetch_metadata(Some(&a.topic), ADMIN_TIMEOUT)
+            .map_err(|e| format!("kafka Metadata {}: {e}", a.topic))?;
+        let described = metadata.topics().iter().find(|t| t.name() == a.topic);
+        if let Some(t) = described.filter(|t| t.error().is_none() && !t.partitions().is_empty()) {
+            if t.partitions().iter().all(|p| p.leader() >= 0 && p.error().is_none()) {
+                return Ok(t.partitions().len() as u32);
+            }
+        }
+        if std::time::Instant::now() >= deadline {
+            return Err(format!("kafka topic {} has no leader for every partition after {ADMIN_TIMEOUT:?}", a.topic));
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
 }

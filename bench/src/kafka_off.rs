@@ -13,6 +13,10 @@ pub(crate) fn producer(_: &Arc<Shared>, _: &str) -> Result<Arc<Producer>, String
     Err(NEEDS.into())
 }
 
+pub(crate) fn prepare_topic(_: &crate::run::RunArgs, _: &str) -> Result<u32, String> {
+    Err(NEEDS.into())
+}
+
 pub(crate) fn produce(_: &Arc<Shared>, p: &Producer, _: u32, _: u32, _: u64) {
     match *p {}
 }

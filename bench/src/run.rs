@@ -127,9 +127,19 @@ pub struct RunArgs {
     /// `kafka` feature): the same workload, schedule and histograms either way.
     #[arg(long, value_enum, default_value_t = Protocol::Native)]
     pub protocol: Protocol,
-    /// With --protocol kafka and --broker: the broker's Kafka listener (shard 0's).
-    #[arg(long, requires = "broker")]
+    /// With --protocol kafka: the Kafka listener to drive (host:port, or a comma-separated list);
+    /// any Kafka-compatible broker: the topic is created and described through Kafka's admin API.
+    #[arg(long)]
     pub kafka_broker: Option<String>,
+    /// With --protocol kafka: a librdkafka setting for the producer and the consumers, e.g.
+    /// acks=1, linger.ms=5, enable.idempotence=true, security.protocol=SASL_SSL (repeatable; over
+    /// the driver's own defaults); recorded in summary.json.
+    #[arg(long = "kafka-config", value_name = "KEY=VALUE", value_parser = key_value)]
+    pub kafka_config: Vec<(String, String)>,
+    /// With --protocol kafka: the replication factor of a topic the run creates (-1: the broker's
+    /// default).
+    #[arg(long, default_value_t = -1, allow_negative_numbers = true)]
+    pub replication_factor: i32,
     /// With --broker: connect with TLS, trusting this CA (PEM) for the broker's certificate.
     #[arg(long, requires = "broker")]
     pub tls_ca: Option<PathBuf>,
@@ -280,8 +290,10 @@ pub fn run(args: RunArgs) -> Result<Outcome, String> {
     }
     let embedded = if args.embedded { Some(Embedded::start(&broker_cores, kafka)?) } else { None };
     let addr = match (&embedded, &args.broker) {
-        (Some(e), _) => e.addr.clone(),
-        (None, Some(b)) => b.clone(),
+        (Some(e), _) => Some(e.addr.clone()),
+        (None, Some(b)) => Some(b.clone()),
+        (None, None) if kafka && args.kafka_broker.is_some() => None,
+        (None, None) if kafka => return Err("--protocol kafka needs --embedded or --kafka-broker HOST:PORT".into()),
         (None, None) => return Err("pass --embedded or --broker ADDR".into()),
     };
     let kafka_addr = match (&embedded, &args.kafka_broker) {
@@ -290,11 +302,16 @@ pub fn run(args: RunArgs) -> Result<Outcome, String> {
         (None, Some(k)) => Some(k.clone()),
         (None, None) => return Err("--protocol kafka with --broker needs --kafka-broker ADDR".into()),
     };
-    let result = drive(args, &addr, kafka_addr.as_deref(), &client_cores);
+    let result = drive(args, addr.as_deref(), kafka_addr.as_deref(), &client_cores);
     if let Some(e) = embedded {
         e.stop();
     }
     result
+}
+
+/// A `KEY=VALUE` argument.
+fn key_value(s: &str) -> Result<(String, String), String> {
+    s.split_once('=').map(|(k, v)| (k.to_string(), v.to_string())).ok_or_else(|| format!("{s:?} is not KEY=VALUE"))
 }
 
 /// The SDK's settings for `addr`: TLS when --tls-ca is given.
@@ -307,35 +324,66 @@ fn client_config(args: &RunArgs, addr: &str) -> Result<ClientConfig, String> {
     Ok(config)
 }
 
-/// `kafka`: the Kafka listener to drive instead of the native protocol.
-fn drive(args: RunArgs, addr: &str, kafka: Option<&str>, client_cores: &[usize]) -> Result<Outcome, String> {
+/// `addr`: the native listener (a native run's); `kafka`: the Kafka
+/// listener to drive instead, with no native connection at all.
+fn drive(args: RunArgs, addr: Option<&str>, kafka: Option<&str>, client_cores: &[usize]) -> Result<Outcome, String> {
     // The client library's threads (connections, acks, linger) start from
     // this thread and inherit its CPUs: unconfined, they ran on the broker's
     // core (0.35 s of every 10 s at 150k msgs/s, by perf sched).
     confine_to(client_cores);
-    let config = client_config(&args, addr)?;
-    let client = Client::connect(config.clone()).map_err(|e| e.to_string())?;
-    if client.topic(&args.topic).is_err() {
-        client.create_topic(&args.topic, args.queues, 0).map_err(|e| e.to_string())?;
+    match kafka {
+        // Set up through Kafka's admin API: any Kafka-compatible broker.
+        Some(bootstrap) => {
+            let queues = crate::kafka::prepare_topic(&args, bootstrap)?;
+            drive_with(args, None, queues, Some(bootstrap), client_cores)
+        }
+        None => {
+            let config = client_config(&args, addr.expect("a native run has the native listener"))?;
+            let client = Client::connect(config.clone()).map_err(|e| e.to_string())?;
+            if client.topic(&args.topic).is_err() {
+                client.create_topic(&args.topic, args.queues, 0).map_err(|e| e.to_string())?;
+            }
+            let queues = client.topic(&args.topic).map_err(|e| e.to_string())?.queue_shards.len() as u32;
+            // Consumers have their own connection, as a separate consumer process
+            // would; producers share one: a connection per producer cost tail latency
+            // at moderate rates. (Consumers once starved on the producers' connection
+            // at overload; the broker now gives produces and fetches separate
+            // in-flight budgets per connection.)
+            let consumer_client = Client::connect(config).map_err(|e| e.to_string())?;
+            drive_with(args, Some((client, consumer_client)), queues, None, client_cores)
+        }
     }
-    let queues = client.topic(&args.topic).map_err(|e| e.to_string())?.queue_shards.len() as u32;
+}
+
+/// The run on `queues` queues, over `native` (the producers' client and
+/// the consumers') or the Kafka listener `kafka`.
+fn drive_with(
+    args: RunArgs,
+    native: Option<(Arc<Client>, Arc<Client>)>,
+    queues: u32,
+    kafka: Option<&str>,
+    client_cores: &[usize],
+) -> Result<Outcome, String> {
+    let (client, consumer_client) = native.unzip();
+    let native_only = |what: &str| format!("{what} needs the native protocol");
     if args.delayed_pending > 0 {
+        let client = client.as_ref().ok_or_else(|| native_only("--delayed-pending"))?;
         let topic = format!("{}-delayed", args.topic);
-        delayed::load_pending(&client, &topic, args.delayed_pending, Duration::from_secs(3600))?;
+        delayed::load_pending(client, &topic, args.delayed_pending, Duration::from_secs(3600))?;
     }
     let probe = match args.delayed_probe_rate > 0.0 {
-        true => Some(delayed::Probe::start(&client, &format!("{}-probe", args.topic), args.delayed_probe_rate)?),
+        true => {
+            let client = client.as_ref().ok_or_else(|| native_only("--delayed-probe-rate"))?;
+            Some(delayed::Probe::start(client, &format!("{}-probe", args.topic), args.delayed_probe_rate)?)
+        }
         false => None,
     };
-    // Consumers have their own connection, as a separate consumer process
-    // would; producers share one: a connection per producer cost tail latency
-    // at moderate rates. (Consumers once starved on the producers' connection
-    // at overload; the broker now gives produces and fetches separate
-    // in-flight budgets per connection.)
-    let consumer_client = Client::connect(config).map_err(|e| e.to_string())?;
     let core = |i: usize| core_affinity::CoreId { id: client_cores[i % client_cores.len()] };
     let group = match &args.group {
-        Some(name) => Some(GroupConsumers::join(&args, name, &consumer_client, queues, core)?),
+        Some(name) => {
+            let consumer_client = consumer_client.as_ref().ok_or_else(|| native_only("--group"))?;
+            Some(GroupConsumers::join(&args, name, consumer_client, queues, core)?)
+        }
         None => None,
     };
     let start_ns = now_ns(args.clock) + 500_000_000;
@@ -365,7 +413,8 @@ fn drive(args: RunArgs, addr: &str, kafka: Option<&str>, client_cores: &[usize])
         (None, Some(bootstrap)) => crate::kafka::consumers(&shared, bootstrap, queues, core)?,
         (None, None) => subscribers(&shared)
             .map(|(subscription, i)| {
-                let (s, c) = (shared.clone(), consumer_client.clone());
+                let s = shared.clone();
+                let c = consumer_client.clone().expect("a native run has the consumers' client");
                 let mine: Vec<u32> = (0..queues).filter(|q| *q as usize % s.args.consumers == i).collect();
                 let cpu = core(i);
                 let mut consumer = Consumer::new(c, None);
@@ -379,9 +428,10 @@ fn drive(args: RunArgs, addr: &str, kafka: Option<&str>, client_cores: &[usize])
         .map(|i| {
             let (s, c, cpu) = (shared.clone(), client.clone(), core(i + shared.args.consumers));
             let kafka = kafka_producer.clone();
-            spawn_pinned(format!("producer-{i}"), cpu, move || match kafka {
-                Some(k) => crate::kafka::produce(&s, &k, queues, i as u32, start_ns),
-                None => produce(&s, c, i as u32, start_ns),
+            spawn_pinned(format!("producer-{i}"), cpu, move || match (kafka, c) {
+                (Some(k), _) => crate::kafka::produce(&s, &k, queues, i as u32, start_ns),
+                (None, Some(c)) => produce(&s, c, i as u32, start_ns),
+                (None, None) => unreachable!("a run has the native client or a Kafka producer"),
             })
         })
         .collect();
@@ -442,6 +492,8 @@ fn outcome(s: &Shared) -> Outcome {
         outstanding_seen: s.outstanding_seen.load(Ordering::Relaxed),
         consumers_per_queue: s.args.consumers_per_queue,
         cpu_us_per_msg: None,
+        protocol: s.args.protocol.to_possible_value().map_or_else(String::new, |v| v.get_name().to_string()),
+        kafka_config: s.args.kafka_config.clone(),
     };
     let rebalance = s.window.as_ref().and_then(|w| w.split(s.measure_from_ns));
     Outcome {

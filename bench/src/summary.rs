@@ -28,6 +28,11 @@ pub struct Summary {
     /// CPU per message sent in the measured time, by role (from the first
     /// progress line in it to the producers' end).
     pub cpu_us_per_msg: Option<crate::cpu::CpuPerMessage>,
+    /// The protocol driven (`native` or `kafka`), and a Kafka run's
+    /// --kafka-config settings (a key given twice: the last, as librdkafka
+    /// takes it).
+    pub protocol: String,
+    pub kafka_config: Vec<(String, String)>,
 }
 
 impl Summary {
@@ -66,6 +71,8 @@ impl Summary {
             outstanding_seen: self.outstanding_seen,
             consumers_per_queue: self.consumers_per_queue,
             cpu_us_per_msg: self.cpu_us_per_msg,
+            protocol: self.protocol.clone(),
+            kafka_config: self.kafka_config.iter().cloned().collect(),
             e2e: Latency::of(e2e),
             publish: Latency::of(publish),
             send_delay: Latency::of(send_delay),
@@ -105,6 +112,9 @@ struct SummaryJson {
     consumers_per_queue: u64,
     #[serde(skip_serializing_if = "Option::is_none")]
     cpu_us_per_msg: Option<crate::cpu::CpuPerMessage>,
+    protocol: String,
+    #[serde(skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    kafka_config: std::collections::BTreeMap<String, String>,
     e2e: Latency,
     publish: Latency,
     send_delay: Latency,

@@ -118,3 +118,46 @@ fn a_kafka_protocol_run_reports_no_loss() {
     let s = &outcome.summary;
     assert!(s.received > 0 && s.lost == 0 && s.errors == 0, "{:?}", (s.received, s.lost, s.errors));
 }
+
+/// A Kafka run given only a Kafka listener (no native one, as against a
+/// broker that is not ringmq): the topic is created through Kafka's admin
+/// API with the partitions asked for, the run loses nothing, and its
+/// --kafka-config settings are in summary.json.
+#[cfg(feature = "kafka")]
+#[test]
+fn a_kafka_run_sets_its_topic_up_through_the_admin_api_with_no_native_listener() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut cfg = ringmq::server::ServerConfig::new(dir.path().join("data"));
+    cfg.cores = vec![0];
+    cfg.listen = "127.0.0.1:0".parse().unwrap();
+    cfg.segment_bytes = 64 << 20;
+    let kafka = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap();
+    cfg.kafka_listen = Some(kafka);
+    let server = ringmq::server::start(cfg).expect("a broker");
+    let kafka = kafka.to_string();
+    let args = ["run", "--protocol", "kafka", "--kafka-broker", &kafka, "--topic", "admin-made", "--queues", "3"];
+    let mut args: Vec<&str> = args.to_vec();
+    args.extend([
+        "--kafka-config",
+        "acks=all",
+        "--kafka-config",
+        "linger.ms=1",
+        "--duration",
+        "2s",
+        "--warmup",
+        "500ms",
+    ]);
+    let cli = Cli::parse_from(args);
+    let outcome = run::run(cli.args).expect("the run completes");
+    let s = &outcome.summary;
+    assert!(s.received > 0 && s.lost == 0 && s.errors == 0, "{:?}", (s.received, s.lost, s.errors));
+    let native =
+        ringmq::client::Client::connect(ringmq::client::ClientConfig::new(server.addrs[0].to_string())).unwrap();
+    assert_eq!(native.topic("admin-made").unwrap().queue_shards.len(), 3, "created with the partitions asked for");
+    let out = dir.path().join("out");
+    run::write_out(&outcome, &out).unwrap();
+    let json = std::fs::read_to_string(out.join("summary.json")).unwrap();
+    assert!(json.contains(r#""protocol":"kafka""#), "{json}");
+    assert!(json.contains(r#""kafka_config":{"acks":"all","linger.ms":"1"}"#), "{json}");
+    server.stop();
+}
