@@ -17,6 +17,7 @@
 //! `--kafka-config KEY=VALUE` settings go over the driver's defaults.
 
 use crate::run::{now_ns, on_ack, on_schedule, spawn_pinned, RunArgs, SendMode, Shared, Tally};
+use crate::summary::KafkaBroker;
 use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
 use rdkafka::client::DefaultClientContext;
 use rdkafka::config::ClientConfig;
@@ -187,8 +188,9 @@ fn settings(a: &RunArgs, bootstrap: &str, defaults: impl FnOnce(&mut ClientConfi
 /// The run's topic on the Kafka listener `bootstrap`, through Kafka's admin
 /// API (so any Kafka-compatible broker will do): created with --queues
 /// partitions and --replication-factor unless it exists, then described;
-/// its partition count (a topic that existed keeps its own).
-pub(crate) fn prepare_topic(a: &RunArgs, bootstrap: &str) -> Result<u32, String> {
+/// its partition count (a topic that existed keeps its own), and the broker
+/// as its metadata describes it.
+pub(crate) fn prepare_topic(a: &RunArgs, bootstrap: &str) -> Result<(u32, KafkaBroker), String> {
     let admin: AdminClient<DefaultClientContext> =
         settings(a, bootstrap, |_| {}).create().map_err(|e| format!("kafka admin client: {e}"))?;
     let topic = NewTopic::new(&a.topic, a.queues as i32, TopicReplication::Fixed(a.replication_factor));
@@ -211,7 +213,17 @@ pub(crate) fn prepare_topic(a: &RunArgs, bootstrap: &str) -> Result<u32, String>
         let described = metadata.topics().iter().find(|t| t.name() == a.topic);
         if let Some(t) = described.filter(|t| t.error().is_none() && !t.partitions().is_empty()) {
             if t.partitions().iter().all(|p| p.leader() >= 0 && p.error().is_none()) {
-                return Ok(t.partitions().len() as u32);
+                let cluster_id = describer.client().fetch_cluster_id(ADMIN_TIMEOUT);
+                let broker =
+                    KafkaBroker { bootstrap: bootstrap.to_string(), cluster_id, brokers: metadata.brokers().len() };
+                let partitions = t.partitions().len() as u32;
+                eprintln!(
+                    "kafka broker at {bootstrap}: cluster id {}, {} broker(s); topic {}: {partitions} partitions",
+                    broker.cluster_id.as_deref().unwrap_or("(none given)"),
+                    broker.brokers,
+                    a.topic
+                );
+                return Ok((partitions, broker));
             }
         }
         if std::time::Instant::now() >= deadline {

@@ -13,7 +13,7 @@ pub(crate) fn producer(_: &Arc<Shared>, _: &str) -> Result<Arc<Producer>, String
     Err(NEEDS.into())
 }
 
-pub(crate) fn prepare_topic(_: &crate::run::RunArgs, _: &str) -> Result<u32, String> {
+pub(crate) fn prepare_topic(_: &crate::run::RunArgs, _: &str) -> Result<(u32, crate::summary::KafkaBroker), String> {
     Err(NEEDS.into())
 }
 

@@ -8,7 +8,7 @@ use crate::delayed;
 use crate::histogram::{self, new_histogram, percentiles_us, Schedule, PERCENTILES};
 use crate::payload::{Payload, Payloads};
 use crate::rebalance::{Split, Window};
-use crate::summary::Summary;
+use crate::summary::{KafkaBroker, Summary};
 use clap::{Args, ValueEnum};
 use hdrhistogram::Histogram;
 use ringmq::client::{
@@ -334,8 +334,8 @@ fn drive(args: RunArgs, addr: Option<&str>, kafka: Option<&str>, client_cores: &
     match kafka {
         // Set up through Kafka's admin API: any Kafka-compatible broker.
         Some(bootstrap) => {
-            let queues = crate::kafka::prepare_topic(&args, bootstrap)?;
-            drive_with(args, None, queues, Some(bootstrap), client_cores)
+            let (queues, broker) = crate::kafka::prepare_topic(&args, bootstrap)?;
+            drive_with(args, None, queues, Some((bootstrap, broker)), client_cores)
         }
         None => {
             let config = client_config(&args, addr.expect("a native run has the native listener"))?;
@@ -356,14 +356,15 @@ fn drive(args: RunArgs, addr: Option<&str>, kafka: Option<&str>, client_cores: &
 }
 
 /// The run on `queues` queues, over `native` (the producers' client and
-/// the consumers') or the Kafka listener `kafka`.
+/// the consumers') or the Kafka listener `kafka` (and the broker it reached).
 fn drive_with(
     args: RunArgs,
     native: Option<(Arc<Client>, Arc<Client>)>,
     queues: u32,
-    kafka: Option<&str>,
+    kafka: Option<(&str, KafkaBroker)>,
     client_cores: &[usize],
 ) -> Result<Outcome, String> {
+    let (kafka, kafka_broker) = kafka.unzip();
     let (client, consumer_client) = native.unzip();
     let native_only = |what: &str| format!("{what} needs the native protocol");
     if args.delayed_pending > 0 {
@@ -455,6 +456,7 @@ fn drive_with(
     }
     tracing::debug!(seconds = wall.elapsed().as_secs_f64(), "run finished");
     let mut o = outcome(&shared);
+    o.summary.kafka_broker = kafka_broker;
     o.delayed = probe.map(|p| (shared.args.delayed_pending, p.finish()));
     if let Some(((from, sent_from), (to, sent_to))) = cpu {
         o.summary.cpu_us_per_msg = Some(to.since(from).per_message(sent_to - sent_from));
@@ -494,6 +496,7 @@ fn outcome(s: &Shared) -> Outcome {
         cpu_us_per_msg: None,
         protocol: s.args.protocol.to_possible_value().map_or_else(String::new, |v| v.get_name().to_string()),
         kafka_config: s.args.kafka_config.clone(),
+        kafka_broker: None,
     };
     let rebalance = s.window.as_ref().and_then(|w| w.split(s.measure_from_ns));
     Outcome {

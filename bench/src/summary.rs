@@ -33,6 +33,17 @@ pub struct Summary {
     /// takes it).
     pub protocol: String,
     pub kafka_config: Vec<(String, String)>,
+    /// The Kafka-compatible broker a Kafka run drove, as its metadata describes it.
+    pub kafka_broker: Option<KafkaBroker>,
+}
+
+/// A Kafka-compatible broker (a cluster): where the run reached it, its
+/// cluster id (None: it gave none) and how many brokers its metadata lists.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct KafkaBroker {
+    pub bootstrap: String,
+    pub cluster_id: Option<String>,
+    pub brokers: usize,
 }
 
 impl Summary {
@@ -73,6 +84,7 @@ impl Summary {
             cpu_us_per_msg: self.cpu_us_per_msg,
             protocol: self.protocol.clone(),
             kafka_config: self.kafka_config.iter().cloned().collect(),
+            kafka_broker: self.kafka_broker.clone(),
             e2e: Latency::of(e2e),
             publish: Latency::of(publish),
             send_delay: Latency::of(send_delay),
@@ -115,6 +127,8 @@ struct SummaryJson {
     protocol: String,
     #[serde(skip_serializing_if = "std::collections::BTreeMap::is_empty")]
     kafka_config: std::collections::BTreeMap<String, String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    kafka_broker: Option<KafkaBroker>,
     e2e: Latency,
     publish: Latency,
     send_delay: Latency,

@@ -159,5 +159,7 @@ fn a_kafka_run_sets_its_topic_up_through_the_admin_api_with_no_native_listener()
     let json = std::fs::read_to_string(out.join("summary.json")).unwrap();
     assert!(json.contains(r#""protocol":"kafka""#), "{json}");
     assert!(json.contains(r#""kafka_config":{"acks":"all","linger.ms":"1"}"#), "{json}");
+    let broker = format!(r#""kafka_broker":{{"bootstrap":"{kafka}","#);
+    assert!(json.contains(&broker) && json.contains(r#""brokers":1}"#), "the broker its metadata describes: {json}");
     server.stop();
 }
