@@ -163,3 +163,96 @@ fn a_kafka_run_sets_its_topic_up_through_the_admin_api_with_no_native_listener()
     assert!(json.contains(&broker) && json.contains(r#""brokers":1}"#), "the broker its metadata describes: {json}");
     server.stop();
 }
+
+/// The tansu broker on `port`, stopped when dropped.
+#[cfg(feature = "kafka")]
+struct Tansu(std::process::Child);
+
+#[cfg(feature = "kafka")]
+impl Drop for Tansu {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// `tansu` on PATH or in cargo's bin directory, where `cargo install tansu` puts it.
+#[cfg(feature = "kafka")]
+fn tansu_binary() -> Option<std::path::PathBuf> {
+    let cargo_bin = std::env::var_os("HOME").map(|h| std::path::Path::new(&h).join(".cargo/bin"));
+    let path = std::env::var_os("PATH").unwrap_or_default();
+    std::env::split_paths(&path).chain(cargo_bin).map(|dir| dir.join("tansu")).find(|p| p.is_file())
+}
+
+/// A librdkafka newer than Debian's 2.0.2, which cannot read tansu 0.6.0's
+/// ApiVersions v3 answer (it stops in the answer's tagged fields): the one
+/// the confluent-kafka wheel ships (tests/prerequisites.txt installs it),
+/// as a directory holding `librdkafka.so.1` to put on LD_LIBRARY_PATH.
+#[cfg(feature = "kafka")]
+fn newer_librdkafka(into: &std::path::Path) -> Option<std::path::PathBuf> {
+    let script = "import confluent_kafka, os; print(os.path.join(os.path.dirname(confluent_kafka.__file__), '..', 'confluent_kafka.libs'))";
+    let out = std::process::Command::new("/usr/bin/python3").args(["-c", script]).output().ok()?;
+    let libs = std::path::PathBuf::from(String::from_utf8(out.stdout).ok()?.trim());
+    let lib = std::fs::read_dir(libs).ok()?.flatten().map(|e| e.path()).find(|p| {
+        p.file_name().and_then(|n| n.to_str()).is_some_and(|n| n.starts_with("librdkafka") && n.ends_with(".so.1"))
+    })?;
+    std::os::unix::fs::symlink(lib, into.join("librdkafka.so.1")).ok()?;
+    Some(into.to_path_buf())
+}
+
+/// Against a broker that is not ringmq: tansu (a Kafka-compatible broker in
+/// Rust, `cargo install tansu --locked --features dynostore`), in memory on
+/// loopback, driven by the ringmq-bench binary with --kafka-broker alone:
+/// it creates its topic through tansu's admin API and loses nothing.
+/// Skipped, saying so, where tansu or a new enough librdkafka is missing.
+#[cfg(feature = "kafka")]
+#[test]
+fn a_kafka_run_drives_tansu_a_broker_that_is_not_ringmq() {
+    let Some(binary) = tansu_binary() else {
+        eprintln!("skipped: tansu is not installed (cargo install tansu --locked --features dynostore)");
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let Some(librdkafka) = newer_librdkafka(dir.path()) else {
+        eprintln!("skipped: no librdkafka newer than 2.0.2 (pip install confluent-kafka ships one)");
+        return;
+    };
+    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let url = format!("tcp://127.0.0.1:{port}");
+    let child = std::process::Command::new(&binary)
+        .args(["broker", "--listener-url", &url, "--advertised-listener-url", &url])
+        .args(["--storage-engine", "memory://tansu/"])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("start tansu");
+    let mut tansu = Tansu(child);
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+        if let Some(status) = tansu.0.try_wait().unwrap() {
+            let mut said = String::new();
+            std::io::Read::read_to_string(tansu.0.stderr.as_mut().unwrap(), &mut said).unwrap();
+            panic!("tansu exited ({status}); it needs the dynostore feature for memory:// storage:\n{said}");
+        }
+        assert!(std::time::Instant::now() < deadline, "tansu listens within 30 s");
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    let kafka = format!("127.0.0.1:{port}");
+    let out = dir.path().join("out");
+    let run = std::process::Command::new(env!("CARGO_BIN_EXE_ringmq-bench"))
+        .env("LD_LIBRARY_PATH", &librdkafka)
+        .args(["run", "--protocol", "kafka", "--kafka-broker", &kafka, "--topic", "on-tansu", "--queues", "3"])
+        .args(["--rate", "1000", "--duration", "3s", "--warmup", "500ms", "--producers", "1", "--consumers", "1"])
+        .arg("--out")
+        .arg(&out)
+        .output()
+        .expect("run ringmq-bench");
+    let said = String::from_utf8_lossy(&run.stderr);
+    assert!(run.status.success(), "the run against tansu completes:\n{said}");
+    let summary: serde_json::Value = serde_json::from_slice(&std::fs::read(out.join("summary.json")).unwrap()).unwrap();
+    assert!(summary["received"].as_u64() > Some(0), "{summary}");
+    assert_eq!((summary["lost"].as_u64(), summary["errors"].as_u64()), (Some(0), Some(0)), "{summary}");
+    assert_eq!(summary["kafka_broker"]["bootstrap"], kafka.as_str());
+    assert_eq!(summary["kafka_broker"]["cluster_id"], "tansu_cluster", "the broker is tansu: {summary}");
+    drop(tansu);
+}
