@@ -51,9 +51,7 @@ struct Uploaded {
 /// each footer against the manifest and each slice against the footer.
 async fn uploaded(store: &ObjectStore, owner: &str, shard: usize) -> Option<Uploaded> {
     let place = format!("{owner}/shard-{shard}/");
-    let manifests = store.list(&format!("{place}manifest/")).await.unwrap();
-    let newest = manifests.iter().map(|l| l.key.clone()).max()?;
-    let manifest: serde_json::Value = serde_json::from_slice(&store.get(&newest, None).await.unwrap()).unwrap();
+    let (manifest, manifests_listed) = newest_manifest(store, &place).await?;
     let mut records: BTreeMap<u32, Vec<(u64, Vec<u8>)>> = BTreeMap::new();
     let objects = manifest["objects"].as_array().unwrap();
     for object in objects {
@@ -80,7 +78,16 @@ async fn uploaded(store: &ObjectStore, owner: &str, shard: usize) -> Option<Uplo
     }
     let generation = manifest["generation"].as_u64().unwrap();
     assert_eq!(generation, objects.len() as u64, "one generation per object");
-    Some(Uploaded { generation, manifests_listed: manifests.len(), records })
+    Some(Uploaded { generation, manifests_listed, records })
+}
+
+/// The JSON of the newest manifest stored under `place` (a shard's place
+/// in the bucket), and how many manifests are stored there; None if none is.
+async fn newest_manifest(store: &ObjectStore, place: &str) -> Option<(serde_json::Value, usize)> {
+    let manifests = store.list(&format!("{place}manifest/")).await.unwrap();
+    let newest = manifests.iter().map(|l| l.key.clone()).max()?;
+    let manifest = serde_json::from_slice(&store.get(&newest, None).await.unwrap()).unwrap();
+    Some((manifest, manifests.len()))
 }
 
 /// Waits (at most 120 s) until the manifests of `owner`'s (a broker group,
@@ -329,33 +336,31 @@ fn total_retention_moves_a_tiered_queues_start_and_deletes_its_objects() {
 /// meet is kept whole. Then the topic is deleted, and its objects with it.
 #[test]
 fn time_retention_deletes_the_objects_whose_records_are_all_older_and_a_deleted_topic_all() {
-    use common::kafka::{batch, call, connect, produce_body};
-    use kafka_protocol::records::{Record, TimestampType};
+    use common::kafka::{batch, call, connect, produce_body, records};
+    use kafka_protocol::records::Record;
     let dir = tempfile::tempdir().unwrap();
     let weed = Seaweed::start(&dir.path().join("weed"));
     let kafka = format!("127.0.0.1:{}", common::free_port_pair("127.0.0.1"));
     let day = ("retention.ms", "86400000");
     let Tail { broker, shard, .. } = tiered_tail(dir.path(), &weed, 0, &["--kafka-listen", &kafka], &[day]);
-    let old = |i: usize| Record {
-        transactional: false,
-        control: false,
-        delete_horizon: false,
-        partition_leader_epoch: 0,
-        producer_id: -1,
-        producer_epoch: -1,
-        timestamp_type: TimestampType::Creation,
-        offset: (i % 100) as i64,
-        // One batch while offset minus sequence stays the same (`common::kafka::records`).
-        sequence: (i % 100) as i32 - 1,
-        timestamp: 1_700_000_000_000 + i as i64,
-        key: None,
-        value: Some(value("tiered", i).into()),
-        headers: Default::default(),
+    // `records`' batch of 100, each record stamped and valued by its number in all.
+    let old = |first: usize| -> Vec<Record> {
+        let batch = records(100, None).into_iter().enumerate();
+        batch
+            .map(|(j, r)| {
+                let i = first + j;
+                Record {
+                    timestamp: 1_700_000_000_000 + i as i64,
+                    key: None,
+                    value: Some(value("tiered", i).into()),
+                    ..r
+                }
+            })
+            .collect()
     };
     let mut stream = connect(&kafka);
     for first in (0..3000).step_by(100) {
-        let records: Vec<Record> = (first..first + 100).map(old).collect();
-        let body = produce_body("tiered", 0, batch(&records));
+        let body = produce_body("tiered", 0, batch(&old(first)));
         let answer: kafka_protocol::messages::ProduceResponse =
             call(&mut stream, kafka_protocol::messages::ApiKey::Produce, 9, &body);
         let answer = &answer.responses[0].partition_responses[0];
@@ -392,9 +397,8 @@ fn time_retention_deletes_the_objects_whose_records_are_all_older_and_a_deleted_
 /// The objects shard `shard`'s newest manifest names, each with where its
 /// records end (the next offset of the queues it holds).
 fn uploaded_manifest(runtime: &tokio::runtime::Runtime, store: &ObjectStore, shard: u32) -> Vec<(String, u64)> {
-    let manifests = block(runtime, store.list(&format!("single/shard-{shard}/manifest/")));
-    let newest = manifests.into_iter().map(|l| l.key).max().expect("a manifest");
-    let manifest: serde_json::Value = serde_json::from_slice(&block(runtime, store.get(&newest, None))).unwrap();
+    let place = format!("single/shard-{shard}/");
+    let (manifest, _) = runtime.block_on(newest_manifest(store, &place)).expect("a manifest");
     let objects = manifest["objects"].as_array().unwrap().iter();
     let next = |o: &serde_json::Value| o["queues"].as_object().unwrap().values().map(|r| r[1].as_u64().unwrap()).max();
     objects.map(|o| (o["key"].as_str().unwrap().to_string(), next(o).unwrap())).collect()
@@ -409,14 +413,7 @@ fn in_a_broker_group_the_leader_uploads_its_follower_knows_the_manifest_and_goes
     let bucket = weed.broker_flags(dir.path());
     let first_admin = common::ports::free_ports("127.0.0.1", 2);
     let admins = [0, 1].map(|i| format!("127.0.0.1:{}", first_admin + i));
-    let node = |name: &str, ip: &str, admin: &str| {
-        let listen = format!("{ip}:{}", common::free_port_pair(ip));
-        let mut args = vec!["--cluster", &etcd.url, "--broker-group", "g1", "--node", name, "--lease-ms", "1000"];
-        args.extend(["--insync-min", "1", "--segment-mib", "1", "--batch-bytes-max", "262144"]);
-        args.extend(["--retention-check-ms", "300", "--admin-listen", admin]);
-        args.extend(bucket.iter().map(String::as_str));
-        common::Broker::start_listening(&dir.path().join(name), &listen, &args)
-    };
+    let node = |name, ip, admin| tiered_node(dir.path(), &etcd, &bucket, ("g1", name, ip), admin);
     let mut a = node("a", "127.0.0.141", &admins[0]);
     let b = node("b", "127.0.0.142", &admins[1]);
     let client = common::connect_retrying(a.addr(), 1000);
@@ -456,9 +453,7 @@ fn in_a_broker_group_the_leader_uploads_its_follower_knows_the_manifest_and_goes
     check(&wait_uploaded(&runtime, &store, "g1", 6000), &values);
     assert!(uploaded_here(&admins[1]) >= 1.0, "the new leader uploads");
     common::wait_until("only the objects a manifest names left", Duration::from_secs(60), || {
-        let newest =
-            block(&runtime, store.list(&format!("{place}manifest/"))).into_iter().map(|l| l.key).max().unwrap();
-        let manifest: serde_json::Value = serde_json::from_slice(&block(&runtime, store.get(&newest, None))).unwrap();
+        let (manifest, _) = runtime.block_on(newest_manifest(&store, &place)).expect("a manifest");
         let named: Vec<String> = manifest["objects"]
             .as_array()
             .unwrap()
@@ -485,15 +480,8 @@ fn a_tiered_queue_moves_to_another_broker_group_whole_and_leaves_the_sources_buc
     let etcd = common::etcd::Etcd::start(&dir.path().join("etcd"));
     let bucket = weed.broker_flags(dir.path());
     let first_admin = common::ports::free_ports("127.0.0.1", 2);
-    let node = |group: &str, ip: &str, admin: &str| {
-        let listen = format!("{ip}:{}", common::free_port_pair(ip));
-        let mut args = vec!["--cluster", &etcd.url, "--broker-group", group, "--node", group, "--lease-ms", "1000"];
-        args.extend(["--insync-min", "1", "--segment-mib", "1", "--batch-bytes-max", "262144"]);
-        args.extend(["--retention-check-ms", "300", "--admin-listen", admin]);
-        args.extend(bucket.iter().map(String::as_str));
-        common::Broker::start_listening(&dir.path().join(group), &listen, &args)
-    };
     let admins = [0, 1].map(|i| format!("127.0.0.1:{}", first_admin + i));
+    let node = |group, ip, admin| tiered_node(dir.path(), &etcd, &bucket, (group, group, ip), admin);
     let east = node("east", "127.0.0.151", &admins[0]);
     let west = node("west", "127.0.0.152", &admins[1]);
     let both = format!("{},{}", east.addr(), west.addr());
@@ -537,6 +525,24 @@ fn a_tiered_queue_moves_to_another_broker_group_whole_and_leaves_the_sources_buc
     check(&wait_uploaded(&runtime, &store, to, 2500), &values);
     common::wait_until("the source's objects of the queue deleted", Duration::from_secs(60), || objects_of(from) == 0);
     drop((east, west));
+}
+
+/// Node `name` of broker group `group` on `ip` with the bucket's flags
+/// `bucket`: 1 MiB segments, retention checked every 300 ms, its admin
+/// listener on `admin`.
+fn tiered_node(
+    dir: &std::path::Path,
+    etcd: &common::etcd::Etcd,
+    bucket: &[String],
+    (group, name, ip): (&str, &str, &str),
+    admin: &str,
+) -> common::Broker {
+    let listen = format!("{ip}:{}", common::free_port_pair(ip));
+    let mut args = vec!["--cluster", &etcd.url, "--broker-group", group, "--node", name, "--lease-ms", "1000"];
+    args.extend(["--insync-min", "1", "--segment-mib", "1", "--batch-bytes-max", "262144"]);
+    args.extend(["--retention-check-ms", "300", "--admin-listen", admin]);
+    args.extend(bucket.iter().map(String::as_str));
+    common::Broker::start_listening(&dir.join(name), &listen, &args)
 }
 
 /// What a call to the bucket gave.
@@ -693,10 +699,7 @@ fn delete_records_below_the_local_start_moves_the_queues_start_in_the_bucket() {
     let store = weed.store("");
     let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
     let place = format!("single/shard-{shard}/");
-    let manifests = runtime.block_on(store.list(&format!("{place}manifest/"))).unwrap();
-    let newest = manifests.iter().map(|l| l.key.clone()).max().unwrap();
-    let manifest: serde_json::Value =
-        serde_json::from_slice(&runtime.block_on(store.get(&newest, None)).unwrap()).unwrap();
+    let (manifest, _) = runtime.block_on(newest_manifest(&store, &place)).expect("a manifest");
     let starts: Vec<u64> = manifest["starts"].as_object().unwrap().values().map(|v| v.as_u64().unwrap()).collect();
     assert_eq!(starts, vec![1500]);
     for object in manifest["objects"].as_array().unwrap() {
