@@ -204,7 +204,7 @@ pub(crate) fn prepare_topic(a: &RunArgs, bootstrap: &str) -> Result<(u32, KafkaB
         }
     }
     // Described until the broker's metadata has every partition's leader (a new topic's take a moment).
-    let describer: BaseConsumer = settings(a, bootstrap, |_| {}).create().map_err(|e| format!("kafka client: {e}"))?;
+    let describer = admin.inner();
     let deadline = std::time::Instant::now() + ADMIN_TIMEOUT;
     loop {
         let metadata = describer
@@ -213,7 +213,7 @@ pub(crate) fn prepare_topic(a: &RunArgs, bootstrap: &str) -> Result<(u32, KafkaB
         let described = metadata.topics().iter().find(|t| t.name() == a.topic);
         if let Some(t) = described.filter(|t| t.error().is_none() && !t.partitions().is_empty()) {
             if t.partitions().iter().all(|p| p.leader() >= 0 && p.error().is_none()) {
-                let cluster_id = describer.client().fetch_cluster_id(ADMIN_TIMEOUT);
+                let cluster_id = describer.fetch_cluster_id(ADMIN_TIMEOUT);
                 let broker =
                     KafkaBroker { bootstrap: bootstrap.to_string(), cluster_id, brokers: metadata.brokers().len() };
                 let partitions = t.partitions().len() as u32;
