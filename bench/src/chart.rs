@@ -42,9 +42,9 @@ struct Axes {
 }
 
 impl Axes {
-    fn of(series: &[Series]) -> Axes {
+    fn of<'a>(series: impl Iterator<Item = &'a Series>) -> Axes {
         let (mut lo, mut hi, mut nines_max) = (f64::MAX, f64::MIN, 1.0f64);
-        for &(q, v) in series.iter().flat_map(|s| s.points.iter()) {
+        for &(q, v) in series.flat_map(|s| s.points.iter()) {
             let v = v.max(1e-3);
             lo = lo.min(v);
             hi = hi.max(v);
@@ -91,9 +91,10 @@ fn register_font_once() {
     });
 }
 
-fn draw<DB: DrawingBackend>(root: DrawingArea<DB, Shift>, series: &[Series], title: &str) -> Result<(), String> {
+fn draw<DB: DrawingBackend>(root: DrawingArea<DB, Shift>, c: &Chart) -> Result<(), String> {
     let e = |e: DrawingAreaErrorKind<DB::ErrorType>| e.to_string();
-    let axes = Axes::of(series);
+    let (series, title) = (c.series, c.title);
+    let axes = Axes::of(c.series.iter().chain(c.axes_of));
     root.fill(&WHITE).map_err(e)?;
     let mut chart = ChartBuilder::on(&root)
         .caption(title, (FONT, 22))
@@ -135,18 +136,28 @@ fn draw<DB: DrawingBackend>(root: DrawingArea<DB, Shift>, series: &[Series], tit
     root.present().map_err(e)
 }
 
-/// The chart as SVG.
-pub fn svg(series: &[Series], title: &str) -> Result<String, String> {
-    register_font_once();
-    let mut out = String::new();
-    draw(SVGBackend::with_string(&mut out, (WIDTH, HEIGHT)).into_drawing_area(), series, title)?;
-    Ok(out)
+/// A chart of `series`, on axes that also hold `axes_of` (curves of
+/// charts meant to sit beside it, not drawn here), so that they compare.
+pub struct Chart<'a> {
+    pub series: &'a [Series],
+    pub axes_of: &'a [Series],
+    pub title: &'a str,
 }
 
-/// The chart as a PNG file at `path`.
-pub fn png(series: &[Series], title: &str, path: &std::path::Path) -> Result<(), String> {
-    register_font_once();
-    draw(BitMapBackend::new(path, (WIDTH, HEIGHT)).into_drawing_area(), series, title)
+impl Chart<'_> {
+    /// The chart as SVG.
+    pub fn svg(&self) -> Result<String, String> {
+        register_font_once();
+        let mut out = String::new();
+        draw(SVGBackend::with_string(&mut out, (WIDTH, HEIGHT)).into_drawing_area(), self)?;
+        Ok(out)
+    }
+
+    /// The chart as a PNG file at `path`.
+    pub fn png(&self, path: &std::path::Path) -> Result<(), String> {
+        register_font_once();
+        draw(BitMapBackend::new(path, (WIDTH, HEIGHT)).into_drawing_area(), self)
+    }
 }
 
 #[cfg(test)]
@@ -159,7 +170,8 @@ mod tests {
             Series { label: "fast".into(), points: vec![(0.0, 0.1), (0.9, 0.2), (0.99, 0.5), (0.999, 1.0)] },
             Series { label: "slow".into(), points: vec![(0.0, 1.0), (0.9, 2.0), (0.99, 5.0), (0.999, 40.0)] },
         ];
-        let svg = svg(&series, "e2e latency").unwrap();
+        let chart = Chart { series: &series, axes_of: &[], title: "e2e latency" };
+        let svg = chart.svg().unwrap();
         for color in ["#1F77B4", "#D62728"] {
             assert_eq!(svg.matches(color).count(), 2, "a curve and its legend mark in {color}");
         }
@@ -168,9 +180,15 @@ mod tests {
         }
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("chart.png");
-        png(&series, "e2e latency", &path).unwrap();
+        chart.png(&path).unwrap();
         assert_eq!(&std::fs::read(&path).unwrap()[1..4], b"PNG");
-        let axes = Axes::of(&series);
+        let axes = Axes::of(series.iter());
         assert_eq!((axes.nines_max, axes.ms.clone()), (3.0, 0.1..100.0), "whole decades around every point");
+        let beside = [Series { label: "other".into(), points: vec![(0.99995, 2000.0)] }];
+        let axes = Axes::of(series.iter().chain(&beside));
+        assert_eq!((axes.nines_max, axes.ms), (5.0, 0.1..10_000.0), "a chart beside it sets the same axes");
+        let shared = Chart { series: &series, axes_of: &beside, title: "e2e latency" }.svg().unwrap();
+        assert!(!shared.contains(">\nother\n</text>"), "a run beside it is not drawn");
+        assert!(shared.contains(">\n99.999%\n</text>") && shared.contains(">\n10s\n</text>"), "on its axes");
     }
 }

@@ -26,6 +26,10 @@ enum Command {
         /// Where compare.svg and compare.png go.
         #[arg(long, default_value = ".")]
         out_dir: PathBuf,
+        /// Runs of other charts meant to sit beside this one (repeatable): the axes hold them too,
+        /// so the charts share their scales; they are not drawn.
+        #[arg(long)]
+        axes_of: Vec<PathBuf>,
     },
 }
 
@@ -61,7 +65,7 @@ fn main() -> ExitCode {
             }
             ExitCode::SUCCESS
         }
-        Command::Compare { inputs, out_dir } => match compare::run(&inputs, &out_dir) {
+        Command::Compare { inputs, out_dir, axes_of } => match compare::run(&inputs, &axes_of, &out_dir) {
             Ok((svg, png)) => {
                 println!("wrote {} and {}", svg.display(), png.display());
                 ExitCode::SUCCESS

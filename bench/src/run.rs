@@ -140,6 +140,14 @@ pub struct RunArgs {
     /// default).
     #[arg(long, default_value_t = -1, allow_negative_numbers = true)]
     pub replication_factor: i32,
+    /// Names the broker in summary.json and in `compare`'s table and legend, e.g. "Kafka 3.9"
+    /// [default: ringmq native, ringmq Kafka listener, or the Kafka cluster's id].
+    #[arg(long)]
+    pub label: Option<String>,
+    /// Says when the broker acknowledged a send, for summary.json and `compare`'s legend, e.g.
+    /// "acks=all, fsync per batch" [default: from --mode, or the Kafka producer's acks].
+    #[arg(long)]
+    pub durability: Option<String>,
     /// With --broker: connect with TLS, trusting this CA (PEM) for the broker's certificate.
     #[arg(long, requires = "broker")]
     pub tls_ca: Option<PathBuf>,
@@ -456,12 +464,53 @@ fn drive_with(
     }
     tracing::debug!(seconds = wall.elapsed().as_secs_f64(), "run finished");
     let mut o = outcome(&shared);
+    o.summary.broker = broker_name(&shared.args, kafka_broker.as_ref());
+    o.summary.durability = durability(&shared.args);
     o.summary.kafka_broker = kafka_broker;
     o.delayed = probe.map(|p| (shared.args.delayed_pending, p.finish()));
     if let Some(((from, sent_from), (to, sent_to))) = cpu {
         o.summary.cpu_us_per_msg = Some(to.since(from).per_message(sent_to - sent_from));
     }
     Ok(o)
+}
+
+/// The broker a run drove, as summary.json and `compare` name it: `--label`,
+/// else ringmq's native or embedded Kafka listener, else the Kafka cluster's
+/// id (or where it was reached, when it gives none).
+fn broker_name(args: &RunArgs, kafka: Option<&KafkaBroker>) -> String {
+    match (&args.label, kafka) {
+        (Some(label), _) => label.clone(),
+        (None, None) => "ringmq native".into(),
+        (None, Some(_)) if args.embedded => "ringmq Kafka listener".into(),
+        (None, Some(k)) => k
+            .cluster_id
+            .as_ref()
+            .map_or_else(|| format!("Kafka at {}", k.bootstrap), |id| format!("Kafka cluster {id}")),
+    }
+}
+
+/// When the run's sends were acknowledged: `--durability`, else the native
+/// send mode (async and sync acks come once the broker holds a message
+/// durably) or the Kafka producer's acks, as --kafka-config left them
+/// (whether acks=all means on disk is the broker's setting: Kafka's default
+/// leaves the flush to the page cache).
+fn durability(args: &RunArgs) -> String {
+    if let Some(durability) = &args.durability {
+        return durability.clone();
+    }
+    let oneway = args.mode == SendMode::Oneway;
+    match args.protocol {
+        Protocol::Native if oneway => "one-way, no acks".into(),
+        Protocol::Native => {
+            format!("durable acks, {} sends", if args.mode == SendMode::Sync { "sync" } else { "async" })
+        }
+        Protocol::Kafka => {
+            let setting = |key: &str| args.kafka_config.iter().rev().find(|(k, _)| k == key).map(|(_, v)| v.as_str());
+            let acks = setting("acks").unwrap_or(if oneway { "0" } else { "all" });
+            let idempotent = setting("enable.idempotence") == Some("true");
+            format!("acks={acks}{}", if idempotent { ", idempotent" } else { "" })
+        }
+    }
 }
 
 /// (subscription, consumer) of every consumer thread to start.
@@ -497,6 +546,8 @@ fn outcome(s: &Shared) -> Outcome {
         protocol: s.args.protocol.to_possible_value().map_or_else(String::new, |v| v.get_name().to_string()),
         kafka_config: s.args.kafka_config.clone(),
         kafka_broker: None,
+        broker: String::new(),
+        durability: String::new(),
     };
     let rebalance = s.window.as_ref().and_then(|w| w.split(s.measure_from_ns));
     Outcome {
@@ -845,7 +896,7 @@ fn progress(s: &Shared, done: impl Fn() -> bool) -> Option<CpuWindow> {
 
 /// The final table.
 pub fn report(o: &Outcome) -> String {
-    let mut out = format!("{:>10}", "ms");
+    let mut out = format!("{} ({})\n{:>10}", o.summary.broker, o.summary.durability, "ms");
     for (name, _) in PERCENTILES {
         out += &format!(" {name:>10}");
     }

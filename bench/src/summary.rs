@@ -35,6 +35,11 @@ pub struct Summary {
     pub kafka_config: Vec<(String, String)>,
     /// The Kafka-compatible broker a Kafka run drove, as its metadata describes it.
     pub kafka_broker: Option<KafkaBroker>,
+    /// The broker as `compare` names it (`--label`, or what the run knows
+    /// of it), and when it acknowledged a send (`--durability`, or the
+    /// send mode and acks).
+    pub broker: String,
+    pub durability: String,
 }
 
 /// A Kafka-compatible broker (a cluster): where the run reached it, its
@@ -85,6 +90,8 @@ impl Summary {
             protocol: self.protocol.clone(),
             kafka_config: self.kafka_config.iter().cloned().collect(),
             kafka_broker: self.kafka_broker.clone(),
+            broker: self.broker.clone(),
+            durability: self.durability.clone(),
             e2e: Latency::of(e2e),
             publish: Latency::of(publish),
             send_delay: Latency::of(send_delay),
@@ -129,6 +136,8 @@ struct SummaryJson {
     kafka_config: std::collections::BTreeMap<String, String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     kafka_broker: Option<KafkaBroker>,
+    broker: String,
+    durability: String,
     e2e: Latency,
     publish: Latency,
     send_delay: Latency,
@@ -203,6 +212,8 @@ mod tests {
             "e2e",
             "publish",
             "send_delay",
+            "broker",
+            "durability",
         ];
         for key in keys {
             assert!(json.contains(&format!("\"{key}\":")), "{key} missing: {json}");

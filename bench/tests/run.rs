@@ -49,12 +49,20 @@ fn an_embedded_run_reports_no_loss_and_runs_compare_into_a_chart() {
     assert!(delay.max() <= publish.max() && delay.value_at_quantile(0.5) <= publish.value_at_quantile(0.5));
     assert!(a.join("send_delay.hgrm").exists());
     short_run(&b, "2000");
-    let (svg, png) = compare::run(&[a, b], dir.path()).unwrap();
+    let (svg, png) = compare::run(&[a.clone(), b.clone()], &[], dir.path()).unwrap();
     let png = std::fs::read(png).unwrap();
     assert_eq!(&png[1..4], b"PNG");
     let svg = std::fs::read_to_string(svg).unwrap();
     // plotters writes each text on a line of its own inside its element.
-    assert!(svg.contains(">\nslow-rate\n<") && svg.contains(">\nfast-rate\n<"), "both runs in the legend");
+    for run in ["slow-rate", "fast-rate"] {
+        let legend = format!(">\n{run}: ringmq native (durable acks, async sends)\n<");
+        assert!(svg.contains(&legend), "each run in the legend, with its broker and durability: {svg}");
+    }
+    let table = compare::table(&[compare::load(&a).unwrap(), compare::load(&b).unwrap()]);
+    assert!(table.starts_with("slow-rate: ringmq native (durable acks, async sends), 5"), "{table}");
+    let rates = table.lines().find(|l| l.trim_start().starts_with("msgs/s")).expect("a msgs/s row");
+    let ratio: f64 = rates.split_whitespace().last().unwrap().parse().unwrap();
+    assert!((3.0..5.0).contains(&ratio), "2000 msgs/s against 500: {rates}");
     assert!(
         !std::env::current_dir().unwrap().read_dir().unwrap().any(|e| e
             .unwrap()
@@ -113,10 +121,12 @@ fn a_kafka_run_without_the_feature_says_how_to_build_it() {
 #[cfg(feature = "kafka")]
 #[test]
 fn a_kafka_protocol_run_reports_no_loss() {
-    let cli = Cli::parse_from(["run", "--embedded", "--protocol", "kafka", "--duration", "2s", "--warmup", "500ms"]);
+    let args = ["run", "--embedded", "--protocol", "kafka", "--duration", "2s", "--warmup", "500ms"];
+    let cli = Cli::parse_from(args.into_iter().chain(["--label", "ringmq 9092", "--durability", "fsync, then ack"]));
     let outcome = run::run(cli.args).expect("the run completes");
     let s = &outcome.summary;
     assert!(s.received > 0 && s.lost == 0 && s.errors == 0, "{:?}", (s.received, s.lost, s.errors));
+    assert_eq!((s.broker.as_str(), s.durability.as_str()), ("ringmq 9092", "fsync, then ack"), "as the run was told");
 }
 
 /// A Kafka run given only a Kafka listener (no native one, as against a
@@ -161,6 +171,9 @@ fn a_kafka_run_sets_its_topic_up_through_the_admin_api_with_no_native_listener()
     assert!(json.contains(r#""kafka_config":{"acks":"all","linger.ms":"1"}"#), "{json}");
     let broker = format!(r#""kafka_broker":{{"bootstrap":"{kafka}","#);
     assert!(json.contains(&broker) && json.contains(r#""brokers":1}"#), "the broker its metadata describes: {json}");
+    // ringmq's Metadata gives no cluster id: the broker is named by where it was reached.
+    let named = format!(r#""broker":"Kafka at {kafka}","durability":"acks=all""#);
+    assert!(json.contains(&named), "{json}");
     server.stop();
 }
 
@@ -254,5 +267,9 @@ fn a_kafka_run_drives_tansu_a_broker_that_is_not_ringmq() {
     assert_eq!((summary["lost"].as_u64(), summary["errors"].as_u64()), (Some(0), Some(0)), "{summary}");
     assert_eq!(summary["kafka_broker"]["bootstrap"], kafka.as_str());
     assert_eq!(summary["kafka_broker"]["cluster_id"], "tansu_cluster", "the broker is tansu: {summary}");
+    assert_eq!(
+        (summary["broker"].as_str(), summary["durability"].as_str()),
+        (Some("Kafka cluster tansu_cluster"), Some("acks=all"))
+    );
     drop(tansu);
 }
