@@ -1,9 +1,10 @@
 // Kafka produce throughput of the Apache Java client (kafka-clients), one
 // producer: idempotent, or transactional with a commit every `per-txn`
 // records, the same batch size and linger in both. Run by
-// perf-scripts/txn-vs-idempotent.sh:
-//   java -cp JARS:CLASSES TxnThroughput HOST:PORT TOPIC MODE RECORDS PER_TXN
-// where MODE is idempotent or transactional. Prints one line:
+// perf-scripts/txn-vs-idempotent.sh and perf-scripts/java-producer.sh:
+//   java -cp JARS:CLASSES TxnThroughput HOST:PORT TOPIC MODE RECORDS PER_TXN [BATCH_BYTES]
+// where MODE is idempotent or transactional, BATCH_BYTES the batch.size
+// (default 262144; the client's own default is 16384). Prints one line:
 //   MODE records=N seconds=S records_per_s=R
 import java.util.*;
 import org.apache.kafka.clients.producer.*;
@@ -13,6 +14,7 @@ public class TxnThroughput {
     public static void main(String[] args) throws Exception {
         String boot = args[0], topic = args[1], mode = args[2];
         int records = Integer.parseInt(args[3]), perTxn = Integer.parseInt(args[4]);
+        int batchBytes = args.length > 5 ? Integer.parseInt(args[5]) : 262144;
         boolean transactional = mode.equals("transactional");
         Map<String, Object> config = new HashMap<>();
         config.put(ProducerConfig.BOOTSTRAP_SERVERS_CONFIG, boot);
@@ -20,7 +22,7 @@ public class TxnThroughput {
         config.put(ProducerConfig.VALUE_SERIALIZER_CLASS_CONFIG, ByteArraySerializer.class);
         config.put(ProducerConfig.ENABLE_IDEMPOTENCE_CONFIG, true);
         config.put(ProducerConfig.ACKS_CONFIG, "all");
-        config.put(ProducerConfig.BATCH_SIZE_CONFIG, 262144);
+        config.put(ProducerConfig.BATCH_SIZE_CONFIG, batchBytes);
         config.put(ProducerConfig.LINGER_MS_CONFIG, 5);
         if (transactional) {
             config.put(ProducerConfig.TRANSACTIONAL_ID_CONFIG, "throughput-" + System.nanoTime());

@@ -1,0 +1,104 @@
+#!/usr/bin/env bash
+# The Apache Java client's producer against ringmq's Kafka listener, as a
+# Kafka user runs it: one producer (CPU 1), acks=all, idempotent, linger.ms
+# 5, 1 KiB records, batch.size 16 KiB (the client's default) against 256
+# KiB, alternating, a fresh broker (one shard, CPU 0) per run. Prints
+# records/s and what bounds it: the client keeps at most 5 Produce requests
+# in flight per connection (max.in.flight.requests.per.connection, 5 at
+# most with idempotence), and each waits for the durable write of its
+# batches; so records/s <= connections x 5 x records per request / request
+# time. The broker's metrics give records per request and the mean durable
+# append time (arrival at the storage engine to durable), which the bound
+# uses for the request time (a lower bound of it: the wire and the client
+# add to it). Needs a JDK and the Java client's jars (tests/run.sh puts
+# them in ~/.cache/ringmq-tests/jars, or set RINGMQ_JARS).
+#   perf-scripts/java-producer.sh [--rounds N] [--records N] [--partitions N]
+set -euo pipefail
+
+here=$(cd "$(dirname "$0")" && pwd)
+root=$(cd "$here/.." && pwd)
+rounds=3 records=200000 partitions=4
+while [[ $# -gt 0 ]]; do
+  case "$1" in
+    --rounds) rounds=$2; shift 2 ;;
+    --records) records=$2; shift 2 ;;
+    --partitions) partitions=$2; shift 2 ;;
+    *) echo "unknown argument: $1" >&2; exit 2 ;;
+  esac
+done
+jars_dir=${RINGMQ_JARS:-$HOME/.cache/ringmq-tests/jars}
+jars=$(ls "$jars_dir"/*.jar 2>/dev/null | tr '\n' ':') || true
+[[ -n $jars ]] || { echo "no jars in $jars_dir: run tests/run.sh once (it downloads them)" >&2; exit 1; }
+command -v javac >/dev/null || { echo "needs a JDK (Debian: default-jdk-headless)" >&2; exit 1; }
+command -v curl >/dev/null || { echo "needs curl" >&2; exit 1; }
+(cd "$root" && cargo build --release -q -p ringmq)
+bin=$root/target/release
+out=$(mktemp -d)
+javac -nowarn -cp "$jars" -d "$out/classes" "$here/java/TxnThroughput.java"
+
+broker=""
+stop_broker() { [[ -n $broker ]] && { kill "$broker" 2>/dev/null || true; wait "$broker" 2>/dev/null || true; }; broker=""; }
+trap stop_broker EXIT
+# shellcheck source=lib/processes.sh
+source "$here/lib/processes.sh" # free_port
+
+# run BATCH ROUND: a fresh broker, one producer run; its line and the broker's metrics after it.
+run() {
+  local batch=$1 dir=$out/$1-$2 port kafka admin
+  mkdir -p "$dir"
+  port=$(free_port) kafka=$(free_port) admin=$(free_port)
+  taskset -c 0 "$bin/ringmq" serve --data-dir "$dir/data" --listen "127.0.0.1:$port" --kafka-listen "127.0.0.1:$kafka" \
+    --admin-listen "127.0.0.1:$admin" --cores 0 --segment-mib 256 --cache-mib 128 >"$dir/serve.out" 2>"$dir/serve.err" &
+  broker=$!
+  for _ in $(seq 200); do grep -q listening "$dir/serve.out" 2>/dev/null && break; sleep 0.1; done
+  "$bin/ringmq" topic create tput --queues "$partitions" --broker "127.0.0.1:$port" >/dev/null
+  curl -s "http://127.0.0.1:$admin/metrics" >"$dir/before.txt"
+  taskset -c 1 java -cp "$jars$out/classes" TxnThroughput "127.0.0.1:$kafka" tput idempotent "$records" 1 "$batch" \
+    2>"$dir/java.err" | tee "$dir/result" >&2
+  curl -s "http://127.0.0.1:$admin/metrics" >"$dir/after.txt"
+  stop_broker
+  rm -rf "$dir/data"
+}
+
+for r in $(seq "$rounds"); do
+  run 16384 "$r"
+  run 262144 "$r"
+done
+OUT="$out" ROUNDS="$rounds" python3 - <<'PY'
+import os, re, statistics
+out, rounds = os.environ["OUT"], int(os.environ["ROUNDS"])
+def metric(path, name, labels=""):
+    """The sum over its label sets of `name` whose labels contain `labels`."""
+    total = 0.0
+    for line in open(path):
+        m = re.match(r"^(\w+)(\{[^}]*\})? (\S+)$", line.strip())
+        if m and m.group(1) == name and labels in (m.group(2) or ""):
+            total += float(m.group(3))
+    return total
+def delta(d, name, labels=""):
+    return metric(f"{d}/after.txt", name, labels) - metric(f"{d}/before.txt", name, labels)
+print(f"{'batch.size':>10} {'records/s':>10} {'produce reqs':>12} {'records/req':>11} {'append ms':>9} {'bound rec/s':>11}")
+for batch in [16384, 262144]:
+    rows = []
+    for r in range(1, rounds + 1):
+        d = f"{out}/{batch}-{r}"
+        try:
+            rate = float(re.search(r"records_per_s=(\S+)", open(f"{d}/result").read()).group(1))
+        except (OSError, AttributeError):
+            print(f"{batch:>10} round {r}: no result (see {d}/java.err)")
+            continue
+        requests = delta(d, "ringmq_requests_total", 'api="kafka_Produce"')
+        records = delta(d, "ringmq_storage_appended_records_total")
+        appends = delta(d, "ringmq_storage_append_seconds_count")
+        append_s = delta(d, "ringmq_storage_append_seconds_sum") / max(1, appends)
+        per_request = records / max(1, requests)
+        # One connection (one shard), 5 requests in flight on it.
+        bound = 5 * per_request / max(append_s, 1e-9)
+        rows.append((rate, requests, per_request, append_s * 1e3, bound))
+        print(f"{batch:>10} {rate:>10.0f} {requests:>12.0f} {per_request:>11.1f} {append_s * 1e3:>9.3f} {bound:>11.0f}")
+    if rows:
+        med = [statistics.median(c) for c in zip(*rows)]
+        print(f"{'median':>10} {med[0]:>10.0f} {med[1]:>12.0f} {med[2]:>11.1f} {med[3]:>9.3f} {med[4]:>11.0f}")
+print("bound: 5 requests in flight x records per request / mean durable append time (one connection)")
+print(f"runs in {out}")
+PY
