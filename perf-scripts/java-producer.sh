@@ -3,21 +3,24 @@
 # Kafka user runs it: one producer (CPU 1), acks=all, idempotent, linger.ms
 # 5, 1 KiB records, batch.size 16 KiB (the client's default) against 256
 # KiB, alternating, a fresh broker (one shard, CPU 0) per run. Prints
-# records/s and what bounds it: the client keeps at most 5 Produce requests
-# in flight per connection (max.in.flight.requests.per.connection, 5 at
-# most with idempotence), and each waits for the durable write of its
+# records/s and what bounds it. The client keeps at most 5 Produce
+# requests in flight per connection (max.in.flight.requests.per.connection,
+# 5 at most with idempotence), and each waits for the durable write of its
 # batches; so records/s <= connections x 5 x records per request / request
 # time. The broker's metrics give records per request and the mean durable
-# append time (arrival at the storage engine to durable), which the bound
-# uses for the request time (a lower bound of it: the wire and the client
-# add to it). Needs a JDK and the Java client's jars (tests/run.sh puts
-# them in ~/.cache/ringmq-tests/jars, or set RINGMQ_JARS).
+# append time (arrival at the storage engine to durable), which stands for
+# the request time (a lower bound of it: the wire and the client add to
+# it). Against that bound: the requests in flight on average (Little's law:
+# records/s x append time / records per request; 5 would mean the bound
+# holds it) and the JVM's CPU over the run (1.0: the client's one CPU is
+# full). Needs a JDK and the Java client's jars (tests/run.sh puts them in
+# ~/.cache/ringmq-tests/jars, or set RINGMQ_JARS).
 #   perf-scripts/java-producer.sh [--rounds N] [--records N] [--partitions N]
 set -euo pipefail
 
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/.." && pwd)
-rounds=3 records=200000 partitions=4
+rounds=3 records=1000000 partitions=4
 while [[ $# -gt 0 ]]; do
   case "$1" in
     --rounds) rounds=$2; shift 2 ;;
@@ -77,13 +80,15 @@ def metric(path, name, labels=""):
     return total
 def delta(d, name, labels=""):
     return metric(f"{d}/after.txt", name, labels) - metric(f"{d}/before.txt", name, labels)
-print(f"{'batch.size':>10} {'records/s':>10} {'produce reqs':>12} {'records/req':>11} {'append ms':>9} {'bound rec/s':>11}")
+print(f"{'batch.size':>10} {'records/s':>10} {'produce reqs':>12} {'records/req':>11} {'append ms':>9} "
+      f"{'bound rec/s':>11} {'in flight':>9} {'client CPU':>10}")
 for batch in [16384, 262144]:
     rows = []
     for r in range(1, rounds + 1):
         d = f"{out}/{batch}-{r}"
         try:
-            rate = float(re.search(r"records_per_s=(\S+)", open(f"{d}/result").read()).group(1))
+            said = open(f"{d}/result").read()
+            rate, seconds, cpu = (float(re.search(f"{k}=(\\S+)", said).group(1)) for k in ["records_per_s", "seconds", "cpu_s"])
         except (OSError, AttributeError):
             print(f"{batch:>10} round {r}: no result (see {d}/java.err)")
             continue
@@ -94,11 +99,14 @@ for batch in [16384, 262144]:
         per_request = records / max(1, requests)
         # One connection (one shard), 5 requests in flight on it.
         bound = 5 * per_request / max(append_s, 1e-9)
-        rows.append((rate, requests, per_request, append_s * 1e3, bound))
-        print(f"{batch:>10} {rate:>10.0f} {requests:>12.0f} {per_request:>11.1f} {append_s * 1e3:>9.3f} {bound:>11.0f}")
-    if rows:
-        med = [statistics.median(c) for c in zip(*rows)]
-        print(f"{'median':>10} {med[0]:>10.0f} {med[1]:>12.0f} {med[2]:>11.1f} {med[3]:>9.3f} {med[4]:>11.0f}")
-print("bound: 5 requests in flight x records per request / mean durable append time (one connection)")
+        in_flight = rate * append_s / max(per_request, 1e-9)
+        rows.append((rate, requests, per_request, append_s * 1e3, bound, in_flight, cpu / seconds))
+    for r, row in enumerate(rows + [tuple(statistics.median(c) for c in zip(*rows))] if rows else []):
+        name = "median" if r == len(rows) else str(batch)
+        print(f"{name:>10} {row[0]:>10.0f} {row[1]:>12.0f} {row[2]:>11.1f} {row[3]:>9.3f} {row[4]:>11.0f} "
+              f"{row[5]:>9.2f} {row[6]:>10.2f}")
+print("bound: 5 requests in flight x records per request / mean durable append time (one connection); "
+      "in flight: records/s x append time / records per request; client CPU: the JVM's CPU seconds per second "
+      "(CPU time includes its start, the run's seconds do not)")
 print(f"runs in {out}")
 PY

@@ -5,7 +5,9 @@
 //   java -cp JARS:CLASSES TxnThroughput HOST:PORT TOPIC MODE RECORDS PER_TXN [BATCH_BYTES]
 // where MODE is idempotent or transactional, BATCH_BYTES the batch.size
 // (default 262144; the client's own default is 16384). Prints one line:
-//   MODE records=N seconds=S records_per_s=R
+//   MODE records=N seconds=S records_per_s=R cpu_s=C
+// where C is the CPU time the whole JVM used (every thread: the caller's,
+// the client's sender, the JIT and the collector).
 import java.util.*;
 import org.apache.kafka.clients.producer.*;
 import org.apache.kafka.common.serialization.ByteArraySerializer;
@@ -49,7 +51,10 @@ public class TxnThroughput {
                 p.flush();
             }
             double seconds = (System.nanoTime() - start) / 1e9;
-            System.out.printf("%s records=%d seconds=%.3f records_per_s=%.0f%n", mode, records, seconds, records / seconds);
+            double cpu = ((com.sun.management.OperatingSystemMXBean) java.lang.management.ManagementFactory
+                    .getOperatingSystemMXBean()).getProcessCpuTime() / 1e9;
+            System.out.printf("%s records=%d seconds=%.3f records_per_s=%.0f cpu_s=%.3f%n", mode, records, seconds,
+                    records / seconds, cpu);
         }
     }
 }
