@@ -192,6 +192,7 @@ fn source_addr(core: &Core, from: &Place) -> Result<std::net::SocketAddr, CopyEr
 /// Copies, freezes and switches; Ok once switched or no longer arriving.
 async fn copy_until_failure(core: &Core, arrival: &Arrival, stats: &MoveStats) -> Result<(), CopyError> {
     let addr = source_addr(core, &arrival.from)?;
+    tracing::debug!(topic = arrival.topic, queue = arrival.queue, %addr, "copying from the source's shard");
     let config = core.config();
     let mut link = Link::connect(addr, config.tls.as_ref(), IO_TIMEOUT, config.frame_bytes_max).await?;
     let queue = QueueId(arrival.slot.storage_id);
