@@ -129,6 +129,26 @@ fn a_kafka_protocol_run_reports_no_loss() {
     assert_eq!((s.broker.as_str(), s.durability.as_str()), ("ringmq 9092", "fsync, then ack"), "as the run was told");
 }
 
+/// A workload file drives the Kafka protocol as it does the native one:
+/// its keys set the run, and each of its subscriptions (a consumer group of
+/// its own) receives every message.
+#[cfg(feature = "kafka")]
+#[test]
+fn a_workload_file_drives_a_kafka_run() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("fanout.toml");
+    let workload = "name = \"2 subscriptions over Kafka\"\nqueues = 3\nmessage_size = 200\nproducers = 1\n\
+                    rate = 1000\nconsumers_per_queue = 2\nconsumers = 1\nwarmup = \"300ms\"\nduration = \"1s\"\n";
+    std::fs::write(&file, workload).unwrap();
+    let cli = Cli::parse_from(["run", "--embedded", "--protocol", "kafka", "--workload", file.to_str().unwrap()]);
+    let outcome = run::run(cli.args).expect("the run completes");
+    let s = &outcome.summary;
+    assert_eq!((s.lost, s.errors, s.duplicates), (0, 0, 0), "{s:?}");
+    assert_eq!((s.message_size, s.consumers_per_queue, s.protocol.as_str()), (200, 2, "kafka"), "{s:?}");
+    assert!(s.acked > 800, "about 1000 msgs/s for 1.3 s: {s:?}");
+    assert_eq!(s.received, 2 * s.acked, "each of the 2 subscriptions received every message: {s:?}");
+}
+
 /// A Kafka run given only a Kafka listener (no native one, as against a
 /// broker that is not ringmq): the topic is created through Kafka's admin
 /// API with the partitions asked for, the run loses nothing, and its
