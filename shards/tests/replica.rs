@@ -322,6 +322,34 @@ fn a_checkpoint_keeps_the_durable_batches_behind_the_commit_gate() {
     });
 }
 
+/// A checkpoint while more than a page of index entries waits behind the
+/// commit gate writes them to the index files; they stay in memory until
+/// the gate passes them, or the gate's move could not make them readable
+/// (a broker group's new leader, a moved queue's copy: the queue's end
+/// stuck below what was committed, for good).
+#[test]
+fn entries_a_checkpoint_writes_behind_the_commit_gate_become_readable_when_it_moves() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path().to_path_buf();
+    run(move || async move {
+        let leader = open_with(config(&p), &QUEUES).await;
+        leader.commit_to(Some(leader.log_positions().2));
+        // More than a page of entries (256 of 16 bytes), each batch its own.
+        let batches = 2 * 256 + 7;
+        for i in 0..batches {
+            leader.append(QueueId(1), &batch_of(format!("held {i}").as_bytes())).await.unwrap();
+        }
+        assert_eq!(leader.offsets(QueueId(1)).unwrap(), (0, 0), "held back");
+        leader.checkpoint().await.unwrap();
+        leader.commit_to(Some(leader.log_positions().2));
+        assert_eq!(leader.offsets(QueueId(1)).unwrap(), (0, batches), "every batch readable once committed");
+        let read = read_all(&leader, QueueId(1), 0).await;
+        assert_eq!(read.len() as u64, batches);
+        assert_eq!(read.last().unwrap().1, format!("held {}", batches - 1).into_bytes());
+        leader.close().await.unwrap();
+    });
+}
+
 /// (base, generation) of the segment files in `dir`.
 fn generations(dir: &Path) -> Vec<(u64, ringmq_shards::batch::Generation)> {
     let mut v: Vec<_> = std::fs::read_dir(dir)

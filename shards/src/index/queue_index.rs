@@ -196,10 +196,12 @@ impl QueueIndex {
         n.max(self.disk_next)
     }
 
-    /// Drops in-memory pages that lie wholly below `disk_next`; returns how
-    /// many entries it dropped.
+    /// Drops in-memory pages that lie wholly below `disk_next` and below
+    /// `visible`; returns how many entries it dropped. Entries behind a
+    /// leader's commit gate stay, though a checkpoint wrote them: `publish`
+    /// makes them readable from memory when the gate passes them.
     pub fn trim_memory(&mut self) -> usize {
-        let keep_from = self.disk_next.round_down(ENTRIES_PER_PAGE);
+        let keep_from = self.disk_next.min(self.visible).round_down(ENTRIES_PER_PAGE);
         if keep_from <= self.mem_base {
             return 0;
         }
