@@ -558,7 +558,20 @@ impl Shard {
     /// (always at least one batch when one is readable). At the readable end it
     /// returns empty at once or parks, as `wait` says.
     pub async fn read(&self, queue: QueueId, offset: u64, max_bytes: usize, wait: ReadWait) -> Result<ReadBatches> {
-        self.inner.read(queue, offset, max_bytes, wait).await
+        match self.inner.read(queue, offset, max_bytes, wait).await {
+            // Retention moved the start past `offset` and released its
+            // segment while the read was under way: what a read begun a
+            // moment later is told (a tiered queue's reader goes to the
+            // bucket), not a missing segment's corruption.
+            Err(failed) => match self.offsets(queue) {
+                Ok((start, end)) if offset < start => {
+                    tracing::debug!(queue = queue.0, offset, start, %failed, "a read overtaken by retention");
+                    Err(StorageError::OffsetOutOfRange { queue: queue.0, offset, start, end })
+                }
+                _ => Err(failed),
+            },
+            read => read,
+        }
     }
 
     /// Where records whose message id or key has this lookup hash may be

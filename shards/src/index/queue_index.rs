@@ -402,7 +402,10 @@ mod tests {
         assert!((0..700).all(|o| q.mem_entry(Offset(o)) == Some(entry(o))));
         assert_eq!(q.mem_entry(Offset(700)), None);
         q.disk_next = Offset(600);
-        assert_eq!(q.trim_memory(), 512, "the two full pages below offset 600");
+        assert!(q.publish(LogPos(300 * 100)), "offsets below 300 readable");
+        assert_eq!(q.trim_memory(), 256, "the page below the readable end; those behind a commit gate stay");
+        assert!(q.publish(LogPos(700 * 100)));
+        assert_eq!(q.trim_memory(), 256, "the next page below offset 600, once readable");
         assert_eq!((q.mem_base, q.mem_len()), (Offset(512), 188));
         assert_eq!(q.mem_entry(Offset(511)), None);
         for offset in 700..800 {
