@@ -29,32 +29,17 @@ while [[ $# -gt 0 ]]; do
     *) echo "unknown argument: $1" >&2; exit 2 ;;
   esac
 done
-jars_dir=${RINGMQ_JARS:-$HOME/.cache/ringmq-tests/jars}
-jars=$(ls "$jars_dir"/*.jar 2>/dev/null | tr '\n' ':') || true
-[[ -n $jars ]] || { echo "no jars in $jars_dir: run tests/run.sh once (it downloads them)" >&2; exit 1; }
-command -v javac >/dev/null || { echo "needs a JDK (Debian: default-jdk-headless)" >&2; exit 1; }
 command -v curl >/dev/null || { echo "needs curl" >&2; exit 1; }
-(cd "$root" && cargo build --release -q -p ringmq)
-bin=$root/target/release
-out=$(mktemp -d)
-javac -nowarn -cp "$jars" -d "$out/classes" "$here/java/TxnThroughput.java"
-
-broker=""
-stop_broker() { [[ -n $broker ]] && { kill "$broker" 2>/dev/null || true; wait "$broker" 2>/dev/null || true; }; broker=""; }
-trap stop_broker EXIT
-# shellcheck source=lib/processes.sh
-source "$here/lib/processes.sh" # free_port
+# shellcheck source=lib/java-client.sh
+source "$here/lib/java-client.sh" # java_setup, start_broker, stop_broker
+java_setup
 
 # run BATCH ROUND: a fresh broker, one producer run; its line and the broker's metrics after it.
 run() {
-  local batch=$1 dir=$out/$1-$2 port kafka admin
+  local batch=$1 dir=$out/$1-$2 admin
   mkdir -p "$dir"
-  port=$(free_port) kafka=$(free_port) admin=$(free_port)
-  taskset -c 0 "$bin/ringmq" serve --data-dir "$dir/data" --listen "127.0.0.1:$port" --kafka-listen "127.0.0.1:$kafka" \
-    --admin-listen "127.0.0.1:$admin" --cores 0 --segment-mib 256 --cache-mib 128 >"$dir/serve.out" 2>"$dir/serve.err" &
-  broker=$!
-  for _ in $(seq 200); do grep -q listening "$dir/serve.out" 2>/dev/null && break; sleep 0.1; done
-  "$bin/ringmq" topic create tput --queues "$partitions" --broker "127.0.0.1:$port" >/dev/null
+  admin=$(free_port)
+  start_broker "$dir" "$partitions" --admin-listen "127.0.0.1:$admin"
   curl -s "http://127.0.0.1:$admin/metrics" >"$dir/before.txt"
   taskset -c 1 java -cp "$jars$out/classes" TxnThroughput "127.0.0.1:$kafka" tput idempotent "$records" 1 "$batch" \
     2>"$dir/java.err" | tee "$dir/result" >&2
