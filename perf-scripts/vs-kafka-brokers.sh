@@ -161,7 +161,7 @@ PROPS
   wait_port "$port" "$dir/broker.err"
 }
 
-# stop: the running broker, and its data.
+# stop: the running broker (run removes its data).
 stop() {
   kill "$broker_pid" 2>/dev/null || true
   wait "$broker_pid" 2>/dev/null || true
