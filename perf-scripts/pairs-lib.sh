@@ -41,25 +41,33 @@ trap stop_broker EXIT
 # shellcheck source=lib/processes.sh
 source "$(dirname "${BASH_SOURCE[0]}")/lib/processes.sh" # free_port
 cpu_ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
+# The broker's shards' busy seconds (their work, without the idle spin that its CPU ticks count).
+busy_seconds() {
+  curl -s "http://$admin/metrics" | awk '$1 ~ /^ringmq_shard_busy_seconds_total/ { s += $NF } END { printf "%.6f", s }'
+}
 
-# start_broker DIR ARGS...: ringmq serve in the background; waits until it listens.
+# start_broker DIR ARGS...: ringmq serve in the background, its admin
+# listener on $admin; waits until it listens.
 start_broker() {
   local dir=$1; shift
-  "$bin/ringmq" serve --data-dir "$dir/data" "$@" >"$dir/serve.out" 2>"$dir/serve.err" &
+  admin=127.0.0.1:$(free_port)
+  "$bin/ringmq" serve --data-dir "$dir/data" --admin-listen "$admin" "$@" >"$dir/serve.out" 2>"$dir/serve.err" &
   broker=$!
   for _ in $(seq 200); do grep -q listening "$dir/serve.out" 2>/dev/null && break; sleep 0.1; done
 }
 
 # bench_run NAME ARGS...: one load-generator run against the running broker,
-# and the broker's CPU ticks over it; then the broker is stopped.
+# and the broker's CPU ticks and shards' busy seconds over it; then the
+# broker is stopped.
 bench_run() {
   local name=$1; shift
-  local dir=$out/$name before after
-  before=$(cpu_ticks "$broker")
+  local dir=$out/$name before after busy_before
+  before=$(cpu_ticks "$broker") busy_before=$(busy_seconds)
   "$bin/ringmq-bench" run --client-cores 1 --warmup 2s --duration "${duration}s" --out "$dir" "$@" \
     >"$dir/bench.log" 2>&1 || echo "the $name run failed (see $dir/bench.log)" >&2
   after=$(cpu_ticks "$broker")
   echo $((after - before)) >"$dir/broker-ticks"
+  awk -v a="$(busy_seconds)" -v b="$busy_before" 'BEGIN { printf "%.6f\n", a - b }' >"$dir/broker-busy"
   stop_broker
   rm -rf "$dir/data"
 }
@@ -74,10 +82,12 @@ def load(name):
     try:
         s = json.load(open(os.path.join(out, name, "summary.json")))
         s["cpu_us_per_msg"] = int(open(os.path.join(out, name, "broker-ticks")).read()) / tick * 1e6 / max(1, s["received"])
+        s["busy_us_per_msg"] = float(open(os.path.join(out, name, "broker-busy")).read()) * 1e6 / max(1, s["received"])
         return s
     except (OSError, ValueError):
         return None
-print(f"{'run':<14} {'msgs/s':>9} {'p50 ms':>8} {'p99 ms':>8} {'broker us/msg':>14} {'lost':>5}")
+# busy: the broker's shards at work; cpu: its CPU time, which also counts their idle spin.
+print(f"{'run':<14} {'msgs/s':>9} {'p50 ms':>8} {'p99 ms':>8} {'busy us/msg':>12} {'cpu us/msg':>11} {'lost':>5}")
 ratios = {}
 for workload in ["max", "rate"]:
     for r in range(1, rounds + 1):
@@ -87,13 +97,14 @@ for workload in ["max", "rate"]:
                 print(f"{workload}-{m}-{r:<5} (no result)")
                 continue
             e = s["e2e"]
-            print(f"{workload + '-' + m + '-' + str(r):<14} {s['msgs_per_s']:>9.0f} {e['p50_us'] / 1e3:>8.3f} {e['p99_us'] / 1e3:>8.3f} {s['cpu_us_per_msg']:>14.2f} {s['lost']:>5}")
+            print(f"{workload + '-' + m + '-' + str(r):<14} {s['msgs_per_s']:>9.0f} {e['p50_us'] / 1e3:>8.3f} {e['p99_us'] / 1e3:>8.3f} {s['busy_us_per_msg']:>12.2f} {s['cpu_us_per_msg']:>11.2f} {s['lost']:>5}")
         b, o = pair[base], pair[other]
         if b and o:
             for key, value in [("msgs/s", o["msgs_per_s"] / b["msgs_per_s"]),
                                ("p50", o["e2e"]["p50_us"] / max(1, b["e2e"]["p50_us"])),
                                ("p99", o["e2e"]["p99_us"] / max(1, b["e2e"]["p99_us"])),
-                               ("broker us/msg", o["cpu_us_per_msg"] / b["cpu_us_per_msg"])]:
+                               ("busy us/msg", o["busy_us_per_msg"] / max(1e-9, b["busy_us_per_msg"])),
+                               ("cpu us/msg", o["cpu_us_per_msg"] / b["cpu_us_per_msg"])]:
                 ratios.setdefault((workload, key), []).append(value)
 print(f"{other} / {base}, median of the rounds:")
 for (workload, key), values in ratios.items():

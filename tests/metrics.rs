@@ -43,6 +43,7 @@ const FAMILIES: &[&str] = &[
     "ringmq_retries",
     "ringmq_dead_letters",
     "ringmq_stalls",
+    "ringmq_shard_busy_seconds",
 ];
 
 use common::{get, http};
@@ -153,6 +154,10 @@ fn metrics_count_what_clients_did_and_counters_only_go_up() {
     assert_eq!(total(&second, "ringmq_dead_letters", &[("group", "billing")]), 1.0);
     assert_eq!(total(&second, "ringmq_consumer_lag", &[("group", "billing"), ("topic", "orders")]), 0.0);
     assert!(total(&second, "ringmq_storage_zero_fill_bytes", &[]) > 0.0);
+    // Both shards did work (each serves requests), so both count busy time.
+    for shard in ["0", "1"] {
+        assert!(total(&second, "ringmq_shard_busy_seconds", &[("shard", shard)]) > 0.0, "shard {shard}");
+    }
     // Counters only go up between scrapes.
     for (name, family) in &first.families {
         if family.family_type != OpenMetricsType::Counter {

@@ -14,7 +14,9 @@ pub struct CpuTimes {
     pub producers: u64,
     /// Its consumer threads (polling, checking and timing messages).
     pub consumers: u64,
-    /// The SDK's own threads: connection readers, the ack and linger threads, heartbeats.
+    /// The client library's own threads: the SDK's connection readers, ack
+    /// and linger threads and heartbeats, or librdkafka's (`rdk:*`, and
+    /// rust-rdkafka's delivery-report thread).
     pub client_library: u64,
     /// The embedded broker's shard threads and their io_uring workers.
     pub broker: u64,
@@ -47,6 +49,8 @@ impl CpuTimes {
             c if c.starts_with("ringmq-shard") || c.starts_with("iou-wrk") => Some(&mut self.broker),
             // The bench's main thread is "ringmq-bench"; the SDK's are ringmq-conn, -acks, -linger...
             c if c.starts_with("ringmq-") && c != "ringmq-bench" => Some(&mut self.client_library),
+            // librdkafka's threads, and ThreadedProducer's "producer polling thread" (comm keeps 15 bytes).
+            c if c.starts_with("rdk:") || c.starts_with("producer pollin") => Some(&mut self.client_library),
             _ => None,
         }
     }
@@ -99,7 +103,10 @@ mod tests {
     #[test]
     fn threads_count_by_their_names_and_this_one_is_on_the_cpu() {
         let mut t = CpuTimes::default();
-        for (name, ns) in [("producer-0", 5), ("consumer-0-1", 7), ("ringmq-acks", 11), ("ringmq-conn", 13)] {
+        for (name, ns) in [("producer-0", 5), ("consumer-0-1", 7), ("ringmq-acks", 11), ("ringmq-conn", 6)] {
+            *t.role(name).unwrap() += ns;
+        }
+        for (name, ns) in [("rdk:broker0", 3), ("producer pollin", 4)] {
             *t.role(name).unwrap() += ns;
         }
         *t.role("ringmq-shard-0-").unwrap() += 17;

@@ -132,9 +132,11 @@ impl prometheus_client::collector::Collector for Exposition {
                 let labels: Vec<(&str, &str)> = sample.labels.iter().map(|(k, v)| (*k, v.as_str())).collect();
                 let mut labelled = metric.encode_family(&labels)?;
                 match (&sample.value, family.kind) {
-                    (Value::Number(n), Kind::Counter) => {
+                    // Counts print as integers; a counter of seconds keeps its fraction.
+                    (Value::Number(n), Kind::Counter) if n.fract() == 0.0 => {
                         labelled.encode_counter::<NoLabelSet, u64, u64>(&(*n as u64), None)?
                     }
+                    (Value::Number(n), Kind::Counter) => labelled.encode_counter::<NoLabelSet, f64, u64>(n, None)?,
                     (Value::Number(n), _) => labelled.encode_gauge(n)?,
                     (Value::Histogram(h), _) => {
                         // The encoder adds the buckets up; its +Inf bucket is the one bounded by f64::MAX.
@@ -211,6 +213,7 @@ mod tests {
         h.observe(1.5);
         let families = vec![
             family("ringmq_x", Kind::Counter, vec![sample(&[("shard", "0")], 7.0)]),
+            family("ringmq_busy_seconds", Kind::Counter, vec![sample(&[("shard", "0")], 0.25)]),
             family(
                 "ringmq_h_seconds",
                 Kind::Histogram,
@@ -220,6 +223,7 @@ mod tests {
         let text = encode(families);
         assert!(text.contains("# TYPE ringmq_x counter\n"), "{text}");
         assert!(text.contains("ringmq_x_total{shard=\"0\"} 7\n"), "{text}");
+        assert!(text.contains("ringmq_busy_seconds_total{shard=\"0\"} 0.25\n"), "{text}");
         assert!(text.contains("ringmq_h_seconds_bucket{le=\"2.0\"} 1\n"), "{text}");
         assert!(text.contains("ringmq_h_seconds_bucket{le=\"+Inf\"} 1\n"), "{text}");
         assert!(text.ends_with("# EOF\n"), "{text}");

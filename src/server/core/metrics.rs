@@ -76,6 +76,17 @@ impl Samples {
         self.push(name, help, Kind::Counter, labels, Value::Number(value as f64));
     }
 
+    /// Adds a counter of seconds.
+    pub fn counter_seconds(
+        &mut self,
+        name: &'static str,
+        help: &'static str,
+        labels: &[(&'static str, &str)],
+        value: std::time::Duration,
+    ) {
+        self.push(name, help, Kind::Counter, labels, Value::Number(value.as_secs_f64()));
+    }
+
     /// Adds a gauge's value.
     pub fn gauge(&mut self, name: &'static str, help: &'static str, labels: &[(&'static str, &str)], value: f64) {
         self.push(name, help, Kind::Gauge, labels, Value::Number(value));

@@ -21,6 +21,8 @@ impl Core {
         }
         let help = "The longest hold of the shard's thread so far.";
         out.gauge("ringmq_stall_longest_seconds", help, &[], pulse.longest().as_secs_f64());
+        let help = "Time the shard's thread ran tasks and polled I/O, without its idle spin and sleep: its work, where its CPU time also counts the spin.";
+        out.counter_seconds("ringmq_shard_busy_seconds", help, &[], pulse.busy());
         self.traffic().collect(&self.metadata(), &mut out);
         self.trace().collect(&mut out);
         queues_and_offsets(self, &mut out);

@@ -86,6 +86,8 @@ pub struct Pulse {
     holds: [AtomicU64; Cause::ALL.len()],
     longest_ns: AtomicU64,
     last: Mutex<Option<Hold>>,
+    /// Time the thread ran tasks and polled I/O, neither spinning idle nor parked.
+    busy_ns: AtomicU64,
 }
 
 impl Pulse {
@@ -101,6 +103,7 @@ impl Pulse {
             holds: Default::default(),
             longest_ns: AtomicU64::new(0),
             last: Mutex::new(None),
+            busy_ns: AtomicU64::new(0),
         }
     }
 
@@ -130,6 +133,20 @@ impl Pulse {
 
     fn beat(&self) {
         self.beat_ns.store(now_ns(), Ordering::Release);
+    }
+
+    /// Adds the executor's run time since the last beat. glommio counts it
+    /// without the idle spin and park (`--idle-spin-us`), so it is the
+    /// shard's work, where the thread's CPU time counts the spin too; taking
+    /// the executor's stats resets them, so only the beat takes them.
+    fn add_busy(&self) {
+        let ran = glommio::executor().executor_stats().total_runtime();
+        self.busy_ns.fetch_add(ran.as_nanos() as u64, Ordering::Relaxed);
+    }
+
+    /// The shard thread's busy time so far (as of its latest beat).
+    pub fn busy(&self) -> Duration {
+        Duration::from_nanos(self.busy_ns.load(Ordering::Relaxed))
     }
 
     /// Holds seen so far, of every cause.
@@ -167,6 +184,7 @@ pub async fn probe(pulse: std::sync::Arc<Pulse>) {
     let _beating = Beating::start(&pulse);
     loop {
         pulse.beat();
+        pulse.add_busy();
         glommio::timer::sleep(pulse.every).await;
     }
 }
