@@ -190,6 +190,11 @@ pub fn check_keeping(bytes: &[u8], limits: Limits, inflated: &mut Vec<u8>) -> Re
     if computed != header.crc {
         return Err(FormatError::CrcMismatch { stored: header.crc, computed });
     }
+    // A Kafka batch's own CRC-32C is checked here, once: whoever reads the
+    // batch later relies on the ringmq CRC, which covers the same bytes.
+    if let Some(kafka) = kafka_bytes(bytes) {
+        KafkaBatch::parse(kafka)?;
+    }
     let inflated_max = limits.inflated_bytes.min(INFLATED_BYTES_CEILING);
     let mut count = 0u32;
     let mut first_id = [0; 16];
@@ -208,8 +213,9 @@ pub fn check_keeping(bytes: &[u8], limits: Limits, inflated: &mut Vec<u8>) -> Re
 
 /// The records of one batch (header included), of either kind: a Kafka
 /// batch's are inflated into `scratch` when compressed. The batch was
-/// checked when it was stored; a reader still gets an error, not a panic,
-/// from one that breaks the format.
+/// checked when it was stored (a Kafka batch's CRC-32C too, which is not
+/// computed again: the ringmq CRC covers its bytes); a reader still gets an
+/// error, not a panic, from one that breaks the format.
 pub fn records<'a>(batch: &'a [u8], scratch: &'a mut Vec<u8>) -> Result<Records<'a>> {
     records_of(batch, Section::Inflate { max: INFLATED_BYTES_CEILING, scratch })
 }
@@ -240,7 +246,7 @@ fn records_within<'a>(batch: &'a [u8], header: &BatchHeader, section: Section<'a
     }
     let (first_id, kafka) =
         body.split_at_checked(kafka::ID_BYTES).ok_or(FormatError::Malformed("a Kafka batch is cut"))?;
-    let kafka = KafkaBatch::parse(kafka)?;
+    let kafka = KafkaBatch::stored(kafka)?;
     if kafka.record_count() as u32 != header.record_count || kafka.base_timestamp() != header.first_timestamp_ms {
         return Err(FormatError::Malformed("the header's record count or first timestamp is not the Kafka batch's"));
     }
@@ -292,7 +298,7 @@ pub fn wrap_kafka(kafka: &KafkaBatch<'_>, first_id: [u8; 16]) -> Vec<u8> {
 /// time-based retention compares).
 pub fn newest_timestamp(batch: &[u8]) -> Result<i64> {
     if let Some(kafka) = kafka_bytes(batch) {
-        return Ok(KafkaBatch::parse(kafka)?.max_timestamp());
+        return Ok(KafkaBatch::stored(kafka)?.max_timestamp());
     }
     let header = BatchHeader::decode(batch).ok_or(FormatError::Malformed("bad magic number"))?;
     let mut newest = header.first_timestamp_ms;
@@ -312,7 +318,7 @@ pub fn set_log_append_time(batch: &mut [u8], now_ms: i64) -> Result<()> {
     if header.is_kafka() {
         let kafka =
             batch.get_mut(HEADER_BYTES + kafka::ID_BYTES..end).ok_or(FormatError::Malformed("a Kafka batch is cut"))?;
-        KafkaBatch::parse(kafka)?;
+        KafkaBatch::stored(kafka)?;
         kafka::set_log_append_time(kafka, now_ms);
     } else {
         let attributes = header.attributes | ATTR_LOG_APPEND_TIME;
@@ -542,6 +548,17 @@ mod tests {
         assert_eq!(back.iter().map(|r| r.value.unwrap()).collect::<Vec<_>>(), [b"a", b"b"]);
         assert_eq!(back[1].message_id[12..16], 8i32.to_be_bytes());
         assert_eq!(kafka_bytes(&copy), Some(kafka.as_slice()));
+    }
+
+    #[test]
+    fn a_wrapped_kafka_batch_whose_own_crc_fails_is_refused_though_the_ringmq_crc_holds() {
+        let kafka = kafka_batch(&[b"a", b"b"]);
+        let mut bytes = wrap_kafka(&KafkaBatch::parse(&kafka).unwrap(), [0; 16]);
+        let last = bytes.len() - 1;
+        bytes[last] ^= 1; // a record's byte, under both CRCs
+        let crc = crc32fast::hash(&bytes[BODY_START..]);
+        bytes[4..8].copy_from_slice(&crc.to_le_bytes());
+        assert!(matches!(check(&bytes, LIMITS), Err(FormatError::CrcMismatch { .. })));
     }
 
     #[test]

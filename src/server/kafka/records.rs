@@ -61,9 +61,49 @@ pub fn to_ringmq(records: &Bytes, partition: u32) -> Result<Translated, Refused>
 /// its producer sent it, ringmq's own as an uncompressed batch each. A
 /// batch is served whole even where it starts before the fetch's offset
 /// (as Kafka serves a compressed batch; consumers skip what they passed).
-pub fn to_kafka(stored: Bytes) -> Bytes {
+pub fn to_kafka(stored: Vec<u8>) -> Bytes {
+    let only_kafka = batch::split(&stored)
+        .all(|b| batch::kafka_bytes(b).is_some() || BatchHeader::decode(b).is_some_and(|h| h.is_padding()));
+    match only_kafka {
+        true => Bytes::from(kafka_in_place(stored)),
+        false => translated(&stored),
+    }
+}
+
+/// Stored batches that are all Kafka batches (or padding) as those Kafka
+/// batches, moved down over the ringmq headers in the read's own buffer: a
+/// Kafka batch is shorter than the stored batch around it, so each lands
+/// before the next is read. A topic Kafka producers write is served without
+/// a second buffer of the fetch's size.
+fn kafka_in_place(mut stored: Vec<u8>) -> Vec<u8> {
+    let (mut read, mut write) = (0, 0);
+    loop {
+        // (length, base offset, where its Kafka batch lies within it)
+        let next = batch::split(&stored[read..]).next().map(|one| {
+            let header = BatchHeader::decode(one).expect("checked by to_kafka");
+            let kafka = batch::kafka_bytes(one).map(|k| {
+                let from = k.as_ptr() as usize - one.as_ptr() as usize;
+                from..from + k.len()
+            });
+            (one.len(), header.base_offset, kafka)
+        });
+        let Some((len, base_offset, kafka)) = next else { break };
+        if let Some(kafka) = kafka {
+            let kafka_len = kafka.len();
+            stored.copy_within(read + kafka.start..read + kafka.end, write);
+            kafka::set_base_offset(&mut stored[write..write + kafka_len], base_offset as i64);
+            write += kafka_len;
+        }
+        read += len;
+    }
+    stored.truncate(write);
+    stored
+}
+
+/// Stored batches of either kind, each copied or encoded into a new buffer.
+fn translated(stored: &[u8]) -> Bytes {
     let mut out = Vec::with_capacity(stored.len() + stored.len() / 8);
-    for one in batch::split(&stored) {
+    for one in batch::split(stored) {
         let Some(header) = BatchHeader::decode(one) else { break };
         if header.is_padding() {
             continue;
@@ -100,4 +140,68 @@ pub fn timestamp_at(stored: &[u8], offset: u64) -> Option<i64> {
         let r = batch::records(b, &mut inflated).ok()?.nth(i as usize)?.ok()?;
         Some(header.first_timestamp_ms.saturating_add(r.timestamp_delta_ms))
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use ringmq_shards::batch::BatchBuilder;
+    use ringmq_shards::Record;
+
+    fn kafka_batch(values: &[&[u8]]) -> Vec<u8> {
+        let mut out = Vec::new();
+        let records =
+            values.iter().enumerate().map(|(i, v)| (i as i32, Record { value: Some(v), ..Record::default() }));
+        kafka::encode_batch(&mut out, 0, 5_000, records);
+        out
+    }
+
+    /// `kafka` as the shard stores it, at `base_offset`.
+    fn stored_kafka(kafka: &[u8], base_offset: u64) -> Vec<u8> {
+        let mut stored = batch::wrap_kafka(&KafkaBatch::parse(kafka).unwrap(), [0; 16]);
+        batch::stamp(&mut stored, base_offset, 0);
+        stored
+    }
+
+    /// The Kafka batches a fetch answer holds: (base offset, values).
+    fn served(bytes: &[u8]) -> Vec<(i64, Vec<Vec<u8>>)> {
+        let mut out = Vec::new();
+        let mut rest = bytes;
+        while !rest.is_empty() {
+            let len = i32::from_be_bytes(rest[8..12].try_into().unwrap()) as usize + 12;
+            let kafka = KafkaBatch::parse(&rest[..len]).unwrap();
+            let mut scratch = Vec::new();
+            let records = kafka.records([0; 16], 1 << 20, &mut scratch).unwrap();
+            let values = records.map(|r| r.unwrap().value.unwrap().to_vec()).collect();
+            out.push((i64::from_be_bytes(rest[0..8].try_into().unwrap()), values));
+            rest = &rest[len..];
+        }
+        out
+    }
+
+    #[test]
+    fn stored_kafka_batches_are_served_in_place_as_the_producer_sent_them() {
+        let (first, second) = (kafka_batch(&[b"a", b"b"]), kafka_batch(&[b"c"]));
+        let mut stored = stored_kafka(&first, 10);
+        stored.extend_from_slice(&stored_kafka(&second, 12));
+        let copied = translated(&stored);
+        let (capacity, at) = (stored.capacity(), stored.as_ptr());
+        let out = to_kafka(stored);
+        // The read's own buffer, holding the two batches with their offsets.
+        assert_eq!((out.as_ptr(), out.len() <= capacity), (at, true));
+        assert_eq!(out, copied);
+        assert_eq!(out.len(), first.len() + second.len());
+        assert_eq!(served(&out), vec![(10, vec![b"a".to_vec(), b"b".to_vec()]), (12, vec![b"c".to_vec()])]);
+    }
+
+    #[test]
+    fn a_read_holding_ringmq_batches_too_is_translated() {
+        let mut native = BatchBuilder::new(5_000);
+        native.push(&Record { value: Some(b"n"), ..Record::default() });
+        let mut native = native.finish();
+        batch::stamp(&mut native, 3, 0);
+        let mut stored = native;
+        stored.extend_from_slice(&stored_kafka(&kafka_batch(&[b"k"]), 4));
+        assert_eq!(served(&to_kafka(stored)), vec![(3, vec![b"n".to_vec()]), (4, vec![b"k".to_vec()])]);
+    }
 }

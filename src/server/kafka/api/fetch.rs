@@ -124,7 +124,7 @@ fn partition(
                 Isolation::Committed => data.with_aborted_transactions(Some(aborted(core, f, last_stable))),
                 _ => data,
             };
-            data.with_records(Some(to_kafka(batches.into())))
+            data.with_records(Some(to_kafka(batches)))
         }
         Some(Err(failed)) => {
             count(core, topic, Tally { failed: true, ..Tally::default() });
