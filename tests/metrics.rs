@@ -44,6 +44,7 @@ const FAMILIES: &[&str] = &[
     "ringmq_dead_letters",
     "ringmq_stalls",
     "ringmq_shard_busy_seconds",
+    "ringmq_request_seconds",
 ];
 
 use common::{get, http};
@@ -190,6 +191,19 @@ fn metrics_count_what_clients_did_and_counters_only_go_up() {
         }
     }
     assert!(appends >= 300, "{appends} appends timed for 300 messages");
+    // Each request answered is timed under its API.
+    let timed = |api: &str| {
+        samples(&second, "ringmq_request_seconds")
+            .into_iter()
+            .filter(|(labels, _)| labels.get("api").map(String::as_str) == Some(api))
+            .map(|(_, v)| match v {
+                OpenMetricsValue::Histogram(h) => h.count.unwrap_or(0) as f64,
+                other => panic!("not a histogram: {other:?}"),
+            })
+            .sum::<f64>()
+    };
+    assert_eq!(timed("Produce"), total(&second, "ringmq_requests", &[("api", "Produce")]));
+    assert!(timed("Produce") >= 301.0, "the 300 sends and the refused one");
 
     // Every metric the shipped Grafana dashboard charts is one the broker exports
     // (the cluster's and the trace's are exported only in those modes).

@@ -1,5 +1,6 @@
-//! Client traffic of one shard: every request by API and its errors by
-//! code, as the edge that received it (native or Kafka) answered them; and
+//! Client traffic of one shard: every request by API, its errors by code
+//! and how long the broker took to serve it, as the edge that received it
+//! (native or Kafka) answered them; and
 //! by API and topic, requests, messages, bytes and errors of produces and
 //! fetches, counted on the shard that owns the queue. A topic that is not
 //! known is counted under `UNKNOWN_TOPIC`, so a client naming random topics
@@ -8,8 +9,10 @@
 use super::context::Core;
 use super::metadata::Metadata;
 use super::metrics::Samples;
+use ringmq_shards::{Histogram, LATENCY_SECONDS};
 use std::cell::RefCell;
 use std::collections::HashMap;
+use std::time::Duration;
 
 /// The topic label of requests for a topic the broker does not have.
 pub const UNKNOWN_TOPIC: &str = "(unknown)";
@@ -46,6 +49,7 @@ struct Counts {
 pub struct Traffic {
     requests: RefCell<HashMap<&'static str, u64>>,
     errors: RefCell<HashMap<(&'static str, &'static str), u64>>,
+    seconds: RefCell<HashMap<&'static str, Histogram>>,
     by_api: RefCell<HashMap<(Direction, &'static str), ByTopic>>,
 }
 
@@ -57,6 +61,14 @@ impl Traffic {
         if let Some(code) = error {
             *self.errors.borrow_mut().entry((api, code)).or_default() += 1;
         }
+    }
+
+    /// Times one request an edge served, from its decoded frame to its
+    /// response made (a long poll's wait included, as Kafka's request
+    /// metrics count it; the socket's reads and writes not).
+    pub fn served(&self, api: &'static str, took: Duration) {
+        let mut seconds = self.seconds.borrow_mut();
+        seconds.entry(api).or_insert_with(|| Histogram::new(LATENCY_SECONDS)).observe_duration(took);
     }
 
     /// Counts one request's work on `topic` (`api`: the request's name, e.g.
@@ -84,6 +96,10 @@ impl Traffic {
         let help = "Requests answered with an error, by API and error code.";
         for ((api, code), count) in self.errors.borrow().iter() {
             out.counter("ringmq_request_errors", help, &[("api", api), ("code", code)], *count);
+        }
+        let help = "Time the broker took to serve a request, by API: from its decoded frame to its response (a fetch's long poll included).";
+        for (api, histogram) in self.seconds.borrow().iter() {
+            out.histogram("ringmq_request_seconds", help, &[("api", api)], histogram.snapshot());
         }
         let mut by_api = self.by_api.borrow_mut();
         for topics in by_api.values_mut() {

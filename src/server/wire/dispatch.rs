@@ -13,11 +13,14 @@ use crate::protocol::{ApiKey, ErrorCode};
 
 /// Serves a request frame (length prefix included). None: no response (acks none).
 pub async fn handle(s: &Services, frame: Vec<u8>, caller: &Caller) -> Option<Vec<u8>> {
+    let started = std::time::Instant::now();
     let (response, api) = respond(s, &frame, caller).await;
     if let Caller::Client(_) = caller {
         // Counted where the client's request arrived (a forwarded one is not counted again).
         let error = response.as_deref().map(frame::response_error).filter(|code| *code != ErrorCode::None);
-        s.core.traffic().request(api.map_or("(unknown)", ApiKey::name), error.map(ErrorCode::name));
+        let name = api.map_or("(unknown)", ApiKey::name);
+        s.core.traffic().request(name, error.map(ErrorCode::name));
+        s.core.traffic().served(name, started.elapsed());
     }
     response
 }

@@ -278,6 +278,7 @@ async fn serve<A: Api>(
     request: A::Request,
     principal: Rc<Principal>,
 ) -> Result<Option<Bytes>, KafkaError> {
+    let started = std::time::Instant::now();
     // Every request but ApiVersions counts against the client's quota (a
     // produce's records too); the wait is each response's throttle time.
     let waited = match A::METERED {
@@ -286,7 +287,9 @@ async fn serve<A: Api>(
     };
     s.core.traffic().request(A::NAME, None);
     let at = At { version: head.version, client_id: head.client_id, principal, waited };
-    let Some(response) = A::serve(s, request, &at).await else { return Ok(None) };
+    let served = A::serve(s, request, &at).await;
+    s.core.traffic().served(A::NAME, started.elapsed());
+    let Some(response) = served else { return Ok(None) };
     let (header_version, version) = A::response_versions(head.version);
     respond(head.correlation, header_version, &response, version).map(Some)
 }
