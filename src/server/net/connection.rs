@@ -344,27 +344,115 @@ impl<E> Out<E> {
     }
 }
 
-/// Writes each request's response as its turn comes; stops at a write
-/// failure, a response that fails, or one after which the connection closes.
+/// Writes each request's response as its turn comes, with those after it
+/// that are made by then in the same send (one system call for the answers
+/// of a group commit, where there was one each); stops at a write failure,
+/// a response that fails, or one after which the connection closes.
 async fn write_in_order<E: std::fmt::Display>(answers: LocalReceiver<Pending<E>>, mut writer: WriteHalf<Stream>) {
-    while let Some(pending) = answers.recv().await {
-        let (response, close) = match pending.response {
-            Response::Ready { response, close } => (response, close),
-            Response::Serving(task) => match task.await {
-                Ok(Some(response)) => (response, false),
-                Ok(None) => continue,
-                Err(why) => {
-                    tracing::error!(%why, "a response failed; closing the connection");
-                    break;
-                }
+    // Taken from the queue but not served yet: the next to answer.
+    let mut next: Option<Pending<E>> = None;
+    loop {
+        let pending = match next.take() {
+            Some(pending) => pending,
+            None => match answers.recv().await {
+                Some(pending) => pending,
+                None => break,
             },
         };
-        // Flushed: a TLS session may hold the last record until then.
-        if writer.write_all(&response).await.is_err() || writer.flush().await.is_err() || close {
+        let mut out = Answers::default();
+        out.add(pending.response.answer().await, pending._held);
+        if !out.done() {
+            // The requests served in this tick (a group commit acks several
+            // produces at once) finish, and go out in the same write.
+            futures_lite::future::yield_now().await;
+            while !out.done() {
+                let Some(Some(pending)) = futures_lite::future::poll_once(answers.recv()).await else { break };
+                match pending.response.answered().await {
+                    Ok(answer) => out.add(answer, pending._held),
+                    Err(response) => {
+                        next = Some(Pending { response, _held: pending._held });
+                        break;
+                    }
+                }
+            }
+        }
+        if !write_joined(&mut writer, std::mem::take(&mut out.responses)).await || out.close || out.failed {
             break;
         }
     }
     let _ = writer.close().await;
+}
+
+/// What a request answers once served.
+enum Answer {
+    /// Its response, and whether the connection closes after it.
+    Write(Vec<u8>, bool),
+    /// No response (acks none).
+    Nothing,
+    /// Serving it failed: the connection closes.
+    Failed,
+}
+
+impl<E: std::fmt::Display> Response<E> {
+    async fn answer(self) -> Answer {
+        match self {
+            Response::Ready { response, close } => Answer::Write(response, close),
+            Response::Serving(task) => served(task.await),
+        }
+    }
+
+    /// Its answer if it has one now, else itself.
+    async fn answered(self) -> Result<Answer, Response<E>> {
+        match self {
+            Response::Ready { response, close } => Ok(Answer::Write(response, close)),
+            Response::Serving(mut task) => match futures_lite::future::poll_once(&mut task).await {
+                Some(result) => Ok(served(result)),
+                None => Err(Response::Serving(task)),
+            },
+        }
+    }
+}
+
+fn served<E: std::fmt::Display>(result: Result<Option<Vec<u8>>, E>) -> Answer {
+    match result {
+        Ok(Some(response)) => Answer::Write(response, false),
+        Ok(None) => Answer::Nothing,
+        Err(why) => {
+            tracing::error!(%why, "a response failed; closing the connection");
+            Answer::Failed
+        }
+    }
+}
+
+/// Responses to write together, in order, and what their requests hold
+/// until they are written.
+#[derive(Default)]
+struct Answers {
+    responses: Vec<Vec<u8>>,
+    bytes: usize,
+    held: Vec<Held>,
+    close: bool,
+    failed: bool,
+}
+
+impl Answers {
+    fn add(&mut self, answer: Answer, held: Held) {
+        match answer {
+            Answer::Write(response, close) => {
+                self.bytes += response.len();
+                self.responses.push(response);
+                self.close = close;
+            }
+            Answer::Nothing => {}
+            Answer::Failed => self.failed = true,
+        }
+        self.held.push(held);
+    }
+
+    /// Nothing more joins: the connection closes after these, or they fill a write.
+    fn done(&self) -> bool {
+        self.close || self.failed || self.bytes >= JOIN_MAX_BYTES
+    }
 }
 
 /// The write side of an as-ready connection. The first response to arrive
@@ -421,27 +509,36 @@ impl Writer {
         }
     }
 
-    /// Writes `responses` in order, small ones joined; false once the
-    /// connection failed (later responses are dropped with it).
+    /// Writes `responses` in order; false once the connection failed (later
+    /// responses are dropped with it).
     async fn write(&self, responses: Vec<Vec<u8>>) -> bool {
         let Some(mut half) = self.half.borrow_mut().take() else { return false };
-        let mut joined = Vec::new();
-        let mut ok = true;
-        for r in responses {
-            if r.len() <= JOIN_MAX_BYTES {
-                joined.extend_from_slice(&r);
-                continue;
-            }
-            ok = ok && (joined.is_empty() || half.write_all(&joined).await.is_ok());
-            joined.clear();
-            ok = ok && half.write_all(&r).await.is_ok();
-        }
-        ok = ok && (joined.is_empty() || half.write_all(&joined).await.is_ok());
-        // A TLS session may hold the last record until flushed.
-        ok = ok && half.flush().await.is_ok();
+        let ok = write_joined(&mut half, responses).await;
         if ok {
             *self.half.borrow_mut() = Some(half);
         }
         ok
     }
+}
+
+/// Writes `responses` in order, small ones joined into one send; false once
+/// the connection failed.
+async fn write_joined(half: &mut WriteHalf<Stream>, responses: Vec<Vec<u8>>) -> bool {
+    if responses.is_empty() {
+        return true;
+    }
+    let mut joined = Vec::new();
+    let mut ok = true;
+    for r in responses {
+        if r.len() <= JOIN_MAX_BYTES {
+            joined.extend_from_slice(&r);
+            continue;
+        }
+        ok = ok && (joined.is_empty() || half.write_all(&joined).await.is_ok());
+        joined.clear();
+        ok = ok && half.write_all(&r).await.is_ok();
+    }
+    ok = ok && (joined.is_empty() || half.write_all(&joined).await.is_ok());
+    // A TLS session may hold the last record until flushed.
+    ok && half.flush().await.is_ok()
 }
