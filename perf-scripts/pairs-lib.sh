@@ -81,13 +81,16 @@ base, other = os.environ["BASE"], os.environ["OTHER"]
 def load(name):
     try:
         s = json.load(open(os.path.join(out, name, "summary.json")))
-        s["cpu_us_per_msg"] = int(open(os.path.join(out, name, "broker-ticks")).read()) / tick * 1e6 / max(1, s["received"])
+        s["broker_cpu_us_per_msg"] = int(open(os.path.join(out, name, "broker-ticks")).read()) / tick * 1e6 / max(1, s["received"])
         s["busy_us_per_msg"] = float(open(os.path.join(out, name, "broker-busy")).read()) * 1e6 / max(1, s["received"])
+        # The load generator's CPU per message: its producers, consumers and the client library's threads.
+        s["client_us_per_msg"] = sum(s["cpu_us_per_msg"].get(k, 0) for k in ("producers", "consumers", "client_library"))
         return s
     except (OSError, ValueError):
         return None
-# busy: the broker's shards at work; cpu: its CPU time, which also counts their idle spin.
-print(f"{'run':<14} {'msgs/s':>9} {'p50 ms':>8} {'p99 ms':>8} {'busy us/msg':>12} {'cpu us/msg':>11} {'lost':>5}")
+# busy: the broker's shards at work; cpu: its CPU time, which also counts their idle spin;
+# client: the load generator's threads (producers, consumers, client library) per message sent.
+print(f"{'run':<14} {'msgs/s':>9} {'p50 ms':>8} {'p99 ms':>8} {'busy us/msg':>12} {'cpu us/msg':>11} {'client us/msg':>14} {'lost':>5}")
 ratios = {}
 for workload in ["max", "rate"]:
     for r in range(1, rounds + 1):
@@ -97,14 +100,15 @@ for workload in ["max", "rate"]:
                 print(f"{workload}-{m}-{r:<5} (no result)")
                 continue
             e = s["e2e"]
-            print(f"{workload + '-' + m + '-' + str(r):<14} {s['msgs_per_s']:>9.0f} {e['p50_us'] / 1e3:>8.3f} {e['p99_us'] / 1e3:>8.3f} {s['busy_us_per_msg']:>12.2f} {s['cpu_us_per_msg']:>11.2f} {s['lost']:>5}")
+            print(f"{workload + '-' + m + '-' + str(r):<14} {s['msgs_per_s']:>9.0f} {e['p50_us'] / 1e3:>8.3f} {e['p99_us'] / 1e3:>8.3f} {s['busy_us_per_msg']:>12.2f} {s['broker_cpu_us_per_msg']:>11.2f} {s['client_us_per_msg']:>14.2f} {s['lost']:>5}")
         b, o = pair[base], pair[other]
         if b and o:
             for key, value in [("msgs/s", o["msgs_per_s"] / b["msgs_per_s"]),
                                ("p50", o["e2e"]["p50_us"] / max(1, b["e2e"]["p50_us"])),
                                ("p99", o["e2e"]["p99_us"] / max(1, b["e2e"]["p99_us"])),
                                ("busy us/msg", o["busy_us_per_msg"] / max(1e-9, b["busy_us_per_msg"])),
-                               ("cpu us/msg", o["cpu_us_per_msg"] / b["cpu_us_per_msg"])]:
+                               ("cpu us/msg", o["broker_cpu_us_per_msg"] / b["broker_cpu_us_per_msg"]),
+                               ("client us/msg", o["client_us_per_msg"] / max(1e-9, b["client_us_per_msg"]))]:
                 ratios.setdefault((workload, key), []).append(value)
 print(f"{other} / {base}, median of the rounds:")
 for (workload, key), values in ratios.items():
