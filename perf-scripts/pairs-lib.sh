@@ -3,15 +3,16 @@
 # stopping the broker, its CPU ticks, and the summary of the pairs. Source
 # it, then `parse_pair_args WHAT "$@"` (WHAT names a pair, e.g. clear/TLS).
 
-# parse_pair_args WHAT ARGS...: sets rounds, duration, rate and out (a temp dir unless given).
+# parse_pair_args WHAT ARGS...: sets rounds, duration, rate, load and out (a temp dir unless given).
 parse_pair_args() {
   local what=$1; shift
-  rounds=3 duration=10 rate=10000 out=""
+  rounds=3 duration=10 rate=10000 load=100000 out=""
   while [[ $# -gt 0 ]]; do
     case "$1" in
       --rounds) rounds=$2; shift 2 ;;
       --duration) duration=$2; shift 2 ;;
       --rate) rate=$2; shift 2 ;;
+      --load) load=$2; shift 2 ;;
       --out) out=$2; shift 2 ;;
       -h|--help) pair_usage "$what"; exit 0 ;;
       *) echo "unknown argument: $1" >&2; pair_usage "$what" >&2; exit 2 ;;
@@ -23,13 +24,20 @@ parse_pair_args() {
 
 pair_usage() {
   cat <<USAGE
-usage: $0 [--rounds N] [--duration SECS] [--rate N] [--out DIR]
+usage: $0 [--rounds N] [--duration SECS] [--rate N] [--load N] [--out DIR]
   --rounds N       $1 pairs per workload (default: 3)
   --duration SECS  measured seconds per run (default: 10; 2 s warm-up each)
   --rate N         msgs/s of the latency workload (default: 10000)
+  --load N         msgs/s of the cost workload, one both sides keep up with: the
+                   broker's busy us/msg at equal load (default: 100000; 0: skipped)
   --out DIR        keep every run's summary.json and logs here (default: a temp dir)
 USAGE
 }
+
+# The workloads, in order: as fast as possible, the latency rate, the cost load.
+workloads() { echo max rate; [[ $load -gt 0 ]] && echo load; true; }
+# offered WORKLOAD: its msgs/s (0: as fast as possible).
+offered() { case $1 in max) echo 0 ;; rate) echo "$rate" ;; load) echo "$load" ;; esac; }
 
 broker=""
 stop_broker() {
@@ -74,7 +82,7 @@ bench_run() {
 
 # summarize BASE OTHER: each run's numbers, then OTHER / BASE per workload (medians of the rounds).
 summarize() {
-  OUT="$out" ROUNDS="$rounds" TICK="$(getconf CLK_TCK)" BASE="$1" OTHER="$2" python3 - <<'PY'
+  OUT="$out" ROUNDS="$rounds" TICK="$(getconf CLK_TCK)" BASE="$1" OTHER="$2" WORKLOADS="$(workloads | xargs)" python3 - <<'PY'
 import json, os, statistics
 out, rounds, tick = os.environ["OUT"], int(os.environ["ROUNDS"]), int(os.environ["TICK"])
 base, other = os.environ["BASE"], os.environ["OTHER"]
@@ -92,7 +100,7 @@ def load(name):
 # client: the load generator's threads (producers, consumers, client library) per message sent.
 print(f"{'run':<14} {'msgs/s':>9} {'p50 ms':>8} {'p99 ms':>8} {'busy us/msg':>12} {'cpu us/msg':>11} {'client us/msg':>14} {'lost':>5}")
 ratios = {}
-for workload in ["max", "rate"]:
+for workload in os.environ["WORKLOADS"].split():
     for r in range(1, rounds + 1):
         pair = {m: load(f"{workload}-{m}-{r}") for m in [base, other]}
         for m, s in pair.items():

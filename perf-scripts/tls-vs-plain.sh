@@ -3,9 +3,10 @@
 # bundled load generator (CPU 1): runs in the clear and over TLS alternate,
 # each against a fresh broker, and the script prints each run's msgs/s and
 # e2e p50/p99, the broker's CPU per message, and TLS as ratios of the clear
-# (medians of the rounds). Two workloads: as fast as possible (durable
-# msgs/s) and the README's open-loop 10,000 msgs/s (2 producers, 2
-# consumers, 8 queues, 1 KiB). Certificates are made with openssl (P-256).
+# (medians of the rounds). Three workloads: as fast as possible (durable
+# msgs/s), the README's open-loop 10,000 msgs/s (2 producers, 2
+# consumers, 8 queues, 1 KiB) and 100,000 msgs/s (the broker's cost per
+# message at equal load). Certificates are made with openssl (P-256).
 set -euo pipefail
 
 here=$(cd "$(dirname "$0")" && pwd)
@@ -40,8 +41,8 @@ run() {
   bench_run "$name" --broker "127.0.0.1:$port" "${bench_tls[@]}" --rate "$offered"
 }
 
-for workload in max rate; do
-  offered=$([[ $workload == max ]] && echo 0 || echo "$rate")
+for workload in $(workloads); do
+  offered=$(offered "$workload")
   for r in $(seq "$rounds"); do
     run "$workload-plain-$r" plain "$offered"
     run "$workload-tls-$r" tls "$offered"
