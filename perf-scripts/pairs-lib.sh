@@ -47,12 +47,8 @@ stop_broker() {
 trap stop_broker EXIT
 
 # shellcheck source=lib/processes.sh
-source "$(dirname "${BASH_SOURCE[0]}")/lib/processes.sh" # free_port
+source "$(dirname "${BASH_SOURCE[0]}")/lib/processes.sh" # free_port, shard_busy_seconds
 cpu_ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
-# The broker's shards' busy seconds (their work, without the idle spin that its CPU ticks count).
-busy_seconds() {
-  curl -s "http://$admin/metrics" | awk '$1 ~ /^ringmq_shard_busy_seconds_total/ { s += $NF } END { printf "%.6f", s }'
-}
 
 # start_broker DIR ARGS...: ringmq serve in the background, its admin
 # listener on $admin; waits until it listens.
@@ -70,12 +66,12 @@ start_broker() {
 bench_run() {
   local name=$1; shift
   local dir=$out/$name before after busy_before
-  before=$(cpu_ticks "$broker") busy_before=$(busy_seconds)
+  before=$(cpu_ticks "$broker") busy_before=$(shard_busy_seconds "$admin")
   "$bin/ringmq-bench" run --client-cores 1 --warmup 2s --duration "${duration}s" --out "$dir" "$@" \
     >"$dir/bench.log" 2>&1 || echo "the $name run failed (see $dir/bench.log)" >&2
   after=$(cpu_ticks "$broker")
   echo $((after - before)) >"$dir/broker-ticks"
-  awk -v a="$(busy_seconds)" -v b="$busy_before" 'BEGIN { printf "%.6f\n", a - b }' >"$dir/broker-busy"
+  awk -v a="$(shard_busy_seconds "$admin")" -v b="$busy_before" 'BEGIN { printf "%.6f\n", a - b }' >"$dir/broker-busy"
   stop_broker
   rm -rf "$dir/data"
 }

@@ -1,6 +1,7 @@
 # Sourced by the perf scripts that start brokers and etcd: the processes a
 # script started (all stopped by stop_all, which it traps on EXIT), free
-# loopback ports, an etcd of its own, and a broker waited for.
+# loopback ports, an etcd of its own, a broker waited for, and its shards'
+# busy time.
 
 # cluster_run_setup: what a cluster script needs before it starts anything:
 # etcd on PATH, then run_setup.
@@ -28,6 +29,13 @@ stop_all() {
 }
 
 free_port() { python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
+
+# shard_busy_seconds ADMIN: the busy seconds of the shards of the broker
+# whose admin listener is ADMIN: their work, without the idle spin that
+# the process's CPU time counts.
+shard_busy_seconds() {
+  curl -s "http://$1/metrics" | awk '$1 ~ /^ringmq_shard_busy_seconds_total/ { s += $NF } END { printf "%.6f", s }'
+}
 
 # start_etcd DIR LOG: an etcd on 127.0.0.1 with its data in DIR, waited for;
 # sets etcd_url (etcd://127.0.0.1:PORT, for --cluster).
