@@ -84,6 +84,18 @@ fn total(e: &Exposition, family: &str, with: &[(&str, &str)]) -> f64 {
         .sum()
 }
 
+/// How many requests of `api` the request-time histogram counted.
+fn timed(e: &Exposition, api: &str) -> f64 {
+    samples(e, "ringmq_request_seconds")
+        .into_iter()
+        .filter(|(labels, _)| labels.get("api").map(String::as_str) == Some(api))
+        .map(|(_, v)| match v {
+            OpenMetricsValue::Histogram(h) => h.count.unwrap_or(0) as f64,
+            other => panic!("not a histogram: {other:?}"),
+        })
+        .sum()
+}
+
 fn admin_broker(dir: &std::path::Path) -> (Broker, String) {
     let port = common::free_port_pair("127.0.0.1");
     let admin = format!("127.0.0.1:{port}");
@@ -192,18 +204,8 @@ fn metrics_count_what_clients_did_and_counters_only_go_up() {
     }
     assert!(appends >= 300, "{appends} appends timed for 300 messages");
     // Each request answered is timed under its API.
-    let timed = |api: &str| {
-        samples(&second, "ringmq_request_seconds")
-            .into_iter()
-            .filter(|(labels, _)| labels.get("api").map(String::as_str) == Some(api))
-            .map(|(_, v)| match v {
-                OpenMetricsValue::Histogram(h) => h.count.unwrap_or(0) as f64,
-                other => panic!("not a histogram: {other:?}"),
-            })
-            .sum::<f64>()
-    };
-    assert_eq!(timed("Produce"), total(&second, "ringmq_requests", &[("api", "Produce")]));
-    assert!(timed("Produce") >= 301.0, "the 300 sends and the refused one");
+    assert_eq!(timed(&second, "Produce"), total(&second, "ringmq_requests", &[("api", "Produce")]));
+    assert!(timed(&second, "Produce") >= 301.0, "the 300 sends and the refused one");
 
     // Every metric the shipped Grafana dashboard charts is one the broker exports
     // (the cluster's and the trace's are exported only in those modes).
@@ -372,4 +374,24 @@ fn an_admin_address_on_a_shards_port_is_refused() {
         .unwrap();
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("one of the shards' listen addresses"), "{out:?}");
+}
+
+#[test]
+fn kafka_requests_are_counted_and_timed_by_api() {
+    let dir = tempfile::tempdir().unwrap();
+    let admin = format!("127.0.0.1:{}", common::free_port_pair("127.0.0.1"));
+    let (broker, kafka) = common::kafka_broker(dir.path(), &["--admin-listen", &admin]);
+    broker.client().create_topic("orders", 2, 0).unwrap();
+    let lines: String = (0..100).map(|i| format!("v{i}\n")).collect();
+    let out =
+        common::output_with_stdin(common::tools::command("kcat").args(["-b", &kafka, "-P", "-t", "orders"]), &lines);
+    assert!(out.status.success(), "kcat -P: {}", String::from_utf8_lossy(&out.stderr));
+
+    let e = scrape(&admin, "/metrics");
+    assert_eq!(total(&e, "ringmq_produce_messages", &[("api", "kafka_Produce"), ("topic", "orders")]), 100.0);
+    for api in ["kafka_ApiVersions", "kafka_Metadata", "kafka_Produce"] {
+        let requests = total(&e, "ringmq_requests", &[("api", api)]);
+        assert!(requests >= 1.0, "{api}: {requests} requests");
+        assert_eq!(timed(&e, api), requests, "{api}: every request answered is timed");
+    }
 }
