@@ -347,6 +347,12 @@ fn top_shows_each_topic_with_its_rates_stored_messages_and_lag() {
     let last = &rows[1];
     assert_eq!((last[1], last[5], last[6]), ("2", "25", "5"), "queues, stored, lag:\n{text}");
     assert!(last[2].parse::<f64>().is_ok(), "a produce rate once two overviews were seen:\n{text}");
+    // The node line's busy share: a percentage once two overviews were seen.
+    let busy: Vec<&str> = text.lines().filter_map(|l| l.split("  busy ").nth(1)?.split_whitespace().next()).collect();
+    assert_eq!(busy.len(), 2, "{text}");
+    assert_eq!(busy[0], "-", "{text}");
+    let share: f64 = busy[1].strip_suffix('%').and_then(|p| p.parse().ok()).unwrap_or(-1.0);
+    assert!((0.0..=100.0).contains(&share), "busy {}:\n{text}", busy[1]);
 
     let out = std::process::Command::new(env!("CARGO_BIN_EXE_ringmq"))
         .args(["top", "--admin", "127.0.0.1:1", "--count", "1"])

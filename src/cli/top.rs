@@ -1,7 +1,7 @@
 //! `ringmq top`: a live terminal view of a broker from its admin listener
 //! (`serve --admin-listen`): per topic the produce and fetch rates, stored
-//! messages and consumer lag, and the durable-append p50/p99 of the last
-//! second, redrawn every interval.
+//! messages and consumer lag, and the shards' busy share and durable-append
+//! p50/p99 of the last interval, redrawn every interval.
 
 use super::admin_access::AdminAccess;
 use clap::Args;
@@ -52,9 +52,10 @@ fn screen(admin: &str, now: &Value, before: Option<&Value>) -> String {
     let (p50, p99) = before.map_or((None, None), |b| latency(&now["append_latency"], &b["append_latency"]));
     let ms = |v: Option<f64>| v.map_or_else(|| "-".to_string(), |v| format!("{:.2}", v * 1e3));
     let mut out = format!(
-        "ringmq top  {admin}  {} shards, {}  append p50 {} ms  p99 {} ms\n\n",
+        "ringmq top  {admin}  {} shards, {}  busy {}  append p50 {} ms  p99 {} ms\n\n",
         now["node"]["shards"],
         now["node"]["role"].as_str().unwrap_or("?"),
+        busy(now, before, seconds),
         ms(p50),
         ms(p99)
     );
@@ -105,6 +106,20 @@ fn screen(admin: &str, now: &Value, before: Option<&Value>) -> String {
         ));
     }
     out
+}
+
+/// The shards' busy share between two overviews (their work, without the
+/// idle spin that their threads' CPU time counts), as a percentage of
+/// their CPUs.
+fn busy(now: &Value, before: Option<&Value>, seconds: f64) -> String {
+    let node = |v: &Value, key: &str| v["node"][key].as_f64().unwrap_or(0.0);
+    match before {
+        Some(b) if seconds > 0.0 => {
+            let busy = (node(now, "busy_seconds") - node(b, "busy_seconds")).max(0.0);
+            format!("{:.0}%", busy / seconds / node(now, "shards").max(1.0) * 100.0)
+        }
+        _ => "-".to_string(),
+    }
 }
 
 /// p50 and p99 of what the append histogram counted between two overviews, in seconds.
