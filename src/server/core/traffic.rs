@@ -55,18 +55,15 @@ pub struct Traffic {
 
 impl Traffic {
     /// Counts one request an edge answered (`api`: its name, e.g.
-    /// `Produce`, `kafka_Fetch`), with the code of its error if it failed.
-    pub fn request(&self, api: &'static str, error: Option<&'static str>) {
+    /// `Produce`, `kafka_Fetch`), with the code of its error if it failed,
+    /// and how long it took to serve: from its decoded frame to its
+    /// response made (a long poll's wait included, as Kafka's request
+    /// metrics count it; the socket's reads and writes not).
+    pub fn answered(&self, api: &'static str, error: Option<&'static str>, took: Duration) {
         *self.requests.borrow_mut().entry(api).or_default() += 1;
         if let Some(code) = error {
             *self.errors.borrow_mut().entry((api, code)).or_default() += 1;
         }
-    }
-
-    /// Times one request an edge served, from its decoded frame to its
-    /// response made (a long poll's wait included, as Kafka's request
-    /// metrics count it; the socket's reads and writes not).
-    pub fn served(&self, api: &'static str, took: Duration) {
         let mut seconds = self.seconds.borrow_mut();
         seconds.entry(api).or_insert_with(|| Histogram::new(LATENCY_SECONDS)).observe_duration(took);
     }

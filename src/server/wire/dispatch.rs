@@ -19,8 +19,7 @@ pub async fn handle(s: &Services, frame: Vec<u8>, caller: &Caller) -> Option<Vec
         // Counted where the client's request arrived (a forwarded one is not counted again).
         let error = response.as_deref().map(frame::response_error).filter(|code| *code != ErrorCode::None);
         let name = api.map_or("(unknown)", ApiKey::name);
-        s.core.traffic().request(name, error.map(ErrorCode::name));
-        s.core.traffic().served(name, started.elapsed());
+        s.core.traffic().answered(name, error.map(ErrorCode::name), started.elapsed());
     }
     response
 }

@@ -285,10 +285,9 @@ async fn serve<A: Api>(
         true => quotas::before(&s.core, principal.user(), &head.client_id, A::produced_bytes(&request)).await,
         false => Duration::ZERO,
     };
-    s.core.traffic().request(A::NAME, None);
     let at = At { version: head.version, client_id: head.client_id, principal, waited };
     let served = A::serve(s, request, &at).await;
-    s.core.traffic().served(A::NAME, started.elapsed());
+    s.core.traffic().answered(A::NAME, None, started.elapsed());
     let Some(response) = served else { return Ok(None) };
     let (header_version, version) = A::response_versions(head.version);
     respond(head.correlation, header_version, &response, version).map(Some)
