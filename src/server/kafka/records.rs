@@ -61,43 +61,36 @@ pub fn to_ringmq(records: &Bytes, partition: u32) -> Result<Translated, Refused>
 /// its producer sent it, ringmq's own as an uncompressed batch each. A
 /// batch is served whole even where it starts before the fetch's offset
 /// (as Kafka serves a compressed batch; consumers skip what they passed).
-pub fn to_kafka(stored: Vec<u8>) -> Bytes {
-    let only_kafka = batch::split(&stored)
-        .all(|b| batch::kafka_bytes(b).is_some() || BatchHeader::decode(b).is_some_and(|h| h.is_padding()));
-    match only_kafka {
-        true => Bytes::from(kafka_in_place(stored)),
-        false => translated(&stored),
-    }
-}
-
-/// Stored batches that are all Kafka batches (or padding) as those Kafka
-/// batches, moved down over the ringmq headers in the read's own buffer: a
-/// Kafka batch is shorter than the stored batch around it, so each lands
-/// before the next is read. A topic Kafka producers write is served without
-/// a second buffer of the fetch's size.
-fn kafka_in_place(mut stored: Vec<u8>) -> Vec<u8> {
-    let (mut read, mut write) = (0, 0);
-    loop {
-        // (length, base offset, where its Kafka batch lies within it)
-        let next = batch::split(&stored[read..]).next().map(|one| {
-            let header = BatchHeader::decode(one).expect("checked by to_kafka");
-            let kafka = batch::kafka_bytes(one).map(|k| {
-                let from = k.as_ptr() as usize - one.as_ptr() as usize;
-                from..from + k.len()
-            });
-            (one.len(), header.base_offset, kafka)
-        });
-        let Some((len, base_offset, kafka)) = next else { break };
-        if let Some(kafka) = kafka {
-            let kafka_len = kafka.len();
-            stored.copy_within(read + kafka.start..read + kafka.end, write);
-            kafka::set_base_offset(&mut stored[write..write + kafka_len], base_offset as i64);
-            write += kafka_len;
-        }
-        read += len;
+pub fn to_kafka(mut stored: Vec<u8>) -> Bytes {
+    let Some(places) = kafka_places(&stored) else { return translated(&stored) };
+    // A topic Kafka producers write is served in the read's own buffer: each
+    // Kafka batch moves down over the ringmq headers before it, so it lands
+    // before the next is read.
+    let mut write = 0;
+    for (place, base_offset) in places {
+        let len = place.len();
+        stored.copy_within(place, write);
+        kafka::set_base_offset(&mut stored[write..write + len], base_offset as i64);
+        write += len;
     }
     stored.truncate(write);
-    stored
+    Bytes::from(stored)
+}
+
+/// Where each stored batch's Kafka batch lies in `stored`, with its base
+/// offset (padding has none); None when a batch is ringmq's own.
+fn kafka_places(stored: &[u8]) -> Option<Vec<(std::ops::Range<usize>, u64)>> {
+    let mut places = Vec::new();
+    for one in batch::split(stored) {
+        let header = BatchHeader::decode(one)?;
+        if header.is_padding() {
+            continue;
+        }
+        let kafka = batch::kafka_bytes(one)?;
+        let from = kafka.as_ptr() as usize - stored.as_ptr() as usize;
+        places.push((from..from + kafka.len(), header.base_offset));
+    }
+    Some(places)
 }
 
 /// Stored batches of either kind, each copied or encoded into a new buffer.
