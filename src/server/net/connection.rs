@@ -193,7 +193,7 @@ enum Out<E> {
 /// holds until it is written.
 struct Pending<E> {
     response: Response<E>,
-    _held: Held,
+    held: Held,
 }
 
 enum Response<E> {
@@ -271,7 +271,7 @@ impl<P: Protocol> Connection<P> {
             Out::InOrder(queue) => {
                 let task = glommio::spawn_local(serving);
                 // The writer ends only after the reader: the queue is open.
-                let _ = queue.send(Pending { response: Response::Serving(task), _held: held }).await;
+                let _ = queue.send(Pending { response: Response::Serving(task), held }).await;
             }
             Out::AsReady(writer) => {
                 self.in_flight.begin(correlation);
@@ -338,7 +338,7 @@ impl<E> Out<E> {
                 drop(held);
             }
             Out::InOrder(queue) => {
-                let _ = queue.send(Pending { response: Response::Ready { response, close }, _held: held }).await;
+                let _ = queue.send(Pending { response: Response::Ready { response, close }, held }).await;
             }
         }
     }
@@ -360,7 +360,7 @@ async fn write_in_order<E: std::fmt::Display>(answers: LocalReceiver<Pending<E>>
             },
         };
         let mut out = Answers::default();
-        out.add(pending.response.answer().await, pending._held);
+        out.add(pending.response.answer().await, pending.held);
         if !out.done() {
             // The requests served in this tick (a group commit acks several
             // produces at once) finish, and go out in the same write.
@@ -368,9 +368,9 @@ async fn write_in_order<E: std::fmt::Display>(answers: LocalReceiver<Pending<E>>
             while !out.done() {
                 let Some(Some(pending)) = futures_lite::future::poll_once(answers.recv()).await else { break };
                 match pending.response.answered().await {
-                    Ok(answer) => out.add(answer, pending._held),
+                    Ok(answer) => out.add(answer, pending.held),
                     Err(response) => {
-                        next = Some(Pending { response, _held: pending._held });
+                        next = Some(Pending { response, held: pending.held });
                         break;
                     }
                 }
