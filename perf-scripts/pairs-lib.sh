@@ -47,7 +47,7 @@ stop_broker() {
 trap stop_broker EXIT
 
 # shellcheck source=lib/processes.sh
-source "$(dirname "${BASH_SOURCE[0]}")/lib/processes.sh" # free_port, shard_busy_seconds
+source "$(dirname "${BASH_SOURCE[0]}")/lib/processes.sh" # free_port, shard_busy_seconds, shard_busy_since
 cpu_ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
 
 # start_broker DIR ARGS...: ringmq serve in the background, its admin
@@ -71,7 +71,7 @@ bench_run() {
     >"$dir/bench.log" 2>&1 || echo "the $name run failed (see $dir/bench.log)" >&2
   after=$(cpu_ticks "$broker")
   echo $((after - before)) >"$dir/broker-ticks"
-  awk -v a="$(shard_busy_seconds "$admin")" -v b="$busy_before" 'BEGIN { printf "%.6f\n", a - b }' >"$dir/broker-busy"
+  shard_busy_since "$admin" "$busy_before" >"$dir/broker-busy"
   stop_broker
   rm -rf "$dir/data"
 }

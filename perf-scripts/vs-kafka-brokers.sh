@@ -207,8 +207,7 @@ run() {
   after=$(ticks "$broker_pid")
   echo $((after - before)) >"$dir/broker-ticks"
   # ringmq's shards poll their CPU while idle: their busy time is their work.
-  [[ -n $admin ]] && awk -v a="$(shard_busy_seconds "$admin")" -v b="$busy_before" \
-    'BEGIN { printf "%.6f\n", a - b }' >"$dir/broker-busy"
+  [[ -n $admin ]] && shard_busy_since "$admin" "$busy_before" >"$dir/broker-busy"
   stop
   rm -rf "$dir/data"
 }

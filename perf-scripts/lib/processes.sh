@@ -37,6 +37,11 @@ shard_busy_seconds() {
   curl -s "http://$1/metrics" | awk '$1 ~ /^ringmq_shard_busy_seconds_total/ { s += $NF } END { printf "%.6f", s }'
 }
 
+# shard_busy_since ADMIN BEFORE: the busy seconds since shard_busy_seconds read BEFORE.
+shard_busy_since() {
+  awk -v a="$(shard_busy_seconds "$1")" -v b="$2" 'BEGIN { printf "%.6f\n", a - b }'
+}
+
 # start_etcd DIR LOG: an etcd on 127.0.0.1 with its data in DIR, waited for;
 # sets etcd_url (etcd://127.0.0.1:PORT, for --cluster).
 start_etcd() {
