@@ -40,6 +40,7 @@ fn kafka_clients_of_one_node_reach_the_partitions_and_coordinators_of_every_grou
         }
     }
     assert!(text.contains(&format!("topic \"{TOPIC}\" with 8 partitions:")), "{text}");
+    assert_one_cluster_id(&[&bootstrap, &format!("{}:{kafka}", ips[1])]);
 
     let mut producer = common::tools::command("kcat")
         .args(["-b", &bootstrap, "-P", "-t", TOPIC, "-K:", "-X", "acks=all"])
@@ -80,6 +81,26 @@ fn kafka_clients_of_one_node_reach_the_partitions_and_coordinators_of_every_grou
         });
         std::thread::sleep(std::time::Duration::from_millis(100));
     }
+}
+
+/// Every node's Metadata and DescribeCluster give one cluster id, which
+/// the first node made in etcd, and DescribeCluster the four shards.
+fn assert_one_cluster_id(nodes: &[&str]) {
+    use common::kafka::{call, connect};
+    use kafka_protocol::messages::{ApiKey, DescribeClusterRequest, DescribeClusterResponse};
+    use kafka_protocol::messages::{MetadataRequest, MetadataResponse};
+    let mut ids = Vec::new();
+    for node in nodes {
+        let mut stream = connect(node);
+        let metadata: MetadataResponse = call(&mut stream, ApiKey::Metadata, 12, &MetadataRequest::default());
+        let described: DescribeClusterResponse =
+            call(&mut stream, ApiKey::DescribeCluster, 1, &DescribeClusterRequest::default().with_endpoint_type(1));
+        assert_eq!(described.error_code, 0, "{described:?}");
+        assert_eq!(described.brokers.len(), 4, "{described:?}");
+        assert_eq!(metadata.cluster_id.as_deref(), Some(described.cluster_id.as_str()), "{node}");
+        ids.push(described.cluster_id.to_string());
+    }
+    assert!(ids[0].len() == 22 && ids.iter().all(|id| *id == ids[0]), "one cluster, one id: {ids:?}");
 }
 
 /// Group g1 of nodes a, b, c, one on each of `ips` at the same ports, each

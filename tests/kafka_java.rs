@@ -1,7 +1,7 @@
 //! The Apache Kafka Java client (kafka-clients 4.3, unmodified: the jar a
 //! PyPI wheel ships, see tests/prerequisites.txt) against the Kafka listener:
-//! the reference client's records, compression, commit metadata and admin
-//! APIs, through `tests/kafka_clients/JavaClients.java`.
+//! the reference client's records, compression, commit metadata, admin
+//! APIs and the cluster it describes, through `tests/kafka_clients/JavaClients.java`.
 
 mod common;
 
@@ -52,9 +52,37 @@ fn the_java_admin_client_manages_users_acls_and_quotas() {
     common::create_user(&data, "alice", "alice-secret");
     let (_broker, kafka) = common::kafka_broker(&data, &["--auth-required", "--super-users", "alice"]);
     let text = run_java(&[&kafka, "security", "alice", "alice-secret"]);
-    for said in ["logged in; ACLs created, enforced, deleted", "quota set, described and removed", "the user deleted"] {
+    for said in [
+        "logged in; ACLs created, enforced, deleted",
+        "authorized operations as the rules give them",
+        "quota set, described and removed",
+        "the user deleted",
+    ] {
         assert!(text.contains(said), "{text}");
     }
+}
+
+/// The Java AdminClient's describeCluster: the broker's id in Kafka's form
+/// (22 characters of base64url), kept across a restart; each shard a
+/// broker at its Kafka port; a broker as the controller.
+#[test]
+fn the_java_admin_client_describes_the_cluster_by_an_id_kept_across_restarts() {
+    let dir = tempfile::tempdir().unwrap();
+    let (mut broker, kafka) = common::kafka_broker(dir.path(), &[]);
+    let first = run_java(&[&kafka, "cluster"]);
+    let id = |text: &str| text.split("cluster ").nth(1).and_then(|t| t.split(' ').next()).unwrap_or("").to_string();
+    let made = id(&first);
+    let kafka_form = |c: char| c.is_ascii_alphanumeric() || c == '-' || c == '_';
+    assert!(made.len() == 22 && made.chars().all(kafka_form), "{first}");
+    assert!(first.contains("with 2 brokers, controller 0"), "{first}");
+    let port: u16 = kafka.rsplit(':').next().unwrap().parse().unwrap();
+    for (shard, port) in [(0, port), (1, port + 1)] {
+        assert!(first.contains(&format!("broker {shard} at 127.0.0.1:{port}")), "{first}");
+    }
+    broker.kill9();
+    broker.restart();
+    let again = run_java(&[&kafka, "cluster"]);
+    assert_eq!(id(&again), made, "{again}");
 }
 
 /// Two Java consumers with the CooperativeStickyAssignor (incremental

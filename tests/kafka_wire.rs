@@ -3,8 +3,8 @@
 //! not decode by closing that connection only, a wrong CRC, an oversized or
 //! inflating batch, an unknown topic), nothing of a refused request is
 //! stored, idempotent producers' retries are stored once, a fetch at the
-//! end waits for the next record, and the listener admits connections as
-//! the native one does.
+//! end waits for the next record, the listener admits connections as the
+//! native one does, and DescribeCluster serves the broker endpoint only.
 
 mod common;
 
@@ -318,4 +318,32 @@ fn a_record_near_kafkas_default_largest_is_taken_by_default_and_reads_back_whole
     let mut fetched = common::kafka::fetch(&kafka, "t", 0);
     let sets = kafka_protocol::records::RecordBatchDecoder::decode_all(&mut fetched).unwrap();
     assert_eq!(sets[0].records[0].value.as_ref(), Some(&value), "the record comes back whole");
+}
+
+/// DescribeCluster is served for the broker endpoint only: one for
+/// controllers gets MISMATCHED_ENDPOINT_TYPE, an unknown type
+/// UNSUPPORTED_ENDPOINT_TYPE, each with a message, on a connection that
+/// goes on serving; Metadata from v2 carries the same cluster id.
+#[test]
+fn describe_cluster_refuses_endpoints_other_than_brokers_and_agrees_with_metadata() {
+    const MISMATCHED_ENDPOINT_TYPE: i16 = 114;
+    const UNSUPPORTED_ENDPOINT_TYPE: i16 = 115;
+    let dir = tempfile::tempdir().unwrap();
+    let (_broker, kafka) = broker(dir.path(), &[]);
+    let mut stream = connect(&kafka);
+    let describe = |stream: &mut TcpStream, endpoint: i8| -> DescribeClusterResponse {
+        call(stream, ApiKey::DescribeCluster, 1, &DescribeClusterRequest::default().with_endpoint_type(endpoint))
+    };
+    for (endpoint, code) in [(2, MISMATCHED_ENDPOINT_TYPE), (9, UNSUPPORTED_ENDPOINT_TYPE)] {
+        let refused = describe(&mut stream, endpoint);
+        assert_eq!(refused.error_code, code, "{refused:?}");
+        assert!(refused.error_message.is_some_and(|m| !m.is_empty()) && refused.brokers.is_empty());
+    }
+    let described = describe(&mut stream, 1);
+    assert_eq!((described.error_code, described.endpoint_type, described.brokers.len()), (0, 1, 2), "{described:?}");
+    let metadata = |stream: &mut TcpStream, version| -> MetadataResponse {
+        call(stream, ApiKey::Metadata, version, &MetadataRequest::default())
+    };
+    assert_eq!(metadata(&mut stream, 2).cluster_id.as_deref(), Some(described.cluster_id.as_str()));
+    assert_eq!(metadata(&mut stream, 1).cluster_id, None, "v1 has no cluster id");
 }

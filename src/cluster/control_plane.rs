@@ -19,6 +19,7 @@
 //! watched change, changed in etcd when the shards ask.
 
 use super::accounts;
+use super::cluster_id;
 use super::election::{self, Campaign, EpochStart, Leadership};
 use super::isr::{self, Isr, Lags, Tracker};
 use super::moves;
@@ -338,6 +339,7 @@ async fn run<S: Store>(store: S, config: ClusterConfig, ready: mpsc::Sender<Resu
     let renew_every = (config.lease_ttl / 3).max(Duration::from_millis(100));
     let start = async || {
         let registered = register(&store, &config).await?;
+        cluster_id::ensure(&registered.store).await?;
         refresh_view(&registered.store, &shared.view).await;
         refresh_accounts(&registered.store, &shared.accounts).await?;
         Ok::<_, StoreError>(registered)
@@ -485,7 +487,8 @@ async fn refresh_view<S: Store>(store: &S, view: &watch::Sender<ClusterView>) {
         Err(_) => return tracing::warn!("reading the cluster's topics and groups timed out"),
     };
     view.send_if_modified(|v| {
-        let moved = v.revision == 0 || v.groups != next.groups || v.topics != next.topics;
+        let moved =
+            v.revision == 0 || v.groups != next.groups || v.topics != next.topics || v.cluster_id != next.cluster_id;
         if moved {
             *v = next;
         }

@@ -7,6 +7,7 @@
 //! runs it.
 
 mod accounts;
+mod cluster_id;
 mod control_plane;
 mod election;
 mod isr;

@@ -82,7 +82,8 @@ pub(super) async fn read_view(store: &impl Store) -> Result<ClusterView, StoreEr
         topic.created = kv.create_revision;
         topics.insert(name.to_string(), topic);
     }
-    Ok(ClusterView { groups, topics, revision: listed.revision })
+    let cluster_id = super::cluster_id::read(store).await?;
+    Ok(ClusterView { groups, topics, revision: listed.revision, cluster_id })
 }
 
 fn unavailable(e: impl std::fmt::Display) -> Failure {

@@ -28,6 +28,7 @@ mod tx;
 pub mod wire;
 
 pub use self::core::accounts::{Accounts, AccountsAsk, AccountsLink};
+pub use self::core::cluster_id;
 pub use self::core::config;
 pub use self::core::config::ServerConfig;
 pub use self::core::metadata;
@@ -141,6 +142,10 @@ pub fn start(config: ServerConfig) -> Result<Server, ServerError> {
     data_keys::check_and_record(&config.data_dir, config.encryption.as_deref())?;
     let n = config.cores.len();
     layout::check_or_record(&config.data_dir, layout::Layout { shards: n, segment_bytes: config.segment_bytes })?;
+    let cluster_id = match config.cluster {
+        Some(_) => None,
+        None => Some(node::cluster_id::read_or_create(&config.data_dir)?),
+    };
     let mesh = MeshBuilder::full(n, 1024);
     let stop = Stop::default();
     let clock = Arc::new(if config.manual_clock { Clock::manual() } else { Clock::system() });
@@ -185,6 +190,7 @@ pub fn start(config: ServerConfig) -> Result<Server, ServerError> {
             log_ends: log_ends.clone(),
             pulse: pulses[index].clone(),
             objects: objects.clone(),
+            cluster_id: cluster_id.clone(),
         };
         let builder = LocalExecutorBuilder::new(Placement::Fixed(cpu))
             .name(&format!("ringmq-shard-{index}"))

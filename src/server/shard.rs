@@ -68,6 +68,8 @@ pub struct Startup {
     pub pulse: Arc<stall::Pulse>,
     /// Tiered storage's bucket, if the broker has one.
     pub objects: Option<ObjectLink>,
+    /// A single node's cluster id (None in a cluster: etcd holds it).
+    pub cluster_id: Option<String>,
 }
 
 /// Why a shard could not start (or stop cleanly).
@@ -184,6 +186,7 @@ async fn serve(s: Startup) -> Result<(), ShardError> {
         role,
         pulse: s.pulse.clone(),
         objects: s.objects.clone(),
+        cluster_id: s.cluster_id.clone(),
     });
     levels::open(&core).await.map_err(storage_failed("opening delay levels"))?;
     let timer = Timer::open(&core).await.map_err(storage_failed("loading delayed messages"))?;

@@ -33,10 +33,13 @@
 //           value upper-cased to the same partition of OUT and commit IN's
 //           offsets in the same transaction, until IN is idle; prints
 //           "eos: committed N" after each transaction
+//   cluster the AdminClient's describeCluster (DescribeCluster): prints
+//           "cluster ID with N brokers, controller C" and each broker
 //   security  (args: an admin user and password; the broker requires logins)
 //           SCRAM users made and deleted from salted passwords, ACLs created,
-//           described, enforced and deleted, client quotas set, described
-//           and removed
+//           described, enforced and deleted, the authorized operations a
+//           rule gives on a topic and on the cluster, client quotas set,
+//           described and removed
 // Each phase prints what it checked; a failed check exits non-zero.
 
 import java.nio.charset.StandardCharsets;
@@ -72,6 +75,7 @@ public class JavaClients {
             case "exact" -> exact();
             case "admin" -> adminApis();
             case "security" -> security();
+            case "cluster" -> cluster();
             case "cooperative" -> group(Map.of(ConsumerConfig.PARTITION_ASSIGNMENT_STRATEGY_CONFIG,
                     CooperativeStickyAssignor.class.getName()), "cooperative");
             case "classic" -> group(Map.of(), "classic");
@@ -401,6 +405,33 @@ public class JavaClients {
         }
     }
 
+    static void cluster() throws Exception {
+        try (Admin admin = admin()) {
+            DescribeClusterResult described = admin.describeCluster();
+            String id = described.clusterId().get();
+            Collection<Node> nodes = described.nodes().get();
+            Node controller = described.controller().get();
+            check(id != null && !nodes.isEmpty() && nodes.contains(controller), id + " " + nodes + " " + controller);
+            System.out.println("cluster " + id + " with " + nodes.size() + " brokers, controller " + controller.id());
+            for (Node node : nodes) {
+                System.out.println("broker " + node.id() + " at " + node.host() + ":" + node.port());
+            }
+        }
+    }
+
+    /** The operations `login` may do to the cluster, and to `topic`. */
+    static Set<org.apache.kafka.common.acl.AclOperation>[] authorized(String topic) throws Exception {
+        try (Admin admin = admin()) {
+            var onCluster = admin.describeCluster(new DescribeClusterOptions().includeAuthorizedOperations(true))
+                    .authorizedOperations().get();
+            var onTopic = admin.describeTopics(List.of(topic), new DescribeTopicsOptions().includeAuthorizedOperations(true))
+                    .allTopicNames().get().get(topic).authorizedOperations();
+            @SuppressWarnings("unchecked")
+            Set<org.apache.kafka.common.acl.AclOperation>[] both = new Set[] {onCluster, onTopic};
+            return both;
+        }
+    }
+
     static void security() throws Exception {
         try (Admin admin = admin()) {
             var carol = new UserScramCredentialUpsertion("carol", new ScramCredentialInfo(ScramMechanism.SCRAM_SHA_256, 8192), "carol-pw");
@@ -427,8 +458,23 @@ public class JavaClients {
             var all = admin.describeAcls(org.apache.kafka.common.acl.AclBindingFilter.ANY).values().get();
             check(all.contains(write) && all.size() == 1, "described " + all);
 
+            var super_ = authorized("car.x");
+            check(super_[0].containsAll(List.of(org.apache.kafka.common.acl.AclOperation.ALTER,
+                    org.apache.kafka.common.acl.AclOperation.DESCRIBE, org.apache.kafka.common.acl.AclOperation.CREATE,
+                    org.apache.kafka.common.acl.AclOperation.CLUSTER_ACTION)), "a super user's on the cluster: " + super_[0]);
+            var groupOps = admin.describeConsumerGroups(List.of("any-group"),
+                    new DescribeConsumerGroupsOptions().includeAuthorizedOperations(true)).all().get()
+                    .get("any-group").authorizedOperations();
+            check(groupOps.equals(Set.of(org.apache.kafka.common.acl.AclOperation.READ,
+                    org.apache.kafka.common.acl.AclOperation.DESCRIBE, org.apache.kafka.common.acl.AclOperation.DELETE)),
+                    "a super user's on a group: " + groupOps);
             Map<String, Object> saved = login;
             login = loginAs("carol", "carol-pw");
+            var carols = authorized("car.x");
+            check(carols[0].isEmpty(), "carol's on the cluster: " + carols[0]);
+            check(carols[1].equals(Set.of(org.apache.kafka.common.acl.AclOperation.WRITE,
+                    org.apache.kafka.common.acl.AclOperation.DESCRIBE)), "carol's on car.x: " + carols[1]);
+            System.out.println("security: authorized operations as the rules give them");
             try (KafkaProducer<byte[], byte[]> p = producer(Map.of(ProducerConfig.MAX_BLOCK_MS_CONFIG, 10000))) {
                 p.send(new ProducerRecord<>("car.x", 0, null, b("allowed"))).get();
                 try {

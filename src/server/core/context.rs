@@ -73,6 +73,8 @@ pub struct Core {
     copied_out: CopiedOut,
     /// Tiered storage's bucket, if the broker has one.
     objects: Option<ObjectLink>,
+    /// A single node's cluster id (a cluster's is in its placement view).
+    pub(super) cluster_id: Option<String>,
     /// What of this shard is in the bucket.
     manifest: ShardManifest,
     /// Reads of tiered queues from the bucket.
@@ -104,6 +106,8 @@ pub struct Parts {
     pub role: ShardRole,
     pub pulse: Arc<Pulse>,
     pub objects: Option<ObjectLink>,
+    /// A single node's cluster id, from its data directory (None in a cluster).
+    pub cluster_id: Option<String>,
 }
 
 impl Core {
@@ -140,6 +144,7 @@ impl Core {
             forward: RefCell::default(),
             copied_out: CopiedOut::default(),
             objects: p.objects,
+            cluster_id: p.cluster_id,
             manifest: ShardManifest::default(),
             remote_reads,
         });

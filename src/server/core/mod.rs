@@ -8,6 +8,7 @@
 
 pub mod accounts;
 pub mod clock;
+pub mod cluster_id;
 pub mod config;
 pub mod context;
 pub mod copied_out;

@@ -5,8 +5,13 @@
 //! (`kafka-cluster`) is ringmq's (`ringmq-cluster`). Kafka operations
 //! ringmq's rules do not have (DescribeConfigs, AlterConfigs,
 //! IdempotentWrite) are refused with a message naming those it has.
+//! A principal's authorized operations on a resource (Metadata,
+//! DescribeCluster, DescribeGroups ask for them) are Kafka's bit field of
+//! these codes.
 
 use crate::security::acl::{Acl, AclFilter, Operation, PatternType, Permission, ResourceType, CLUSTER};
+use crate::server::auth::authorizer::{Principal, Resource};
+use crate::server::core::Core;
 
 /// Kafka's name of the cluster resource.
 const KAFKA_CLUSTER: &str = "kafka-cluster";
@@ -148,6 +153,26 @@ fn pattern_matches(rule: &Acl, name: &str) -> bool {
         PatternType::Literal => rule.name == name || rule.name == "*",
         PatternType::Prefixed => name.starts_with(&rule.name),
     }
+}
+
+/// Kafka's authorized operations of `principal` on `resource`, if `asked`:
+/// a bit (1 << the operation's code) for each operation of those a resource
+/// of its type takes that the principal may do (Describe where Read, Write,
+/// Delete or Alter is allowed, as Kafka implies it); Kafka's i32::MIN when
+/// not asked.
+pub fn authorized_operations(asked: bool, core: &Core, principal: &Principal, resource: Resource) -> i32 {
+    use Operation::*;
+    if !asked {
+        return i32::MIN;
+    }
+    let taken: &[Operation] = match resource.kind {
+        ResourceType::Topic => &[Read, Write, Create, Delete, Alter, Describe],
+        ResourceType::Group => &[Read, Delete, Describe],
+        ResourceType::Cluster => &[Create, Alter, Describe, ClusterAction],
+        ResourceType::TransactionalId => &[Write, Describe],
+    };
+    let allowed = taken.iter().filter(|&&operation| principal.allows(core, operation, resource));
+    allowed.fold(0, |bits, &operation| bits | 1 << to_code(&OPERATIONS, operation))
 }
 
 #[cfg(test)]

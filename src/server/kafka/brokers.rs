@@ -33,6 +33,13 @@ pub fn brokers(core: &Core) -> Vec<Option<MetadataResponseBroker>> {
         .collect()
 }
 
+/// The broker Metadata and DescribeCluster name as the controller: the
+/// first known (ringmq has no controller broker; etcd keeps the cluster),
+/// -1 when none is.
+pub fn controller(known: &[MetadataResponseBroker]) -> BrokerId {
+    known.first().map_or(BrokerId(-1), |b| b.node_id)
+}
+
 /// A topic's name as Kafka's messages carry it.
 pub fn topic_name(name: &str) -> TopicName {
     TopicName(StrBytes::from_string(name.to_string()))

@@ -1,11 +1,13 @@
 //! ConsumerGroupDescribe: a KIP-848 group's epoch and members with their
 //! subscriptions, assignments and targets (Describe on the group, on its
-//! coordinator). A group of the classic protocol is not one (GROUP_ID_NOT_FOUND,
+//! coordinator), and the principal's authorized operations on it when asked. A group of the classic protocol is not one (GROUP_ID_NOT_FOUND,
 //! as Kafka answers; admin clients then describe it with DescribeGroups).
 
 use super::{Api, At};
 use crate::security::acl::Operation;
+use crate::server::auth::authorizer;
 use crate::server::groups::member_epochs::Partition;
+use crate::server::kafka::acls::authorized_operations;
 use crate::server::kafka::groups::{by_topic_id, coordinated};
 use crate::server::kafka::{text, Services};
 use kafka_protocol::messages::consumer_group_describe_response::{Assignment, DescribedGroup, Member, TopicPartitions};
@@ -24,6 +26,8 @@ impl Api for ConsumerGroupDescribe {
     type Response = ConsumerGroupDescribeResponse;
 
     async fn serve(s: &Services, r: ConsumerGroupDescribeRequest, at: &At) -> Option<ConsumerGroupDescribeResponse> {
+        let asked = r.include_authorized_operations;
+        let operations = |group: &str| authorized_operations(asked, &s.core, &at.principal, authorizer::group(group));
         let assignment = |partitions: &[Partition]| {
             let topics = by_topic_id(&s.core, partitions).into_iter().map(|(id, topic, partitions)| {
                 TopicPartitions::default()
@@ -66,6 +70,7 @@ impl Api for ConsumerGroupDescribe {
                     .with_assignment_epoch(view.epoch as i32)
                     .with_assignor_name(text("uniform"))
                     .with_members(members.collect())
+                    .with_authorized_operations(operations(group))
             })
             .collect();
         Some(ConsumerGroupDescribeResponse::default().with_groups(groups).with_throttle_time_ms(at.throttle_ms()))

@@ -1,10 +1,13 @@
 //! DescribeGroups: each group's state, protocol type and assignment
 //! protocol, and its members with their metadata and assignment bytes as
 //! their clients sent them; on the group's coordinator, per group
-//! authorized (Describe). A group unknown here is Dead, as Kafka answers.
+//! authorized (Describe), with the principal's authorized operations on it
+//! when asked (v3+). A group unknown here is Dead, as Kafka answers.
 
 use super::{Api, At};
 use crate::security::acl::Operation;
+use crate::server::auth::authorizer;
+use crate::server::kafka::acls::authorized_operations;
 use crate::server::kafka::groups::coordinated;
 use crate::server::kafka::{text, Services};
 use bytes::Bytes;
@@ -23,6 +26,8 @@ impl Api for DescribeGroups {
     type Response = DescribeGroupsResponse;
 
     async fn serve(s: &Services, r: DescribeGroupsRequest, at: &At) -> Option<DescribeGroupsResponse> {
+        let asked = r.include_authorized_operations;
+        let operations = |group: &str| authorized_operations(asked, &s.core, &at.principal, authorizer::group(group));
         let groups = r
             .groups
             .iter()
@@ -48,7 +53,7 @@ impl Api for DescribeGroups {
                     .with_protocol_type(text(s.groups.protocol_type(group)))
                     .with_protocol_data(text(d.protocol))
                     .with_members(members)
-                    .with_authorized_operations(i32::MIN)
+                    .with_authorized_operations(operations(group))
             })
             .collect();
         Some(DescribeGroupsResponse::default().with_groups(groups).with_throttle_time_ms(at.throttle_ms()))

@@ -6,7 +6,9 @@
 //! auto.create.topics.enable; `auto_create_queues` queues) when the request
 //! allows it (v4+ says; before, always) and the principal may create it.
 //! A topic may be asked for by its id instead (v10+); an unknown id is
-//! UNKNOWN_TOPIC_ID.
+//! UNKNOWN_TOPIC_ID. The cluster's id comes with it (v2+), and the
+//! principal's authorized operations on the cluster and on each topic when
+//! the request asks (v8+).
 
 use super::create_topics::may_create;
 use super::{Api, At};
@@ -14,11 +16,13 @@ use crate::security::acl::Operation;
 use crate::server::auth::authorizer;
 use crate::server::core::topics::NewTopic;
 use crate::server::core::{Core, Reason};
-use crate::server::kafka::brokers::{brokers, topic_name};
+use crate::server::kafka::acls::authorized_operations;
+use crate::server::kafka::brokers::{brokers, controller, topic_name};
 use crate::server::kafka::codes::of_topic_change;
 use crate::server::kafka::Services;
 use kafka_protocol::messages::metadata_response::{MetadataResponsePartition, MetadataResponseTopic};
 use kafka_protocol::messages::{ApiKey, BrokerId, MetadataRequest, MetadataResponse};
+use kafka_protocol::protocol::StrBytes;
 use kafka_protocol::ResponseError;
 
 /// LEADER_NOT_AVAILABLE: the queue's broker group has no leader yet.
@@ -59,7 +63,8 @@ impl Api for Metadata {
     const VERSIONS: (i16, i16) = (0, 12);
     const NAME: &'static str = "kafka_Metadata";
     const NOTE: &'static str = "a broker per shard (node id = cluster-wide shard index), partition leader = \
-                                the owning shard; a missing topic created when auto_create_topics is on";
+                                the owning shard; the cluster id; authorized operations when asked; a missing \
+                                topic created when auto_create_topics is on";
     type Request = MetadataRequest;
     type Response = MetadataResponse;
 
@@ -108,10 +113,13 @@ impl Api for Metadata {
                         p.with_leader_id(broker).with_replica_nodes(vec![broker]).with_isr_nodes(vec![broker])
                     })
                     .collect();
+                let asked = request.include_topic_authorized_operations;
+                let operations = authorized_operations(asked, core, principal, authorizer::topic(&t.name));
                 MetadataResponseTopic::default()
                     .with_name(Some(topic_name(&t.name)))
                     .with_topic_id(uuid::Uuid::from_bytes(t.id))
                     .with_partitions(partitions)
+                    .with_topic_authorized_operations(operations)
             })
             .collect();
         for name in refused.drain(..) {
@@ -133,11 +141,15 @@ impl Api for Metadata {
             let topic = MetadataResponseTopic::default().with_name(None).with_topic_id(id);
             topics.push(topic.with_error_code(ResponseError::UnknownTopicId.code()));
         }
-        let controller = brokers.iter().flatten().next().map_or(BrokerId(-1), |b| b.node_id);
+        let known: Vec<_> = brokers.into_iter().flatten().collect();
+        let asked = request.include_cluster_authorized_operations;
+        let cluster_operations = authorized_operations(asked, core, principal, authorizer::cluster());
         let response = MetadataResponse::default()
-            .with_brokers(brokers.into_iter().flatten().collect())
-            .with_controller_id(controller)
-            .with_topics(topics);
+            .with_cluster_id(described.cluster_id.map(StrBytes::from_string))
+            .with_controller_id(controller(&known))
+            .with_brokers(known)
+            .with_topics(topics)
+            .with_cluster_authorized_operations(cluster_operations);
         Some(response.with_throttle_time_ms(at.throttle_ms()))
     }
 }

@@ -26,6 +26,7 @@ mod delete_records;
 mod delete_topics;
 mod describe_acls;
 mod describe_client_quotas;
+mod describe_cluster;
 mod describe_configs;
 mod describe_groups;
 mod describe_log_dirs;
@@ -68,7 +69,7 @@ use std::rc::Rc;
 use std::time::Duration;
 
 /// Every Kafka API served.
-pub static TABLE: [&(dyn Handler + Sync); 46] = [
+pub static TABLE: [&(dyn Handler + Sync); 47] = [
     &Entry::<produce::Produce>(PhantomData),
     &Entry::<fetch::Fetch>(PhantomData),
     &Entry::<list_offsets::ListOffsets>(PhantomData),
@@ -115,6 +116,7 @@ pub static TABLE: [&(dyn Handler + Sync); 46] = [
     &Entry::<list_transactions::ListTransactions>(PhantomData),
     &Entry::<alter_partition_reassignments::AlterPartitionReassignments>(PhantomData),
     &Entry::<list_partition_reassignments::ListPartitionReassignments>(PhantomData),
+    &Entry::<describe_cluster::DescribeCluster>(PhantomData),
 ];
 
 /// Request header fields every version has: api key, api version, correlation id.
