@@ -1,8 +1,8 @@
 //! DescribeCluster (KIP-700): the cluster's id, its brokers (every shard of
 //! a broker group that has a leader, as Metadata lists them) and the
 //! controller Metadata names, for Kafka's AdminClient `describeCluster`.
-//! Only the broker endpoint is served: a request for controllers is
-//! refused (MISMATCHED_ENDPOINT_TYPE, INVALID_REQUEST at v0), as Kafka's
+//! Only the broker endpoint is served: a request for controllers (v1+ say
+//! which they want) is refused with MISMATCHED_ENDPOINT_TYPE, as Kafka's
 //! brokers refuse it. The principal's authorized operations on the cluster
 //! are given when asked.
 
@@ -32,7 +32,7 @@ impl Api for DescribeCluster {
 
     async fn serve(s: &Services, r: DescribeClusterRequest, at: &At) -> Option<DescribeClusterResponse> {
         let response = DescribeClusterResponse::default().with_throttle_time_ms(at.throttle_ms());
-        if let Some((code, message)) = refused_endpoint(r.endpoint_type, at.version) {
+        if let Some((code, message)) = refused_endpoint(r.endpoint_type) {
             return Some(response.with_error_code(code).with_error_message(Some(text(message))));
         }
         let known: Vec<_> = brokers(&s.core).into_iter().flatten().collect();
@@ -54,16 +54,17 @@ impl Api for DescribeCluster {
 }
 
 /// The error code and message for an endpoint type other than brokers.
-fn refused_endpoint(endpoint_type: i8, version: i16) -> Option<(i16, String)> {
-    let code = match endpoint_type {
+fn refused_endpoint(endpoint_type: i8) -> Option<(i16, String)> {
+    let (code, message) = match endpoint_type {
         BROKERS => return None,
-        _ if version == 0 => ResponseError::InvalidRequest,
-        CONTROLLERS => ResponseError::MismatchedEndpointType,
-        _ => ResponseError::UnsupportedEndpointType,
-    };
-    let message = match endpoint_type {
-        CONTROLLERS => "this is a broker endpoint; ringmq has no controller endpoints (etcd keeps the cluster)".into(),
-        other => format!("unsupported endpoint type {other}: 1 (brokers) is served"),
+        CONTROLLERS => (
+            ResponseError::MismatchedEndpointType,
+            "this is a broker endpoint; ringmq has no controller endpoints (etcd keeps the cluster)".to_string(),
+        ),
+        other => (
+            ResponseError::UnsupportedEndpointType,
+            format!("unsupported endpoint type {other}: 1 (brokers) is served"),
+        ),
     };
     Some((code.code(), message))
 }
@@ -74,12 +75,10 @@ mod tests {
 
     #[test]
     fn only_the_broker_endpoint_is_served() {
-        assert_eq!(refused_endpoint(BROKERS, 0), None);
-        assert_eq!(refused_endpoint(BROKERS, 2), None);
-        let code = |endpoint, version| refused_endpoint(endpoint, version).map(|(code, _)| code);
-        assert_eq!(code(CONTROLLERS, 1), Some(ResponseError::MismatchedEndpointType.code()));
-        assert_eq!(code(CONTROLLERS, 0), Some(ResponseError::InvalidRequest.code()));
-        assert_eq!(code(7, 1), Some(ResponseError::UnsupportedEndpointType.code()));
-        assert!(refused_endpoint(7, 2).unwrap().1.contains("endpoint type 7"));
+        assert_eq!(refused_endpoint(BROKERS), None);
+        let code = |endpoint| refused_endpoint(endpoint).map(|(code, _)| code);
+        assert_eq!(code(CONTROLLERS), Some(ResponseError::MismatchedEndpointType.code()));
+        assert_eq!(code(7), Some(ResponseError::UnsupportedEndpointType.code()));
+        assert!(refused_endpoint(7).unwrap().1.contains("endpoint type 7"));
     }
 }
