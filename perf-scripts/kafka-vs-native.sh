@@ -28,8 +28,11 @@ run() {
   start_broker "$out/$name" --listen "127.0.0.1:$port" --kafka-listen "127.0.0.1:$kafka" --cores 0 \
     --segment-mib 256 --cache-mib 128
   echo "run $name: $protocol at ${offered:-max} msgs/s for ${duration}s" >&2
+  # Named as ringmq's: the Kafka runs reach its listener from outside, which names itself by its cluster id.
+  local label="ringmq native"
+  [[ $protocol == kafka ]] && label="ringmq Kafka listener"
   bench_run "$name" --broker "127.0.0.1:$port" --kafka-broker "127.0.0.1:$kafka" --protocol "$protocol" \
-    --rate "$offered"
+    --rate "$offered" --label "$label"
 }
 
 for workload in $(workloads); do

@@ -64,23 +64,30 @@ fn about(summary: &Path) -> Result<Option<About>, String> {
 
 /// The side-by-side table: what each run drove, then one row per
 /// percentile (and msgs/s, when every run has a summary), a column per
-/// run, ratios to the first run.
+/// run, ratios to the first run. Runs are numbered (#1 the first): names
+/// often share a prefix ("max-native", "max-kafka") that a column would
+/// cut them to.
 pub fn table(runs: &[Run]) -> String {
     let mut out = String::new();
-    for run in runs {
+    for (k, run) in runs.iter().enumerate() {
         if let Some(a) = &run.about {
             out += &format!(
-                "{}: {} ({}), {:.0} msgs/s, {} lost\n",
-                run.name, a.broker, a.durability, a.msgs_per_s, a.lost
+                "#{} {}: {} ({}), {:.0} msgs/s, {} lost\n",
+                k + 1,
+                run.name,
+                a.broker,
+                a.durability,
+                a.msgs_per_s,
+                a.lost
             );
         }
     }
     out += &format!("{:>8}", "ms");
-    for run in runs {
-        out += &format!(" {:>14}", truncate(&run.name, 14));
+    for (k, run) in runs.iter().enumerate() {
+        out += &format!(" {:>14}", truncate(&format!("#{} {}", k + 1, run.name), 14));
     }
-    for run in runs.iter().skip(1) {
-        out += &format!(" {:>12}", format!("{}/{}", truncate(&run.name, 5), truncate(&runs[0].name, 5)));
+    for k in 2..=runs.len() {
+        out += &format!(" {:>12}", format!("#{k}/#1"));
     }
     out.push('\n');
     for (name, p) in PERCENTILES {

@@ -59,7 +59,8 @@ fn an_embedded_run_reports_no_loss_and_runs_compare_into_a_chart() {
         assert!(svg.contains(&legend), "each run in the legend, with its broker and durability: {svg}");
     }
     let table = compare::table(&[compare::load(&a).unwrap(), compare::load(&b).unwrap()]);
-    assert!(table.starts_with("slow-rate: ringmq native (durable acks, async sends), 5"), "{table}");
+    assert!(table.starts_with("#1 slow-rate: ringmq native (durable acks, async sends), 5"), "{table}");
+    assert!(table.contains("#2 fast-rate: ringmq native") && table.contains("#2/#1"), "{table}");
     let rates = table.lines().find(|l| l.trim_start().starts_with("msgs/s")).expect("a msgs/s row");
     let ratio: f64 = rates.split_whitespace().last().unwrap().parse().unwrap();
     assert!((3.0..5.0).contains(&ratio), "2000 msgs/s against 500: {rates}");
@@ -191,8 +192,10 @@ fn a_kafka_run_sets_its_topic_up_through_the_admin_api_with_no_native_listener()
     assert!(json.contains(r#""kafka_config":{"acks":"all","linger.ms":"1"}"#), "{json}");
     let broker = format!(r#""kafka_broker":{{"bootstrap":"{kafka}","#);
     assert!(json.contains(&broker) && json.contains(r#""brokers":1}"#), "the broker its metadata describes: {json}");
-    // ringmq's Metadata gives no cluster id: the broker is named by where it was reached.
-    let named = format!(r#""broker":"Kafka at {kafka}","durability":"acks=all""#);
+    // Named by the cluster id its Metadata gives: the one the data directory keeps.
+    let id = std::fs::read_to_string(dir.path().join("data/cluster-id")).unwrap();
+    assert!(json.contains(&format!(r#""cluster_id":"{id}""#)), "{json}");
+    let named = format!(r#""broker":"Kafka cluster {id}","durability":"acks=all""#);
     assert!(json.contains(&named), "{json}");
     server.stop();
 }
