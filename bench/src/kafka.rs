@@ -188,18 +188,20 @@ fn settings(a: &RunArgs, bootstrap: &str, defaults: impl FnOnce(&mut ClientConfi
 /// The run's topic on the Kafka listener `bootstrap`, through Kafka's admin
 /// API (so any Kafka-compatible broker will do): created with --queues
 /// partitions and --replication-factor unless it exists, then described;
-/// its partition count (a topic that existed keeps its own), and the broker
-/// as its metadata describes it.
-pub(crate) fn prepare_topic(a: &RunArgs, bootstrap: &str) -> Result<(u32, KafkaBroker), String> {
+/// its partition count (a topic that existed keeps its own), the broker as
+/// its metadata describes it, and whether this call created the topic.
+pub(crate) fn prepare_topic(a: &RunArgs, bootstrap: &str) -> Result<(u32, KafkaBroker, bool), String> {
     let admin: AdminClient<DefaultClientContext> =
         settings(a, bootstrap, |_| {}).create().map_err(|e| format!("kafka admin client: {e}"))?;
     let topic = NewTopic::new(&a.topic, a.queues as i32, TopicReplication::Fixed(a.replication_factor));
     let options = AdminOptions::new().operation_timeout(Some(ADMIN_TIMEOUT));
     let created = futures_lite::future::block_on(admin.create_topics([&topic], &options))
         .map_err(|e| format!("kafka CreateTopics {}: {e}", a.topic))?;
+    let mut made = false;
     for result in created {
         match result {
-            Ok(_) | Err((_, RDKafkaErrorCode::TopicAlreadyExists)) => {}
+            Ok(_) => made = true,
+            Err((_, RDKafkaErrorCode::TopicAlreadyExists)) => {}
             Err((name, code)) => return Err(format!("kafka CreateTopics {name}: {code}")),
         }
     }
@@ -223,12 +225,25 @@ pub(crate) fn prepare_topic(a: &RunArgs, bootstrap: &str) -> Result<(u32, KafkaB
                     broker.brokers,
                     a.topic
                 );
-                return Ok((partitions, broker));
+                return Ok((partitions, broker, made));
             }
         }
         if std::time::Instant::now() >= deadline {
             return Err(format!("kafka topic {} has no leader for every partition after {ADMIN_TIMEOUT:?}", a.topic));
         }
         std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+/// Deletes the run's topic through Kafka's admin API (DeleteTopics).
+pub(crate) fn delete_topic(a: &RunArgs, bootstrap: &str) -> Result<(), String> {
+    let admin: AdminClient<DefaultClientContext> =
+        settings(a, bootstrap, |_| {}).create().map_err(|e| format!("kafka admin client: {e}"))?;
+    let options = AdminOptions::new().operation_timeout(Some(ADMIN_TIMEOUT));
+    let deleted = futures_lite::future::block_on(admin.delete_topics(&[a.topic.as_str()], &options))
+        .map_err(|e| format!("kafka DeleteTopics {}: {e}", a.topic))?;
+    match deleted.into_iter().find_map(Result::err) {
+        Some((name, code)) => Err(format!("kafka DeleteTopics {name}: {code}")),
+        None => Ok(()),
     }
 }

@@ -13,7 +13,14 @@ pub(crate) fn producer(_: &Arc<Shared>, _: &str) -> Result<Arc<Producer>, String
     Err(NEEDS.into())
 }
 
-pub(crate) fn prepare_topic(_: &crate::run::RunArgs, _: &str) -> Result<(u32, crate::summary::KafkaBroker), String> {
+pub(crate) fn prepare_topic(
+    _: &crate::run::RunArgs,
+    _: &str,
+) -> Result<(u32, crate::summary::KafkaBroker, bool), String> {
+    Err(NEEDS.into())
+}
+
+pub(crate) fn delete_topic(_: &crate::run::RunArgs, _: &str) -> Result<(), String> {
     Err(NEEDS.into())
 }
 

@@ -49,6 +49,10 @@ pub struct RunArgs {
     pub client_cores: Option<Vec<usize>>,
     #[arg(long, default_value = "bench")]
     pub topic: String,
+    /// Deletes the topic when the run ends if the run created it (through Kafka's DeleteTopics
+    /// with --protocol kafka); a topic that existed before the run is kept.
+    #[arg(long)]
+    pub delete_topic: bool,
     /// Queues of the topic (created if missing).
     #[arg(long, default_value_t = 8)]
     pub queues: u32,
@@ -342,15 +346,22 @@ fn drive(args: RunArgs, addr: Option<&str>, kafka: Option<&str>, client_cores: &
     match kafka {
         // Set up through Kafka's admin API: any Kafka-compatible broker.
         Some(bootstrap) => {
-            let (queues, broker) = crate::kafka::prepare_topic(&args, bootstrap)?;
-            drive_with(args, None, queues, Some((bootstrap, broker)), client_cores)
+            let (queues, broker, created) = crate::kafka::prepare_topic(&args, bootstrap)?;
+            let delete = (created && args.delete_topic).then(|| args.clone());
+            let outcome = drive_with(args, None, queues, Some((bootstrap, broker)), client_cores);
+            if let Some(a) = delete {
+                report_deletion(&a.topic, crate::kafka::delete_topic(&a, bootstrap));
+            }
+            outcome
         }
         None => {
             let config = client_config(&args, addr.expect("a native run has the native listener"))?;
             let client = Client::connect(config.clone()).map_err(|e| e.to_string())?;
-            if client.topic(&args.topic).is_err() {
+            let created = client.topic(&args.topic).is_err();
+            if created {
                 client.create_topic(&args.topic, args.queues, 0).map_err(|e| e.to_string())?;
             }
+            let delete = (created && args.delete_topic).then(|| (client.clone(), args.topic.clone()));
             let queues = client.topic(&args.topic).map_err(|e| e.to_string())?.queue_shards.len() as u32;
             // Consumers have their own connection, as a separate consumer process
             // would; producers share one: a connection per producer cost tail latency
@@ -358,8 +369,21 @@ fn drive(args: RunArgs, addr: Option<&str>, kafka: Option<&str>, client_cores: &
             // at overload; the broker now gives produces and fetches separate
             // in-flight budgets per connection.)
             let consumer_client = Client::connect(config).map_err(|e| e.to_string())?;
-            drive_with(args, Some((client, consumer_client)), queues, None, client_cores)
+            let outcome = drive_with(args, Some((client, consumer_client)), queues, None, client_cores);
+            if let Some((client, topic)) = delete {
+                report_deletion(&topic, client.delete_topic(&topic).map_err(|e| e.to_string()));
+            }
+            outcome
         }
+    }
+}
+
+/// Says whether `--delete-topic` deleted the topic the run made. A failed
+/// deletion leaves the topic, not the run's results, behind.
+fn report_deletion(topic: &str, deleted: Result<(), String>) {
+    match deleted {
+        Ok(()) => eprintln!("deleted topic {topic} (the run created it)"),
+        Err(e) => eprintln!("topic {topic} was not deleted: {e}"),
     }
 }
 

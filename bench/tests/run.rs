@@ -108,6 +108,36 @@ fn a_group_run_with_a_member_restart_reports_latency_during_and_outside_the_reba
     assert!(json.contains("\"rebalance\":{\"seconds\":") && json.contains("\"during\":{\"p50_us\""), "{json}");
 }
 
+/// A one-shard broker on loopback in `dir`, with a Kafka listener on `kafka` if given.
+fn one_shard_broker(dir: &std::path::Path, kafka: Option<std::net::SocketAddr>) -> ringmq::server::Server {
+    let mut cfg = ringmq::server::ServerConfig::new(dir.join("data"));
+    cfg.cores = vec![0];
+    cfg.listen = "127.0.0.1:0".parse().unwrap();
+    cfg.segment_bytes = 64 << 20;
+    cfg.kafka_listen = kafka;
+    ringmq::server::start(cfg).expect("a broker")
+}
+
+/// A native run with --delete-topic deletes the topic it created at its
+/// end, and keeps one that existed before it.
+#[test]
+fn a_native_run_deletes_only_the_topic_it_created() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = one_shard_broker(dir.path(), None);
+    let addr = server.addrs[0].to_string();
+    let native = ringmq::client::Client::connect(ringmq::client::ClientConfig::new(addr.clone())).unwrap();
+    native.create_topic("existing", 2, 0).unwrap();
+    for topic in ["existing", "made-by-the-run"] {
+        let args = ["run", "--broker", &addr, "--topic", topic, "--delete-topic", "--duration", "1s"];
+        let s = run::run(Cli::parse_from(args.into_iter().chain(["--warmup", "200ms"])).args).unwrap().summary;
+        assert!(s.received > 0 && s.lost == 0, "{:?}", (s.received, s.lost));
+    }
+    assert_eq!(native.topic("existing").unwrap().queue_shards.len(), 2, "a topic that existed is kept");
+    let gone = native.topic("made-by-the-run").map(|t| t.queue_shards.len());
+    assert!(gone.is_err(), "the topic the run made is deleted: {gone:?}");
+    server.stop();
+}
+
 /// Without the `kafka` feature (librdkafka), a Kafka run is refused with what to build.
 #[cfg(not(feature = "kafka"))]
 #[test]
@@ -153,18 +183,15 @@ fn a_workload_file_drives_a_kafka_run() {
 /// A Kafka run given only a Kafka listener (no native one, as against a
 /// broker that is not ringmq): the topic is created through Kafka's admin
 /// API with the partitions asked for, the run loses nothing, and its
-/// --kafka-config settings are in summary.json.
+/// --kafka-config settings are in summary.json. With --delete-topic a
+/// topic the run created is deleted through DeleteTopics at its end, and
+/// one that existed before it is kept.
 #[cfg(feature = "kafka")]
 #[test]
 fn a_kafka_run_sets_its_topic_up_through_the_admin_api_with_no_native_listener() {
     let dir = tempfile::tempdir().unwrap();
-    let mut cfg = ringmq::server::ServerConfig::new(dir.path().join("data"));
-    cfg.cores = vec![0];
-    cfg.listen = "127.0.0.1:0".parse().unwrap();
-    cfg.segment_bytes = 64 << 20;
     let kafka = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap();
-    cfg.kafka_listen = Some(kafka);
-    let server = ringmq::server::start(cfg).expect("a broker");
+    let server = one_shard_broker(dir.path(), Some(kafka));
     let kafka = kafka.to_string();
     let args = ["run", "--protocol", "kafka", "--kafka-broker", &kafka, "--topic", "admin-made", "--queues", "3"];
     let mut args: Vec<&str> = args.to_vec();
@@ -197,6 +224,18 @@ fn a_kafka_run_sets_its_topic_up_through_the_admin_api_with_no_native_listener()
     assert!(json.contains(&format!(r#""cluster_id":"{id}""#)), "{json}");
     let named = format!(r#""broker":"Kafka cluster {id}","durability":"acks=all""#);
     assert!(json.contains(&named), "{json}");
+
+    let deleting = |topic: &str| {
+        let args = ["run", "--protocol", "kafka", "--kafka-broker", &kafka, "--topic", topic, "--delete-topic"];
+        let cli = Cli::parse_from(args.into_iter().chain(["--duration", "1s", "--warmup", "200ms"]));
+        let s = run::run(cli.args).expect("the run completes").summary;
+        assert!(s.received > 0 && s.lost == 0, "{:?}", (s.received, s.lost));
+    };
+    deleting("admin-made");
+    assert!(native.topic("admin-made").is_ok(), "a topic that existed before the run is kept");
+    deleting("made-and-deleted");
+    let gone = native.topic("made-and-deleted").map(|t| t.queue_shards.len());
+    assert!(gone.is_err(), "the topic the run made is deleted: {gone:?}");
     server.stop();
 }
 
