@@ -643,6 +643,11 @@ fn cluster(action: ClusterAction) -> Result<(), String> {
         }
     };
     let endpoints = ringmq::cluster::parse_endpoints(&cluster).map_err(|e| e.to_string())?;
+    let id = ringmq::cluster::read_cluster_id(&endpoints).map_err(|e| e.to_string())?;
+    match format {
+        Format::Text => println!("cluster_id={}", id.as_deref().unwrap_or("-")),
+        Format::Json => println!("{}", serde_json::json!({ "cluster_id": id })),
+    }
     let nodes = ringmq::cluster::list_nodes(&endpoints).map_err(|e| e.to_string())?;
     for n in &nodes {
         match format {

@@ -40,7 +40,7 @@ fn kafka_clients_of_one_node_reach_the_partitions_and_coordinators_of_every_grou
         }
     }
     assert!(text.contains(&format!("topic \"{TOPIC}\" with 8 partitions:")), "{text}");
-    assert_one_cluster_id(&[&bootstrap, &format!("{}:{kafka}", ips[1])]);
+    assert_one_cluster_id(&etcd.url, &[&bootstrap, &format!("{}:{kafka}", ips[1])]);
 
     let mut producer = common::tools::command("kcat")
         .args(["-b", &bootstrap, "-P", "-t", TOPIC, "-K:", "-X", "acks=all"])
@@ -83,9 +83,10 @@ fn kafka_clients_of_one_node_reach_the_partitions_and_coordinators_of_every_grou
     }
 }
 
-/// Every node's Metadata and DescribeCluster give one cluster id, which
-/// the first node made in etcd, and DescribeCluster the four shards.
-fn assert_one_cluster_id(nodes: &[&str]) {
+/// Every node's Metadata and DescribeCluster give one cluster id, the one
+/// `ringmq cluster status` reads from etcd, and DescribeCluster the four
+/// shards.
+fn assert_one_cluster_id(etcd_url: &str, nodes: &[&str]) {
     use common::kafka::{call, connect};
     use kafka_protocol::messages::{ApiKey, DescribeClusterRequest, DescribeClusterResponse};
     use kafka_protocol::messages::{MetadataRequest, MetadataResponse};
@@ -101,6 +102,8 @@ fn assert_one_cluster_id(nodes: &[&str]) {
         ids.push(described.cluster_id.to_string());
     }
     assert!(ids[0].len() == 22 && ids.iter().all(|id| *id == ids[0]), "one cluster, one id: {ids:?}");
+    let status = common::etcd::cluster_status(etcd_url);
+    assert_eq!(status.first(), Some(&format!("cluster_id={}", ids[0])), "{status:?}");
 }
 
 /// Group g1 of nodes a, b, c, one on each of `ips` at the same ports, each

@@ -1,8 +1,11 @@
 //! The cluster's id in etcd, `/ringmq/cluster-id`: made by the first node to
 //! start (put only where absent, so two starting at once agree), read into
-//! every node's view of the cluster. Kafka clients read it from any node.
+//! every node's view of the cluster. Kafka clients read it from any node,
+//! and `ringmq cluster status` from etcd.
 
+use super::registry::blocking;
 use super::store::{Compare, Kv, Op, Store, StoreError};
+use super::ClusterError;
 use crate::server::cluster_id::{is_cluster_id, new_cluster_id};
 
 const KEY: &str = "/ringmq/cluster-id";
@@ -21,6 +24,12 @@ pub(super) async fn ensure(store: &impl Store) -> Result<String, StoreError> {
 /// The cluster's id, if a node made it.
 pub(super) async fn read(store: &impl Store) -> Result<Option<String>, StoreError> {
     store.get(KEY).await?.map(|kv| checked(&kv)).transpose()
+}
+
+/// The cluster's id as the etcd at `endpoints` holds it (`cluster status`);
+/// None before a node made it.
+pub fn read_cluster_id(endpoints: &[String]) -> Result<Option<String>, ClusterError> {
+    blocking(endpoints, async |store| Ok(read(store).await?))
 }
 
 fn checked(kv: &Kv) -> Result<String, StoreError> {

@@ -23,6 +23,7 @@ pub mod store;
 mod transfer;
 
 pub use accounts::{change_accounts, cluster_users};
+pub use cluster_id::read_cluster_id;
 pub use control_plane::{ControlPlane, ControlPlaneError, Elected, OnLost};
 pub use election::{list_groups, EpochStart, GroupState, Leadership};
 pub use isr::Isr;
