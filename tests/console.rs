@@ -172,7 +172,9 @@ fn the_console_shows_topics_lag_and_a_traced_message_in_a_real_browser() {
     assert!(topic.contains("42"), "42 messages stored: {topic}");
     let group = browser.text_when("#groups tr[data-group='billing']", "12");
     assert!(group.starts_with("billing orders"), "{group}");
-    browser.text_when("#node", "2 shards");
+    let cluster_id = std::fs::read_to_string(dir.path().join("cluster-id")).unwrap();
+    let node = browser.text_when("#node", &format!("cluster {cluster_id}"));
+    assert!(node.starts_with("2 shards"), "{node}");
 
     let field = browser.element("#lookup-id");
     browser.call("POST", &format!("/element/{field}/value"), Some(&json!({"text": late}))).unwrap();

@@ -76,7 +76,12 @@ pub async fn overview(core: &Core) -> Response {
     let role = samples("ringmq_shard_role").map(|s| label(s, "role")).next().unwrap_or_default();
     Response::json(&json!({
         "time_ms": crate::duration::unix_ms(),
-        "node": {"shards": core.shards(), "role": role, "busy_seconds": total("ringmq_shard_busy_seconds")},
+        "node": {
+            "shards": core.shards(),
+            "role": role,
+            "busy_seconds": total("ringmq_shard_busy_seconds"),
+            "cluster_id": core.describe(&[]).cluster_id,
+        },
         "topics": topics,
         "groups": groups,
         "totals": totals,

@@ -111,7 +111,8 @@ const fmt = (v, digits) => (v === null || v === undefined ? "–" : Number(v).to
 
 function render(o) {
   const point = sample(o);
-  $("node").textContent = `${o.node.shards} shards, ${o.node.role}`;
+  const cluster = o.node.cluster_id ? `, cluster ${o.node.cluster_id}` : "";
+  $("node").textContent = `${o.node.shards} shards, ${o.node.role}${cluster}`;
   $("updated").textContent = "updated " + new Date(o.time_ms).toLocaleTimeString();
   $("produce-rate").textContent = fmt(point.produce, 0);
   $("fetch-rate").textContent = fmt(point.fetch, 0);
