@@ -80,7 +80,7 @@ pub async fn overview(core: &Core) -> Response {
             "shards": core.shards(),
             "role": role,
             "busy_seconds": total("ringmq_shard_busy_seconds"),
-            "cluster_id": core.describe(&[]).cluster_id,
+            "cluster_id": core.cluster_id(),
         },
         "topics": topics,
         "groups": groups,

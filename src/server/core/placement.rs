@@ -369,6 +369,15 @@ impl Core {
         self.config().cluster.as_ref().map_or("", |c| c.broker_group.as_str())
     }
 
+    /// The cluster's id: a single node's own, a cluster's as etcd last
+    /// said (None until its first node made it).
+    pub fn cluster_id(&self) -> Option<String> {
+        match self.placement() {
+            Some(link) => link.view.borrow().cluster_id.clone(),
+            None => self.cluster_id.clone(),
+        }
+    }
+
     /// The named topics (all if none named) as clients see them: in a
     /// cluster, every queue on a shard numbered cluster-wide.
     pub fn describe(&self, names: &[String]) -> ClientView {

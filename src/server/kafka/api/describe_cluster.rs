@@ -41,7 +41,7 @@ impl Api for DescribeCluster {
         });
         let asked = r.include_cluster_authorized_operations;
         let operations = authorized_operations(asked, &s.core, &at.principal, authorizer::cluster());
-        let cluster_id = s.core.describe(&[]).cluster_id.unwrap_or_default();
+        let cluster_id = s.core.cluster_id().unwrap_or_default();
         Some(
             response
                 .with_endpoint_type(BROKERS)
