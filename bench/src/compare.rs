@@ -64,27 +64,21 @@ fn about(summary: &Path) -> Result<Option<About>, String> {
 
 /// The side-by-side table: what each run drove, then one row per
 /// percentile (and msgs/s, when every run has a summary), a column per
-/// run, ratios to the first run. Runs are numbered (#1 the first): names
-/// often share a prefix ("max-native", "max-kafka") that a column would
-/// cut them to.
+/// run, ratios to the first run. Runs are numbered (#1 the first) and
+/// named on lines of their own: names often share a prefix ("max-native",
+/// "max-kafka") that a column's width would cut them to.
 pub fn table(runs: &[Run]) -> String {
     let mut out = String::new();
     for (k, run) in runs.iter().enumerate() {
+        out += &format!("#{} {}", k + 1, run.name);
         if let Some(a) = &run.about {
-            out += &format!(
-                "#{} {}: {} ({}), {:.0} msgs/s, {} lost\n",
-                k + 1,
-                run.name,
-                a.broker,
-                a.durability,
-                a.msgs_per_s,
-                a.lost
-            );
+            out += &format!(": {} ({}), {:.0} msgs/s, {} lost", a.broker, a.durability, a.msgs_per_s, a.lost);
         }
+        out.push('\n');
     }
     out += &format!("{:>8}", "ms");
-    for (k, run) in runs.iter().enumerate() {
-        out += &format!(" {:>14}", truncate(&format!("#{} {}", k + 1, run.name), 14));
+    for k in 1..=runs.len() {
+        out += &format!(" {:>14}", format!("#{k}"));
     }
     for k in 2..=runs.len() {
         out += &format!(" {:>12}", format!("#{k}/#1"));
@@ -111,10 +105,6 @@ fn row(name: &str, values: &[f64], decimals: usize) -> String {
         out += &format!(" {:>12.2}", v / values[0].max(1e-9));
     }
     out + "\n"
-}
-
-fn truncate(s: &str, n: usize) -> String {
-    s.chars().take(n).collect()
 }
 
 /// Compares `inputs`, prints the table and writes compare.svg and
