@@ -270,16 +270,9 @@ impl Metadata {
         self.topics.iter().map(|(n, t)| (t.id(n), n)).collect()
     }
 
-    /// The named topics (all if none named) as clients see them: the
-    /// cluster's id, shard addresses, and each queue by the index `shard_of`
-    /// gives its home.
-    pub fn describe(
-        &self,
-        cluster_id: Option<String>,
-        addrs: Vec<String>,
-        shard_of: impl Fn(&Home) -> u32,
-        names: &[String],
-    ) -> ClientView {
+    /// The named topics (all if none named) as clients see them: shard
+    /// addresses, and each queue by the index `shard_of` gives its home.
+    pub fn describe(&self, addrs: Vec<String>, shard_of: impl Fn(&Home) -> u32, names: &[String]) -> ClientView {
         let topics = self
             .topics
             .iter()
@@ -291,7 +284,7 @@ impl Metadata {
                 queue_shards: t.queues.iter().map(&shard_of).collect(),
             })
             .collect();
-        ClientView { cluster_id, shard_addrs: addrs, topics }
+        ClientView { shard_addrs: addrs, topics }
     }
 }
 
@@ -299,8 +292,6 @@ impl Metadata {
 /// as its Metadata response.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ClientView {
-    /// The cluster's id (None in a cluster until its first node made it).
-    pub cluster_id: Option<String>,
     /// Every shard's address, by its index (cluster-wide in a cluster).
     pub shard_addrs: Vec<String>,
     pub topics: Vec<TopicView>,

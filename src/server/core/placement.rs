@@ -384,7 +384,7 @@ impl Core {
         let metadata = self.metadata();
         let Some(link) = self.placement() else {
             let shard_of = |h: &Home| if let Home::Here(slot) = h { slot.shard } else { u32::MAX };
-            return metadata.describe(self.cluster_id.clone(), self.addrs().to_vec(), shard_of, names);
+            return metadata.describe(self.addrs().to_vec(), shard_of, names);
         };
         let view = link.view.borrow();
         let shard_of = |h: &Home| {
@@ -396,7 +396,7 @@ impl Core {
             };
             view.global(place).unwrap_or(u32::MAX)
         };
-        metadata.describe(view.cluster_id.clone(), view.shard_addrs(), shard_of, names)
+        metadata.describe(view.shard_addrs(), shard_of, names)
     }
 
     /// Every queue moving between broker groups now, as etcd last said:

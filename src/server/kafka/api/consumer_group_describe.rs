@@ -1,6 +1,7 @@
 //! ConsumerGroupDescribe: a KIP-848 group's epoch and members with their
 //! subscriptions, assignments and targets (Describe on the group, on its
-//! coordinator), and the principal's authorized operations on it when asked. A group of the classic protocol is not one (GROUP_ID_NOT_FOUND,
+//! coordinator), and the principal's authorized operations on it when
+//! asked. A group of the classic protocol is not one (GROUP_ID_NOT_FOUND,
 //! as Kafka answers; admin clients then describe it with DescribeGroups).
 
 use super::{Api, At};

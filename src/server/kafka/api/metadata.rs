@@ -145,7 +145,7 @@ impl Api for Metadata {
         let asked = request.include_cluster_authorized_operations;
         let cluster_operations = authorized_operations(asked, core, principal, authorizer::cluster());
         let response = MetadataResponse::default()
-            .with_cluster_id(described.cluster_id.map(StrBytes::from_string))
+            .with_cluster_id(core.cluster_id().map(StrBytes::from_string))
             .with_controller_id(controller(&known))
             .with_brokers(known)
             .with_topics(topics)
