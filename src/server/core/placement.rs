@@ -378,6 +378,15 @@ impl Core {
         }
     }
 
+    /// Every shard's address, by its index (cluster-wide in a cluster), as
+    /// `describe` gives them, without describing any topic.
+    pub fn shard_addrs(&self) -> Vec<String> {
+        match self.placement() {
+            Some(link) => link.view.borrow().shard_addrs(),
+            None => self.addrs().to_vec(),
+        }
+    }
+
     /// The named topics (all if none named) as clients see them: in a
     /// cluster, every queue on a shard numbered cluster-wide.
     pub fn describe(&self, names: &[String]) -> ClientView {

@@ -17,8 +17,7 @@ pub fn brokers(core: &Core) -> Vec<Option<MetadataResponseBroker>> {
     let mine = core.addrs();
     let native_base = mine.first().and_then(|a| a.parse::<SocketAddr>().ok()).map_or(0, |a| a.port());
     let distance = i32::from(kafka.port()) - i32::from(native_base);
-    core.describe(&[])
-        .shard_addrs
+    core.shard_addrs()
         .iter()
         .enumerate()
         .map(|(shard, addr)| {
